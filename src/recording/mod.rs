@@ -13,9 +13,15 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum RecordingError {
     #[error("cannot write recording {path}: {source}")]
-    Write { path: PathBuf, source: std::io::Error },
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("cannot read recording {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("{path} is not a valid perf.data recording: {reason}")]
     Corrupt { path: PathBuf, reason: String },
 }
@@ -82,18 +88,46 @@ pub struct Sample {
 /// One event read from a recording.
 #[derive(Clone, Debug)]
 pub enum Event {
-    Comm { pid: u32, tid: u32, name: String, exec: bool },
+    Comm {
+        pid: u32,
+        tid: u32,
+        name: String,
+        exec: bool,
+    },
     /// A memory mapping. `pid` is -1 (as u32::MAX never; use i32) for kernel mappings.
-    Mmap { pid: i32, tid: i32, start: u64, len: u64, pgoff: u64, path: String, build_id: Option<Vec<u8>>, cpu_mode: CpuMode },
-    Fork { pid: u32, ppid: u32, tid: u32, ptid: u32 },
-    Exit { pid: u32, tid: u32 },
+    Mmap {
+        pid: i32,
+        tid: i32,
+        start: u64,
+        len: u64,
+        pgoff: u64,
+        path: String,
+        build_id: Option<Vec<u8>>,
+        cpu_mode: CpuMode,
+    },
+    Fork {
+        pid: u32,
+        ppid: u32,
+        tid: u32,
+        ptid: u32,
+    },
+    Exit {
+        pid: u32,
+        tid: u32,
+    },
     Sample(Sample),
     /// PERF_RECORD_LOST: this many records were lost.
-    Lost { count: u64 },
+    Lost {
+        count: u64,
+    },
     /// PERF_RECORD_LOST_SAMPLES.
-    LostSamples { count: u64 },
+    LostSamples {
+        count: u64,
+    },
     /// PERF_RECORD_THROTTLE (true) / UNTHROTTLE (false).
-    Throttle { throttled: bool },
+    Throttle {
+        throttled: bool,
+    },
 }
 
 /// The `sample_id_all` trailer of a non-sample record (which fields are present follows the attr's sample_type:
@@ -142,7 +176,14 @@ pub struct SampleFields {
 }
 
 /// Encode a PERF_RECORD_COMM (with the sample_id trailer for `sample_type`).
-pub fn encode_comm(_sample_type: u64, _pid: u32, _tid: u32, _name: &str, _exec: bool, _id: &SampleId) -> Vec<u8> {
+pub fn encode_comm(
+    _sample_type: u64,
+    _pid: u32,
+    _tid: u32,
+    _name: &str,
+    _exec: bool,
+    _id: &SampleId,
+) -> Vec<u8> {
     unimplemented!("recording helper")
 }
 
@@ -169,7 +210,10 @@ pub struct Writer {
 
 impl Writer {
     /// Create `path` now (so an unwritable path fails before sampling starts) and reserve the header.
-    pub fn create(_path: &std::path::Path, _attrs: Vec<FileAttr>) -> Result<Writer, RecordingError> {
+    pub fn create(
+        _path: &std::path::Path,
+        _attrs: Vec<FileAttr>,
+    ) -> Result<Writer, RecordingError> {
         unimplemented!("recording helper")
     }
 

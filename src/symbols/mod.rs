@@ -64,7 +64,10 @@ use std::sync::Arc;
 #[derive(Debug, thiserror::Error)]
 pub enum SymbolError {
     #[error("cannot read {path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("{path} is not an ELF file: {reason}")]
     NotElf { path: PathBuf, reason: String },
     #[error("{path} has no symbol table and no debug file was found (looked in {searched}); install its debug symbols")]
@@ -125,7 +128,10 @@ pub fn elf_info(_path: &Path) -> Result<ElfInfo, SymbolError> {
 }
 
 /// All function symbols of `path` (its own tables, else those of its separate debug file), aliases included.
-pub fn function_symbols(_path: &Path, _debug_dirs: &[PathBuf]) -> Result<Vec<FunctionSymbol>, SymbolError> {
+pub fn function_symbols(
+    _path: &Path,
+    _debug_dirs: &[PathBuf],
+) -> Result<Vec<FunctionSymbol>, SymbolError> {
     unimplemented!("symbols helper")
 }
 

@@ -1,0 +1,133 @@
+//! Launching the profiled command: fork a child that waits on a pipe, open the events on it, then let it exec.
+//! (perf's `evlist__prepare_workload` does the same.) Exec failures come back through a close-on-exec pipe.
+use super::PerfError;
+use nix::sys::signal::{kill, Signal};
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::{ForkResult, Pid};
+use std::ffi::CString;
+use std::io::{Read, Write};
+use std::os::fd::OwnedFd;
+
+/// A forked child that has not exec'd yet, then the running command.
+pub struct Workload {
+    pid: Pid,
+    go: Option<std::fs::File>,
+    exec_status: Option<std::fs::File>,
+    program: String,
+    reaped: Option<WaitStatus>,
+}
+
+impl Workload {
+    /// Fork a child that will exec `argv` once [`Workload::start`] is called.
+    pub fn prepare(argv: &[String]) -> Result<Workload, PerfError> {
+        let program = argv.first().cloned().unwrap_or_default();
+        let exec_err = |source| PerfError::Exec {
+            program: program.clone(),
+            source,
+        };
+        let cargs: Vec<CString> = argv
+            .iter()
+            .map(|a| CString::new(a.as_bytes()))
+            .collect::<Result<_, _>>()
+            .map_err(|e| exec_err(std::io::Error::new(std::io::ErrorKind::InvalidInput, e)))?;
+        if cargs.is_empty() {
+            return Err(exec_err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "empty command",
+            )));
+        }
+        let (go_r, go_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+            .map_err(|e| PerfError::Spawn(e.into()))?;
+        let (st_r, st_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+            .map_err(|e| PerfError::Spawn(e.into()))?;
+        // SAFETY: rprof is single-threaded when it launches the workload (record/probe call this before
+        // starting any thread). The child only reads a pipe, calls execvp and writes an errno before _exit.
+        match unsafe { nix::unistd::fork() }.map_err(|e| PerfError::Spawn(e.into()))? {
+            ForkResult::Child => {
+                drop(go_w);
+                drop(st_r);
+                let mut go = std::fs::File::from(go_r);
+                let mut byte = [0u8; 1];
+                if !matches!(go.read(&mut byte), Ok(1)) {
+                    // The parent gave up before starting us.
+                    // SAFETY: _exit ends the forked child without running the parent's atexit handlers.
+                    unsafe { libc::_exit(126) };
+                }
+                let err = nix::unistd::execvp(&cargs[0], &cargs).unwrap_err();
+                let mut st = std::fs::File::from(st_w);
+                let _ = st.write_all(&(err as i32).to_ne_bytes());
+                // SAFETY: as above.
+                unsafe { libc::_exit(127) };
+            }
+            ForkResult::Parent { child } => {
+                drop::<OwnedFd>(go_r);
+                drop::<OwnedFd>(st_w);
+                Ok(Workload {
+                    pid: child,
+                    go: Some(go_w.into()),
+                    exec_status: Some(st_r.into()),
+                    program,
+                    reaped: None,
+                })
+            }
+        }
+    }
+
+    /// The child's pid.
+    pub fn pid(&self) -> i32 {
+        self.pid.as_raw()
+    }
+
+    /// Let the child exec; fails if exec failed.
+    pub fn start(&mut self) -> Result<(), PerfError> {
+        if let Some(mut go) = self.go.take() {
+            go.write_all(&[1]).map_err(PerfError::Spawn)?;
+        }
+        if let Some(mut st) = self.exec_status.take() {
+            let mut buf = [0u8; 4];
+            if st.read_exact(&mut buf).is_ok() {
+                let errno = i32::from_ne_bytes(buf);
+                self.reaped = waitpid(self.pid, None).ok();
+                return Err(PerfError::Exec {
+                    program: self.program.clone(),
+                    source: std::io::Error::from_raw_os_error(errno),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The exit status if the command has ended (reaps it).
+    pub fn try_wait(&mut self) -> Option<WaitStatus> {
+        if self.reaped.is_none() {
+            match waitpid(self.pid, Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::StillAlive) => {}
+                Ok(s) => self.reaped = Some(s),
+                Err(_) => self.reaped = Some(WaitStatus::StillAlive),
+            }
+        }
+        self.reaped
+    }
+
+    /// Exit code for rprof to mirror, when the command ended.
+    pub fn exit_code(&self) -> Option<i32> {
+        match self.reaped? {
+            WaitStatus::Exited(_, code) => Some(code),
+            WaitStatus::Signaled(_, sig, _) => Some(128 + sig as i32),
+            _ => None,
+        }
+    }
+}
+
+impl Drop for Workload {
+    fn drop(&mut self) {
+        if self.go.is_some() {
+            // Never started: the child is blocked on the pipe; closing it makes the child exit.
+            self.go = None;
+            let _ = waitpid(self.pid, None);
+        } else if self.try_wait().is_none() {
+            let _ = kill(self.pid, Signal::SIGTERM);
+            let _ = waitpid(self.pid, None);
+        }
+    }
+}
