@@ -4,9 +4,9 @@ use super::dwarf::Dwarf;
 use super::elf::{has_dwarf, has_symtab, info_of, raw_symbols, ElfData, RawSymbol};
 use super::{demangle, ElfInfo, FileOffset, Frame, SymbolError, SymbolizerOptions};
 use object::Object;
+use std::cell::OnceCell;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 /// Everything read from a binary and its debug file.
 pub(crate) struct Loaded {
@@ -76,10 +76,23 @@ pub(crate) fn load(
 }
 
 /// A function's range and name (as stored, maybe mangled).
-struct Entry {
+pub(crate) struct Entry {
     start: u64,
     end: u64,
-    name: Arc<str>,
+    name: Box<str>,
+    /// The demangled name, computed on first use.
+    demangled: OnceCell<String>,
+}
+
+impl Entry {
+    /// The name, demangled when `demangled` is set.
+    pub fn name(&self, demangled: bool) -> &str {
+        if demangled {
+            self.demangled.get_or_init(|| demangle(&self.name))
+        } else {
+            &self.name
+        }
+    }
 }
 
 /// Function symbols sorted by address, one per address, each with a known end.
@@ -115,20 +128,21 @@ impl SymbolTable {
             entries.push(Entry {
                 start: s.addr,
                 end,
-                name: Arc::from(s.name.as_str()),
+                name: Box::from(s.name.as_str()),
+                demangled: OnceCell::new(),
             });
         }
         SymbolTable { entries }
     }
 
-    /// The name of the function containing `addr`.
-    pub fn lookup(&self, addr: u64) -> Option<&Arc<str>> {
+    /// The function containing `addr`.
+    pub fn lookup(&self, addr: u64) -> Option<&Entry> {
         let i = self
             .entries
             .partition_point(|e| e.start <= addr)
             .checked_sub(1)?;
         let e = &self.entries[i];
-        (addr < e.end).then_some(&e.name)
+        (addr < e.end).then_some(e)
     }
 }
 
@@ -163,11 +177,12 @@ impl Binary {
             return Vec::new();
         };
         let symbol = self.symbols.lookup(addr.0);
-        let dwarf_frames = self
-            .dwarf
-            .as_ref()
-            .map(|d| d.frames(addr.0))
-            .unwrap_or_default();
+        // DWARF is needed for inlined frames, lines, or when the symbol table has nothing.
+        let need_dwarf = opts.inlines || opts.lines || symbol.is_none();
+        let dwarf_frames = match &self.dwarf {
+            Some(dwarf) if need_dwarf => dwarf.frames(addr.0),
+            _ => Vec::new(),
+        };
         let name_of = |raw: &str| {
             if opts.demangle {
                 demangle(raw)
@@ -180,7 +195,7 @@ impl Binary {
         // The symbol table names the outermost function (it is always fully qualified); DWARF fills in when
         // the symbol table has nothing there.
         let outer_name = symbol
-            .map(|s| name_of(s))
+            .map(|s| s.name(opts.demangle).to_string())
             .or_else(|| outer.as_ref().and_then(|f| f.name.as_deref()).map(name_of));
         let Some(outer_name) = outer_name else {
             return Vec::new();
@@ -236,7 +251,7 @@ mod tests {
                 ..sym("weak_a", 0x100, 0x10, 0x1000)
             },
         ]);
-        let name = |addr| table.lookup(addr).map(|s| s.to_string());
+        let name = |addr| table.lookup(addr).map(|e| e.name(false).to_string());
         assert_eq!(name(0x100).as_deref(), Some("a"));
         assert_eq!(name(0x10f).as_deref(), Some("a"));
         assert_eq!(name(0x110), None, "padding after a sized symbol");
