@@ -255,6 +255,10 @@ impl Symbolizer {
     }
 
     /// An offset into a mapped file: frames outermost first; empty when unknown.
+    ///
+    /// The file is opened as `module.path`, else as `/proc/PID/root/path` (containers); a file whose build id
+    /// differs from `module.build_id` is not used. The outermost name comes from the symbol table (.symtab,
+    /// .dynsym, or the debug file's), inlined frames and lines from DWARF.
     pub fn user(&mut self, module: &ModuleKey, offset: FileOffset) -> Arc<[Frame]> {
         let index = match self.module_ids.get(module) {
             Some(&index) => index,
