@@ -68,7 +68,7 @@ impl RecordBuf {
     }
 
     fn finish(mut self) -> Vec<u8> {
-        debug_assert!(self.bytes.len() % 8 == 0 && self.bytes.len() <= MAX_RECORD_SIZE);
+        debug_assert!(self.bytes.len().is_multiple_of(8) && self.bytes.len() <= MAX_RECORD_SIZE);
         let size = self.bytes.len() as u16;
         self.bytes[6..8].copy_from_slice(&size.to_le_bytes());
         self.bytes

@@ -194,6 +194,85 @@ fn callchain_offset(body: &[u8], sample_type: u64, read_format: u64) -> Option<u
     Some(at)
 }
 
+/// Read the feature section table at `table_at` and check that every section lies inside the file and that
+/// the counts in EVENT_DESC and CMDLINE fit their sections.
+fn read_feature_table(
+    file: &mut BufReader<File>,
+    features: [u64; 4],
+    table_at: u64,
+    file_len: u64,
+) -> Result<Vec<u8>, String> {
+    let count: u32 = features.iter().map(|w| w.count_ones()).sum();
+    let table_len = 16 * u64::from(count);
+    if section_end(table_at, table_len, file_len).is_none() {
+        return Err(format!(
+            "its feature section table ({table_len} bytes at byte {table_at}) is missing: the file is truncated"
+        ));
+    }
+    let io = |e: std::io::Error| format!("cannot read its feature sections: {e}");
+    let mut table = vec![0u8; table_len as usize];
+    file.seek(SeekFrom::Start(table_at)).map_err(io)?;
+    file.read_exact(&mut table).map_err(io)?;
+    let set_bits = (0..256).filter(|bit| features[bit / 64] & (1 << (bit % 64)) != 0);
+    for (i, bit) in set_bits.enumerate() {
+        let (offset, size) = (read_u64(&table, 16 * i), read_u64(&table, 16 * i + 8));
+        if section_end(offset, size, file_len).is_none() {
+            return Err(format!(
+                "its feature section {bit} ({size} bytes at byte {offset}) is past the end of the file"
+            ));
+        }
+        if bit == HEADER_EVENT_DESC || bit == HEADER_CMDLINE {
+            let mut bytes = vec![0u8; size as usize];
+            file.seek(SeekFrom::Start(offset)).map_err(io)?;
+            file.read_exact(&mut bytes).map_err(io)?;
+            if bit == HEADER_EVENT_DESC {
+                check_event_desc(&bytes)?;
+            } else {
+                check_cmdline(&bytes)?;
+            }
+        }
+    }
+    Ok(table)
+}
+
+/// Let linux-perf-data parse `path` with `patches` laid over its bytes.
+fn parse_patched(
+    path: &Path,
+    patches: Vec<(u64, Vec<u8>)>,
+) -> Result<PerfFileReader<PatchedFile>, linux_perf_data::Error> {
+    let inner = BufReader::with_capacity(1 << 16, File::open(path)?);
+    PerfFileReader::parse_file(PatchedFile {
+        inner,
+        patches,
+        pos: 0,
+    })
+}
+
+/// The HOSTNAME, OSRELEASE, NRCPUS, CMDLINE and BUILD_ID feature sections.
+fn read_meta(perf_file: &PerfFile) -> Result<(Meta, Vec<BuildIdEntry>), String> {
+    let bad = |e: linux_perf_data::Error| format!("its feature sections are corrupt: {e}");
+    let nr_cpus = perf_file.nr_cpus().map_err(bad)?;
+    let string = |s: Option<&str>| s.unwrap_or_default().to_string();
+    let meta = Meta {
+        hostname: string(perf_file.hostname().map_err(bad)?),
+        os_release: string(perf_file.os_release().map_err(bad)?),
+        nr_cpus_online: nr_cpus.map_or(0, |n| n.nr_cpus_online),
+        nr_cpus_available: nr_cpus.map_or(0, |n| n.nr_cpus_available),
+        cmdline: perf_file
+            .cmdline()
+            .map_err(bad)?
+            .unwrap_or_default()
+            .into_iter()
+            .map(str::to_string)
+            .collect(),
+    };
+    let build_ids = match perf_file.feature_section_data(Feature::BUILD_ID) {
+        Some(section) => parse_build_ids(section)?,
+        None => Vec::new(),
+    };
+    Ok((meta, build_ids))
+}
+
 fn cpu_mode(mode: ReaderCpuMode) -> CpuMode {
     match mode {
         ReaderCpuMode::Kernel => CpuMode::Kernel,
@@ -214,7 +293,8 @@ impl Reader {
     }
 
     /// Open and validate the header, the attrs and the feature sections, and check the record framing of the
-    /// data section.
+    /// data section. A bad header or attrs section is an error here; a truncated or corrupt data section or
+    /// feature section is reported by [`Reader::next_event`] after the events that could be read.
     pub fn open(path: &Path) -> Result<Reader, RecordingError> {
         let read_err = |source| RecordingError::Read {
             path: path.to_path_buf(),
@@ -273,7 +353,7 @@ impl Reader {
         let available = file_len - data.0;
         let unfinished = data.1 == 0 && features == [0; 4] && available > 0;
         let truncated = section_end(data.0, data.1, file_len).is_none();
-        let (data_len, mut tail_error, keep_features) = if unfinished {
+        let (data_len, tail_error, keep_features) = if unfinished {
             let why = "the recording was not finished (the recorder was killed before writing its header)";
             (available, Some(why.to_string()), false)
         } else if truncated {
@@ -286,72 +366,51 @@ impl Reader {
             (data.1, None, true)
         };
 
-        // The feature section table follows the data section; check every section is inside the file.
-        let mut feature_table = Vec::new();
+        // The feature sections: any problem there is reported after the events, which are still read.
+        let mut problems: Vec<String> = tail_error.into_iter().collect();
+        let mut feature_table = None;
         if keep_features {
-            let count: u32 = features.iter().map(|w| w.count_ones()).sum();
-            let table_at = data.0 + data.1;
-            let table_len = 16 * u64::from(count);
-            if section_end(table_at, table_len, file_len).is_none() {
-                return Err(corrupt(format!(
-                    "the feature section table at byte {table_at} is past the end"
-                )));
-            }
-            feature_table = vec![0u8; table_len as usize];
-            file.seek(SeekFrom::Start(table_at)).map_err(read_err)?;
-            file.read_exact(&mut feature_table).map_err(read_err)?;
-            let set_bits = (0..256).filter(|bit| features[bit / 64] & (1 << (bit % 64)) != 0);
-            for (i, bit) in set_bits.enumerate() {
-                let (offset, size) = (
-                    read_u64(&feature_table, 16 * i),
-                    read_u64(&feature_table, 16 * i + 8),
-                );
-                if section_end(offset, size, file_len).is_none() {
-                    return Err(corrupt(format!(
-                        "feature section {bit} ({size} bytes at {offset}) is past the end"
-                    )));
-                }
-                if bit == HEADER_EVENT_DESC || bit == HEADER_CMDLINE {
-                    let mut bytes = vec![0u8; size as usize];
-                    file.seek(SeekFrom::Start(offset)).map_err(read_err)?;
-                    file.read_exact(&mut bytes).map_err(read_err)?;
-                    let check = if bit == HEADER_EVENT_DESC {
-                        check_event_desc(&bytes)
-                    } else {
-                        check_cmdline(&bytes)
-                    };
-                    check.map_err(corrupt)?;
-                }
+            match read_feature_table(&mut file, features, data.0 + data.1, file_len) {
+                Ok(table) => feature_table = Some(table),
+                Err(reason) => problems.push(reason),
             }
         }
 
         let (good_len, scan_error) = scan_records(&mut file, data.0, data_len).map_err(read_err)?;
-        if let Some(scan_error) = scan_error {
-            tail_error = Some(scan_error);
-        }
+        problems.extend(scan_error);
 
         // What linux-perf-data sees: validated sections only (no legacy event_types section), the data
         // section cut after the last whole record, and the feature table right after it.
-        let shown = FileHeader {
+        let shown = |features: [u64; 4]| FileHeader {
             attr_size,
             attrs,
             data: (data.0, good_len),
-            features: if keep_features { features } else { [0; 4] },
+            features,
         };
-        let mut patches = vec![(0, shown.to_bytes().to_vec())];
-        if keep_features && !feature_table.is_empty() {
-            patches.push((data.0 + good_len, feature_table));
-        }
-        file.seek(SeekFrom::Start(0)).map_err(read_err)?;
-        let patched = PatchedFile {
-            inner: file,
-            patches,
-            pos: 0,
+        let parsed = match feature_table {
+            Some(table) => {
+                let patches = vec![
+                    (0, shown(features).to_bytes().to_vec()),
+                    (data.0 + good_len, table),
+                ];
+                match parse_patched(path, patches) {
+                    Ok(parsed) => Some(parsed),
+                    Err(e) => {
+                        problems.push(format!("its feature sections are corrupt: {e}"));
+                        None
+                    }
+                }
+            }
+            None => None,
         };
         let PerfFileReader {
             perf_file,
             record_iter,
-        } = PerfFileReader::parse_file(patched).map_err(|e| Self::crate_error(path, e))?;
+        } = match parsed {
+            Some(parsed) => parsed,
+            None => parse_patched(path, vec![(0, shown([0; 4]).to_bytes().to_vec())])
+                .map_err(|e| Self::crate_error(path, e))?,
+        };
 
         let attrs = perf_file
             .event_attributes()
@@ -365,33 +424,11 @@ impl Reader {
                 },
             })
             .collect();
-        let feature_err = |e| Self::crate_error(path, e);
-        let nr_cpus = perf_file.nr_cpus().map_err(feature_err)?;
-        let meta = Meta {
-            hostname: perf_file
-                .hostname()
-                .map_err(feature_err)?
-                .unwrap_or_default()
-                .to_string(),
-            os_release: perf_file
-                .os_release()
-                .map_err(feature_err)?
-                .unwrap_or_default()
-                .to_string(),
-            nr_cpus_online: nr_cpus.map_or(0, |n| n.nr_cpus_online),
-            nr_cpus_available: nr_cpus.map_or(0, |n| n.nr_cpus_available),
-            cmdline: perf_file
-                .cmdline()
-                .map_err(feature_err)?
-                .unwrap_or_default()
-                .into_iter()
-                .map(str::to_string)
-                .collect(),
-        };
-        let build_ids = match perf_file.feature_section_data(Feature::BUILD_ID) {
-            Some(section) => parse_build_ids(section).map_err(corrupt)?,
-            None => Vec::new(),
-        };
+        let (meta, build_ids) = read_meta(&perf_file).unwrap_or_else(|reason| {
+            problems.push(reason);
+            (Meta::default(), Vec::new())
+        });
+        let tail_error = (!problems.is_empty()).then(|| problems.join("; "));
         Ok(Reader {
             path: path.to_path_buf(),
             perf_file,

@@ -100,7 +100,7 @@ fn normalize_attrs(path: &Path, attrs: &mut [FileAttr]) -> Result<usize, Recordi
             ));
         }
         let size = u32::from_le_bytes([a.attr[4], a.attr[5], a.attr[6], a.attr[7]]) as usize;
-        if size < ATTR_SIZE_VER0 || size > a.attr.len() || size > 4096 || size % 8 != 0 {
+        if size < ATTR_SIZE_VER0 || size > a.attr.len() || size > 4096 || !size.is_multiple_of(8) {
             return Err(invalid(
                 i,
                 format!(
