@@ -13,10 +13,11 @@
 //! each step the module (ELF file + load bias) that holds the current address is loaded lazily into the process's
 //! unwinder. Modules are shared between processes through a cache keyed by (path, load bias) and capped in size;
 //! when the cap is reached the least recently used module is dropped from the cache and from every process.
-//! Unwind data comes from `.eh_frame` + `.eh_frame_hdr`; when a file has no `.eh_frame`, its `.debug_frame` (or the
-//! one of its separate debug file, found by build-id under each debug dir) is used. Addresses without a module or
-//! without CFI are unwound by framehop with a frame-pointer step.
+//! Unwind data comes from `.eh_frame` + `.eh_frame_hdr`; when a larger `.debug_frame` exists in the file or in its
+//! separate debug file (found by build-id under each debug dir), that one is used instead (framehop uses one).
+//! Addresses without a module or without CFI are unwound by framehop with a frame-pointer step.
 
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::ops::Range;
@@ -138,6 +139,8 @@ pub struct DwarfUnwinder {
     /// The vDSO of this process, which is the same image as every other 64-bit process's on this kernel.
     vdso: Option<Option<Arc<[u8]>>>,
     cache: CacheX86_64,
+    /// The unwinder used for processes without any known mapping.
+    no_modules: UnwinderX86_64<Vec<u8>>,
     tick: u64,
 }
 
@@ -157,6 +160,7 @@ impl DwarfUnwinder {
             layouts: HashMap::new(),
             vdso: None,
             cache: CacheX86_64::new(),
+            no_modules: UnwinderX86_64::new(),
             tick: 0,
         }
     }
@@ -271,7 +275,6 @@ impl DwarfUnwinder {
             }
         };
 
-        self.processes.entry(pid).or_insert_with(Process::new);
         let mut uregs = UnwindRegsX86_64::new(regs.ip, regs.sp, regs.bp);
         let mut address = FrameAddress::from_instruction_pointer(regs.ip);
         out.push(regs.ip);
@@ -281,15 +284,12 @@ impl DwarfUnwinder {
                 return UnwindOutcome::Truncated;
             }
             self.ensure_module(pid, address.address_for_lookup());
-            let Some(process) = self.processes.get(&pid) else {
-                return UnwindOutcome::Failed;
+            // An unknown process has no modules: framehop then only takes frame-pointer steps.
+            let unwinder = match self.processes.get(&pid) {
+                Some(process) => &process.unwinder,
+                None => &self.no_modules,
             };
-            let step = process.unwinder.unwind_frame(
-                address,
-                &mut uregs,
-                &mut self.cache,
-                &mut read_stack,
-            );
+            let step = unwinder.unwind_frame(address, &mut uregs, &mut self.cache, &mut read_stack);
             match step {
                 Ok(Some(0)) | Ok(None) => return UnwindOutcome::Complete,
                 Ok(Some(return_address)) => {
@@ -344,9 +344,9 @@ impl DwarfUnwinder {
         let tick = self.tick;
         if let Some(cached) = self.modules.get_mut(&key) {
             cached.last_used = tick;
-            if !process.loaded.contains_key(&key) {
-                if let Some(module) = &cached.module {
-                    process.loaded.insert(key, module.avma_range().start);
+            if let Some(module) = &cached.module {
+                if let Entry::Vacant(slot) = process.loaded.entry(key) {
+                    slot.insert(module.avma_range().start);
                     process.unwinder.add_module(module.clone());
                 }
             }
@@ -422,12 +422,16 @@ impl DwarfUnwinder {
                 source,
             })?;
             let mut info = section_info(&obj);
-            if info.eh_frame.is_none() && info.debug_frame.is_none() {
-                info.debug_frame = obj
+            if info.debug_frame.is_none() {
+                let eh_frame_len = info.eh_frame.as_ref().map_or(0, |d| d.len() as u64);
+                let from_debug_file = obj
                     .build_id()
                     .ok()
                     .flatten()
-                    .and_then(|id| self.debug_frame_from_debug_file(id));
+                    .and_then(|id| self.debug_frame_from_debug_file(id, eh_frame_len));
+                if let Some(debug_frame) = from_debug_file {
+                    use_debug_frame(&mut info, debug_frame);
+                }
             }
             info
         };
@@ -442,8 +446,9 @@ impl DwarfUnwinder {
         ))
     }
 
-    /// The `.debug_frame` of the separate debug file with this build-id, if one of the debug dirs has it.
-    fn debug_frame_from_debug_file(&self, build_id: &[u8]) -> Option<Vec<u8>> {
+    /// The `.debug_frame` of the separate debug file with this build-id, if one of the debug dirs has it and it
+    /// is larger than `than` bytes (the size of the `.eh_frame` it would replace).
+    fn debug_frame_from_debug_file(&self, build_id: &[u8], than: u64) -> Option<Vec<u8>> {
         if build_id.len() < 2 {
             return None;
         }
@@ -460,8 +465,8 @@ impl DwarfUnwinder {
             let Ok(obj) = object::File::parse(&cache) else {
                 continue;
             };
-            if let Some(data) = section_bytes(&obj, ".debug_frame") {
-                return Some(data);
+            if section_size(&obj, ".debug_frame") > than {
+                return section_bytes(&obj, ".debug_frame");
             }
         }
         None
@@ -606,6 +611,10 @@ fn open_file(pid: u32, path: &str) -> Result<(File, String), ModuleError> {
 }
 
 /// The unwind-related sections of an ELF file, copied out (only CFI is kept in memory, not the whole file).
+///
+/// framehop uses either `.eh_frame` or `.debug_frame`, never both. Compilers emit one of them per function, so
+/// the larger one covers the code that matters: `.eh_frame` normally, `.debug_frame` for code built with
+/// `-fno-asynchronous-unwind-tables -g` (where `.eh_frame` only holds the C runtime's few entries).
 fn section_info<'data, R: ReadRef<'data>>(
     obj: &object::File<'data, R>,
 ) -> ExplicitModuleSectionInfo<Vec<u8>> {
@@ -613,24 +622,39 @@ fn section_info<'data, R: ReadRef<'data>>(
         obj.section_by_name(name)
             .map(|s| s.address()..s.address() + s.size())
     };
-    let eh_frame = section_bytes(obj, ".eh_frame");
-    ExplicitModuleSectionInfo {
+    let mut info = ExplicitModuleSectionInfo {
         base_svma: 0,
         text_svma: range(".text"),
         got_svma: range(".got"),
         eh_frame_svma: range(".eh_frame"),
         eh_frame_hdr_svma: range(".eh_frame_hdr"),
-        eh_frame_hdr: eh_frame
-            .as_ref()
-            .and_then(|_| section_bytes(obj, ".eh_frame_hdr")),
-        debug_frame: if eh_frame.is_none() {
-            section_bytes(obj, ".debug_frame")
-        } else {
-            None
-        },
-        eh_frame,
         ..Default::default()
+    };
+    if section_size(obj, ".debug_frame") > section_size(obj, ".eh_frame") {
+        if let Some(debug_frame) = section_bytes(obj, ".debug_frame") {
+            use_debug_frame(&mut info, debug_frame);
+            return info;
+        }
     }
+    info.eh_frame = section_bytes(obj, ".eh_frame");
+    if info.eh_frame.is_some() {
+        info.eh_frame_hdr = section_bytes(obj, ".eh_frame_hdr");
+    }
+    info
+}
+
+/// Unwind with `.debug_frame` only (framehop would ignore it next to an `.eh_frame`).
+fn use_debug_frame(info: &mut ExplicitModuleSectionInfo<Vec<u8>>, debug_frame: Vec<u8>) {
+    info.eh_frame = None;
+    info.eh_frame_hdr = None;
+    info.debug_frame = Some(debug_frame);
+}
+
+/// The uncompressed size of a section (0 if absent).
+fn section_size<'data, R: ReadRef<'data>>(obj: &object::File<'data, R>, name: &str) -> u64 {
+    obj.section_by_name(name)
+        .and_then(|s| s.compressed_data().ok())
+        .map_or(0, |c| c.uncompressed_size)
 }
 
 /// The (uncompressed) bytes of a section, if present and not empty.
@@ -666,6 +690,62 @@ fn read_own_vdso() -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn spans(unwinder: &DwarfUnwinder, pid: u32) -> Vec<(u64, u64, u64, String)> {
+        unwinder.processes[&pid]
+            .mappings
+            .iter()
+            .map(|(s, m)| (*s, m.end, m.pgoff, m.path.to_string()))
+            .collect()
+    }
+
+    /// Check that a new mapping trims the ones it overlaps (keeping head and tail with the right file offset),
+    /// that fork copies the mappings and that exit forgets them.
+    #[test]
+    fn mappings_overlap_fork_exit() {
+        let mut u = DwarfUnwinder::new(vec![]);
+        u.add_mapping(7, 0x1000, 0x4000, 0, "/a");
+        u.add_mapping(7, 0x2000, 0x1000, 0x10000, "/b");
+        u.add_mapping(7, 0x8000, 0x1000, 0, "/c");
+        let want = vec![
+            (0x1000, 0x2000, 0, "/a".to_string()),
+            (0x2000, 0x3000, 0x10000, "/b".to_string()),
+            (0x3000, 0x5000, 0x2000, "/a".to_string()),
+            (0x8000, 0x9000, 0, "/c".to_string()),
+        ];
+        assert_eq!(spans(&u, 7), want);
+        // Covering several mappings at once removes them.
+        u.fork(7, 8);
+        u.add_mapping(8, 0x1800, 0x7000, 0, "/d");
+        assert_eq!(
+            spans(&u, 8),
+            vec![
+                (0x1000, 0x1800, 0, "/a".to_string()),
+                (0x1800, 0x8800, 0, "/d".to_string()),
+                (0x8800, 0x9000, 0x800, "/c".to_string()),
+            ]
+        );
+        assert_eq!(spans(&u, 7), want);
+        u.exit(7);
+        assert!(!u.processes.contains_key(&7));
+        // Unwinding an unknown process falls back to frame pointers and does not create it.
+        let mut out = Vec::new();
+        let stack = [0u8; 16];
+        let outcome = u.unwind(
+            99,
+            &UserRegs {
+                ip: 0x1234,
+                sp: 0x1000,
+                bp: 0,
+            },
+            &stack,
+            16,
+            &mut out,
+        );
+        assert_eq!(out, vec![0x1234]);
+        assert_eq!(outcome, UnwindOutcome::Complete);
+        assert!(!u.processes.contains_key(&99));
+    }
 
     /// Check that the load bias comes from the PT_LOAD segment holding the mapping's file offset.
     #[test]
