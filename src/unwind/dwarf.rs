@@ -259,7 +259,7 @@ impl DwarfUnwinder {
         let stack = &stack[..valid_len];
         let stack_start = regs.sp;
         let stack_end = regs.sp.saturating_add(valid_len as u64);
-        // The highest failed read above the copy: tells "ran off the copy" apart from other failures.
+        // Whether the last failed read was past the end of the copy: tells "ran off the copy" from other failures.
         let mut read_past_end = false;
         let mut read_stack = |addr: u64| -> Result<u64, ()> {
             let in_copy = addr
