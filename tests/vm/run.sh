@@ -7,7 +7,8 @@
 # Prints `RPROF-VM-PHASE name=PHASE secs=S` lines for the timings; the scenario prints RPROF-VM-RESULT lines.
 # Needs root (apt-get, mknod) and network to the Debian mirror when something is not cached yet.
 # Usage: tests/vm/run.sh
-# Env: RPROF_VM_TIMEOUT (seconds allowed for boot + scenario, default 150), RPROF_VM_SMP (vCPUs, default 2).
+# Env: RPROF_VM_TIMEOUT (seconds allowed for boot + scenario, default 150), RPROF_VM_SMP (vCPUs, default 2),
+#      RPROF_VM_RPROF (a static rprof to use instead of building one).
 set -euo pipefail
 shopt -s lastpipe
 
@@ -73,13 +74,19 @@ echo "RPROF-VM-INFO kernel=$VMLINUZ"
 phase kernel "$t"
 
 # Phase 3: rprof built static, in its own target dir so the normal build is not invalidated.
+# RPROF_VM_RPROF=PATH puts that (static) binary in the VM instead, without building.
 t=$(now)
-(cd "$ROOT" && env -u CARGO_ENCODED_RUSTFLAGS -u CARGO_BUILD_RUSTFLAGS RUSTFLAGS='-C target-feature=+crt-static' \
-    "${CARGO:-cargo}" build -q --release --bin rprof --target x86_64-unknown-linux-gnu --target-dir target/static) ||
-    die "static build of rprof failed (see the cargo output above)"
-RPROF=$ROOT/target/static/x86_64-unknown-linux-gnu/release/rprof
-if readelf -lW "$RPROF" | grep -q INTERP; then
-    die "$RPROF is dynamically linked; the VM has no libc: check that RUSTFLAGS reached the build"
+if [ -n "${RPROF_VM_RPROF:-}" ]; then
+    RPROF=$RPROF_VM_RPROF
+    [ -f "$RPROF" ] || die "RPROF_VM_RPROF=$RPROF does not exist"
+else
+    (cd "$ROOT" && env -u CARGO_ENCODED_RUSTFLAGS -u CARGO_BUILD_RUSTFLAGS RUSTFLAGS='-C target-feature=+crt-static' \
+        "${CARGO:-cargo}" build -q --release --bin rprof --target x86_64-unknown-linux-gnu --target-dir target/static) ||
+        die "static build of rprof failed (see the cargo output above)"
+    RPROF=$ROOT/target/static/x86_64-unknown-linux-gnu/release/rprof
+fi
+if readelf -lW "$RPROF" 2> /dev/null | grep -q INTERP; then
+    die "$RPROF is dynamically linked; the VM has no libc: build it with RUSTFLAGS='-C target-feature=+crt-static'"
 fi
 phase static_build "$t"
 

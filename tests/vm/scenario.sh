@@ -28,14 +28,15 @@ log() {
 # oneline FILE: the first 160 characters of FILE on one line (for details).
 oneline() { tr '\n' ' ' < "$1" | cut -c1-160; }
 
-# groups: the rprof_* tracefs groups that exist now, one per line.
-groups() { sed -n 's/^[pr]:\(rprof_[0-9]*\)\/.*/\1/p' "$T/kprobe_events" | sort -u; }
+# groups: the rprof_* tracefs groups that exist now, one per line. Lines are `p:GROUP/EVENT ...`, or
+# `rMAXACTIVE:GROUP/EVENT ...` for return probes (the kernel adds the maxactive number).
+groups() { sed -n 's/^[pr][0-9]*:\(rprof_[0-9]*\)\/.*/\1/p' "$T/kprobe_events" | sort -u; }
 
 # wait_group PID SECS: wait until rprof PID has written its probes (group rprof_PID), or it died.
 wait_group() {
     i=0
     while [ "$i" -lt "$(($2 * 10))" ]; do
-        grep -q "^[pr]:rprof_$1/" "$T/kprobe_events" && return 0
+        grep -q "^[pr][0-9]*:rprof_$1/" "$T/kprobe_events" && return 0
         kill -0 "$1" 2>/dev/null || return 1
         sleep 0.1
         i=$((i + 1))
@@ -139,17 +140,21 @@ step_open_count() {
     total=$(echo "$line" | cut -d, -f3)
     maxus=$(echo "$line" | cut -d, -f7)
     detail="rc=$RC opener_rc=$orc expected=$K line=$line"
+    why=""
     if [ "$RC" -ne 0 ]; then
-        log open_count /tmp/s1.err
-        result open_count fail "$t0" "$detail stderr=$(oneline /tmp/s1.err)"
+        why="stderr=$(oneline /tmp/s1.err)"
     elif [ "$header" != "function,count,total_us,self_us,avg_us,min_us,max_us" ]; then
-        result open_count fail "$t0" "$detail bad_header=$header"
+        why="bad_header=$header"
     elif [ "$count" != "$K" ]; then
-        result open_count fail "$t0" "$detail count=$count"
+        why="count=$count"
     elif ! awk -v t="$total" -v m="$maxus" 'BEGIN { exit !(t > 0 && m > 0) }'; then
-        result open_count fail "$t0" "$detail durations_not_positive"
-    else
+        why="durations_not_positive"
+    fi
+    if [ -z "$why" ]; then
         result open_count pass "$t0" "$detail"
+    else
+        log open_count /tmp/s1.err /tmp/s1.csv
+        result open_count fail "$t0" "$detail $why"
     fi
 }
 
@@ -179,7 +184,7 @@ step_glob() {
     if [ "$RC" -eq 0 ] && [ "$rows" -gt 1 ] && [ "$hit" -gt 1 ]; then
         result glob pass "$t0" "$detail"
     else
-        log glob /tmp/s2.err
+        log glob /tmp/s2.err /tmp/s2.csv
         result glob fail "$t0" "$detail stderr=$(oneline /tmp/s2.err)"
     fi
 }
@@ -195,16 +200,18 @@ step_stale_cleanup() {
         result stale_cleanup fail "$t0" "rprof probe exited $RC without creating group rprof_$dead: $(oneline /tmp/s3a.err)"
         return
     fi
+    sleep 1
     kill -9 "$dead"
     finish_rprof
-    before=$(grep -c "^[pr]:rprof_$dead/" "$T/kprobe_events")
+    before=$(grep -c "^[pr][0-9]*:rprof_$dead/" "$T/kprobe_events")
     timeout 60 rprof probe -d 1 "$OPENFN" > /dev/null 2> /tmp/s3b.err
     rc=$?
-    after=$(grep -c "^[pr]:rprof_$dead/" "$T/kprobe_events")
+    after=$(grep -c "^[pr][0-9]*:rprof_$dead/" "$T/kprobe_events")
     others=$(groups | tr '\n' ' ')
-    detail="dead=rprof_$dead probes_before=$before probes_after=$after fresh_rc=$rc groups_left=[$others]"
-    if [ "$before" -gt 0 ] && [ "$after" -eq 0 ] && [ "$rc" -eq 0 ] && [ -z "$others" ] &&
-        [ ! -d "$T/events/rprof_$dead" ]; then
+    dir=absent
+    [ -d "$T/events/rprof_$dead" ] && dir=present
+    detail="dead=rprof_$dead probes_before=$before probes_after=$after fresh_rc=$rc groups_left=[$others] events_dir=$dir"
+    if [ "$before" -gt 0 ] && [ "$after" -eq 0 ] && [ "$rc" -eq 0 ] && [ -z "$others" ] && [ "$dir" = absent ]; then
         result stale_cleanup pass "$t0" "$detail"
     else
         log stale_cleanup /tmp/s3b.err
