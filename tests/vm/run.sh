@@ -8,7 +8,7 @@
 # Needs root (apt-get, mknod) and network to the Debian mirror when something is not cached yet.
 # Usage: tests/vm/run.sh
 # Env: RPROF_VM_TIMEOUT (seconds allowed for boot + scenario, default 150), RPROF_VM_SMP (vCPUs, default 2),
-#      RPROF_VM_RPROF (a static rprof to use instead of building one).
+#      RPROF_VM_RPROF (an rprof binary to use instead of building a static one; libraries are copied if dynamic).
 set -euo pipefail
 shopt -s lastpipe
 
@@ -74,7 +74,7 @@ echo "RPROF-VM-INFO kernel=$VMLINUZ"
 phase kernel "$t"
 
 # Phase 3: rprof built static, in its own target dir so the normal build is not invalidated.
-# RPROF_VM_RPROF=PATH puts that (static) binary in the VM instead, without building.
+# RPROF_VM_RPROF=PATH puts that binary in the VM instead, without building (a dynamic one gets its libraries).
 t=$(now)
 if [ -n "${RPROF_VM_RPROF:-}" ]; then
     RPROF=$RPROF_VM_RPROF
@@ -84,9 +84,9 @@ else
         "${CARGO:-cargo}" build -q --release --bin rprof --target x86_64-unknown-linux-gnu --target-dir target/static) ||
         die "static build of rprof failed (see the cargo output above)"
     RPROF=$ROOT/target/static/x86_64-unknown-linux-gnu/release/rprof
-fi
-if readelf -lW "$RPROF" 2> /dev/null | grep -q INTERP; then
-    die "$RPROF is dynamically linked; the VM has no libc: build it with RUSTFLAGS='-C target-feature=+crt-static'"
+    if readelf -lW "$RPROF" | grep -q INTERP; then
+        die "$RPROF is dynamically linked: RUSTFLAGS='-C target-feature=+crt-static' did not reach the build"
+    fi
 fi
 phase static_build "$t"
 
@@ -99,7 +99,15 @@ cp /bin/busybox "$IRD/bin/busybox"
 for applet in $("$IRD/bin/busybox" --list-full); do
     [ -e "$IRD/$applet" ] || ln -s /bin/busybox "$IRD/$applet"
 done
-cp "$RPROF" "$IRD/bin/rprof"
+# rprof's own debug info is not needed in the VM and would only eat its 512 MiB.
+objcopy --strip-debug "$RPROF" "$IRD/bin/rprof" 2> /dev/null || cp "$RPROF" "$IRD/bin/rprof"
+if readelf -lW "$RPROF" 2> /dev/null | grep -q INTERP; then
+    # A dynamic rprof: bring the loader and the libraries it needs, at the paths ldd gives.
+    for lib in $(ldd "$RPROF" | grep -o '/[^ ]*'); do
+        mkdir -p "$IRD$(dirname "$lib")"
+        cp -L "$lib" "$IRD$lib"
+    done
+fi
 gcc -static -O2 -Wall -o "$IRD/opener" "$VM/opener.c" || die "gcc -static failed for opener.c: install libc6-dev"
 gcc -static -O2 -Wall -o "$IRD/burner" "$VM/burner.c" || die "gcc -static failed for burner.c: install libc6-dev"
 cp "$VM/init" "$IRD/init"
