@@ -1,11 +1,12 @@
 //! `rprof record`: open CPU-clock sampling events on a command, processes, threads or the whole system, read
 //! the ring buffers until told to stop, and stream the records into a perf.data recording.
 use crate::perf::attr::sample;
-use crate::perf::{self, Attr, PerfError, PerfEvent, Ring, Workload};
+use crate::perf::{self, Attr, OrderedMerge, PerfError, PerfEvent, Ring, Workload};
 use crate::process::{self, ProcessError};
 use crate::recording::{
-    self, BuildIdEntry, FileAttr, Meta, Mmap2, RecordingError, SampleId, Writer,
+    self, BuildIdEntry, FileAttr, Meta, Mmap2, RecordingError, SampleFields, SampleId, Writer,
 };
+use crate::unwind::dwarf::{DwarfUnwinder, UnwindOutcome, UserRegs};
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -98,6 +99,8 @@ pub struct RecordSummary {
     pub bytes: u64,
     /// The launched command's exit code, when there was one.
     pub exit_code: Option<i32>,
+    /// DWARF mode: how the unwinds ended.
+    pub dwarf: Option<DwarfStats>,
 }
 
 impl std::fmt::Display for RecordSummary {
@@ -111,7 +114,11 @@ impl std::fmt::Display for RecordSummary {
             self.throttled,
             self.output.display(),
             human_size(self.bytes)
-        )
+        )?;
+        if let Some(d) = &self.dwarf {
+            write!(f, "\n{d}")?;
+        }
+        Ok(())
     }
 }
 
@@ -138,7 +145,12 @@ pub enum RecordError {
 }
 
 /// Sample until `stop` is set, the duration passes, or the target exits; write the recording.
-pub fn record(cfg: &RecordConfig, stop: &AtomicBool) -> Result<RecordSummary, RecordError> {
+/// `on_start` is called once sampling is on, with the number of perf events opened.
+pub fn record(
+    cfg: &RecordConfig,
+    stop: &AtomicBool,
+    on_start: &mut dyn FnMut(usize),
+) -> Result<RecordSummary, RecordError> {
     if cfg.user_only && cfg.kernel_only {
         return Err(RecordError::Config(
             "--user-only and --kernel-only exclude each other; pick one".into(),
@@ -187,6 +199,8 @@ pub fn record(cfg: &RecordConfig, stop: &AtomicBool) -> Result<RecordSummary, Re
     let mut writer = Writer::create(&cfg.output, vec![attr])?;
     let sample_type = file_attr.get_sample_type();
     let mut state = Collected::default();
+    let mut dwarf = matches!(cfg.call_graph, CallGraph::Dwarf { .. })
+        .then(|| DwarfState::new(&kernel_attr, &file_attr, cfg.debug_dirs.clone()));
     // Describe what exists before sampling starts: the kernel, and the processes already running.
     let kernel = kernel_mmap();
     if let Some(k) = &kernel {
@@ -197,7 +211,7 @@ pub fn record(cfg: &RecordConfig, stop: &AtomicBool) -> Result<RecordSummary, Re
         )])?;
     }
     for pid in synth_pids(cfg) {
-        synthesize_process(&mut writer, sample_type, pid, &mut state)?;
+        synthesize_process(&mut writer, sample_type, pid, &mut state, dwarf.as_mut())?;
     }
 
     // Start.
@@ -212,12 +226,13 @@ pub fn record(cfg: &RecordConfig, stop: &AtomicBool) -> Result<RecordSummary, Re
             }
         }
     }
+    on_start(rings.iter().map(|(_, rest)| 1 + rest.len()).sum());
     let started = Instant::now();
     let mut target_gone = false;
     loop {
         let ring_list: Vec<&Ring> = rings.iter().map(|(r, _)| r).collect();
         let all_hup = perf::ring::poll_rings(&ring_list, 100)?;
-        drain(&mut rings, &mut writer, &mut state)?;
+        drain(&mut rings, &mut writer, &mut state, &mut dwarf)?;
         if stop.load(Ordering::Relaxed) || target_gone {
             break;
         }
@@ -241,7 +256,10 @@ pub fn record(cfg: &RecordConfig, stop: &AtomicBool) -> Result<RecordSummary, Re
             let _ = e.disable();
         }
     }
-    drain(&mut rings, &mut writer, &mut state)?;
+    drain(&mut rings, &mut writer, &mut state, &mut dwarf)?;
+    if let Some(d) = dwarf.as_mut() {
+        d.release(&mut writer, true)?;
+    }
 
     let build_ids = build_ids(&state.paths);
     let meta = meta(cfg, cpus.len());
@@ -253,6 +271,7 @@ pub fn record(cfg: &RecordConfig, stop: &AtomicBool) -> Result<RecordSummary, Re
         throttled: state.throttled,
         output: cfg.output.clone(),
         bytes,
+        dwarf: dwarf.map(|d| d.stats),
         exit_code: workload.as_mut().and_then(|w| {
             w.try_wait();
             w.exit_code()
@@ -382,7 +401,6 @@ struct Collected {
     throttled: u64,
     /// Executable files that were mapped (for the BUILD_ID section).
     paths: BTreeSet<(i32, String)>,
-    rounds: u64,
 }
 
 const RECORD_LOST: u32 = 2;
@@ -392,11 +410,13 @@ const RECORD_MMAP2: u32 = 10;
 const RECORD_LOST_SAMPLES: u32 = 13;
 const PROT_EXEC: u32 = 4;
 
-/// Read every ring once and append its records; end the round with FINISHED_ROUND.
+/// Read every ring once and append its records; end the round with FINISHED_ROUND. In DWARF mode records go
+/// through the time-ordered merge first, so that a mapping is known before the samples that run in it.
 fn drain(
     rings: &mut [(Ring, Vec<PerfEvent>)],
     writer: &mut Writer,
     st: &mut Collected,
+    dwarf: &mut Option<DwarfState>,
 ) -> Result<(), RecordError> {
     let mut result = Ok(());
     let mut any = 0;
@@ -413,15 +433,213 @@ fn drain(
                 RECORD_MMAP2 => note_mmap2(&rec, st),
                 _ => {}
             }
-            result = writer.write_record(&rec.parts());
+            result = match dwarf {
+                Some(d) => {
+                    d.queue(&rec);
+                    Ok(())
+                }
+                None => writer.write_record(&rec.parts()),
+            };
         });
     }
     result?;
+    if let Some(d) = dwarf {
+        d.release(writer, false)?;
+    }
     if any > 0 {
         writer.write_record(&[&recording::encode_finished_round()])?;
-        st.rounds += 1;
     }
     Ok(())
+}
+
+/// Online DWARF unwinding: raw samples with registers and a stack copy in, samples with a callchain out.
+struct DwarfState {
+    unwinder: DwarfUnwinder,
+    merge: OrderedMerge<(u32, u16, Vec<u8>)>,
+    info: linux_perf_event_reader::RecordParseInfo,
+    file_sample_type: u64,
+    frames: Vec<u64>,
+    stats: DwarfStats,
+}
+
+impl DwarfState {
+    fn new(kernel: &Attr, file: &Attr, debug_dirs: Vec<PathBuf>) -> DwarfState {
+        DwarfState {
+            unwinder: DwarfUnwinder::new(debug_dirs),
+            merge: OrderedMerge::new(),
+            info: kernel.parse_info(),
+            file_sample_type: file.get_sample_type(),
+            frames: Vec::with_capacity(128),
+            stats: DwarfStats::default(),
+        }
+    }
+
+    fn queue(&mut self, rec: &perf::RawRecord<'_>) {
+        let time = rec.event(&self.info).timestamp().unwrap_or(0);
+        let bytes = rec.bytes.as_slice().into_owned();
+        self.merge.push(time, (rec.kind, rec.misc, bytes));
+    }
+
+    /// Process what is safe to process (everything when `all`), in time order.
+    fn release(&mut self, writer: &mut Writer, all: bool) -> Result<(), RecordError> {
+        let mut ready = Vec::new();
+        if all {
+            self.merge.drain(|_, r| ready.push(r));
+        } else {
+            self.merge.finish_round(|_, r| ready.push(r));
+        }
+        for (kind, misc, bytes) in ready {
+            match self.process(kind, misc, &bytes) {
+                Some(sample) => writer.write_record(&[&sample])?,
+                None => writer.write_record(&[&bytes])?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Feed side-band records to the unwinder; return the rewritten record for samples.
+    fn process(&mut self, kind: u32, misc: u16, bytes: &[u8]) -> Option<Vec<u8>> {
+        use linux_perf_event_reader::{EventRecord, RawData, RawEventRecord, RecordType};
+        let raw = RawEventRecord::new(
+            RecordType(kind),
+            misc,
+            RawData::Single(&bytes[8..]),
+            self.info,
+        );
+        match raw.parse().ok()? {
+            EventRecord::Mmap2(m) => {
+                if m.protection & PROT_EXEC != 0 {
+                    let path = String::from_utf8_lossy(&m.path.as_slice()).into_owned();
+                    self.unwinder.add_mapping(
+                        m.pid as u32,
+                        m.address,
+                        m.length,
+                        m.page_offset,
+                        &path,
+                    );
+                }
+                None
+            }
+            EventRecord::Mmap(m) => {
+                if !m.is_executable {
+                    return None;
+                }
+                let path = String::from_utf8_lossy(&m.path.as_slice()).into_owned();
+                self.unwinder
+                    .add_mapping(m.pid as u32, m.address, m.length, m.page_offset, &path);
+                None
+            }
+            EventRecord::Fork(f) if f.pid != f.ppid => {
+                self.unwinder.fork(f.ppid as u32, f.pid as u32);
+                None
+            }
+            EventRecord::Exit(e) if e.pid == e.tid => {
+                self.unwinder.exit(e.pid as u32);
+                None
+            }
+            EventRecord::Comm(c) if c.is_execve => {
+                // A new program image: its mappings arrive next.
+                self.unwinder.exit(c.pid as u32);
+                None
+            }
+            EventRecord::Sample(s) => Some(self.rewrite(&s, misc)),
+            _ => None,
+        }
+    }
+
+    fn rewrite(&mut self, s: &linux_perf_event_reader::SampleRecord<'_>, misc: u16) -> Vec<u8> {
+        use crate::perf::attr::regs;
+        let mut callchain: Vec<u64> = match &s.callchain {
+            Some(c) => (0..c.len()).filter_map(|i| c.get(i)).collect(),
+            None => Vec::new(),
+        };
+        let regs = s.user_regs.as_ref().and_then(|r| {
+            Some(UserRegs {
+                ip: r.get(regs::IP as u64)?,
+                sp: r.get(regs::SP as u64)?,
+                bp: r.get(regs::BP as u64)?,
+            })
+        });
+        if let (Some(regs), Some((stack, dyn_size))) = (regs, &s.user_stack) {
+            let stack = stack.as_slice();
+            self.frames.clear();
+            let pid = s.pid.unwrap_or(0) as u32;
+            let outcome = self
+                .unwinder
+                .unwind(pid, &regs, &stack, *dyn_size, &mut self.frames);
+            self.stats.count(outcome, *dyn_size, stack.len() as u64);
+            if !self.frames.is_empty() {
+                callchain.push(PERF_CONTEXT_USER);
+                callchain.extend_from_slice(&self.frames);
+            }
+        }
+        recording::encode_sample(
+            self.file_sample_type,
+            &SampleFields {
+                ip: s.ip.unwrap_or(0),
+                pid: s.pid.unwrap_or(0) as u32,
+                tid: s.tid.unwrap_or(0) as u32,
+                time: s.timestamp.unwrap_or(0),
+                id: s.id.unwrap_or(0),
+                cpu: s.cpu.unwrap_or(0),
+                period: s.period.unwrap_or(1),
+                callchain,
+                misc,
+            },
+        )
+    }
+}
+
+const PERF_CONTEXT_USER: u64 = perf_event_open_sys::bindings::PERF_CONTEXT_USER;
+
+/// How DWARF unwinds ended.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DwarfStats {
+    /// Samples with user registers and a stack copy.
+    pub unwound: u64,
+    /// Unwinds that ran off the end of the stack copy.
+    pub truncated: u64,
+    /// Unwinds that stopped at a frame without unwind information.
+    pub failed: u64,
+    /// The stack copy size asked for.
+    pub copy_size: u64,
+}
+
+impl DwarfStats {
+    fn count(&mut self, outcome: UnwindOutcome, _dyn_size: u64, copy: u64) {
+        self.unwound += 1;
+        self.copy_size = self.copy_size.max(copy);
+        match outcome {
+            UnwindOutcome::Complete => {}
+            UnwindOutcome::Truncated => self.truncated += 1,
+            UnwindOutcome::Failed => self.failed += 1,
+        }
+    }
+}
+
+impl std::fmt::Display for DwarfStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let pct = |n: u64| n as f64 * 100.0 / self.unwound.max(1) as f64;
+        write!(
+            f,
+            "rprof record: DWARF-unwound {} user stacks: {:.1}% truncated at the {} KiB stack copy, {:.1}% stopped \
+             at a frame without unwind info",
+            self.unwound,
+            pct(self.truncated),
+            self.copy_size / 1024,
+            pct(self.failed)
+        )?;
+        if self.truncated * 20 > self.unwound {
+            write!(f, "; try --call-graph dwarf,65528 for deeper stacks")?;
+        }
+        if self.failed * 20 > self.unwound {
+            write!(
+                f,
+                "; install debug symbols (.debug_frame) or build with -fasynchronous-unwind-tables"
+            )?;
+        }
+        Ok(())
+    }
 }
 
 fn body_u64(rec: &perf::RawRecord<'_>, offset: usize) -> u64 {
@@ -464,6 +682,7 @@ fn synthesize_process(
     sample_type: u64,
     pid: i32,
     st: &mut Collected,
+    mut dwarf: Option<&mut DwarfState>,
 ) -> Result<(), RecordError> {
     // A process may exit while we look at it: skip what disappeared.
     let Ok(tids) = process::threads(pid) else {
@@ -516,6 +735,10 @@ fn synthesize_process(
         };
         if mmap.path.starts_with('/') {
             st.paths.insert((pid, mmap.path.clone()));
+        }
+        if let Some(d) = dwarf.as_deref_mut() {
+            d.unwinder
+                .add_mapping(pid as u32, mmap.start, mmap.len, mmap.pgoff, &mmap.path);
         }
         writer.write_record(&[&recording::encode_mmap2(sample_type, &mmap, &id)])?;
     }

@@ -139,6 +139,13 @@ pub fn config(a: &RecordArgs) -> anyhow::Result<RecordConfig> {
     })
 }
 
+fn join(ids: &[i32]) -> String {
+    ids.iter()
+        .map(|i| i.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 fn parse_call_graph(s: &str) -> anyhow::Result<CallGraph> {
     let (mode, size) = match s.split_once(',') {
         Some((m, sz)) => (m, Some(sz)),
@@ -172,7 +179,19 @@ pub fn run(args: RecordArgs) -> anyhow::Result<()> {
         signal_hook::flag::register(sig, Arc::clone(&stop))
             .context("cannot install the signal handler")?;
     }
-    let summary = record::record(&cfg, &stop)?;
+    let quiet = args.quiet;
+    let target = match &cfg.target {
+        Target::Command(argv) => format!("'{}'", argv.join(" ")),
+        Target::Pids(p) => format!("process {}", join(p)),
+        Target::Tids(t) => format!("thread {}", join(t)),
+        Target::System => "the whole system".to_string(),
+    };
+    let mut on_start = |events: usize| {
+        if !quiet {
+            eprintln!("rprof record: sampling {target} with {events} events; Ctrl-C to stop");
+        }
+    };
+    let summary = record::record(&cfg, &stop, &mut on_start)?;
     if !args.quiet {
         eprintln!("{summary}");
     }

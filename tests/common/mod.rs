@@ -28,10 +28,7 @@ pub fn privileged(test: &str) -> bool {
 pub fn build_c(dir: &Path, source: &str, flags: &[&str]) -> PathBuf {
     let src = fixtures().join(source);
     let stem = Path::new(source).file_stem().unwrap().to_string_lossy();
-    let out = dir.join(format!(
-        "{stem}{}",
-        flags.join("").replace(['-', '=', ' ', ','], "_")
-    ));
+    let out = dir.join(stem.as_ref());
     let compiler = if source.ends_with(".cpp") {
         "g++"
     } else {
@@ -113,4 +110,27 @@ pub fn contains_run(frames: &[String], seq: &[&str]) -> bool {
     frames
         .windows(seq.len())
         .any(|w| w.iter().zip(seq).all(|(a, b)| a == b))
+}
+
+/// A child process that is killed when the test ends, pass or fail.
+pub struct KillOnDrop(pub std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Read one line from a child's pipe.
+pub fn read_line(r: &mut impl std::io::Read) -> String {
+    let mut line = Vec::new();
+    let mut byte = [0u8; 1];
+    while let Ok(1) = r.read(&mut byte) {
+        if byte[0] == b'\n' {
+            break;
+        }
+        line.push(byte[0]);
+    }
+    String::from_utf8_lossy(&line).into_owned()
 }
