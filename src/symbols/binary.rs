@@ -100,10 +100,18 @@ pub(crate) struct SymbolTable {
     entries: Vec<Entry>,
 }
 
-/// Rank aliases at one address: a sized, non-weak, global name with fewer leading underscores wins.
-fn alias_rank(s: &RawSymbol) -> (bool, bool, bool, usize) {
+/// Rank aliases at one address as perf does (`choose_best_symbol`), so both tools name a function alike: a
+/// sized, non-weak, global name with fewer leading underscores and no '@' wins; then the longest name.
+fn alias_rank(s: &RawSymbol) -> (bool, bool, bool, usize, bool, usize) {
     let underscores = s.name.bytes().take_while(|&b| b == b'_').count();
-    (s.size > 0, !s.weak, s.global, usize::MAX - underscores)
+    (
+        s.size > 0,
+        !s.weak,
+        s.global,
+        usize::MAX - underscores,
+        !s.name.contains('@'),
+        s.name.len(),
+    )
 }
 
 impl SymbolTable {
