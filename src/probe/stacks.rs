@@ -1,0 +1,167 @@
+//! `-g`: distinct user and kernel stacks at function entry, counted (stackcount), printed as text or folded.
+use super::pattern::short_name;
+use crate::addr::{ElfAddr, FileOffset};
+use crate::process::MapEntry;
+use crate::symbols::{ModuleKey, Symbolizer, SymbolizerOptions};
+use std::collections::HashMap;
+use std::io::{self, Write};
+use std::path::PathBuf;
+
+// TEMPORARY: switch to `crate::symbols::{elf_info, function_symbols}` when the symbols branch lands.
+use super::tmp_symbols::{elf_info, function_symbols};
+
+/// Distinct stacks kept at most; more are counted in [`StackCounter::dropped`].
+pub const MAX_STACKS: usize = 100_000;
+
+/// Callchain context markers (PERF_CONTEXT_*): values at or above this are markers, not addresses.
+const PERF_CONTEXT_MAX: u64 = (-4095i64) as u64;
+const PERF_CONTEXT_KERNEL: u64 = (-128i64) as u64;
+const PERF_CONTEXT_USER: u64 = (-512i64) as u64;
+
+/// One stack key: target, process, raw callchain (with its context markers).
+type Key = (u32, u32, Box<[u64]>);
+
+/// Counts of distinct stacks per target, in bounded memory.
+#[derive(Default)]
+pub struct StackCounter {
+    counts: HashMap<Key, u64>,
+    /// Hits whose stack was not kept because [`MAX_STACKS`] distinct stacks were already counted.
+    pub dropped: u64,
+    maps: HashMap<u32, Vec<MapEntry>>,
+}
+
+impl StackCounter {
+    /// An empty counter.
+    pub fn new() -> StackCounter {
+        StackCounter::default()
+    }
+
+    /// Count one entry of `target` in process `pid` with this callchain.
+    pub fn add(&mut self, target: u32, pid: u32, chain: &[u64]) {
+        // The process is alive now: remember its maps to symbolize its user addresses later.
+        self.maps.entry(pid).or_insert_with(|| crate::process::maps(pid as i32).unwrap_or_default());
+        let key: Key = (target, pid, chain.into());
+        if let Some(n) = self.counts.get_mut(&key) {
+            *n += 1;
+        } else if self.counts.len() < MAX_STACKS {
+            self.counts.insert(key, 1);
+        } else {
+            self.dropped += 1;
+        }
+    }
+
+    /// Print the stacks: per target, each stack innermost frame first then its count (stackcount's layout),
+    /// or folded (`target;outermost;...;innermost count`) for flame graphs.
+    pub fn write(&self, w: &mut dyn Write, names: &[String], folded: bool) -> io::Result<()> {
+        let mut sym = Resolver::default();
+        // Merge stacks that symbolize the same (different pids, addresses in the same function).
+        let mut lines: HashMap<(u32, Vec<String>), u64> = HashMap::new();
+        for ((target, pid, chain), n) in &self.counts {
+            let frames = sym.frames(&self.maps, *pid, chain);
+            *lines.entry((*target, frames)).or_default() += n;
+        }
+        let mut lines: Vec<((u32, Vec<String>), u64)> = lines.into_iter().collect();
+        lines.sort_by(|a, b| a.0 .0.cmp(&b.0 .0).then(b.1.cmp(&a.1)).then(a.0 .1.cmp(&b.0 .1)));
+        if folded {
+            for ((target, frames), n) in &lines {
+                let mut parts: Vec<&str> = frames.iter().rev().map(String::as_str).collect();
+                if parts.is_empty() {
+                    parts.push(&names[*target as usize]);
+                }
+                writeln!(w, "{} {n}", parts.join(";"))?;
+            }
+        } else {
+            let mut last: Option<u32> = None;
+            for ((target, frames), n) in &lines {
+                if last != Some(*target) {
+                    writeln!(w, "\nSTACKS of {}", names[*target as usize])?;
+                    last = Some(*target);
+                }
+                for f in frames {
+                    writeln!(w, "  {f}")?;
+                }
+                writeln!(w, "    {n}\n")?;
+            }
+        }
+        if self.dropped > 0 {
+            writeln!(w, "({} hits not shown: more than {MAX_STACKS} distinct stacks)", self.dropped)?;
+        }
+        Ok(())
+    }
+}
+
+/// Symbolizes callchains: the shared [`Symbolizer`] first, then the function symbols of the mapped file.
+struct Resolver {
+    symbolizer: Symbolizer,
+    files: HashMap<PathBuf, Option<FileSymbols>>,
+}
+
+impl Default for Resolver {
+    fn default() -> Self {
+        Resolver { symbolizer: Symbolizer::new(SymbolizerOptions::default()), files: HashMap::new() }
+    }
+}
+
+struct FileSymbols {
+    info: crate::symbols::ElfInfo,
+    /// (start, end, name), sorted by start.
+    funcs: Vec<(u64, u64, String)>,
+}
+
+impl Resolver {
+    fn frames(&mut self, maps: &HashMap<u32, Vec<MapEntry>>, pid: u32, chain: &[u64]) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut kernel = false;
+        for &addr in chain {
+            if addr >= PERF_CONTEXT_MAX {
+                kernel = addr == PERF_CONTEXT_KERNEL;
+                if addr == PERF_CONTEXT_USER {
+                    kernel = false;
+                }
+                continue;
+            }
+            let name = if kernel {
+                self.symbolizer.kernel(addr).map(|s| format!("{s}_[k]")).unwrap_or_else(|| format!("0x{addr:x}_[k]"))
+            } else {
+                self.user(maps.get(&pid), pid, addr)
+            };
+            out.push(name);
+        }
+        out
+    }
+
+    fn user(&mut self, maps: Option<&Vec<MapEntry>>, pid: u32, addr: u64) -> String {
+        let Some(m) = maps.and_then(|m| m.iter().find(|e| addr >= e.start && addr < e.end)) else {
+            return format!("0x{addr:x}");
+        };
+        if !m.path.starts_with('/') {
+            return format!("{}+0x{:x}", m.path, addr - m.start);
+        }
+        let offset = FileOffset(addr - m.start + m.offset);
+        let key = ModuleKey { path: PathBuf::from(&m.path), pid, build_id: None };
+        if let Some(f) = self.symbolizer.user(&key, offset).first() {
+            return f.name.clone();
+        }
+        let path = PathBuf::from(format!("/proc/{pid}/root{}", m.path));
+        let file = self.files.entry(PathBuf::from(&m.path)).or_insert_with(|| load(&path).or_else(|| load(&key.path)));
+        let base = std::path::Path::new(&m.path).file_name().map_or(m.path.clone(), |f| f.to_string_lossy().into_owned());
+        let Some(file) = file else { return format!("{base}+0x{:x}", offset.0) };
+        let Some(ElfAddr(a)) = file.info.elf_addr(offset) else { return format!("{base}+0x{:x}", offset.0) };
+        let i = file.funcs.partition_point(|f| f.0 <= a);
+        match i.checked_sub(1).map(|i| &file.funcs[i]) {
+            Some((start, end, name)) if a < *end || start == end => name.clone(),
+            _ => format!("{base}+0x{:x}", offset.0),
+        }
+    }
+}
+
+fn load(path: &std::path::Path) -> Option<FileSymbols> {
+    let info = elf_info(path).ok()?;
+    let mut funcs: Vec<(u64, u64, String)> = function_symbols(path, &[])
+        .ok()?
+        .into_iter()
+        .map(|s| (s.addr.0, s.addr.0 + s.size, short_name(&s.name, &s.demangled).to_string()))
+        .collect();
+    funcs.sort();
+    Some(FileSymbols { info, funcs })
+}
