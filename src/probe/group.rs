@@ -26,28 +26,100 @@ fn install_panic_hook() {
     });
 }
 
-/// The entry and return event names of target `index`: short and in `[A-Za-z0-9_]`.
-pub fn event_names(index: usize) -> (String, String) {
-    (format!("e{index}"), format!("r{index}"))
+/// Probe points per tracefs event for user functions. Closing an event's last perf event costs an RCU grace
+/// period (tens of ms on some machines) under a global mutex, so few events with many points each are fast.
+pub const POINTS_PER_EVENT: usize = 1024;
+
+/// What a perf event on a tracefs event stands for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// A function entry (uprobe, kprobe, sys_enter).
+    Entry,
+    /// A function return (uretprobe, kretprobe, sys_exit).
+    Return,
+    /// A counted tracepoint hit.
+    Hit,
 }
 
-/// The probe definitions for `targets` in `group`: an entry probe for each user or kernel function, and a return
-/// probe too unless `count_only`. Syscalls and tracepoints need none.
-pub fn probe_defs(group: &str, targets: &[Target], count_only: bool) -> Vec<ProbeDef> {
+/// One tracefs event to open perf events on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlannedEvent {
+    pub group: String,
+    pub event: String,
+    pub role: Role,
+    /// The targets whose probe points this event holds. With more than one (user functions), a hit names its
+    /// target by the runtime address in its raw data.
+    pub members: Vec<u32>,
+    /// True for uprobes/uretprobes: samples carry the user SP and the probed address.
+    pub user: bool,
+}
+
+/// The probe definitions to create and the events to open for `targets`. User functions of one binary share
+/// events `u<N>` (entries) and `ur<N>` (returns), up to [`POINTS_PER_EVENT`] functions each; kernel function `i`
+/// gets `k<i>` and `kr<i>`; syscalls and tracepoints use the kernel's own events. No return probes with
+/// `count_only`.
+pub fn plan(group: &str, targets: &[Target], count_only: bool) -> (Vec<ProbeDef>, Vec<PlannedEvent>) {
     let mut defs = Vec::new();
+    let mut events = Vec::new();
+    let add = |defs: &mut Vec<ProbeDef>, event: &str, is_return: bool, location: &ProbeLocation| {
+        defs.push(ProbeDef { group: group.to_string(), event: event.to_string(), is_return, location: location.clone() });
+    };
+    // User functions, chunked per binary.
+    let mut chunks: Vec<(PathBuf, Vec<u32>)> = Vec::new();
     for (i, t) in targets.iter().enumerate() {
-        let location = match &t.kind {
-            TargetKind::User { path, offset, .. } => ProbeLocation::User { path: path.clone(), offset: offset.0 },
-            TargetKind::Kernel { symbol } => ProbeLocation::Kernel { symbol: symbol.clone() },
-            TargetKind::Syscall { .. } | TargetKind::Tracepoint { .. } => continue,
-        };
-        let (entry, ret) = event_names(i);
-        defs.push(ProbeDef { group: group.to_string(), event: entry, is_return: false, location: location.clone() });
-        if !count_only {
-            defs.push(ProbeDef { group: group.to_string(), event: ret, is_return: true, location });
+        if let TargetKind::User { path, .. } = &t.kind {
+            match chunks.iter_mut().rev().find(|(p, m)| p == path && m.len() < POINTS_PER_EVENT) {
+                Some((_, m)) => m.push(i as u32),
+                None => chunks.push((path.clone(), vec![i as u32])),
+            }
         }
     }
-    defs
+    for (n, (_, members)) in chunks.into_iter().enumerate() {
+        let (entry, ret) = (format!("u{n}"), format!("ur{n}"));
+        for &m in &members {
+            let TargetKind::User { path, offset, .. } = &targets[m as usize].kind else { continue };
+            let loc = ProbeLocation::User { path: path.clone(), offset: offset.0 };
+            add(&mut defs, &entry, false, &loc);
+            if !count_only {
+                add(&mut defs, &ret, true, &loc);
+            }
+        }
+        events.push(PlannedEvent { group: group.into(), event: entry, role: Role::Entry, members: members.clone(), user: true });
+        if !count_only {
+            events.push(PlannedEvent { group: group.into(), event: ret, role: Role::Return, members, user: true });
+        }
+    }
+    for (i, t) in targets.iter().enumerate() {
+        let one = vec![i as u32];
+        match &t.kind {
+            TargetKind::User { .. } => {}
+            TargetKind::Kernel { symbol } => {
+                let loc = ProbeLocation::Kernel { symbol: symbol.clone() };
+                let (entry, ret) = (format!("k{i}"), format!("kr{i}"));
+                add(&mut defs, &entry, false, &loc);
+                events.push(PlannedEvent { group: group.into(), event: entry, role: Role::Entry, members: one.clone(), user: false });
+                if !count_only {
+                    add(&mut defs, &ret, true, &loc);
+                    events.push(PlannedEvent { group: group.into(), event: ret, role: Role::Return, members: one, user: false });
+                }
+            }
+            TargetKind::Syscall { name } => {
+                let ev = |e: String, role| PlannedEvent { group: "syscalls".into(), event: e, role, members: one.clone(), user: false };
+                events.push(ev(format!("sys_enter_{name}"), Role::Entry));
+                if !count_only {
+                    events.push(ev(format!("sys_exit_{name}"), Role::Return));
+                }
+            }
+            TargetKind::Tracepoint { category, event } => events.push(PlannedEvent {
+                group: category.clone(),
+                event: event.clone(),
+                role: Role::Hit,
+                members: one,
+                user: false,
+            }),
+        }
+    }
+    (defs, events)
 }
 
 /// This process's probe group; its probes are removed when it is dropped.

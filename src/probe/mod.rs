@@ -5,6 +5,7 @@
 //! [`live`] opens one perf event per probe, CPU and task, merges the per-CPU ring buffers by time and feeds the
 //! [`pairing`] shadow stacks, which fill [`stats`]; [`output`] prints tables, histograms, CSV and JSON;
 //! [`stacks`] counts the distinct stacks at entry (`-g`).
+pub mod addrmap;
 pub mod group;
 pub mod live;
 pub mod output;
@@ -39,8 +40,8 @@ pub enum ProbeError {
     Tracefs(#[from] TracefsError),
     #[error(transparent)]
     Perf(#[from] PerfError),
-    #[error("cannot open {path}: {source}")]
-    Binary { path: PathBuf, source: std::io::Error },
+    #[error("cannot open {path}: {error}")]
+    Binary { path: PathBuf, error: std::io::Error },
     #[error("pattern '{pattern}' names user functions but no binary was given; add -x BINARY or use LIB:{pattern}")]
     NoBinary { pattern: String },
     #[error("library '{name}' not found (looked in the target's maps, `ldconfig -p`, LD_LIBRARY_PATH and /lib, /usr/lib); give its path with -x")]

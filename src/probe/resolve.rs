@@ -81,7 +81,7 @@ fn need(t: Option<&Tracefs>) -> Result<&Tracefs, ProbeError> {
 /// The functions of `path` that match `pattern`, one target per address (aliases folded), sorted by address.
 pub fn resolve_user(path: &Path, pattern: &str, regex: bool, debug_dirs: &[PathBuf]) -> Result<Vec<Target>, ProbeError> {
     let matcher = NameMatcher::new(pattern, regex)?;
-    let path = std::fs::canonicalize(path).map_err(|source| ProbeError::Binary { path: path.to_path_buf(), source })?;
+    let path = std::fs::canonicalize(path).map_err(|error| ProbeError::Binary { path: path.to_path_buf(), error })?;
     let info = elf_info(&path)?;
     let symbols = function_symbols(&path, debug_dirs)?;
     // address -> (names that matched, other names at the address)

@@ -18,12 +18,12 @@ pub const GROUP_PREFIX: &str = "rprof_";
 pub enum TracefsError {
     #[error("cannot find or mount tracefs at /sys/kernel/tracing or /sys/kernel/debug/tracing ({0}); run as root or mount it with `mount -t tracefs nodev /sys/kernel/tracing`")]
     Mount(String),
-    #[error("cannot read {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
-    #[error("cannot write {path}: {source}")]
-    Write { path: PathBuf, source: std::io::Error },
-    #[error("cannot create probe `{line}` in {path}: {source}{detail}")]
-    Create { line: String, path: PathBuf, source: std::io::Error, detail: String },
+    #[error("cannot read {path}: {error}")]
+    Read { path: PathBuf, error: std::io::Error },
+    #[error("cannot write {path}: {error}")]
+    Write { path: PathBuf, error: std::io::Error },
+    #[error("cannot create probe `{line}` in {path}: {error}{detail}")]
+    Create { line: String, path: PathBuf, error: std::io::Error, detail: String },
     #[error("this kernel has no {path} (it was built without CONFIG_KPROBE_EVENTS), so kernel functions cannot be probed; use `syscall:NAME` or `t:CATEGORY:EVENT` tracepoints, or -x BINARY for user functions")]
     NoKprobes { path: PathBuf },
     #[error("this kernel has no {path} (it was built without CONFIG_UPROBE_EVENTS), so user functions cannot be probed")]
@@ -135,6 +135,19 @@ pub fn parse_filter_functions(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// The offset of `field` in an event's `format` text (`field:unsigned long __probe_ip;\toffset:8;...`).
+pub fn parse_field_offset(format: &str, field: &str) -> Option<usize> {
+    format.lines().find_map(|line| {
+        let decl = line.trim().strip_prefix("field:")?;
+        let (decl, rest) = decl.split_once(';')?;
+        let name = decl.split_whitespace().last()?.trim_start_matches('*');
+        if name != field {
+            return None;
+        }
+        rest.split(';').find_map(|kv| kv.trim().strip_prefix("offset:")?.parse().ok())
+    })
+}
+
 /// Lines written per `write(2)`: the kernel parses up to 4096 bytes per chunk, line by line.
 const WRITE_CHUNK: usize = 3800;
 
@@ -209,7 +222,7 @@ impl Tracefs {
 
     fn read(&self, rel: impl AsRef<Path>) -> Result<String, TracefsError> {
         let path = self.root.join(rel);
-        fs::read_to_string(&path).map_err(|source| TracefsError::Read { path, source })
+        fs::read_to_string(&path).map_err(|error| TracefsError::Read { path, error })
     }
 
     /// Append `text` to a control file in one `write(2)`, never truncating it.
@@ -260,7 +273,7 @@ impl Tracefs {
     }
 
     fn write_batch(&self, file: ProbeFile, batch: &str, defs: &[&ProbeDef]) -> Result<(), TracefsError> {
-        let Err(source) = self.append(file.file_name(), batch) else {
+        let Err(error) = self.append(file.file_name(), batch) else {
             return Ok(());
         };
         // Find the first event of the batch that does not exist: that is the line the kernel refused.
@@ -274,7 +287,7 @@ impl Tracefs {
             .ok()
             .and_then(|log| log.lines().rev().find(|l| !l.trim().is_empty()).map(|l| format!(" ({})", l.trim())))
             .unwrap_or_default();
-        Err(TracefsError::Create { line: failed.line(), path: self.root.join(file.file_name()), source, detail })
+        Err(TracefsError::Create { line: failed.line(), path: self.root.join(file.file_name()), error, detail })
     }
 
     /// The perf event id of `events/GROUP/EVENT/id` (PERF_TYPE_TRACEPOINT config).
@@ -282,6 +295,12 @@ impl Tracefs {
         let rel = Path::new("events").join(group).join(event).join("id");
         let text = self.read(&rel)?;
         text.trim().parse().map_err(|_| TracefsError::BadId { path: self.root.join(rel), text })
+    }
+
+    /// The byte offset of `field` in the raw data of `events/GROUP/EVENT` (from its `format` file).
+    pub fn field_offset(&self, group: &str, event: &str, field: &str) -> Result<Option<usize>, TracefsError> {
+        let text = self.read(Path::new("events").join(group).join(event).join("format"))?;
+        Ok(parse_field_offset(&text, field))
     }
 
     /// Disable a group's events (`events/GROUP/enable`), then delete every probe of the group from both
@@ -293,7 +312,13 @@ impl Tracefs {
             let _ = self.append(&enable, "0\n");
         }
         for file in [ProbeFile::Uprobe, ProbeFile::Kprobe] {
-            let mine: Vec<ListedProbe> = self.list_probes(file)?.into_iter().filter(|p| p.group == group).collect();
+            // One event may hold many probe points (listed once each): delete each event once.
+            let mut mine: Vec<ListedProbe> = Vec::new();
+            for p in self.list_probes(file)? {
+                if p.group == group && !mine.iter().any(|m| m.event == p.event) {
+                    mine.push(p);
+                }
+            }
             if mine.is_empty() {
                 continue;
             }
@@ -316,7 +341,7 @@ impl Tracefs {
             return Ok(());
         }
         self.append(file.file_name(), batch)
-            .map_err(|source| TracefsError::Write { path: self.root.join(file.file_name()), source })
+            .map_err(|error| TracefsError::Write { path: self.root.join(file.file_name()), error })
     }
 
     /// All groups named `rprof_<pid>` found in the definition files, with their owner pid.
@@ -363,7 +388,7 @@ impl Tracefs {
 
     fn dir_names(&self, rel: &Path) -> Result<Vec<String>, TracefsError> {
         let path = self.root.join(rel);
-        let entries = fs::read_dir(&path).map_err(|source| TracefsError::Read { path: path.clone(), source })?;
+        let entries = fs::read_dir(&path).map_err(|error| TracefsError::Read { path: path.clone(), error })?;
         let mut names: Vec<String> = entries
             .filter_map(Result::ok)
             .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
@@ -423,6 +448,17 @@ mod tests {
         assert_eq!(group_owner(&group_name(4242)), Some(4242));
         assert_eq!(group_owner("rprof_x"), None);
         assert_eq!(group_owner("uprobes"), None);
+    }
+
+    /// Check that field offsets are read from an event format.
+    #[test]
+    fn parses_format_offsets() {
+        let f = "name: r0\nID: 1\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\n\
+                 \tfield:unsigned long __probe_func;\toffset:8;\tsize:8;\tsigned:0;\n\
+                 \tfield:unsigned long __probe_ret_ip;\toffset:16;\tsize:8;\tsigned:0;\n";
+        assert_eq!(parse_field_offset(f, "__probe_func"), Some(8));
+        assert_eq!(parse_field_offset(f, "__probe_ret_ip"), Some(16));
+        assert_eq!(parse_field_offset(f, "__probe_ip"), None);
     }
 
     /// Check that available_filter_functions lines keep only the names.
