@@ -41,14 +41,27 @@ impl AddrMap {
     pub fn new(targets: &[Target]) -> AddrMap {
         let mut map = AddrMap::default();
         for (i, t) in targets.iter().enumerate() {
-            let TargetKind::User { path, offset, .. } = &t.kind else { continue };
+            let TargetKind::User { path, offset, .. } = &t.kind else {
+                continue;
+            };
             let bin = match map.binaries.iter().position(|b| b.path == *path) {
                 Some(b) => b,
                 None => {
                     let (major, minor, inode) = std::fs::metadata(path)
-                        .map(|m| (nix::sys::stat::major(m.dev()) as u32, nix::sys::stat::minor(m.dev()) as u32, m.ino()))
+                        .map(|m| {
+                            (
+                                nix::sys::stat::major(m.dev()) as u32,
+                                nix::sys::stat::minor(m.dev()) as u32,
+                                m.ino(),
+                            )
+                        })
                         .unwrap_or((0, 0, 0));
-                    map.binaries.push(BinaryId { path: path.clone(), major, minor, inode });
+                    map.binaries.push(BinaryId {
+                        path: path.clone(),
+                        major,
+                        minor,
+                        inode,
+                    });
                     map.binaries.len() - 1
                 }
             };
@@ -76,7 +89,12 @@ impl AddrMap {
     /// A process mapped `len` bytes of binary `bin` from file offset `pgoff` at `start`.
     pub fn add_mapping(&mut self, pid: u32, start: u64, len: u64, pgoff: u64, bin: u32) {
         let maps = self.procs.entry(pid).or_default();
-        let m = Mapping { start, end: start + len, pgoff, bin };
+        let m = Mapping {
+            start,
+            end: start + len,
+            pgoff,
+            bin,
+        };
         // A new mapping replaces whatever it overlaps.
         maps.retain(|o| o.end <= m.start || o.start >= m.end);
         maps.push(m);
@@ -85,7 +103,8 @@ impl AddrMap {
     /// Add the probed binaries' mappings listed in `/proc/PID/maps`.
     pub fn add_proc_maps(&mut self, pid: u32, maps: &[MapEntry]) {
         for e in maps {
-            if let Some(bin) = self.binary_of(e.path.as_bytes(), e.dev_major, e.dev_minor, e.inode) {
+            if let Some(bin) = self.binary_of(e.path.as_bytes(), e.dev_major, e.dev_minor, e.inode)
+            {
                 self.add_mapping(pid, e.start, e.end - e.start, e.offset, bin);
             }
         }
@@ -117,8 +136,14 @@ impl AddrMap {
 
     /// The target probed at runtime address `addr` in process `pid`.
     pub fn lookup(&self, pid: u32, addr: u64) -> Option<u32> {
-        let m = self.procs.get(&pid)?.iter().find(|m| addr >= m.start && addr < m.end)?;
-        self.offsets.get(&(m.bin, addr - m.start + m.pgoff)).copied()
+        let m = self
+            .procs
+            .get(&pid)?
+            .iter()
+            .find(|m| addr >= m.start && addr < m.end)?;
+        self.offsets
+            .get(&(m.bin, addr - m.start + m.pgoff))
+            .copied()
     }
 }
 
@@ -131,14 +156,21 @@ mod tests {
         Target {
             name: format!("f{off:x}"),
             aliases: Vec::new(),
-            kind: TargetKind::User { path: path.into(), addr: ElfAddr(off), offset: FileOffset(off) },
+            kind: TargetKind::User {
+                path: path.into(),
+                addr: ElfAddr(off),
+                offset: FileOffset(off),
+            },
         }
     }
 
     /// Check that runtime addresses translate through mappings, forks, execs and exits.
     #[test]
     fn translates_runtime_addresses() {
-        let targets = vec![target("/nonexistent/bin", 0x1139), target("/nonexistent/bin", 0x1200)];
+        let targets = vec![
+            target("/nonexistent/bin", 0x1139),
+            target("/nonexistent/bin", 0x1200),
+        ];
         let mut m = AddrMap::new(&targets);
         let bin = m.binary_of(b"/nonexistent/bin", 0, 0, 0).unwrap();
         assert_eq!(m.binary_of(b"/other", 0, 0, 0), None);

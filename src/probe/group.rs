@@ -58,17 +58,30 @@ pub struct PlannedEvent {
 /// events `u<N>` (entries) and `ur<N>` (returns), up to [`POINTS_PER_EVENT`] functions each; kernel function `i`
 /// gets `k<i>` and `kr<i>`; syscalls and tracepoints use the kernel's own events. No return probes with
 /// `count_only`.
-pub fn plan(group: &str, targets: &[Target], count_only: bool) -> (Vec<ProbeDef>, Vec<PlannedEvent>) {
+pub fn plan(
+    group: &str,
+    targets: &[Target],
+    count_only: bool,
+) -> (Vec<ProbeDef>, Vec<PlannedEvent>) {
     let mut defs = Vec::new();
     let mut events = Vec::new();
     let add = |defs: &mut Vec<ProbeDef>, event: &str, is_return: bool, location: &ProbeLocation| {
-        defs.push(ProbeDef { group: group.to_string(), event: event.to_string(), is_return, location: location.clone() });
+        defs.push(ProbeDef {
+            group: group.to_string(),
+            event: event.to_string(),
+            is_return,
+            location: location.clone(),
+        });
     };
     // User functions, chunked per binary.
     let mut chunks: Vec<(PathBuf, Vec<u32>)> = Vec::new();
     for (i, t) in targets.iter().enumerate() {
         if let TargetKind::User { path, .. } = &t.kind {
-            match chunks.iter_mut().rev().find(|(p, m)| p == path && m.len() < POINTS_PER_EVENT) {
+            match chunks
+                .iter_mut()
+                .rev()
+                .find(|(p, m)| p == path && m.len() < POINTS_PER_EVENT)
+            {
                 Some((_, m)) => m.push(i as u32),
                 None => chunks.push((path.clone(), vec![i as u32])),
             }
@@ -77,16 +90,33 @@ pub fn plan(group: &str, targets: &[Target], count_only: bool) -> (Vec<ProbeDef>
     for (n, (_, members)) in chunks.into_iter().enumerate() {
         let (entry, ret) = (format!("u{n}"), format!("ur{n}"));
         for &m in &members {
-            let TargetKind::User { path, offset, .. } = &targets[m as usize].kind else { continue };
-            let loc = ProbeLocation::User { path: path.clone(), offset: offset.0 };
+            let TargetKind::User { path, offset, .. } = &targets[m as usize].kind else {
+                continue;
+            };
+            let loc = ProbeLocation::User {
+                path: path.clone(),
+                offset: offset.0,
+            };
             add(&mut defs, &entry, false, &loc);
             if !count_only {
                 add(&mut defs, &ret, true, &loc);
             }
         }
-        events.push(PlannedEvent { group: group.into(), event: entry, role: Role::Entry, members: members.clone(), user: true });
+        events.push(PlannedEvent {
+            group: group.into(),
+            event: entry,
+            role: Role::Entry,
+            members: members.clone(),
+            user: true,
+        });
         if !count_only {
-            events.push(PlannedEvent { group: group.into(), event: ret, role: Role::Return, members, user: true });
+            events.push(PlannedEvent {
+                group: group.into(),
+                event: ret,
+                role: Role::Return,
+                members,
+                user: true,
+            });
         }
     }
     for (i, t) in targets.iter().enumerate() {
@@ -94,17 +124,37 @@ pub fn plan(group: &str, targets: &[Target], count_only: bool) -> (Vec<ProbeDef>
         match &t.kind {
             TargetKind::User { .. } => {}
             TargetKind::Kernel { symbol } => {
-                let loc = ProbeLocation::Kernel { symbol: symbol.clone() };
+                let loc = ProbeLocation::Kernel {
+                    symbol: symbol.clone(),
+                };
                 let (entry, ret) = (format!("k{i}"), format!("kr{i}"));
                 add(&mut defs, &entry, false, &loc);
-                events.push(PlannedEvent { group: group.into(), event: entry, role: Role::Entry, members: one.clone(), user: false });
+                events.push(PlannedEvent {
+                    group: group.into(),
+                    event: entry,
+                    role: Role::Entry,
+                    members: one.clone(),
+                    user: false,
+                });
                 if !count_only {
                     add(&mut defs, &ret, true, &loc);
-                    events.push(PlannedEvent { group: group.into(), event: ret, role: Role::Return, members: one, user: false });
+                    events.push(PlannedEvent {
+                        group: group.into(),
+                        event: ret,
+                        role: Role::Return,
+                        members: one,
+                        user: false,
+                    });
                 }
             }
             TargetKind::Syscall { name } => {
-                let ev = |e: String, role| PlannedEvent { group: "syscalls".into(), event: e, role, members: one.clone(), user: false };
+                let ev = |e: String, role| PlannedEvent {
+                    group: "syscalls".into(),
+                    event: e,
+                    role,
+                    members: one.clone(),
+                    user: false,
+                };
                 events.push(ev(format!("sys_enter_{name}"), Role::Entry));
                 if !count_only {
                     events.push(ev(format!("sys_exit_{name}"), Role::Return));
@@ -131,13 +181,20 @@ pub struct ProbeGroup {
 
 impl ProbeGroup {
     /// Create `defs` (all in the group `name`). On failure, what was created is removed again.
-    pub fn create(tracefs: &Tracefs, name: &str, defs: &[ProbeDef]) -> Result<ProbeGroup, TracefsError> {
+    pub fn create(
+        tracefs: &Tracefs,
+        name: &str,
+        defs: &[ProbeDef],
+    ) -> Result<ProbeGroup, TracefsError> {
         install_panic_hook();
         if let Ok(mut g) = LIVE_GROUPS.lock() {
             g.push((tracefs.root().to_path_buf(), name.to_string()));
         }
         // From here on, Drop removes whatever was created, even when add_probes fails half way.
-        let group = ProbeGroup { tracefs: tracefs.clone(), name: name.to_string() };
+        let group = ProbeGroup {
+            tracefs: tracefs.clone(),
+            name: name.to_string(),
+        };
         tracefs.add_probes(defs)?;
         Ok(group)
     }
@@ -156,7 +213,10 @@ impl ProbeGroup {
 impl Drop for ProbeGroup {
     fn drop(&mut self) {
         if let Err(e) = self.remove() {
-            eprintln!("rprof: warning: could not remove probe group {}: {e}", self.name);
+            eprintln!(
+                "rprof: warning: could not remove probe group {}: {e}",
+                self.name
+            );
         }
         if let Ok(mut g) = LIVE_GROUPS.lock() {
             g.retain(|(_, n)| *n != self.name);

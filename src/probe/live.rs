@@ -5,7 +5,7 @@ use super::group::{self, PlannedEvent, ProbeGroup, Role};
 use super::output::{self, Report};
 use super::pairing::Pairer;
 use super::resolve::Target;
-use super::stacks::StackCounter;
+use super::stacks::{self, StackCounter};
 use super::stats::Stats;
 use super::{ProbeError, ProbeOptions, RunSummary, TaskTarget};
 use crate::perf::attr::{regs, sample};
@@ -40,11 +40,33 @@ struct EventInfo {
 /// An event read from a ring, waiting in the time-ordered merge.
 enum Item {
     /// A hit of `target`, or of the user function at runtime address `addr`.
-    Sample { target: Option<u32>, addr: u64, role: Role, pid: u32, tid: u32, sp: Option<u64>, stack: Option<Box<[u64]>> },
-    Mmap { pid: u32, start: u64, len: u64, pgoff: u64, bin: u32 },
-    Exec { pid: u32 },
-    Fork { parent: u32, child: u32 },
-    Exit { pid: u32, tid: u32 },
+    Sample {
+        target: Option<u32>,
+        addr: u64,
+        role: Role,
+        pid: u32,
+        tid: u32,
+        sp: Option<u64>,
+        stack: Option<Box<[u64]>>,
+    },
+    Mmap {
+        pid: u32,
+        start: u64,
+        len: u64,
+        pgoff: u64,
+        bin: u32,
+    },
+    Exec {
+        pid: u32,
+    },
+    Fork {
+        parent: u32,
+        child: u32,
+    },
+    Exit {
+        pid: u32,
+        tid: u32,
+    },
 }
 
 /// The open perf events: one ring per CPU, every other event redirected into its CPU's ring.
@@ -88,11 +110,15 @@ const CLOSE_THREADS: usize = 256;
 /// Raise RLIMIT_NOFILE to the hard limit, and higher (as root) when `need` descriptors do not fit.
 fn raise_nofile(need: u64) {
     use nix::sys::resource::{getrlimit, setrlimit, Resource};
-    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else { return };
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        return;
+    };
     let want = need + 256;
     if want > hard {
-        let nr_open: u64 =
-            std::fs::read_to_string("/proc/sys/fs/nr_open").ok().and_then(|s| s.trim().parse().ok()).unwrap_or(hard);
+        let nr_open: u64 = std::fs::read_to_string("/proc/sys/fs/nr_open")
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(hard);
         let new = want.min(nr_open).max(hard);
         if setrlimit(Resource::RLIMIT_NOFILE, new, new).is_ok() {
             return;
@@ -122,15 +148,33 @@ fn open_events(
         let mut addr_field = None;
         if p.user {
             bits |= sample::REGS_USER | sample::RAW;
-            let field = if p.role == Role::Return { "__probe_func" } else { "__probe_ip" };
-            addr_field = Some(tracefs.field_offset(&p.group, &p.event, field)?.unwrap_or(8));
+            let field = if p.role == Role::Return {
+                "__probe_func"
+            } else {
+                "__probe_ip"
+            };
+            addr_field = Some(
+                tracefs
+                    .field_offset(&p.group, &p.event, field)?
+                    .unwrap_or(8),
+            );
         }
         if opts.stacks && p.role != Role::Return {
             bits |= sample::CALLCHAIN;
+            if p.user {
+                // The return address at SP: the caller, which a frame-pointer walk at function entry skips.
+                bits |= sample::STACK_USER;
+            }
         }
-        let mut attr = Attr::tracepoint(id).sample_type(bits).sample_id_all().wakeup_watermark(watermark);
+        let mut attr = Attr::tracepoint(id)
+            .sample_type(bits)
+            .sample_id_all()
+            .wakeup_watermark(watermark);
         if p.user {
             attr = attr.regs_user(1 << regs::SP);
+            if bits & sample::STACK_USER != 0 {
+                attr = attr.stack_user(8);
+            }
         }
         if opts.stacks {
             attr = attr.max_stack(127);
@@ -150,13 +194,28 @@ fn open_events(
                 attr = attr.task_events();
             }
         }
-        let target = if p.members.len() == 1 && !p.user { Some(p.members[0]) } else { None };
-        let info = EventInfo { target, role: p.role, addr_field, has_sp: p.user, parse: attr.parse_info() };
+        let target = if p.members.len() == 1 && !p.user {
+            Some(p.members[0])
+        } else {
+            None
+        };
+        let info = EventInfo {
+            target,
+            role: p.role,
+            addr_field,
+            has_sp: p.user,
+            parse: attr.parse_info(),
+        };
         plan.push((info, attr));
     }
     let mut usable = vec![true; targets.len()];
     let mut skipped = vec![false; plan.len()];
-    let mut events = Events { rings: Vec::new(), others: Vec::new(), infos: HashMap::new(), any_parse: None };
+    let mut events = Events {
+        rings: Vec::new(),
+        others: Vec::new(),
+        infos: HashMap::new(),
+        any_parse: None,
+    };
     for (ci, &cpu) in cpus.iter().enumerate() {
         let mut ring: Option<Ring> = None;
         for (ti, &task) in tasks.iter().enumerate() {
@@ -167,9 +226,15 @@ fn open_events(
                 let ev = match PerfEvent::open(attr, task, cpu as i32) {
                     Ok(ev) => ev,
                     Err(PerfError::NoSuchProcess { .. }) if ti > 0 => break, // a thread that just ended
-                    Err(PerfError::Open { source, .. }) if ci == 0 && ti == 0 && info.role != Role::Hit && pi > 0 => {
-                        let names: Vec<&str> =
-                            planned[pi].members.iter().take(3).map(|&m| targets[m as usize].name.as_str()).collect();
+                    Err(PerfError::Open { source, .. })
+                        if ci == 0 && ti == 0 && info.role != Role::Hit && pi > 0 =>
+                    {
+                        let names: Vec<&str> = planned[pi]
+                            .members
+                            .iter()
+                            .take(3)
+                            .map(|&m| targets[m as usize].name.as_str())
+                            .collect();
                         eprintln!(
                             "rprof: warning: skipping {} target(s) ({}...): the kernel refused the probe ({source})",
                             planned[pi].members.len(),
@@ -200,23 +265,34 @@ fn open_events(
 }
 
 /// Reads all rings into the merge; counts lost events.
-fn read_rings(events: &mut Events, merge: &mut OrderedMerge<Item>, stats: &mut Stats, addrs: &AddrMap) {
+fn read_rings(
+    events: &mut Events,
+    merge: &mut OrderedMerge<Item>,
+    stats: &mut Stats,
+    addrs: &AddrMap,
+) {
     let infos = &events.infos;
     let any = events.any_parse;
     for r in events.rings.iter_mut() {
         r.read(|rec| {
             if rec.kind == PERF_RECORD_SAMPLE {
-                let Some(id) = linux_perf_event_reader::get_record_identifier::<byteorder::NativeEndian>(
-                    RecordType(rec.kind),
-                    rec.body(),
-                    true,
-                ) else {
+                let Some(id) = linux_perf_event_reader::get_record_identifier::<
+                    byteorder::NativeEndian,
+                >(RecordType(rec.kind), rec.body(), true) else {
                     return;
                 };
                 let Some(info) = infos.get(&id) else { return };
-                let Ok(EventRecord::Sample(s)) = rec.event(&info.parse).parse() else { return };
-                let (Some(time), Some(tid)) = (s.timestamp, s.tid) else { return };
-                let sp = if info.has_sp { s.user_regs.as_ref().and_then(|r| r.get(regs::SP as u64)) } else { None };
+                let Ok(EventRecord::Sample(s)) = rec.event(&info.parse).parse() else {
+                    return;
+                };
+                let (Some(time), Some(tid)) = (s.timestamp, s.tid) else {
+                    return;
+                };
+                let sp = if info.has_sp {
+                    s.user_regs.as_ref().and_then(|r| r.get(regs::SP as u64))
+                } else {
+                    None
+                };
                 let addr = match (info.addr_field, &s.raw) {
                     (Some(off), Some(raw)) => {
                         let mut b = [0u8; 8];
@@ -228,9 +304,26 @@ fn read_rings(events: &mut Events, merge: &mut OrderedMerge<Item>, stats: &mut S
                     }
                     _ => 0,
                 };
-                let stack = s.callchain.map(|c| (0..c.len()).filter_map(|i| c.get(i)).collect::<Box<[u64]>>());
+                let stack = s.callchain.map(|c| {
+                    let mut chain: Vec<u64> = (0..c.len()).filter_map(|i| c.get(i)).collect();
+                    if let Some((mut data, size)) = s.user_stack {
+                        let mut b = [0u8; 8];
+                        if size >= 8 && data.read_exact(&mut b).is_ok() {
+                            stacks::add_entry_caller(&mut chain, u64::from_ne_bytes(b));
+                        }
+                    }
+                    chain.into_boxed_slice()
+                });
                 let pid = s.pid.unwrap_or(0) as u32;
-                let item = Item::Sample { target: info.target, addr, role: info.role, pid, tid: tid as u32, sp, stack };
+                let item = Item::Sample {
+                    target: info.target,
+                    addr,
+                    role: info.role,
+                    pid,
+                    tid: tid as u32,
+                    sp,
+                    stack,
+                };
                 merge.push(time, item);
                 return;
             }
@@ -239,24 +332,43 @@ fn read_rings(events: &mut Events, merge: &mut OrderedMerge<Item>, stats: &mut S
             let time = raw.timestamp().unwrap_or(0);
             match (rec.kind, raw.parse()) {
                 (PERF_RECORD_LOST, Ok(EventRecord::Lost(l))) => stats.lost += l.count,
-                (PERF_RECORD_EXIT, Ok(EventRecord::Exit(e))) => {
-                    merge.push(e.timestamp, Item::Exit { pid: e.pid as u32, tid: e.tid as u32 })
-                }
-                (PERF_RECORD_FORK, Ok(EventRecord::Fork(f))) if f.pid != f.ppid && !addrs.is_empty() => {
-                    merge.push(f.timestamp, Item::Fork { parent: f.ppid as u32, child: f.pid as u32 })
+                (PERF_RECORD_EXIT, Ok(EventRecord::Exit(e))) => merge.push(
+                    e.timestamp,
+                    Item::Exit {
+                        pid: e.pid as u32,
+                        tid: e.tid as u32,
+                    },
+                ),
+                (PERF_RECORD_FORK, Ok(EventRecord::Fork(f)))
+                    if f.pid != f.ppid && !addrs.is_empty() =>
+                {
+                    merge.push(
+                        f.timestamp,
+                        Item::Fork {
+                            parent: f.ppid as u32,
+                            child: f.pid as u32,
+                        },
+                    )
                 }
                 (PERF_RECORD_COMM, Ok(EventRecord::Comm(c))) if c.is_execve => {
                     merge.push(time, Item::Exec { pid: c.pid as u32 })
                 }
                 (PERF_RECORD_MMAP2, Ok(EventRecord::Mmap2(m))) => {
                     let (major, minor, inode) = match &m.file_id {
-                        linux_perf_event_reader::Mmap2FileId::InodeAndVersion(i) => (i.major, i.minor, i.inode),
+                        linux_perf_event_reader::Mmap2FileId::InodeAndVersion(i) => {
+                            (i.major, i.minor, i.inode)
+                        }
                         linux_perf_event_reader::Mmap2FileId::BuildId(_) => (0, 0, 0),
                     };
                     let path = m.path.as_slice();
                     if let Some(bin) = addrs.binary_of(&path, major, minor, inode) {
-                        let item =
-                            Item::Mmap { pid: m.pid as u32, start: m.address, len: m.length, pgoff: m.page_offset, bin };
+                        let item = Item::Mmap {
+                            pid: m.pid as u32,
+                            start: m.address,
+                            len: m.length,
+                            pgoff: m.page_offset,
+                            bin,
+                        };
                         merge.push(time, item);
                     }
                 }
@@ -280,7 +392,15 @@ struct Sink {
 impl Sink {
     fn apply(&mut self, time: u64, item: Item) {
         match item {
-            Item::Sample { target, addr, role, pid, tid, sp, stack } => {
+            Item::Sample {
+                target,
+                addr,
+                role,
+                pid,
+                tid,
+                sp,
+                stack,
+            } => {
                 let target = match target {
                     Some(t) => t,
                     None => match self.addrs.lookup(pid, addr) {
@@ -292,8 +412,12 @@ impl Sink {
                     },
                 };
                 match role {
-                    Role::Entry if self.timed => self.pairer.entry(&mut self.stats, tid, target, time, sp),
-                    Role::Return if self.timed => self.pairer.ret(&mut self.stats, tid, target, time, sp),
+                    Role::Entry if self.timed => {
+                        self.pairer.entry(&mut self.stats, tid, target, time, sp)
+                    }
+                    Role::Return if self.timed => {
+                        self.pairer.ret(&mut self.stats, tid, target, time, sp)
+                    }
                     Role::Return => {}
                     Role::Entry | Role::Hit => self.stats.funcs[target as usize].enter(),
                 }
@@ -301,7 +425,13 @@ impl Sink {
                     self.stacks.add(target, pid, &chain);
                 }
             }
-            Item::Mmap { pid, start, len, pgoff, bin } => self.addrs.add_mapping(pid, start, len, pgoff, bin),
+            Item::Mmap {
+                pid,
+                start,
+                len,
+                pgoff,
+                bin,
+            } => self.addrs.add_mapping(pid, start, len, pgoff, bin),
             Item::Exec { pid } => self.addrs.exec(pid),
             Item::Fork { parent, child } => self.addrs.fork(parent, child),
             Item::Exit { pid, tid } => {
@@ -325,14 +455,27 @@ impl Sink {
 
 /// The wall clock as `HH:MM:SS` (UTC).
 fn clock() -> String {
-    let s = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0) % 86_400;
+    let s = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+        % 86_400;
     format!("{:02}:{:02}:{:02}", s / 3600, (s / 60) % 60, s % 60)
 }
 
 /// Create the probes, run until the end of the duration, the target's exit or a signal, and print reports.
-pub fn run(opts: &ProbeOptions, tracefs: &Tracefs, targets: &[Target], out: &mut dyn Write) -> Result<RunSummary, ProbeError> {
+pub fn run(
+    opts: &ProbeOptions,
+    tracefs: &Tracefs,
+    targets: &[Target],
+    out: &mut dyn Write,
+) -> Result<RunSummary, ProbeError> {
     let term = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP] {
+    for sig in [
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
+    ] {
         signal_hook::flag::register(sig, Arc::clone(&term)).map_err(ProbeError::Output)?;
     }
     // Fork the command before anything else starts (the child waits for us before exec).
@@ -342,7 +485,9 @@ pub fn run(opts: &ProbeOptions, tracefs: &Tracefs, targets: &[Target], out: &mut
     };
     let tasks: Vec<i32> = match &opts.target {
         TaskTarget::SystemWide => vec![-1],
-        TaskTarget::Pid(p) => crate::process::threads(*p).map_err(|_| PerfError::NoSuchProcess { pid: *p })?,
+        TaskTarget::Pid(p) => {
+            crate::process::threads(*p).map_err(|_| PerfError::NoSuchProcess { pid: *p })?
+        }
         TaskTarget::Command(_) => vec![workload.as_ref().map_or(-1, Workload::pid)],
     };
     let group_name = tracefs::group_name(std::process::id());
@@ -352,7 +497,10 @@ pub fn run(opts: &ProbeOptions, tracefs: &Tracefs, targets: &[Target], out: &mut
 
     let removed = group::remove_stale_groups(tracefs)?;
     if !removed.is_empty() {
-        eprintln!("rprof: removed probe groups left by rprof processes that are gone: {}", removed.join(", "));
+        eprintln!(
+            "rprof: removed probe groups left by rprof processes that are gone: {}",
+            removed.join(", ")
+        );
     }
     let setup = Instant::now();
     // Declared before the events: dropped after them (the kernel refuses to delete probes that are open).
@@ -413,7 +561,10 @@ pub fn run(opts: &ProbeOptions, tracefs: &Tracefs, targets: &[Target], out: &mut
         };
         output::write(out, &r, opts.format)?;
         if stats.lost > 0 && matches!(opts.format, super::Format::Csv | super::Format::Json) {
-            eprintln!("rprof: warning: {} events were lost (the ring buffers overflowed)", stats.lost);
+            eprintln!(
+                "rprof: warning: {} events were lost (the ring buffers overflowed)",
+                stats.lost
+            );
         }
         out.flush()?;
         Ok(())
@@ -448,7 +599,7 @@ pub fn run(opts: &ProbeOptions, tracefs: &Tracefs, targets: &[Target], out: &mut
         if let (Some(at), Some(every)) = (next_report, opts.interval) {
             let now = Instant::now();
             // The last interval is reported at the end, with everything still in the buffers.
-            if now >= at && !deadline.is_some_and(|d| now >= d) {
+            if now >= at && deadline.is_none_or(|d| now < d) {
                 let interval = sink.stats.take();
                 report(out, &sink, &interval)?;
                 next_report = Some(at + every);
@@ -463,7 +614,10 @@ pub fn run(opts: &ProbeOptions, tracefs: &Tracefs, targets: &[Target], out: &mut
     drop(events);
     report(out, &sink, &sink.stats)?;
     if sink.unresolved > 0 {
-        eprintln!("rprof: warning: {} hits in processes whose mappings were not seen were not counted", sink.unresolved);
+        eprintln!(
+            "rprof: warning: {} hits in processes whose mappings were not seen were not counted",
+            sink.unresolved
+        );
     }
     if opts.stacks {
         sink.stacks.write(out, &names, opts.folded)?;

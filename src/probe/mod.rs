@@ -31,7 +31,11 @@ use std::time::Duration;
 #[derive(Debug, thiserror::Error)]
 pub enum ProbeError {
     #[error("0 {what} matched '{pattern}' in {place}")]
-    NoMatch { what: &'static str, pattern: String, place: String },
+    NoMatch {
+        what: &'static str,
+        pattern: String,
+        place: String,
+    },
     #[error(transparent)]
     Pattern(#[from] pattern::PatternError),
     #[error(transparent)]
@@ -41,7 +45,10 @@ pub enum ProbeError {
     #[error(transparent)]
     Perf(#[from] PerfError),
     #[error("cannot open {path}: {error}")]
-    Binary { path: PathBuf, error: std::io::Error },
+    Binary {
+        path: PathBuf,
+        error: std::io::Error,
+    },
     #[error("pattern '{pattern}' names user functions but no binary was given; add -x BINARY or use LIB:{pattern}")]
     NoBinary { pattern: String },
     #[error("library '{name}' not found (looked in the target's maps, `ldconfig -p`, LD_LIBRARY_PATH and /lib, /usr/lib); give its path with -x")]
@@ -142,7 +149,11 @@ pub fn run(opts: &ProbeOptions, out: &mut dyn std::io::Write) -> Result<RunSumma
         .into());
     }
     let needs_tracefs = !opts.list || specs.iter().any(|s| !matches!(s, Spec::User { .. }));
-    let tracefs = if needs_tracefs { Some(crate::tracefs::Tracefs::find_or_mount()?) } else { None };
+    let tracefs = if needs_tracefs {
+        Some(crate::tracefs::Tracefs::find_or_mount()?)
+    } else {
+        None
+    };
     let pid = match &opts.target {
         TaskTarget::Pid(p) => Some(*p as u32),
         _ => None,
@@ -183,13 +194,20 @@ pub fn write_list(out: &mut dyn std::io::Write, targets: &[Target]) -> std::io::
                 format!("{}:0x{:x} (addr 0x{:x})", path.display(), offset.0, addr.0)
             }
             TargetKind::Kernel { symbol } => format!("kernel {symbol}"),
-            TargetKind::Syscall { name } => format!("syscalls:sys_enter_{name} + syscalls:sys_exit_{name}"),
+            TargetKind::Syscall { name } => {
+                format!("syscalls:sys_enter_{name} + syscalls:sys_exit_{name}")
+            }
             TargetKind::Tracepoint { category, event } => format!("tracepoint {category}:{event}"),
         };
         if t.aliases.is_empty() {
             writeln!(out, "{}\t{place}", t.name)?;
         } else {
-            writeln!(out, "{}\t{place}\taliases: {}", t.name, t.aliases.join(", "))?;
+            writeln!(
+                out,
+                "{}\t{place}\taliases: {}",
+                t.name,
+                t.aliases.join(", ")
+            )?;
         }
     }
     writeln!(out, "{} probe targets", targets.len())

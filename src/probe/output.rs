@@ -46,7 +46,9 @@ impl Report<'_> {
             .filter(|(_, f)| self.show_zero || f.count > 0 || f.paired > 0)
             .collect();
         rows.sort_by(|a, b| {
-            (b.1.total_ns, b.1.count).cmp(&(a.1.total_ns, a.1.count)).then_with(|| a.0.cmp(b.0))
+            (b.1.total_ns, b.1.count)
+                .cmp(&(a.1.total_ns, a.1.count))
+                .then_with(|| a.0.cmp(b.0))
         });
         rows
     }
@@ -89,7 +91,12 @@ pub fn write_table(w: &mut dyn Write, report: &Report) -> io::Result<()> {
         writeln!(w, "{ts}")?;
     }
     let rows = report.rows();
-    let width = rows.iter().map(|(n, _)| n.chars().count()).max().unwrap_or(4).clamp(4, 60);
+    let width = rows
+        .iter()
+        .map(|(n, _)| n.chars().count())
+        .max()
+        .unwrap_or(4)
+        .clamp(4, 60);
     if report.timed {
         writeln!(
             w,
@@ -126,7 +133,11 @@ pub fn write_table(w: &mut dyn Write, report: &Report) -> io::Result<()> {
 fn write_footer(w: &mut dyn Write, report: &Report) -> io::Result<()> {
     let s = report.stats;
     if s.lost > 0 {
-        writeln!(w, "LOST {} events (the ring buffers overflowed; raise --mmap-pages)", s.lost)?;
+        writeln!(
+            w,
+            "LOST {} events (the ring buffers overflowed; raise --mmap-pages)",
+            s.lost
+        )?;
     }
     let unpaired = s.unpaired();
     if report.timed && (unpaired > 0 || s.orphan_returns > 0) {
@@ -223,7 +234,11 @@ fn hist_pairs(h: &Histogram) -> Vec<[u64; 3]> {
 
 /// funclatency's star bar.
 fn stars(val: u64, max: u64, width: usize) -> String {
-    let n = if max == 0 { 0 } else { ((width as u128 * val as u128) / max as u128) as usize };
+    let n = if max == 0 {
+        0
+    } else {
+        ((width as u128 * val as u128) / max as u128) as usize
+    };
     let mut s = "*".repeat(n.min(width));
     if val > max {
         s.pop();
@@ -270,7 +285,13 @@ pub fn write_hists(w: &mut dyn Write, report: &Report) -> io::Result<()> {
         }
         writeln!(w, "\nFunction = {name}")?;
         write_log2_hist(w, &f.hist, "nsecs")?;
-        writeln!(w, "\navg = {} nsecs, total: {} nsecs, count: {}", f.avg_ns(), f.total_ns, f.paired)?;
+        writeln!(
+            w,
+            "\navg = {} nsecs, total: {} nsecs, count: {}",
+            f.avg_ns(),
+            f.total_ns,
+            f.paired
+        )?;
     }
     Ok(())
 }
@@ -287,14 +308,24 @@ mod tests {
         s.funcs[1].enter();
         s.funcs[1].paired_call(4_000_000, 4_000_000);
         s.funcs[1].paired_call(4_000_000, 4_000_000);
-        (vec!["outer".into(), "ns::f(int, char)".into(), "never".into()], s)
+        (
+            vec!["outer".into(), "ns::f(int, char)".into(), "never".into()],
+            s,
+        )
     }
 
     /// Check that the CSV has the exact header, one line per called function, quoting and microseconds.
     #[test]
     fn csv_layout() {
         let (names, stats) = sample();
-        let r = Report { names: &names, stats: &stats, timed: true, timestamp: None, open_calls: 0, show_zero: false };
+        let r = Report {
+            names: &names,
+            stats: &stats,
+            timed: true,
+            timestamp: None,
+            open_calls: 0,
+            show_zero: false,
+        };
         let mut out = Vec::new();
         write_csv(&mut out, &r).unwrap();
         let text = String::from_utf8(out).unwrap();
@@ -317,9 +348,21 @@ mod tests {
         write_log2_hist(&mut out, &h, "nsecs").unwrap();
         let text = String::from_utf8(out).unwrap();
         let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines[0], "     nsecs               : count     distribution");
-        assert_eq!(lines[1], format!("         0 -> 1          : 1        |{:<40}|", "*".repeat(20)));
-        assert_eq!(lines[3], format!("         4 -> 7          : 2        |{}|", "*".repeat(40)));
+        assert_eq!(
+            lines[0],
+            "     nsecs               : count     distribution"
+        );
+        assert_eq!(
+            lines[1],
+            format!(
+                "         0 -> 1          : 1        |{:<40}|",
+                "*".repeat(20)
+            )
+        );
+        assert_eq!(
+            lines[3],
+            format!("         4 -> 7          : 2        |{}|", "*".repeat(40))
+        );
         assert_eq!(lines.len(), 4);
     }
 
@@ -327,7 +370,14 @@ mod tests {
     #[test]
     fn table_and_json() {
         let (names, stats) = sample();
-        let r = Report { names: &names, stats: &stats, timed: true, timestamp: None, open_calls: 0, show_zero: false };
+        let r = Report {
+            names: &names,
+            stats: &stats,
+            timed: true,
+            timestamp: None,
+            open_calls: 0,
+            show_zero: false,
+        };
         let mut out = Vec::new();
         write_table(&mut out, &r).unwrap();
         let text = String::from_utf8(out).unwrap();

@@ -57,7 +57,12 @@ impl Pairer {
             let old = stack.remove(0);
             stats.funcs[old.probe as usize].unpaired += 1;
         }
-        stack.push(OpenCall { probe, time, sp, child_ns: 0 });
+        stack.push(OpenCall {
+            probe,
+            time,
+            sp,
+            child_ns: 0,
+        });
     }
 
     /// A function return of `probe` on thread `tid` at `time`, with the user SP after the return when known.
@@ -198,7 +203,10 @@ mod tests {
         p.entry(&mut s, 1, 1, 5, Some(SP));
         p.ret(&mut s, 1, 1, 20, Some(SP + 8));
         p.ret(&mut s, 1, 0, 20, Some(SP + 8));
-        assert_eq!((s.funcs[0].paired, s.funcs[1].paired, s.unpaired()), (1, 1, 0));
+        assert_eq!(
+            (s.funcs[0].paired, s.funcs[1].paired, s.unpaired()),
+            (1, 1, 0)
+        );
     }
 
     /// Check that without SP (syscalls) the nearest entry of the same probe is taken.

@@ -7,7 +7,10 @@ use regex::Regex;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Spec {
     /// Functions of the `-x` binary, or of `library` (`lib:PATTERN`, e.g. `c:malloc`).
-    User { library: Option<String>, pattern: String },
+    User {
+        library: Option<String>,
+        pattern: String,
+    },
     /// `syscall:GLOB`: pairs `syscalls:sys_enter_NAME` with `sys_exit_NAME`.
     Syscall { pattern: String },
     /// `t:CATEGORY:EVENT`: counts tracepoint hits.
@@ -25,18 +28,26 @@ pub enum PatternError {
 
 /// Classify one pattern. `has_binary` is true when `-x BINARY` was given.
 pub fn parse_spec(text: &str, has_binary: bool) -> Result<Spec, PatternError> {
-    let bad = |reason: &str| PatternError::Bad { pattern: text.to_string(), reason: reason.to_string() };
+    let bad = |reason: &str| PatternError::Bad {
+        pattern: text.to_string(),
+        reason: reason.to_string(),
+    };
     if let Some(rest) = text.strip_prefix("syscall:") {
         if rest.is_empty() {
-            return Err(bad("expected syscall:NAME, e.g. syscall:write or syscall:read*"));
+            return Err(bad(
+                "expected syscall:NAME, e.g. syscall:write or syscall:read*",
+            ));
         }
-        return Ok(Spec::Syscall { pattern: rest.to_string() });
+        return Ok(Spec::Syscall {
+            pattern: rest.to_string(),
+        });
     }
     if let Some(rest) = text.strip_prefix("t:") {
         return match rest.split_once(':') {
-            Some((c, e)) if !c.is_empty() && !e.is_empty() => {
-                Ok(Spec::Tracepoint { category: c.to_string(), event: e.to_string() })
-            }
+            Some((c, e)) if !c.is_empty() && !e.is_empty() => Ok(Spec::Tracepoint {
+                category: c.to_string(),
+                event: e.to_string(),
+            }),
             _ => Err(bad("expected t:CATEGORY:EVENT, e.g. t:sched:sched_switch")),
         };
     }
@@ -47,16 +58,24 @@ pub fn parse_spec(text: &str, has_binary: bool) -> Result<Spec, PatternError> {
             if rest.is_empty() {
                 return Err(bad("expected LIBRARY:PATTERN, e.g. c:malloc"));
             }
-            return Ok(Spec::User { library: Some(lib.to_string()), pattern: rest.to_string() });
+            return Ok(Spec::User {
+                library: Some(lib.to_string()),
+                pattern: rest.to_string(),
+            });
         }
     }
     if text.is_empty() {
         return Err(bad("empty pattern"));
     }
     if has_binary {
-        Ok(Spec::User { library: None, pattern: text.to_string() })
+        Ok(Spec::User {
+            library: None,
+            pattern: text.to_string(),
+        })
     } else {
-        Ok(Spec::Kernel { pattern: text.to_string() })
+        Ok(Spec::Kernel {
+            pattern: text.to_string(),
+        })
     }
 }
 
@@ -71,9 +90,14 @@ pub enum NameMatcher {
 impl NameMatcher {
     /// Compile `pattern` as a glob, or as a regex when `regex` is set.
     pub fn new(pattern: &str, regex: bool) -> Result<NameMatcher, PatternError> {
-        let bad = |reason: String| PatternError::Bad { pattern: pattern.to_string(), reason };
+        let bad = |reason: String| PatternError::Bad {
+            pattern: pattern.to_string(),
+            reason,
+        };
         if regex {
-            return Regex::new(pattern).map(NameMatcher::Regex).map_err(|e| bad(e.to_string()));
+            return Regex::new(pattern)
+                .map(NameMatcher::Regex)
+                .map_err(|e| bad(e.to_string()));
         }
         let glob = GlobBuilder::new(pattern)
             .literal_separator(false)
@@ -148,20 +172,42 @@ mod tests {
     use super::*;
 
     fn user(lib: Option<&str>, p: &str) -> Spec {
-        Spec::User { library: lib.map(str::to_string), pattern: p.to_string() }
+        Spec::User {
+            library: lib.map(str::to_string),
+            pattern: p.to_string(),
+        }
     }
 
     /// Check that each pattern form is classified, C++ `::` names included.
     #[test]
     fn classifies_patterns() {
         assert_eq!(parse_spec("func_*", true).unwrap(), user(None, "func_*"));
-        assert_eq!(parse_spec("vfs_*", false).unwrap(), Spec::Kernel { pattern: "vfs_*".into() });
-        assert_eq!(parse_spec("c:malloc", false).unwrap(), user(Some("c"), "malloc"));
-        assert_eq!(parse_spec("ns::Klass::*", true).unwrap(), user(None, "ns::Klass::*"));
-        assert_eq!(parse_spec("syscall:write", false).unwrap(), Spec::Syscall { pattern: "write".into() });
+        assert_eq!(
+            parse_spec("vfs_*", false).unwrap(),
+            Spec::Kernel {
+                pattern: "vfs_*".into()
+            }
+        );
+        assert_eq!(
+            parse_spec("c:malloc", false).unwrap(),
+            user(Some("c"), "malloc")
+        );
+        assert_eq!(
+            parse_spec("ns::Klass::*", true).unwrap(),
+            user(None, "ns::Klass::*")
+        );
+        assert_eq!(
+            parse_spec("syscall:write", false).unwrap(),
+            Spec::Syscall {
+                pattern: "write".into()
+            }
+        );
         assert_eq!(
             parse_spec("t:sched:sched_*", false).unwrap(),
-            Spec::Tracepoint { category: "sched".into(), event: "sched_*".into() }
+            Spec::Tracepoint {
+                category: "sched".into(),
+                event: "sched_*".into()
+            }
         );
         assert!(parse_spec("t:sched", false).is_err());
         assert!(parse_spec("syscall:", false).is_err());
@@ -175,7 +221,10 @@ mod tests {
         assert!(m.matches_symbol("_RNvNtCs1234_5myapp2db5query", "myapp::db::query"));
         assert!(!m.matches_symbol("_ZN5other5queryE", "other::query"));
         let exact = NameMatcher::new("myapp::db::query", false).unwrap();
-        assert!(exact.matches_symbol("_ZN5myapp2db5query17h0123456789abcdefE", "myapp::db::query::h0123456789abcdef"));
+        assert!(exact.matches_symbol(
+            "_ZN5myapp2db5query17h0123456789abcdefE",
+            "myapp::db::query::h0123456789abcdef"
+        ));
         let cpp = NameMatcher::new("ns::Klass::work", false).unwrap();
         assert!(cpp.matches_symbol("_ZN2ns5Klass4workEi", "ns::Klass::work(int)"));
         let go = NameMatcher::new("main.(*T).*", false).unwrap();
@@ -191,8 +240,17 @@ mod tests {
     fn strips_hash_and_params() {
         assert_eq!(strip_rust_hash("a::b::h0123456789abcdef"), "a::b");
         assert_eq!(strip_rust_hash("a::b::hello"), "a::b::hello");
-        assert_eq!(short_name("_ZN1x", "std::vector<int>::push_back(int const&)"), "std::vector<int>::push_back");
-        assert_eq!(short_name("_ZN1x", "Foo::operator()(int)"), "Foo::operator()");
-        assert_eq!(short_name("main.(*T).Run", "main.(*T).Run"), "main.(*T).Run");
+        assert_eq!(
+            short_name("_ZN1x", "std::vector<int>::push_back(int const&)"),
+            "std::vector<int>::push_back"
+        );
+        assert_eq!(
+            short_name("_ZN1x", "Foo::operator()(int)"),
+            "Foo::operator()"
+        );
+        assert_eq!(
+            short_name("main.(*T).Run", "main.(*T).Run"),
+            "main.(*T).Run"
+        );
     }
 }

@@ -18,6 +18,20 @@ const PERF_CONTEXT_MAX: u64 = (-4095i64) as u64;
 const PERF_CONTEXT_KERNEL: u64 = (-128i64) as u64;
 const PERF_CONTEXT_USER: u64 = (-512i64) as u64;
 
+/// Insert the caller's return address `ret` (read at SP at function entry) after the first user frame, unless
+/// the kernel already put it there. A frame-pointer walk that starts at a function's first instruction skips the
+/// immediate caller, because the function has not pushed its frame yet.
+pub fn add_entry_caller(chain: &mut Vec<u64>, ret: u64) {
+    let Some(user) = chain.iter().position(|&a| a == PERF_CONTEXT_USER) else {
+        return;
+    };
+    let ip = user + 1;
+    if ip >= chain.len() || ret == 0 || chain.get(ip + 1) == Some(&ret) {
+        return;
+    }
+    chain.insert(ip + 1, ret);
+}
+
 /// One stack key: target, process, raw callchain (with its context markers).
 type Key = (u32, u32, Box<[u64]>);
 
@@ -39,7 +53,9 @@ impl StackCounter {
     /// Count one entry of `target` in process `pid` with this callchain.
     pub fn add(&mut self, target: u32, pid: u32, chain: &[u64]) {
         // The process is alive now: remember its maps to symbolize its user addresses later.
-        self.maps.entry(pid).or_insert_with(|| crate::process::maps(pid as i32).unwrap_or_default());
+        self.maps
+            .entry(pid)
+            .or_insert_with(|| crate::process::maps(pid as i32).unwrap_or_default());
         let key: Key = (target, pid, chain.into());
         if let Some(n) = self.counts.get_mut(&key) {
             *n += 1;
@@ -61,7 +77,12 @@ impl StackCounter {
             *lines.entry((*target, frames)).or_default() += n;
         }
         let mut lines: Vec<((u32, Vec<String>), u64)> = lines.into_iter().collect();
-        lines.sort_by(|a, b| a.0 .0.cmp(&b.0 .0).then(b.1.cmp(&a.1)).then(a.0 .1.cmp(&b.0 .1)));
+        lines.sort_by(|a, b| {
+            a.0 .0
+                .cmp(&b.0 .0)
+                .then(b.1.cmp(&a.1))
+                .then(a.0 .1.cmp(&b.0 .1))
+        });
         if folded {
             for ((target, frames), n) in &lines {
                 let mut parts: Vec<&str> = frames.iter().rev().map(String::as_str).collect();
@@ -84,7 +105,11 @@ impl StackCounter {
             }
         }
         if self.dropped > 0 {
-            writeln!(w, "({} hits not shown: more than {MAX_STACKS} distinct stacks)", self.dropped)?;
+            writeln!(
+                w,
+                "({} hits not shown: more than {MAX_STACKS} distinct stacks)",
+                self.dropped
+            )?;
         }
         Ok(())
     }
@@ -98,7 +123,10 @@ struct Resolver {
 
 impl Default for Resolver {
     fn default() -> Self {
-        Resolver { symbolizer: Symbolizer::new(SymbolizerOptions::default()), files: HashMap::new() }
+        Resolver {
+            symbolizer: Symbolizer::new(SymbolizerOptions::default()),
+            files: HashMap::new(),
+        }
     }
 }
 
@@ -109,7 +137,12 @@ struct FileSymbols {
 }
 
 impl Resolver {
-    fn frames(&mut self, maps: &HashMap<u32, Vec<MapEntry>>, pid: u32, chain: &[u64]) -> Vec<String> {
+    fn frames(
+        &mut self,
+        maps: &HashMap<u32, Vec<MapEntry>>,
+        pid: u32,
+        chain: &[u64],
+    ) -> Vec<String> {
         let mut out = Vec::new();
         let mut kernel = false;
         for &addr in chain {
@@ -121,7 +154,10 @@ impl Resolver {
                 continue;
             }
             let name = if kernel {
-                self.symbolizer.kernel(addr).map(|s| format!("{s}_[k]")).unwrap_or_else(|| format!("0x{addr:x}_[k]"))
+                self.symbolizer
+                    .kernel(addr)
+                    .map(|s| format!("{s}_[k]"))
+                    .unwrap_or_else(|| format!("0x{addr:x}_[k]"))
             } else {
                 self.user(maps.get(&pid), pid, addr)
             };
@@ -138,15 +174,28 @@ impl Resolver {
             return format!("{}+0x{:x}", m.path, addr - m.start);
         }
         let offset = FileOffset(addr - m.start + m.offset);
-        let key = ModuleKey { path: PathBuf::from(&m.path), pid, build_id: None };
+        let key = ModuleKey {
+            path: PathBuf::from(&m.path),
+            pid,
+            build_id: None,
+        };
         if let Some(f) = self.symbolizer.user(&key, offset).first() {
             return f.name.clone();
         }
         let path = PathBuf::from(format!("/proc/{pid}/root{}", m.path));
-        let file = self.files.entry(PathBuf::from(&m.path)).or_insert_with(|| load(&path).or_else(|| load(&key.path)));
-        let base = std::path::Path::new(&m.path).file_name().map_or(m.path.clone(), |f| f.to_string_lossy().into_owned());
-        let Some(file) = file else { return format!("{base}+0x{:x}", offset.0) };
-        let Some(ElfAddr(a)) = file.info.elf_addr(offset) else { return format!("{base}+0x{:x}", offset.0) };
+        let file = self
+            .files
+            .entry(PathBuf::from(&m.path))
+            .or_insert_with(|| load(&path).or_else(|| load(&key.path)));
+        let base = std::path::Path::new(&m.path)
+            .file_name()
+            .map_or(m.path.clone(), |f| f.to_string_lossy().into_owned());
+        let Some(file) = file else {
+            return format!("{base}+0x{:x}", offset.0);
+        };
+        let Some(ElfAddr(a)) = file.info.elf_addr(offset) else {
+            return format!("{base}+0x{:x}", offset.0);
+        };
         let i = file.funcs.partition_point(|f| f.0 <= a);
         match i.checked_sub(1).map(|i| &file.funcs[i]) {
             Some((start, end, name)) if a < *end || start == end => name.clone(),
@@ -160,8 +209,32 @@ fn load(path: &std::path::Path) -> Option<FileSymbols> {
     let mut funcs: Vec<(u64, u64, String)> = function_symbols(path, &[])
         .ok()?
         .into_iter()
-        .map(|s| (s.addr.0, s.addr.0 + s.size, short_name(&s.name, &s.demangled).to_string()))
+        .map(|s| {
+            (
+                s.addr.0,
+                s.addr.0 + s.size,
+                short_name(&s.name, &s.demangled).to_string(),
+            )
+        })
         .collect();
     funcs.sort();
     Some(FileSymbols { info, funcs })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Check that the caller is inserted after the probed IP once, and not twice.
+    #[test]
+    fn inserts_entry_caller() {
+        let mut c = vec![PERF_CONTEXT_USER, 0x1000, 0x3000];
+        add_entry_caller(&mut c, 0x2000);
+        assert_eq!(c, vec![PERF_CONTEXT_USER, 0x1000, 0x2000, 0x3000]);
+        add_entry_caller(&mut c, 0x2000);
+        assert_eq!(c.len(), 4);
+        let mut k = vec![PERF_CONTEXT_KERNEL, 0xffff_ffff_8100_0000];
+        add_entry_caller(&mut k, 0x2000);
+        assert_eq!(k.len(), 2);
+    }
 }

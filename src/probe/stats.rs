@@ -12,7 +12,9 @@ pub struct Histogram {
 
 impl Default for Histogram {
     fn default() -> Self {
-        Histogram { buckets: [0; BUCKETS] }
+        Histogram {
+            buckets: [0; BUCKETS],
+        }
     }
 }
 
@@ -120,7 +122,9 @@ impl FuncStats {
 
     /// The `q` quantile of the paired durations from the histogram, kept within [min, max].
     pub fn quantile(&self, q: f64) -> Option<u64> {
-        self.hist.quantile(q).map(|v| v.clamp(self.min_ns, self.max_ns))
+        self.hist
+            .quantile(q)
+            .map(|v| v.clamp(self.min_ns, self.max_ns))
     }
 
     /// Add another interval's statistics.
@@ -151,7 +155,11 @@ pub struct Stats {
 impl Stats {
     /// Empty statistics for `n` targets.
     pub fn new(n: usize) -> Stats {
-        Stats { funcs: vec![FuncStats::default(); n], lost: 0, orphan_returns: 0 }
+        Stats {
+            funcs: vec![FuncStats::default(); n],
+            lost: 0,
+            orphan_returns: 0,
+        }
     }
 
     /// Total unpaired entries over all functions.
@@ -224,9 +232,15 @@ mod tests {
         b.paired_call(50, 50);
         b.enter();
         b.unpaired += 1;
-        assert_eq!((a.min_ns, a.max_ns, a.total_ns, a.self_ns, a.avg_ns()), (100, 300, 400, 340, 200));
+        assert_eq!(
+            (a.min_ns, a.max_ns, a.total_ns, a.self_ns, a.avg_ns()),
+            (100, 300, 400, 340, 200)
+        );
         a.merge(&b);
-        assert_eq!((a.count, a.paired, a.unpaired, a.min_ns, a.max_ns), (4, 3, 1, 50, 300));
+        assert_eq!(
+            (a.count, a.paired, a.unpaired, a.min_ns, a.max_ns),
+            (4, 3, 1, 50, 300)
+        );
         assert_eq!(a.hist.total(), 3);
     }
 }

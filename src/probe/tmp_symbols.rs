@@ -6,11 +6,17 @@ use object::{Object, ObjectSegment, ObjectSymbol, SymbolKind};
 use std::path::{Path, PathBuf};
 
 fn read(path: &Path) -> Result<Vec<u8>, SymbolError> {
-    std::fs::read(path).map_err(|source| SymbolError::Io { path: path.to_path_buf(), source })
+    std::fs::read(path).map_err(|source| SymbolError::Io {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 fn parse<'a>(path: &Path, data: &'a [u8]) -> Result<object::File<'a>, SymbolError> {
-    object::File::parse(data).map_err(|e| SymbolError::NotElf { path: path.to_path_buf(), reason: e.to_string() })
+    object::File::parse(data).map_err(|e| SymbolError::NotElf {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })
 }
 
 /// Stand-in for `symbols::elf_info`.
@@ -21,8 +27,15 @@ pub fn elf_info(path: &Path) -> Result<ElfInfo, SymbolError> {
         .segments()
         .map(|s| {
             let (offset, filesz) = s.file_range();
-            let executable = matches!(s.flags(), object::SegmentFlags::Elf { p_flags } if p_flags & 1 != 0);
-            LoadSegment { vaddr: s.address(), offset, filesz, memsz: s.size(), executable }
+            let executable =
+                matches!(s.flags(), object::SegmentFlags::Elf { p_flags } if p_flags & 1 != 0);
+            LoadSegment {
+                vaddr: s.address(),
+                offset,
+                filesz,
+                memsz: s.size(),
+                executable,
+            }
         })
         .collect();
     Ok(ElfInfo {
@@ -48,7 +61,10 @@ pub fn demangle(name: &str) -> String {
 }
 
 /// Stand-in for `symbols::function_symbols` (no separate debug files).
-pub fn function_symbols(path: &Path, _debug_dirs: &[PathBuf]) -> Result<Vec<FunctionSymbol>, SymbolError> {
+pub fn function_symbols(
+    path: &Path,
+    _debug_dirs: &[PathBuf],
+) -> Result<Vec<FunctionSymbol>, SymbolError> {
     let data = read(path)?;
     let file = parse(path, &data)?;
     let mut out = Vec::new();
@@ -68,7 +84,10 @@ pub fn function_symbols(path: &Path, _debug_dirs: &[PathBuf]) -> Result<Vec<Func
         });
     }
     if out.is_empty() {
-        return Err(SymbolError::NoSymbols { path: path.to_path_buf(), searched: "nowhere (temporary)".into() });
+        return Err(SymbolError::NoSymbols {
+            path: path.to_path_buf(),
+            searched: "nowhere (temporary)".into(),
+        });
     }
     Ok(out)
 }

@@ -19,11 +19,22 @@ pub enum TracefsError {
     #[error("cannot find or mount tracefs at /sys/kernel/tracing or /sys/kernel/debug/tracing ({0}); run as root or mount it with `mount -t tracefs nodev /sys/kernel/tracing`")]
     Mount(String),
     #[error("cannot read {path}: {error}")]
-    Read { path: PathBuf, error: std::io::Error },
+    Read {
+        path: PathBuf,
+        error: std::io::Error,
+    },
     #[error("cannot write {path}: {error}")]
-    Write { path: PathBuf, error: std::io::Error },
+    Write {
+        path: PathBuf,
+        error: std::io::Error,
+    },
     #[error("cannot create probe `{line}` in {path}: {error}{detail}")]
-    Create { line: String, path: PathBuf, error: std::io::Error, detail: String },
+    Create {
+        line: String,
+        path: PathBuf,
+        error: std::io::Error,
+        detail: String,
+    },
     #[error("this kernel has no {path} (it was built without CONFIG_KPROBE_EVENTS), so kernel functions cannot be probed; use `syscall:NAME` or `t:CATEGORY:EVENT` tracepoints, or -x BINARY for user functions")]
     NoKprobes { path: PathBuf },
     #[error("this kernel has no {path} (it was built without CONFIG_UPROBE_EVENTS), so user functions cannot be probed")]
@@ -85,9 +96,16 @@ impl ProbeDef {
         let kind = if self.is_return { 'r' } else { 'p' };
         match &self.location {
             ProbeLocation::User { path, offset } => {
-                format!("{kind}:{}/{} {}:0x{offset:x}", self.group, self.event, path.display())
+                format!(
+                    "{kind}:{}/{} {}:0x{offset:x}",
+                    self.group,
+                    self.event,
+                    path.display()
+                )
             }
-            ProbeLocation::Kernel { symbol } => format!("{kind}:{}/{} {symbol}", self.group, self.event),
+            ProbeLocation::Kernel { symbol } => {
+                format!("{kind}:{}/{} {symbol}", self.group, self.event)
+            }
         }
     }
 }
@@ -144,7 +162,8 @@ pub fn parse_field_offset(format: &str, field: &str) -> Option<usize> {
         if name != field {
             return None;
         }
-        rest.split(';').find_map(|kv| kv.trim().strip_prefix("offset:")?.parse().ok())
+        rest.split(';')
+            .find_map(|kv| kv.trim().strip_prefix("offset:")?.parse().ok())
     })
 }
 
@@ -246,8 +265,11 @@ impl Tracefs {
     /// the caller removes the whole group.
     pub fn add_probes(&self, defs: &[ProbeDef]) -> Result<(), TracefsError> {
         for file in [ProbeFile::Uprobe, ProbeFile::Kprobe] {
-            let lines: Vec<(String, &ProbeDef)> =
-                defs.iter().filter(|d| d.file() == file).map(|d| (d.line(), d)).collect();
+            let lines: Vec<(String, &ProbeDef)> = defs
+                .iter()
+                .filter(|d| d.file() == file)
+                .map(|d| (d.line(), d))
+                .collect();
             if lines.is_empty() {
                 continue;
             }
@@ -272,33 +294,63 @@ impl Tracefs {
         Ok(())
     }
 
-    fn write_batch(&self, file: ProbeFile, batch: &str, defs: &[&ProbeDef]) -> Result<(), TracefsError> {
+    fn write_batch(
+        &self,
+        file: ProbeFile,
+        batch: &str,
+        defs: &[&ProbeDef],
+    ) -> Result<(), TracefsError> {
         let Err(error) = self.append(file.file_name(), batch) else {
             return Ok(());
         };
         // Find the first event of the batch that does not exist: that is the line the kernel refused.
         let failed = defs
             .iter()
-            .find(|d| !self.root.join("events").join(&d.group).join(&d.event).exists())
+            .find(|d| {
+                !self
+                    .root
+                    .join("events")
+                    .join(&d.group)
+                    .join(&d.event)
+                    .exists()
+            })
             .or(defs.first())
             .expect("a batch is never empty");
         let detail = self
             .read("error_log")
             .ok()
-            .and_then(|log| log.lines().rev().find(|l| !l.trim().is_empty()).map(|l| format!(" ({})", l.trim())))
+            .and_then(|log| {
+                log.lines()
+                    .rev()
+                    .find(|l| !l.trim().is_empty())
+                    .map(|l| format!(" ({})", l.trim()))
+            })
             .unwrap_or_default();
-        Err(TracefsError::Create { line: failed.line(), path: self.root.join(file.file_name()), error, detail })
+        Err(TracefsError::Create {
+            line: failed.line(),
+            path: self.root.join(file.file_name()),
+            error,
+            detail,
+        })
     }
 
     /// The perf event id of `events/GROUP/EVENT/id` (PERF_TYPE_TRACEPOINT config).
     pub fn event_id(&self, group: &str, event: &str) -> Result<u64, TracefsError> {
         let rel = Path::new("events").join(group).join(event).join("id");
         let text = self.read(&rel)?;
-        text.trim().parse().map_err(|_| TracefsError::BadId { path: self.root.join(rel), text })
+        text.trim().parse().map_err(|_| TracefsError::BadId {
+            path: self.root.join(rel),
+            text,
+        })
     }
 
     /// The byte offset of `field` in the raw data of `events/GROUP/EVENT` (from its `format` file).
-    pub fn field_offset(&self, group: &str, event: &str, field: &str) -> Result<Option<usize>, TracefsError> {
+    pub fn field_offset(
+        &self,
+        group: &str,
+        event: &str,
+        field: &str,
+    ) -> Result<Option<usize>, TracefsError> {
         let text = self.read(Path::new("events").join(group).join(event).join("format"))?;
         Ok(parse_field_offset(&text, field))
     }
@@ -341,7 +393,10 @@ impl Tracefs {
             return Ok(());
         }
         self.append(file.file_name(), batch)
-            .map_err(|error| TracefsError::Write { path: self.root.join(file.file_name()), error })
+            .map_err(|error| TracefsError::Write {
+                path: self.root.join(file.file_name()),
+                error,
+            })
     }
 
     /// All groups named `rprof_<pid>` found in the definition files, with their owner pid.
@@ -360,7 +415,10 @@ impl Tracefs {
     }
 
     /// Remove the `rprof_<pid>` groups whose owner is not alive according to `is_alive`; returns their names.
-    pub fn remove_stale_groups(&self, is_alive: impl Fn(u32) -> bool) -> Result<Vec<String>, TracefsError> {
+    pub fn remove_stale_groups(
+        &self,
+        is_alive: impl Fn(u32) -> bool,
+    ) -> Result<Vec<String>, TracefsError> {
         let mut removed = Vec::new();
         for (group, pid) in self.rprof_groups()? {
             if !is_alive(pid) {
@@ -373,7 +431,9 @@ impl Tracefs {
 
     /// The kernel functions that can be probed (`available_filter_functions`).
     pub fn available_functions(&self) -> Result<Vec<String>, TracefsError> {
-        Ok(parse_filter_functions(&self.read("available_filter_functions")?))
+        Ok(parse_filter_functions(
+            &self.read("available_filter_functions")?,
+        ))
     }
 
     /// The tracepoint categories (`events/*` directories that hold events).
@@ -388,7 +448,10 @@ impl Tracefs {
 
     fn dir_names(&self, rel: &Path) -> Result<Vec<String>, TracefsError> {
         let path = self.root.join(rel);
-        let entries = fs::read_dir(&path).map_err(|error| TracefsError::Read { path: path.clone(), error })?;
+        let entries = fs::read_dir(&path).map_err(|error| TracefsError::Read {
+            path: path.clone(),
+            error,
+        })?;
         let mut names: Vec<String> = entries
             .filter_map(Result::ok)
             .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
@@ -414,11 +477,19 @@ mod tests {
     /// Check that probe lines of both files parse into kind, group and event.
     #[test]
     fn parses_probe_listing() {
-        let text = "p:rprof_12/e0 /bin/x:0x0000000000001139\nr:rprof_12/r0 /bin/x:0x0000000000001139\n\
+        let text =
+            "p:rprof_12/e0 /bin/x:0x0000000000001139\nr:rprof_12/r0 /bin/x:0x0000000000001139\n\
                     p:kprobes/myprobe do_sys_open\n";
         let got = parse_probe_list(text);
         assert_eq!(got.len(), 3);
-        assert_eq!(got[1], ListedProbe { kind: 'r', group: "rprof_12".into(), event: "r0".into() });
+        assert_eq!(
+            got[1],
+            ListedProbe {
+                kind: 'r',
+                group: "rprof_12".into(),
+                event: "r0".into()
+            }
+        );
         assert_eq!(got[2].group, "kprobes");
     }
 
@@ -429,14 +500,19 @@ mod tests {
             group: "rprof_1".into(),
             event: "e3".into(),
             is_return: false,
-            location: ProbeLocation::User { path: "/usr/bin/x".into(), offset: 0x1139 },
+            location: ProbeLocation::User {
+                path: "/usr/bin/x".into(),
+                offset: 0x1139,
+            },
         };
         assert_eq!(u.line(), "p:rprof_1/e3 /usr/bin/x:0x1139");
         let k = ProbeDef {
             group: "rprof_1".into(),
             event: "r3".into(),
             is_return: true,
-            location: ProbeLocation::Kernel { symbol: "vfs_read".into() },
+            location: ProbeLocation::Kernel {
+                symbol: "vfs_read".into(),
+            },
         };
         assert_eq!(k.line(), "r:rprof_1/r3 vfs_read");
         assert_eq!(k.file(), ProbeFile::Kprobe);
