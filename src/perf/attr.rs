@@ -146,6 +146,12 @@ impl Attr {
         self
     }
 
+    /// Whether the kernel walks the user stack by frame pointers for CALLCHAIN (DWARF mode turns it off).
+    pub fn callchain_user(mut self, on: bool) -> Attr {
+        self.raw.set_exclude_callchain_user((!on) as u64);
+        self
+    }
+
     /// Wake the reader when this many bytes are in the buffer (instead of on every event).
     pub fn wakeup_watermark(mut self, bytes: u32) -> Attr {
         self.raw.set_watermark(1);

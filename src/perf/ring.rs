@@ -173,7 +173,7 @@ pub fn page_size() -> usize {
 
 /// Wait until one of the rings has data (or hung up), or `timeout_ms` passes. Returns whether every fd hung up
 /// (all traced tasks are gone).
-pub fn poll_rings(rings: &[Ring], timeout_ms: u16) -> Result<bool, PerfError> {
+pub fn poll_rings(rings: &[&Ring], timeout_ms: u16) -> Result<bool, PerfError> {
     use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
     let mut fds: Vec<PollFd> = rings
         .iter()

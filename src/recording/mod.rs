@@ -9,9 +9,29 @@
 //!   Every error names the file; no input can make it panic.
 use std::path::PathBuf;
 
+mod encode;
+mod features;
+mod reader;
+mod writer;
+
+pub use encode::{encode_comm, encode_finished_round, encode_mmap2, encode_sample};
+pub use reader::Reader;
+pub use writer::Writer;
+
 /// Errors of the recording stage.
 #[derive(Debug, thiserror::Error)]
 pub enum RecordingError {
+    #[error("cannot create recording {path}: {source} (choose a writable output path with -o)")]
+    Create {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot write recording {path}: event attr {index} is invalid: {reason}")]
+    InvalidAttr {
+        path: PathBuf,
+        index: usize,
+        reason: String,
+    },
     #[error("cannot write recording {path}: {source}")]
     Write {
         path: PathBuf,
@@ -173,79 +193,4 @@ pub struct SampleFields {
     pub callchain: Vec<u64>,
     /// The header misc bits (cpu mode, exact ip...).
     pub misc: u16,
-}
-
-/// Encode a PERF_RECORD_COMM (with the sample_id trailer for `sample_type`).
-pub fn encode_comm(
-    _sample_type: u64,
-    _pid: u32,
-    _tid: u32,
-    _name: &str,
-    _exec: bool,
-    _id: &SampleId,
-) -> Vec<u8> {
-    unimplemented!("recording helper")
-}
-
-/// Encode a PERF_RECORD_MMAP2 (with the sample_id trailer for `sample_type`).
-pub fn encode_mmap2(_sample_type: u64, _m: &Mmap2, _id: &SampleId) -> Vec<u8> {
-    unimplemented!("recording helper")
-}
-
-/// Encode a PERF_RECORD_SAMPLE with the fields that `sample_type` selects (IDENTIFIER, IP, TID, TIME, ID, CPU,
-/// PERIOD, CALLCHAIN are supported; REGS_USER/STACK_USER are not written to files).
-pub fn encode_sample(_sample_type: u64, _s: &SampleFields) -> Vec<u8> {
-    unimplemented!("recording helper")
-}
-
-/// Encode a PERF_RECORD_FINISHED_ROUND (a user record: everything before it may be sorted and flushed).
-pub fn encode_finished_round() -> Vec<u8> {
-    unimplemented!("recording helper")
-}
-
-/// Streams records into a new recording file.
-pub struct Writer {
-    _private: (),
-}
-
-impl Writer {
-    /// Create `path` now (so an unwritable path fails before sampling starts) and reserve the header.
-    pub fn create(
-        _path: &std::path::Path,
-        _attrs: Vec<FileAttr>,
-    ) -> Result<Writer, RecordingError> {
-        unimplemented!("recording helper")
-    }
-
-    /// Append one whole record; `parts` are concatenated (a record that wrapped the ring comes in two parts).
-    pub fn write_record(&mut self, _parts: &[&[u8]]) -> Result<(), RecordingError> {
-        unimplemented!("recording helper")
-    }
-
-    /// Write the header, attrs and feature sections; returns the file size in bytes.
-    pub fn finish(self, _meta: &Meta, _build_ids: &[BuildIdEntry]) -> Result<u64, RecordingError> {
-        unimplemented!("recording helper")
-    }
-}
-
-/// Reads a recording written by rprof or by `perf record`.
-pub struct Reader {
-    _private: (),
-}
-
-impl Reader {
-    /// Open and validate the header.
-    pub fn open(_path: &std::path::Path) -> Result<Reader, RecordingError> {
-        unimplemented!("recording helper")
-    }
-
-    /// Build ids from the BUILD_ID feature section.
-    pub fn build_ids(&self) -> &[BuildIdEntry] {
-        unimplemented!("recording helper")
-    }
-
-    /// The next event in time order (as perf orders them), or None at the end.
-    pub fn next_event(&mut self) -> Result<Option<Event>, RecordingError> {
-        unimplemented!("recording helper")
-    }
 }

@@ -1,1 +1,390 @@
-//! TODO
+//! `rprof report`: replay a recording (rprof's or perf's), symbolize each sample's stack, aggregate, and print a
+//! top table, folded stacks or an SVG flame graph.
+use crate::addr::{FileOffset, RuntimeAddr};
+use crate::recording::{CpuMode, Event, Reader, RecordingError, Sample};
+use crate::symbols::{ModuleKey, Symbolizer, SymbolizerOptions};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+mod output;
+pub use output::{write_flamegraph, write_folded, write_table, TableOptions};
+
+/// Errors of the report stage.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error(transparent)]
+    Recording(#[from] RecordingError),
+    #[error("cannot write the report: {0}")]
+    Output(#[from] std::io::Error),
+    #[error("cannot write the flame graph {path}: {source}")]
+    Svg {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// Which samples to keep.
+#[derive(Clone, Debug, Default)]
+pub struct Filter {
+    pub pids: Vec<u32>,
+    pub tids: Vec<u32>,
+    pub comms: Vec<String>,
+}
+
+/// A frame as printed: a function (or `[unknown]`) in a module.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct FrameInfo {
+    pub name: String,
+    /// The module's file name (`[kernel.kallsyms]` for the kernel).
+    pub module: String,
+    pub kernel: bool,
+}
+
+/// Frames are interned: stacks are vectors of indices into [`Profile::frames`].
+pub type FrameId = u32;
+
+/// One distinct stack of one command, with how often it was sampled.
+#[derive(Clone, Debug, Default)]
+pub struct StackCount {
+    pub samples: u64,
+    /// Sum of sample periods (nanoseconds of CPU time for the clock events).
+    pub period: u64,
+}
+
+/// The aggregated, symbolized samples of a recording.
+#[derive(Debug, Default)]
+pub struct Profile {
+    pub frames: Vec<FrameInfo>,
+    pub comms: Vec<String>,
+    /// (comm index, frames outermost first) -> counts.
+    pub stacks: HashMap<(u32, Vec<FrameId>), StackCount>,
+    pub samples: u64,
+    pub period: u64,
+    /// LOST records and the events they lost, LOST_SAMPLES, THROTTLE records seen in the file.
+    pub lost: u64,
+    pub lost_samples: u64,
+    pub throttled: u64,
+}
+
+/// A memory mapping of a process, as MMAP/MMAP2 records describe it.
+#[derive(Clone, Debug)]
+struct Mapping {
+    end: u64,
+    pgoff: u64,
+    module: Arc<ModuleKey>,
+    /// The file name shown in reports.
+    short: Arc<str>,
+}
+
+/// The state of replaying a recording.
+struct Session {
+    symbolizer: Symbolizer,
+    build_ids: HashMap<String, Vec<u8>>,
+    maps: HashMap<u32, BTreeMap<u64, Mapping>>,
+    comm_of_tid: HashMap<u32, u32>,
+    comm_ids: HashMap<String, u32>,
+    frame_ids: HashMap<FrameInfo, FrameId>,
+    /// (pid, address, exact) -> frames leaf-most last; kernel addresses use pid u32::MAX.
+    cache: HashMap<(u32, u64, bool), Arc<[FrameId]>>,
+    profile: Profile,
+}
+
+const PERF_CONTEXT_MAX: u64 = (-4095i64) as u64;
+const PERF_CONTEXT_KERNEL: u64 = (-128i64) as u64;
+const PERF_CONTEXT_USER: u64 = (-512i64) as u64;
+/// Kernel addresses on x86_64 live in the upper half.
+const KERNEL_START: u64 = 0xffff_8000_0000_0000;
+
+/// Read, symbolize and aggregate a recording.
+pub fn load(
+    input: &Path,
+    filter: &Filter,
+    opts: SymbolizerOptions,
+) -> Result<Profile, ReportError> {
+    let mut reader = Reader::open(input)?;
+    let build_ids = reader
+        .build_ids()
+        .iter()
+        .map(|b| (b.path.clone(), b.build_id.clone()))
+        .collect();
+    let mut s = Session {
+        symbolizer: Symbolizer::new(opts),
+        build_ids,
+        maps: HashMap::new(),
+        comm_of_tid: HashMap::new(),
+        comm_ids: HashMap::new(),
+        frame_ids: HashMap::new(),
+        cache: HashMap::new(),
+        profile: Profile::default(),
+    };
+    let pid_set: HashSet<u32> = filter.pids.iter().copied().collect();
+    let tid_set: HashSet<u32> = filter.tids.iter().copied().collect();
+    while let Some(event) = reader.next_event()? {
+        match event {
+            Event::Comm {
+                pid,
+                tid,
+                name,
+                exec,
+            } => {
+                if exec {
+                    // A new program image: the old mappings are gone, the new ones follow.
+                    s.maps.remove(&pid);
+                }
+                let id = s.comm_id(&name);
+                s.comm_of_tid.insert(tid, id);
+            }
+            Event::Mmap {
+                pid,
+                start,
+                len,
+                pgoff,
+                path,
+                build_id,
+                cpu_mode,
+                ..
+            } => {
+                if cpu_mode != CpuMode::Kernel && pid >= 0 {
+                    s.add_mapping(pid as u32, start, len, pgoff, path, build_id);
+                }
+            }
+            Event::Fork {
+                pid,
+                ppid,
+                tid,
+                ptid,
+            } => {
+                if pid != ppid && !s.maps.contains_key(&pid) {
+                    if let Some(parent) = s.maps.get(&ppid).cloned() {
+                        s.maps.insert(pid, parent);
+                    }
+                }
+                if let Some(&c) = s.comm_of_tid.get(&ptid) {
+                    s.comm_of_tid.entry(tid).or_insert(c);
+                }
+            }
+            Event::Exit { .. } => {}
+            Event::Sample(sample) => {
+                if (!pid_set.is_empty() && !pid_set.contains(&sample.pid))
+                    || (!tid_set.is_empty() && !tid_set.contains(&sample.tid))
+                {
+                    continue;
+                }
+                let comm = s.comm_for(&sample);
+                if !filter.comms.is_empty()
+                    && !filter
+                        .comms
+                        .iter()
+                        .any(|c| *c == s.profile.comms[comm as usize])
+                {
+                    continue;
+                }
+                s.add_sample(&sample, comm);
+            }
+            Event::Lost { count } => s.profile.lost += count,
+            Event::LostSamples { count } => s.profile.lost_samples += count,
+            Event::Throttle { throttled } => s.profile.throttled += throttled as u64,
+        }
+    }
+    Ok(s.profile)
+}
+
+impl Session {
+    fn comm_id(&mut self, name: &str) -> u32 {
+        if let Some(&id) = self.comm_ids.get(name) {
+            return id;
+        }
+        let id = self.profile.comms.len() as u32;
+        self.profile.comms.push(name.to_string());
+        self.comm_ids.insert(name.to_string(), id);
+        id
+    }
+
+    fn comm_for(&mut self, sample: &Sample) -> u32 {
+        match self
+            .comm_of_tid
+            .get(&sample.tid)
+            .or_else(|| self.comm_of_tid.get(&sample.pid))
+        {
+            Some(&c) => c,
+            None => self.comm_id(&format!(":{}", sample.tid)),
+        }
+    }
+
+    fn add_mapping(
+        &mut self,
+        pid: u32,
+        start: u64,
+        len: u64,
+        pgoff: u64,
+        path: String,
+        build_id: Option<Vec<u8>>,
+    ) {
+        let end = start.saturating_add(len);
+        let maps = self.maps.entry(pid).or_default();
+        // Drop mappings this one overlaps (it replaced them).
+        let overlapping: Vec<u64> = maps
+            .range(..end)
+            .rev()
+            .take_while(|(_, m)| m.end > start)
+            .map(|(&s, _)| s)
+            .collect();
+        for s in overlapping {
+            maps.remove(&s);
+        }
+        let build_id = build_id.or_else(|| self.build_ids.get(&path).cloned());
+        let short: Arc<str> = Arc::from(short_name(&path));
+        let module = Arc::new(ModuleKey {
+            path: PathBuf::from(path),
+            pid,
+            build_id,
+        });
+        maps.insert(
+            start,
+            Mapping {
+                end,
+                pgoff,
+                module,
+                short,
+            },
+        );
+        // Cached resolutions of this process may point at the old mapping.
+        self.cache.retain(|(p, _, _), _| *p != pid);
+    }
+
+    fn add_sample(&mut self, sample: &Sample, comm: u32) {
+        let mut stack: Vec<FrameId> = Vec::with_capacity(sample.callchain.len() + 4);
+        if sample.callchain.is_empty() {
+            let kernel = sample.cpu_mode == CpuMode::Kernel || sample.ip >= KERNEL_START;
+            stack.extend(self.resolve(sample.pid, sample.ip, kernel, true).iter());
+        } else {
+            let mut kernel = sample.cpu_mode == CpuMode::Kernel;
+            let mut first = true;
+            for &addr in &sample.callchain {
+                if addr >= PERF_CONTEXT_MAX {
+                    match addr {
+                        PERF_CONTEXT_KERNEL => kernel = true,
+                        PERF_CONTEXT_USER => kernel = false,
+                        _ => {}
+                    }
+                    continue;
+                }
+                let frames = self.resolve(sample.pid, addr, kernel || addr >= KERNEL_START, first);
+                // `frames` is outermost first; the callchain is leaf first.
+                stack.extend(frames.iter().rev());
+                first = false;
+            }
+        }
+        stack.reverse();
+        let entry = self.profile.stacks.entry((comm, stack)).or_default();
+        entry.samples += 1;
+        entry.period += sample.period;
+        self.profile.samples += 1;
+        self.profile.period += sample.period;
+    }
+
+    /// Frames (outermost first) for one address; `exact` is false for return addresses, which are looked up
+    /// one byte back so that a call at the end of a function resolves to that function.
+    fn resolve(&mut self, pid: u32, addr: u64, kernel: bool, exact: bool) -> Arc<[FrameId]> {
+        let key = (if kernel { u32::MAX } else { pid }, addr, exact);
+        if let Some(f) = self.cache.get(&key) {
+            return Arc::clone(f);
+        }
+        let lookup = if exact { addr } else { addr.saturating_sub(1) };
+        let infos: Vec<FrameInfo> = if kernel {
+            let name = self.symbolizer.kernel(lookup);
+            vec![FrameInfo {
+                name: name
+                    .map(|n| n.to_string())
+                    .unwrap_or_else(|| "[unknown]".into()),
+                module: "[kernel.kallsyms]".into(),
+                kernel: true,
+            }]
+        } else {
+            self.resolve_user(pid, lookup)
+        };
+        let ids: Arc<[FrameId]> = infos.into_iter().map(|f| self.frame_id(f)).collect();
+        self.cache.insert(key, Arc::clone(&ids));
+        ids
+    }
+
+    fn resolve_user(&mut self, pid: u32, addr: u64) -> Vec<FrameInfo> {
+        let mapping = self
+            .maps
+            .get(&pid)
+            .and_then(|m| m.range(..=addr).next_back())
+            .filter(|(_, m)| addr < m.end)
+            .map(|(&start, m)| (start, m.clone()));
+        let unknown = |module: &str| FrameInfo {
+            name: "[unknown]".into(),
+            module: module.to_string(),
+            kernel: false,
+        };
+        let Some((start, m)) = mapping else {
+            return match self.symbolizer.jit(pid, RuntimeAddr(addr)) {
+                Some(name) => vec![FrameInfo {
+                    name: name.to_string(),
+                    module: format!("perf-{pid}.map"),
+                    kernel: false,
+                }],
+                None => vec![unknown("[unknown]")],
+            };
+        };
+        if !m.module.path.starts_with("/") {
+            // Anonymous memory (JIT code) or [vdso]-like pseudo files.
+            if let Some(name) = self.symbolizer.jit(pid, RuntimeAddr(addr)) {
+                return vec![FrameInfo {
+                    name: name.to_string(),
+                    module: format!("perf-{pid}.map"),
+                    kernel: false,
+                }];
+            }
+            return vec![unknown(&m.short)];
+        }
+        let offset = FileOffset(addr - start + m.pgoff);
+        let frames = self.symbolizer.user(&m.module, offset);
+        if frames.is_empty() {
+            return vec![unknown(&m.short)];
+        }
+        frames
+            .iter()
+            .map(|f| FrameInfo {
+                name: match &f.location {
+                    Some(loc) => format!("{} {}", f.name, loc),
+                    None => f.name.clone(),
+                },
+                module: m.short.to_string(),
+                kernel: false,
+            })
+            .collect()
+    }
+
+    fn frame_id(&mut self, f: FrameInfo) -> FrameId {
+        if let Some(&id) = self.frame_ids.get(&f) {
+            return id;
+        }
+        let id = self.profile.frames.len() as FrameId;
+        self.profile.frames.push(f.clone());
+        self.frame_ids.insert(f, id);
+        id
+    }
+}
+
+/// The file name of a path (what reports show as the object).
+fn short_name(path: &str) -> String {
+    Path::new(path)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| path.to_string())
+}
+
+/// Write the report in the chosen form to `out`.
+pub fn write_summary_line(p: &Profile, out: &mut impl Write) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "# {} samples, {} lost events, {} lost samples, throttled {} times",
+        p.samples, p.lost, p.lost_samples, p.throttled
+    )
+}

@@ -8,6 +8,23 @@
 //!   the function they were inlined into). Unknown gives an empty slice, never a wrong name.
 //! - [`Symbolizer::jit`] resolves an address through /tmp/perf-PID.map.
 //!   Each (binary, offset) is resolved once and cached.
+//!
+//! Also public: [`elf_info`], [`function_symbols`] and [`demangle`] (used by `probe`), and the pure parsers
+//! [`parse_kallsyms`] and [`parse_perf_map`].
+mod binary;
+mod debugfile;
+mod demangle;
+mod dwarf;
+mod elf;
+mod kallsyms;
+mod perfmap;
+
+pub use demangle::demangle;
+pub use kallsyms::{parse_kallsyms, KernelSymbols};
+pub use perfmap::{parse_perf_map, PerfMap};
+
+use binary::Binary;
+use std::collections::HashMap;
 use std::path::PathBuf;
 
 /// Options for symbolization.
@@ -38,6 +55,7 @@ impl Default for SymbolizerOptions {
 /// One resolved frame.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Frame {
+    /// The function name (demangled when [`SymbolizerOptions::demangle`] is set).
     pub name: String,
     /// `file:line` when [`SymbolizerOptions::lines`] is set and DWARF has it.
     pub location: Option<String>,
@@ -70,6 +88,10 @@ pub enum SymbolError {
     },
     #[error("{path} is not an ELF file: {reason}")]
     NotElf { path: PathBuf, reason: String },
+    #[error(
+        "{path} has another build id than the recorded one; it is not the file that was profiled"
+    )]
+    BuildIdMismatch { path: PathBuf },
     #[error("{path} has no symbol table and no debug file was found (looked in {searched}); install its debug symbols")]
     NoSymbols { path: PathBuf, searched: String },
 }
@@ -123,40 +145,208 @@ impl ElfInfo {
 }
 
 /// Read an ELF file's build id, PT_LOAD segments and Go marker.
-pub fn elf_info(_path: &Path) -> Result<ElfInfo, SymbolError> {
-    unimplemented!("symbols helper")
+pub fn elf_info(path: &Path) -> Result<ElfInfo, SymbolError> {
+    let file = std::fs::File::open(path).map_err(|source| SymbolError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let cache = object::ReadCache::new(file);
+    let parsed = object::File::parse(&cache).map_err(|e| SymbolError::NotElf {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })?;
+    if parsed.format() != object::BinaryFormat::Elf {
+        let reason = format!("it is a {:?} file", parsed.format());
+        return Err(SymbolError::NotElf {
+            path: path.to_path_buf(),
+            reason,
+        });
+    }
+    Ok(elf::info_of(&parsed))
 }
 
 /// All function symbols of `path` (its own tables, else those of its separate debug file), aliases included.
+///
+/// Symbols are STT_FUNC and STT_GNU_IFUNC with a nonzero address from .symtab and .dynsym, deduplicated on
+/// (name, address) and sorted by address. When the file has no .symtab, the .symtab of its debug file (found by
+/// build id or `.gnu_debuglink` under `debug_dirs`) is added.
 pub fn function_symbols(
-    _path: &Path,
-    _debug_dirs: &[PathBuf],
+    path: &Path,
+    debug_dirs: &[PathBuf],
 ) -> Result<Vec<FunctionSymbol>, SymbolError> {
-    unimplemented!("symbols helper")
+    let loaded = binary::load(path, path, None, debug_dirs)?;
+    if loaded.symbols.is_empty() {
+        let searched = if loaded.searched.is_empty() {
+            "no debug link or build id".to_string()
+        } else {
+            loaded
+                .searched
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        return Err(SymbolError::NoSymbols {
+            path: path.to_path_buf(),
+            searched,
+        });
+    }
+    let mut symbols: Vec<FunctionSymbol> = loaded
+        .symbols
+        .into_iter()
+        .map(|s| FunctionSymbol {
+            demangled: demangle(&s.name),
+            name: s.name,
+            addr: ElfAddr(s.addr),
+            size: s.size,
+        })
+        .collect();
+    symbols.sort_by(|a, b| a.addr.cmp(&b.addr).then_with(|| a.name.cmp(&b.name)));
+    Ok(symbols)
 }
 
 /// Resolves addresses to names, caching each (binary, address) once.
+///
+/// Binaries are parsed once each (shared between processes mapping the same file) and kept for the life of
+/// the symbolizer; there is no eviction.
 pub struct Symbolizer {
-    _opts: SymbolizerOptions,
+    opts: SymbolizerOptions,
+    /// Parsed lazily on the first kernel lookup.
+    kallsyms: Option<KernelSymbols>,
+    /// Index into `modules` for each module seen.
+    module_ids: HashMap<ModuleKey, usize>,
+    /// The index in `binaries` of each module (None when it could not be opened or is not the recorded file).
+    modules: Vec<Option<usize>>,
+    /// Parsed binaries.
+    binaries: Vec<Binary>,
+    /// Index in `binaries` by (device, inode), so one file mapped by many processes is parsed once.
+    by_inode: HashMap<(u64, u64), usize>,
+    /// Resolved frames by (module index, file offset).
+    frames: HashMap<(usize, u64), Arc<[Frame]>>,
+    /// Perf maps by pid (None when the pid has none).
+    perf_maps: HashMap<u32, Option<PerfMap>>,
+    empty: Arc<[Frame]>,
 }
 
 impl Symbolizer {
+    /// A symbolizer with nothing loaded yet.
     pub fn new(opts: SymbolizerOptions) -> Symbolizer {
-        Symbolizer { _opts: opts }
+        Symbolizer {
+            opts,
+            kallsyms: None,
+            module_ids: HashMap::new(),
+            modules: Vec::new(),
+            binaries: Vec::new(),
+            by_inode: HashMap::new(),
+            frames: HashMap::new(),
+            perf_maps: HashMap::new(),
+            empty: Arc::from(Vec::new()),
+        }
     }
 
     /// A kernel address through /proc/kallsyms (None when unknown or kallsyms is hidden).
-    pub fn kernel(&mut self, _addr: u64) -> Option<Arc<str>> {
-        None
+    pub fn kernel(&mut self, addr: u64) -> Option<Arc<str>> {
+        let symbols = self.kallsyms.get_or_insert_with(|| {
+            std::fs::read("/proc/kallsyms")
+                .map(|d| parse_kallsyms(&d))
+                .unwrap_or_default()
+        });
+        symbols.lookup(addr).cloned()
     }
 
     /// An offset into a mapped file: frames outermost first; empty when unknown.
-    pub fn user(&mut self, _module: &ModuleKey, _offset: FileOffset) -> Arc<[Frame]> {
-        Arc::from(Vec::new())
+    ///
+    /// The file is opened as `module.path`, else as `/proc/PID/root/path` (containers); a file whose build id
+    /// differs from `module.build_id` is not used. The outermost name comes from the symbol table (.symtab,
+    /// .dynsym, or the debug file's), inlined frames and lines from DWARF.
+    pub fn user(&mut self, module: &ModuleKey, offset: FileOffset) -> Arc<[Frame]> {
+        let index = match self.module_ids.get(module) {
+            Some(&index) => index,
+            None => {
+                let binary = self.open_module(module);
+                self.modules.push(binary);
+                self.module_ids
+                    .insert(module.clone(), self.modules.len() - 1);
+                self.modules.len() - 1
+            }
+        };
+        if let Some(frames) = self.frames.get(&(index, offset.0)) {
+            return frames.clone();
+        }
+        let frames: Arc<[Frame]> = match self.modules[index] {
+            Some(binary) => {
+                let frames = self.binaries[binary].resolve(offset, &self.opts);
+                if frames.is_empty() {
+                    self.empty.clone()
+                } else {
+                    Arc::from(frames)
+                }
+            }
+            None => self.empty.clone(),
+        };
+        self.frames.insert((index, offset.0), frames.clone());
+        frames
+    }
+
+    /// Open a module's binary: `path`, then `/proc/PID/root/path` (containers). A file whose build id differs
+    /// from the recorded one is skipped.
+    fn open_module(&mut self, module: &ModuleKey) -> Option<usize> {
+        use std::os::unix::fs::MetadataExt;
+        let mut candidates = vec![module.path.clone()];
+        if module.path.is_absolute() {
+            let relative = module.path.strip_prefix("/").unwrap_or(&module.path);
+            candidates.push(PathBuf::from(format!("/proc/{}/root", module.pid)).join(relative));
+        }
+        for candidate in candidates {
+            let Ok(meta) = std::fs::metadata(&candidate) else {
+                continue;
+            };
+            if !meta.is_file() {
+                continue;
+            }
+            let key = (meta.dev(), meta.ino());
+            if let Some(&index) = self.by_inode.get(&key) {
+                match &module.build_id {
+                    Some(expected)
+                        if self.binaries[index].info.build_id.as_ref() != Some(expected) =>
+                    {
+                        continue
+                    }
+                    _ => return Some(index),
+                }
+            }
+            let opened = Binary::open(
+                &candidate,
+                &module.path,
+                module.build_id.as_deref(),
+                &self.opts.debug_dirs,
+            );
+            if let Ok(binary) = opened {
+                self.binaries.push(binary);
+                self.by_inode.insert(key, self.binaries.len() - 1);
+                return Some(self.binaries.len() - 1);
+            }
+        }
+        None
     }
 
     /// A JIT address through /tmp/perf-PID.map.
-    pub fn jit(&mut self, _pid: u32, _addr: RuntimeAddr) -> Option<Arc<str>> {
-        None
+    pub fn jit(&mut self, pid: u32, addr: RuntimeAddr) -> Option<Arc<str>> {
+        let map = self.perf_maps.entry(pid).or_insert_with(|| {
+            std::fs::read(format!("/tmp/perf-{pid}.map"))
+                .ok()
+                .map(|data| parse_perf_map(&data))
+        });
+        map.as_ref()?.lookup(addr.0).cloned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// Check that a symbolizer can move to another thread (for a parallel report).
+    #[test]
+    fn symbolizer_is_send() {
+        fn is_send<T: Send>() {}
+        is_send::<super::Symbolizer>();
     }
 }

@@ -1,0 +1,641 @@
+//! The perf.data reader: linux-perf-data does the parsing and the time ordering; this module validates
+//! everything that crate would trust (section bounds, counts that size allocations, record sizes) so that no
+//! input can make it panic or allocate without bound, and maps its records to [`Event`]s.
+//!
+//! A data section that is cut short (the file was truncated, or `rprof record` / `perf record` was killed
+//! before writing the final header) yields the records before the cut and then an error.
+use std::fs::File;
+use std::io::{BufReader, Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+use linux_perf_data::linux_perf_event_reader::constants::{
+    PERF_RECORD_LOST_SAMPLES, PERF_RECORD_MISC_MMAP_BUILD_ID, PERF_RECORD_MMAP2,
+    PERF_RECORD_SAMPLE, PERF_SAMPLE_ADDR, PERF_SAMPLE_CALLCHAIN, PERF_SAMPLE_CPU, PERF_SAMPLE_ID,
+    PERF_SAMPLE_IDENTIFIER, PERF_SAMPLE_IP, PERF_SAMPLE_PERIOD, PERF_SAMPLE_READ,
+    PERF_SAMPLE_STREAM_ID, PERF_SAMPLE_TID, PERF_SAMPLE_TIME,
+};
+use linux_perf_data::linux_perf_event_reader::{
+    CpuMode as ReaderCpuMode, EventRecord, Mmap2FileId, RawEventRecord, ReadFormat, SamplingPolicy,
+};
+use linux_perf_data::{Feature, PerfFile, PerfFileReader, PerfFileRecord, PerfRecordIter};
+
+use super::features::{
+    check_cmdline, check_event_desc, parse_build_ids, HEADER_CMDLINE, HEADER_EVENT_DESC,
+};
+use super::writer::{FileHeader, HEADER_SIZE};
+use super::{BuildIdEntry, CpuMode, Event, Meta, RecordingError, Sample};
+
+/// PERF_RECORD_AUXTRACE and the compressed record types, which this reader refuses.
+const PERF_RECORD_AUXTRACE: u32 = 71;
+const PERF_RECORD_COMPRESSED: u32 = 81;
+const PERF_RECORD_COMPRESSED2: u32 = 83;
+
+/// The file as linux-perf-data sees it: the real file with some byte ranges replaced (a header with
+/// validated sections, and the feature table moved to where the crate looks for it).
+struct PatchedFile {
+    inner: BufReader<File>,
+    patches: Vec<(u64, Vec<u8>)>,
+    pos: u64,
+}
+
+impl Read for PatchedFile {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let mut limit = buf.len() as u64;
+        for (start, bytes) in &self.patches {
+            let end = start + bytes.len() as u64;
+            if (*start..end).contains(&self.pos) {
+                let from = (self.pos - start) as usize;
+                let n = (bytes.len() - from).min(buf.len());
+                buf[..n].copy_from_slice(&bytes[from..from + n]);
+                self.pos += n as u64;
+                self.inner.seek(SeekFrom::Start(self.pos))?;
+                return Ok(n);
+            }
+            if *start > self.pos {
+                limit = limit.min(start - self.pos);
+            }
+        }
+        let n = self.inner.read(&mut buf[..limit as usize])?;
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+impl Seek for PatchedFile {
+    fn seek(&mut self, to: SeekFrom) -> std::io::Result<u64> {
+        self.pos = self.inner.seek(to)?;
+        Ok(self.pos)
+    }
+}
+
+/// What the attr of a record says about parsing it.
+struct AttrInfo {
+    sample_type: u64,
+    read_format: u64,
+    /// The period of samples without PERF_SAMPLE_PERIOD.
+    default_period: u64,
+}
+
+/// Reads a recording written by rprof or by `perf record`.
+pub struct Reader {
+    path: PathBuf,
+    perf_file: PerfFile,
+    records: PerfRecordIter<PatchedFile>,
+    attrs: Vec<AttrInfo>,
+    meta: Meta,
+    build_ids: Vec<BuildIdEntry>,
+    /// The error to report after the last good record (truncated or corrupt data section).
+    tail_error: Option<String>,
+    done: bool,
+}
+
+fn read_u64(bytes: &[u8], at: usize) -> u64 {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&bytes[at..at + 8]);
+    u64::from_le_bytes(b)
+}
+
+/// `offset + size` if that range lies inside a file of `file_len` bytes.
+fn section_end(offset: u64, size: u64, file_len: u64) -> Option<u64> {
+    offset.checked_add(size).filter(|&end| end <= file_len)
+}
+
+/// Walk the record headers of the data section: the length of the prefix made of whole, supported records,
+/// and why the walk stopped early (if it did).
+fn scan_records(
+    file: &mut BufReader<File>,
+    offset: u64,
+    len: u64,
+) -> std::io::Result<(u64, Option<String>)> {
+    file.seek(SeekFrom::Start(offset))?;
+    let mut pos = 0u64;
+    while pos < len {
+        let at = offset + pos;
+        if len - pos < 8 {
+            return Ok((
+                pos,
+                Some(format!(
+                    "the data section is truncated inside the record at byte {at}"
+                )),
+            ));
+        }
+        let mut header = [0u8; 8];
+        file.read_exact(&mut header)?;
+        let record_type = u32::from_le_bytes([header[0], header[1], header[2], header[3]]);
+        let size = u64::from(u16::from_le_bytes([header[6], header[7]]));
+        if size < 8 {
+            return Ok((
+                pos,
+                Some(format!(
+                    "the record at byte {at} has an invalid size {size}"
+                )),
+            ));
+        }
+        if size > len - pos {
+            return Ok((
+                pos,
+                Some(format!(
+                    "the data section is truncated inside the record at byte {at}"
+                )),
+            ));
+        }
+        match record_type {
+            PERF_RECORD_AUXTRACE => {
+                return Ok((
+                    pos,
+                    Some(format!(
+                        "AUXTRACE data (record at byte {at}) is not supported"
+                    )),
+                ));
+            }
+            PERF_RECORD_COMPRESSED | PERF_RECORD_COMPRESSED2 => {
+                let reason =
+                    format!("compressed records (byte {at}) are not supported: record without -z");
+                return Ok((pos, Some(reason)));
+            }
+            _ => {}
+        }
+        file.seek_relative(size as i64 - 8)?;
+        pos += size;
+    }
+    Ok((pos, None))
+}
+
+/// The byte offset of the callchain's `nr` in a sample body, following the layout linux-perf-event-reader
+/// parses; None if the body ends before it.
+fn callchain_offset(body: &[u8], sample_type: u64, read_format: u64) -> Option<usize> {
+    let fixed = PERF_SAMPLE_IDENTIFIER
+        | PERF_SAMPLE_IP
+        | PERF_SAMPLE_TID
+        | PERF_SAMPLE_TIME
+        | PERF_SAMPLE_ADDR
+        | PERF_SAMPLE_ID
+        | PERF_SAMPLE_STREAM_ID
+        | PERF_SAMPLE_CPU
+        | PERF_SAMPLE_PERIOD;
+    let mut at = 8 * (sample_type & fixed).count_ones() as usize;
+    if sample_type & PERF_SAMPLE_READ != 0 {
+        let rf = ReadFormat::from_bits_truncate(read_format);
+        let extra = rf
+            .intersection(ReadFormat::TOTAL_TIME_ENABLED | ReadFormat::TOTAL_TIME_RUNNING)
+            .bits()
+            .count_ones();
+        if rf.contains(ReadFormat::GROUP) {
+            at += 8 * (1 + extra as usize + usize::from(rf.contains(ReadFormat::ID)));
+        } else {
+            let nr = read_u64(body.get(at..at + 8)?, 0);
+            let per_value = if rf.contains(ReadFormat::ID) { 16 } else { 8 };
+            let values = usize::try_from(nr).ok()?.checked_mul(per_value)?;
+            at = at
+                .checked_add(8 + 8 * extra as usize)?
+                .checked_add(values)?;
+        }
+    }
+    Some(at)
+}
+
+/// Read the feature section table at `table_at` and check that every section lies inside the file and that
+/// the counts in EVENT_DESC and CMDLINE fit their sections.
+fn read_feature_table(
+    file: &mut BufReader<File>,
+    features: [u64; 4],
+    table_at: u64,
+    file_len: u64,
+) -> Result<Vec<u8>, String> {
+    let count: u32 = features.iter().map(|w| w.count_ones()).sum();
+    let table_len = 16 * u64::from(count);
+    if section_end(table_at, table_len, file_len).is_none() {
+        return Err(format!(
+            "its feature section table ({table_len} bytes at byte {table_at}) is missing: the file is truncated"
+        ));
+    }
+    let io = |e: std::io::Error| format!("cannot read its feature sections: {e}");
+    let mut table = vec![0u8; table_len as usize];
+    file.seek(SeekFrom::Start(table_at)).map_err(io)?;
+    file.read_exact(&mut table).map_err(io)?;
+    let set_bits = (0..256).filter(|bit| features[bit / 64] & (1 << (bit % 64)) != 0);
+    for (i, bit) in set_bits.enumerate() {
+        let (offset, size) = (read_u64(&table, 16 * i), read_u64(&table, 16 * i + 8));
+        if section_end(offset, size, file_len).is_none() {
+            return Err(format!(
+                "its feature section {bit} ({size} bytes at byte {offset}) is past the end of the file"
+            ));
+        }
+        if bit == HEADER_EVENT_DESC || bit == HEADER_CMDLINE {
+            let mut bytes = vec![0u8; size as usize];
+            file.seek(SeekFrom::Start(offset)).map_err(io)?;
+            file.read_exact(&mut bytes).map_err(io)?;
+            if bit == HEADER_EVENT_DESC {
+                check_event_desc(&bytes)?;
+            } else {
+                check_cmdline(&bytes)?;
+            }
+        }
+    }
+    Ok(table)
+}
+
+/// Let linux-perf-data parse `path` with `patches` laid over its bytes.
+fn parse_patched(
+    path: &Path,
+    patches: Vec<(u64, Vec<u8>)>,
+) -> Result<PerfFileReader<PatchedFile>, linux_perf_data::Error> {
+    let inner = BufReader::with_capacity(1 << 16, File::open(path)?);
+    PerfFileReader::parse_file(PatchedFile {
+        inner,
+        patches,
+        pos: 0,
+    })
+}
+
+/// The HOSTNAME, OSRELEASE, NRCPUS, CMDLINE and BUILD_ID feature sections.
+fn read_meta(perf_file: &PerfFile) -> Result<(Meta, Vec<BuildIdEntry>), String> {
+    let bad = |e: linux_perf_data::Error| format!("its feature sections are corrupt: {e}");
+    let nr_cpus = perf_file.nr_cpus().map_err(bad)?;
+    let string = |s: Option<&str>| s.unwrap_or_default().to_string();
+    let meta = Meta {
+        hostname: string(perf_file.hostname().map_err(bad)?),
+        os_release: string(perf_file.os_release().map_err(bad)?),
+        nr_cpus_online: nr_cpus.map_or(0, |n| n.nr_cpus_online),
+        nr_cpus_available: nr_cpus.map_or(0, |n| n.nr_cpus_available),
+        cmdline: perf_file
+            .cmdline()
+            .map_err(bad)?
+            .unwrap_or_default()
+            .into_iter()
+            .map(str::to_string)
+            .collect(),
+    };
+    let build_ids = match perf_file.feature_section_data(Feature::BUILD_ID) {
+        Some(section) => parse_build_ids(section)?,
+        None => Vec::new(),
+    };
+    Ok((meta, build_ids))
+}
+
+fn cpu_mode(mode: ReaderCpuMode) -> CpuMode {
+    match mode {
+        ReaderCpuMode::Kernel => CpuMode::Kernel,
+        ReaderCpuMode::User => CpuMode::User,
+        ReaderCpuMode::Hypervisor => CpuMode::Hypervisor,
+        ReaderCpuMode::GuestKernel => CpuMode::GuestKernel,
+        ReaderCpuMode::GuestUser => CpuMode::GuestUser,
+        _ => CpuMode::Unknown,
+    }
+}
+
+impl Reader {
+    fn corrupt(path: &Path, reason: impl Into<String>) -> RecordingError {
+        RecordingError::Corrupt {
+            path: path.to_path_buf(),
+            reason: reason.into(),
+        }
+    }
+
+    /// Open and validate the header, the attrs and the feature sections, and check the record framing of the
+    /// data section. A bad header or attrs section is an error here; a truncated or corrupt data section or
+    /// feature section is reported by [`Reader::next_event`] after the events that could be read.
+    pub fn open(path: &Path) -> Result<Reader, RecordingError> {
+        let read_err = |source| RecordingError::Read {
+            path: path.to_path_buf(),
+            source,
+        };
+        let corrupt = |reason: String| Self::corrupt(path, reason);
+        let file = File::open(path).map_err(read_err)?;
+        let file_len = file.metadata().map_err(read_err)?.len();
+        let mut file = BufReader::with_capacity(1 << 16, file);
+
+        let mut header = [0u8; HEADER_SIZE as usize];
+        if file_len < HEADER_SIZE {
+            return Err(corrupt(format!(
+                "it is {file_len} bytes, shorter than the {HEADER_SIZE}-byte header"
+            )));
+        }
+        file.read_exact(&mut header).map_err(read_err)?;
+        match &header[..8] {
+            b"PERFILE2" => {}
+            b"2ELIFREP" => {
+                return Err(corrupt(
+                    "big-endian perf.data files are not supported".into(),
+                ))
+            }
+            b"PERFFILE" => {
+                return Err(corrupt(
+                    "the old perf.data version 1 format is not supported".into(),
+                ))
+            }
+            _ => return Err(corrupt("it does not start with the PERFILE2 magic".into())),
+        }
+        let word = |i: usize| read_u64(&header, 8 + 8 * i);
+        let (header_size, attr_size) = (word(0), word(1));
+        let (attrs, data) = ((word(2), word(3)), (word(4), word(5)));
+        let features = [word(8), word(9), word(10), word(11)];
+        if header_size < HEADER_SIZE || header_size > file_len {
+            return Err(corrupt(format!("invalid header size {header_size}")));
+        }
+        if !(64 + 16..=4096 + 16).contains(&attr_size) {
+            return Err(corrupt(format!("invalid attr size {attr_size}")));
+        }
+        if attrs.1 < attr_size || section_end(attrs.0, attrs.1, file_len).is_none() {
+            return Err(corrupt(format!(
+                "the attrs section ({} bytes at {}) is not inside the file",
+                attrs.1, attrs.0
+            )));
+        }
+        if data.0 < header_size || data.0 > file_len {
+            return Err(corrupt(format!(
+                "the data section offset {} is not inside the file",
+                data.0
+            )));
+        }
+
+        // How much of the data section to read, and whether the feature sections exist.
+        let available = file_len - data.0;
+        let unfinished = data.1 == 0 && features == [0; 4] && available > 0;
+        let truncated = section_end(data.0, data.1, file_len).is_none();
+        let (data_len, tail_error, keep_features) = if unfinished {
+            let why = "the recording was not finished (the recorder was killed before writing its header)";
+            (available, Some(why.to_string()), false)
+        } else if truncated {
+            let why = format!(
+                "the file is truncated: its data section needs {} bytes after byte {}",
+                data.1, data.0
+            );
+            (available, Some(why), false)
+        } else {
+            (data.1, None, true)
+        };
+
+        // The feature sections: any problem there is reported after the events, which are still read.
+        let mut problems: Vec<String> = tail_error.into_iter().collect();
+        let mut feature_table = None;
+        if keep_features {
+            match read_feature_table(&mut file, features, data.0 + data.1, file_len) {
+                Ok(table) => feature_table = Some(table),
+                Err(reason) => problems.push(reason),
+            }
+        }
+
+        let (good_len, scan_error) = scan_records(&mut file, data.0, data_len).map_err(read_err)?;
+        problems.extend(scan_error);
+
+        // What linux-perf-data sees: validated sections only (no legacy event_types section), the data
+        // section cut after the last whole record, and the feature table right after it.
+        let shown = |features: [u64; 4]| FileHeader {
+            attr_size,
+            attrs,
+            data: (data.0, good_len),
+            features,
+        };
+        let parsed = match feature_table {
+            Some(table) => {
+                let patches = vec![
+                    (0, shown(features).to_bytes().to_vec()),
+                    (data.0 + good_len, table),
+                ];
+                match parse_patched(path, patches) {
+                    Ok(parsed) => Some(parsed),
+                    Err(e) => {
+                        problems.push(format!("its feature sections are corrupt: {e}"));
+                        None
+                    }
+                }
+            }
+            None => None,
+        };
+        let PerfFileReader {
+            perf_file,
+            record_iter,
+        } = match parsed {
+            Some(parsed) => parsed,
+            None => parse_patched(path, vec![(0, shown([0; 4]).to_bytes().to_vec())])
+                .map_err(|e| Self::crate_error(path, e))?,
+        };
+
+        let attrs = perf_file
+            .event_attributes()
+            .iter()
+            .map(|desc| AttrInfo {
+                sample_type: desc.attr.sample_format.bits(),
+                read_format: desc.attr.read_format.bits(),
+                default_period: match desc.attr.sampling_policy {
+                    SamplingPolicy::Period(p) => p.get(),
+                    _ => 1,
+                },
+            })
+            .collect();
+        let (meta, build_ids) = read_meta(&perf_file).unwrap_or_else(|reason| {
+            problems.push(reason);
+            (Meta::default(), Vec::new())
+        });
+        let tail_error = (!problems.is_empty()).then(|| problems.join("; "));
+        Ok(Reader {
+            path: path.to_path_buf(),
+            perf_file,
+            records: record_iter,
+            attrs,
+            meta,
+            build_ids,
+            tail_error,
+            done: false,
+        })
+    }
+
+    fn crate_error(path: &Path, e: linux_perf_data::Error) -> RecordingError {
+        match e {
+            linux_perf_data::Error::IoError(source)
+                if source.kind() != std::io::ErrorKind::UnexpectedEof =>
+            {
+                RecordingError::Read {
+                    path: path.to_path_buf(),
+                    source,
+                }
+            }
+            e => Self::corrupt(path, e.to_string()),
+        }
+    }
+
+    /// Build ids from the BUILD_ID feature section.
+    pub fn build_ids(&self) -> &[BuildIdEntry] {
+        &self.build_ids
+    }
+
+    /// The HOSTNAME, OSRELEASE, NRCPUS and CMDLINE feature sections (empty / 0 where the file has none).
+    pub fn meta(&self) -> &Meta {
+        &self.meta
+    }
+
+    /// The next event in time order (as perf orders them, by FINISHED_ROUND), or None at the end. Records of
+    /// other types are skipped. After an error, returns None.
+    pub fn next_event(&mut self) -> Result<Option<Event>, RecordingError> {
+        while !self.done {
+            let record = match self.records.next_record(&mut self.perf_file) {
+                Ok(Some(PerfFileRecord::EventRecord { attr_index, record })) => {
+                    (attr_index, record)
+                }
+                Ok(Some(PerfFileRecord::UserRecord(_))) => continue,
+                Ok(None) => {
+                    self.done = true;
+                    return match self.tail_error.take() {
+                        Some(reason) => Err(Self::corrupt(&self.path, reason)),
+                        None => Ok(None),
+                    };
+                }
+                Err(e) => {
+                    self.done = true;
+                    return Err(Self::crate_error(&self.path, e));
+                }
+            };
+            let (attr_index, record) = record;
+            let Some(attr) = self.attrs.get(attr_index) else {
+                continue;
+            };
+            match convert(attr, &record) {
+                Ok(Some(event)) => return Ok(Some(event)),
+                Ok(None) => continue,
+                Err(reason) => {
+                    self.done = true;
+                    return Err(Self::corrupt(&self.path, reason));
+                }
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// Map one kernel record to an [`Event`]; `Ok(None)` for record types rprof does not use.
+fn convert(attr: &AttrInfo, record: &RawEventRecord) -> Result<Option<Event>, String> {
+    let record_type = record.record_type.0;
+    let body = record.data.as_slice();
+    let bad = |what: &str| format!("a {what} record ({} bytes) is corrupt", body.len() + 8);
+    // Checks for inputs that would make linux-perf-event-reader panic.
+    if record_type == PERF_RECORD_SAMPLE && attr.sample_type & PERF_SAMPLE_CALLCHAIN != 0 {
+        let at = callchain_offset(&body, attr.sample_type, attr.read_format)
+            .ok_or_else(|| bad("SAMPLE"))?;
+        let end = at.checked_add(8).ok_or_else(|| bad("SAMPLE"))?;
+        let nr = body
+            .get(at..end)
+            .map(|b| read_u64(b, 0))
+            .ok_or_else(|| bad("SAMPLE"))?;
+        if nr > ((body.len() - end) / 8) as u64 {
+            return Err(format!(
+                "a SAMPLE record has a callchain of {nr} entries, longer than the record"
+            ));
+        }
+    }
+    if record_type == PERF_RECORD_MMAP2 && record.misc & PERF_RECORD_MISC_MMAP_BUILD_ID != 0 {
+        match body.get(32) {
+            Some(&len) if len <= 20 => {}
+            _ => return Err(bad("MMAP2")),
+        }
+    }
+    if record_type == PERF_RECORD_LOST_SAMPLES {
+        let count = body
+            .get(..8)
+            .map(|b| read_u64(b, 0))
+            .ok_or_else(|| bad("LOST_SAMPLES"))?;
+        return Ok(Some(Event::LostSamples { count }));
+    }
+    let parsed = record
+        .parse()
+        .map_err(|e| format!("a record of type {record_type} cannot be parsed: {e}"))?;
+    let event = match parsed {
+        EventRecord::Sample(s) => {
+            let mut callchain = Vec::new();
+            if let Some(chain) = s.callchain {
+                callchain.reserve(chain.len());
+                for i in 0..chain.len() {
+                    callchain.extend(chain.get(i));
+                }
+            }
+            Event::Sample(Sample {
+                pid: s.pid.unwrap_or(0) as u32,
+                tid: s.tid.unwrap_or(0) as u32,
+                time: s.timestamp,
+                cpu: s.cpu,
+                period: s.period.unwrap_or(attr.default_period),
+                ip: s.ip.unwrap_or(0),
+                cpu_mode: cpu_mode(s.cpu_mode),
+                callchain,
+            })
+        }
+        EventRecord::Comm(c) => Event::Comm {
+            pid: c.pid as u32,
+            tid: c.tid as u32,
+            name: String::from_utf8_lossy(&c.name.as_slice()).into_owned(),
+            exec: c.is_execve,
+        },
+        EventRecord::Mmap(m) => Event::Mmap {
+            pid: m.pid,
+            tid: m.tid,
+            start: m.address,
+            len: m.length,
+            pgoff: m.page_offset,
+            path: String::from_utf8_lossy(&m.path.as_slice()).into_owned(),
+            build_id: None,
+            cpu_mode: cpu_mode(m.cpu_mode),
+        },
+        EventRecord::Mmap2(m) => Event::Mmap {
+            pid: m.pid,
+            tid: m.tid,
+            start: m.address,
+            len: m.length,
+            pgoff: m.page_offset,
+            path: String::from_utf8_lossy(&m.path.as_slice()).into_owned(),
+            build_id: match m.file_id {
+                Mmap2FileId::BuildId(id) => Some(id),
+                Mmap2FileId::InodeAndVersion(_) => None,
+            },
+            cpu_mode: cpu_mode(m.cpu_mode),
+        },
+        EventRecord::Fork(f) => Event::Fork {
+            pid: f.pid as u32,
+            ppid: f.ppid as u32,
+            tid: f.tid as u32,
+            ptid: f.ptid as u32,
+        },
+        EventRecord::Exit(e) => Event::Exit {
+            pid: e.pid as u32,
+            tid: e.tid as u32,
+        },
+        EventRecord::Lost(l) => Event::Lost { count: l.count },
+        EventRecord::Throttle(_) => Event::Throttle { throttled: true },
+        EventRecord::Unthrottle(_) => Event::Throttle { throttled: false },
+        _ => return Ok(None),
+    };
+    Ok(Some(event))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Check that the callchain offset follows the sample layout (IDENTIFIER..PERIOD, then READ).
+    #[test]
+    fn callchain_offset_counts_fixed_fields() {
+        let st = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_PERIOD;
+        assert_eq!(callchain_offset(&[], st, 0), Some(32));
+        // READ without GROUP: nr, then nr values (with ids).
+        let mut body = vec![0u8; 40];
+        body[32..40].copy_from_slice(&2u64.to_le_bytes());
+        let rf = ReadFormat::ID.bits();
+        assert_eq!(
+            callchain_offset(&body, st | PERF_SAMPLE_READ, rf),
+            Some(32 + 8 + 32)
+        );
+        // A corrupt huge nr does not overflow.
+        body[32..40].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert_eq!(callchain_offset(&body, st | PERF_SAMPLE_READ, rf), None);
+    }
+
+    /// Check that the BUILD_ID parser rejects a record whose size runs past the section.
+    #[test]
+    fn build_id_section_bounds() {
+        let mut section = Vec::new();
+        section.extend_from_slice(&0u32.to_le_bytes());
+        section.extend_from_slice(&0u16.to_le_bytes());
+        section.extend_from_slice(&200u16.to_le_bytes());
+        section.resize(60, 0);
+        assert!(parse_build_ids(&section).is_err());
+    }
+}

@@ -1,0 +1,252 @@
+//! The perf.data writer.
+//!
+//! Layout (the same order `perf record` uses): header (104 bytes) | event ids of each attr | attrs section
+//! (`perf_file_attr` = attr + `perf_file_section` of its ids) | data section | feature section table |
+//! feature sections. The header, ids and attrs are written by [`Writer::create`] with a placeholder header
+//! (data size 0, no features), so a recording cut short by a kill still has its attrs and records and the
+//! reader can tell it was not finished. [`Writer::finish`] appends the features and rewrites the header.
+use std::fs::File;
+use std::io::{BufWriter, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use super::features::{
+    encode_build_ids, encode_cmdline, encode_event_desc, encode_nrcpus, put_string,
+    HEADER_BUILD_ID, HEADER_CMDLINE, HEADER_EVENT_DESC, HEADER_HOSTNAME, HEADER_NRCPUS,
+    HEADER_OSRELEASE,
+};
+use super::{BuildIdEntry, FileAttr, Meta, RecordingError};
+
+/// `sizeof(struct perf_file_header)`.
+pub(crate) const HEADER_SIZE: u64 = 104;
+/// `sizeof(struct perf_file_section)`.
+const SECTION_SIZE: u64 = 16;
+/// PERF_ATTR_SIZE_VER0, the smallest `perf_event_attr`.
+const ATTR_SIZE_VER0: usize = 64;
+/// PERF_ATTR_SIZE_VER7, the `perf_event_attr` of perf 6.1.
+const ATTR_SIZE_VER7: usize = 128;
+/// The write buffer: records arrive in small pieces on the hot path of `rprof record`.
+const BUFFER_SIZE: usize = 4 << 20;
+
+/// The fields of `struct perf_file_header`.
+pub(crate) struct FileHeader {
+    pub attr_size: u64,
+    pub attrs: (u64, u64),
+    pub data: (u64, u64),
+    pub features: [u64; 4],
+}
+
+impl FileHeader {
+    /// The header bytes (magic "PERFILE2", little-endian, event_types section empty).
+    pub(crate) fn to_bytes(&self) -> [u8; HEADER_SIZE as usize] {
+        let words: [u64; 13] = [
+            HEADER_SIZE,
+            self.attr_size,
+            self.attrs.0,
+            self.attrs.1,
+            self.data.0,
+            self.data.1,
+            0,
+            0,
+            self.features[0],
+            self.features[1],
+            self.features[2],
+            self.features[3],
+            0,
+        ];
+        let mut out = [0u8; HEADER_SIZE as usize];
+        out[..8].copy_from_slice(b"PERFILE2");
+        for (i, w) in words[..12].iter().enumerate() {
+            out[8 + 8 * i..16 + 8 * i].copy_from_slice(&w.to_le_bytes());
+        }
+        out
+    }
+}
+
+/// Streams records into a new recording file.
+pub struct Writer {
+    path: PathBuf,
+    out: BufWriter<File>,
+    attrs: Vec<FileAttr>,
+    attr_len: usize,
+    attrs_offset: u64,
+    data_offset: u64,
+    data_size: u64,
+}
+
+/// Make every attr `attr_len` bytes long (zero-extended, with its `size` field updated), where `attr_len`
+/// is the largest `size` among them: the file header has one attr size for all attrs.
+///
+/// All-zero trailing fields beyond PERF_ATTR_SIZE_VER7 (128 bytes) are dropped first: perf refuses attrs
+/// larger than its own `perf_event_attr` ("file uses a more recent and unsupported ABI"), so the 136-byte
+/// attr of a newer kernel with `config3` unused is stored as the 128-byte attr perf 6.1 writes itself.
+fn normalize_attrs(path: &Path, attrs: &mut [FileAttr]) -> Result<usize, RecordingError> {
+    let invalid = |index: usize, reason: String| RecordingError::InvalidAttr {
+        path: path.to_path_buf(),
+        index,
+        reason,
+    };
+    if attrs.is_empty() {
+        return Err(invalid(
+            0,
+            "a recording needs at least one event attr".to_string(),
+        ));
+    }
+    let mut attr_len = ATTR_SIZE_VER0;
+    for (i, a) in attrs.iter_mut().enumerate() {
+        if a.attr.len() < 8 {
+            return Err(invalid(
+                i,
+                format!("{} bytes is shorter than perf_event_attr", a.attr.len()),
+            ));
+        }
+        let size = u32::from_le_bytes([a.attr[4], a.attr[5], a.attr[6], a.attr[7]]) as usize;
+        if size < ATTR_SIZE_VER0 || size > a.attr.len() || size > 4096 || !size.is_multiple_of(8) {
+            return Err(invalid(
+                i,
+                format!(
+                    "size field {size} does not match its {} bytes",
+                    a.attr.len()
+                ),
+            ));
+        }
+        a.attr.truncate(size);
+        while a.attr.len() > ATTR_SIZE_VER7 && a.attr[a.attr.len() - 8..].iter().all(|&b| b == 0) {
+            a.attr.truncate(a.attr.len() - 8);
+        }
+        attr_len = attr_len.max(a.attr.len());
+    }
+    for a in attrs.iter_mut() {
+        a.attr.resize(attr_len, 0);
+        a.attr[4..8].copy_from_slice(&(attr_len as u32).to_le_bytes());
+    }
+    Ok(attr_len)
+}
+
+impl Writer {
+    /// Create `path` now (so an unwritable path fails before sampling starts) and write the header
+    /// placeholder, the event ids and the attrs. Attrs are stored with their own `size` (the largest one if
+    /// they differ; smaller ones are zero-extended), less all-zero trailing fields past 128 bytes.
+    pub fn create(path: &Path, mut attrs: Vec<FileAttr>) -> Result<Writer, RecordingError> {
+        let attr_len = normalize_attrs(path, &mut attrs)?;
+        let file = File::create(path).map_err(|source| RecordingError::Create {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let mut w = Writer {
+            path: path.to_path_buf(),
+            out: BufWriter::with_capacity(BUFFER_SIZE, file),
+            attrs,
+            attr_len,
+            attrs_offset: 0,
+            data_offset: 0,
+            data_size: 0,
+        };
+        let mut head = Vec::new();
+        let mut id_sections = Vec::new();
+        let mut offset = HEADER_SIZE;
+        for a in &w.attrs {
+            for id in &a.ids {
+                head.extend_from_slice(&id.to_le_bytes());
+            }
+            let size = 8 * a.ids.len() as u64;
+            id_sections.push((offset, size));
+            offset += size;
+        }
+        w.attrs_offset = offset;
+        for (a, (ids_offset, ids_size)) in w.attrs.iter().zip(id_sections) {
+            head.extend_from_slice(&a.attr);
+            head.extend_from_slice(&ids_offset.to_le_bytes());
+            head.extend_from_slice(&ids_size.to_le_bytes());
+        }
+        w.data_offset = HEADER_SIZE + head.len() as u64;
+        let placeholder = w.header([0; 4]);
+        w.write(&placeholder)?;
+        w.write(&head)?;
+        Ok(w)
+    }
+
+    fn header(&self, features: [u64; 4]) -> [u8; HEADER_SIZE as usize] {
+        let attr_size = self.attr_len as u64 + SECTION_SIZE;
+        FileHeader {
+            attr_size,
+            attrs: (self.attrs_offset, attr_size * self.attrs.len() as u64),
+            data: (self.data_offset, self.data_size),
+            features,
+        }
+        .to_bytes()
+    }
+
+    fn write(&mut self, bytes: &[u8]) -> Result<(), RecordingError> {
+        self.out
+            .write_all(bytes)
+            .map_err(|source| RecordingError::Write {
+                path: self.path.clone(),
+                source,
+            })
+    }
+
+    /// Append one whole record; `parts` are concatenated (a record that wrapped the ring comes in two parts).
+    /// The bytes are not parsed.
+    pub fn write_record(&mut self, parts: &[&[u8]]) -> Result<(), RecordingError> {
+        for part in parts {
+            self.write(part)?;
+            self.data_size += part.len() as u64;
+        }
+        Ok(())
+    }
+
+    /// Bytes of records written so far.
+    pub fn data_size(&self) -> u64 {
+        self.data_size
+    }
+
+    /// Write the feature sections (BUILD_ID, HOSTNAME, OSRELEASE, NRCPUS, CMDLINE, EVENT_DESC) and the final
+    /// header; returns the file size in bytes.
+    pub fn finish(
+        mut self,
+        meta: &Meta,
+        build_ids: &[BuildIdEntry],
+    ) -> Result<u64, RecordingError> {
+        let mut hostname = Vec::new();
+        put_string(&mut hostname, &meta.hostname);
+        let mut os_release = Vec::new();
+        put_string(&mut os_release, &meta.os_release);
+        let sections = [
+            (HEADER_BUILD_ID, encode_build_ids(build_ids)),
+            (HEADER_HOSTNAME, hostname),
+            (HEADER_OSRELEASE, os_release),
+            (
+                HEADER_NRCPUS,
+                encode_nrcpus(meta.nr_cpus_available, meta.nr_cpus_online),
+            ),
+            (HEADER_CMDLINE, encode_cmdline(&meta.cmdline)),
+            (
+                HEADER_EVENT_DESC,
+                encode_event_desc(&self.attrs, self.attr_len),
+            ),
+        ];
+        let mut features = [0u64; 4];
+        let mut table = Vec::new();
+        let mut offset = self.data_offset + self.data_size + SECTION_SIZE * sections.len() as u64;
+        for (bit, bytes) in &sections {
+            features[bit / 64] |= 1 << (bit % 64);
+            table.extend_from_slice(&offset.to_le_bytes());
+            table.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+            offset += bytes.len() as u64;
+        }
+        self.write(&table)?;
+        for (_, bytes) in &sections {
+            self.write(bytes)?;
+        }
+        let header = self.header(features);
+        let write_err = |source| RecordingError::Write {
+            path: self.path.clone(),
+            source,
+        };
+        self.out.flush().map_err(write_err)?;
+        let file = self.out.get_mut();
+        file.seek(SeekFrom::Start(0)).map_err(write_err)?;
+        file.write_all(&header).map_err(write_err)?;
+        Ok(offset)
+    }
+}

@@ -1,0 +1,263 @@
+//! One binary prepared for lookups: its segments, a sorted function table and its DWARF.
+use super::debugfile::{find_debug_file, DebugHints};
+use super::dwarf::Dwarf;
+use super::elf::{has_dwarf, has_symtab, info_of, raw_symbols, ElfData, RawSymbol};
+use super::{demangle, ElfInfo, FileOffset, Frame, SymbolError, SymbolizerOptions};
+use object::Object;
+use std::cell::OnceCell;
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+/// Everything read from a binary and its debug file.
+pub(crate) struct Loaded {
+    pub info: ElfInfo,
+    /// Function symbols, deduplicated on (name, address), unsorted.
+    pub symbols: Vec<RawSymbol>,
+    /// The file holding DWARF (the binary or its debug file), if any.
+    pub dwarf_path: Option<PathBuf>,
+    /// Debug-file paths looked at (for error messages).
+    pub searched: Vec<PathBuf>,
+}
+
+/// Read the symbols of `opened` (mapped by a process as `original`), with its separate debug file when the
+/// binary lacks a .symtab or DWARF. With `expected_build_id`, a file with another build id is refused.
+pub(crate) fn load(
+    opened: &Path,
+    original: &Path,
+    expected_build_id: Option<&[u8]>,
+    debug_dirs: &[PathBuf],
+) -> Result<Loaded, SymbolError> {
+    let data = ElfData::read(opened)?;
+    let file = data.parse(opened)?;
+    let info = info_of(&file);
+    if let Some(expected) = expected_build_id {
+        if info.build_id.as_deref() != Some(expected) {
+            return Err(SymbolError::BuildIdMismatch {
+                path: opened.to_path_buf(),
+            });
+        }
+    }
+    let own_symtab = has_symtab(&file);
+    let own_dwarf = has_dwarf(&file);
+    let mut symbols = raw_symbols(&file, false);
+    symbols.extend(raw_symbols(&file, true));
+    let mut dwarf_path = own_dwarf.then(|| opened.to_path_buf());
+    let mut searched = Vec::new();
+    if !own_symtab || !own_dwarf {
+        let hints = DebugHints {
+            opened,
+            original,
+            build_id: info.build_id.as_deref(),
+            debuglink: file.gnu_debuglink().ok().flatten(),
+        };
+        let search = find_debug_file(&hints, debug_dirs);
+        searched = search.searched;
+        if let Some(debug_path) = search.found {
+            if let Ok(debug_data) = ElfData::read(&debug_path) {
+                if let Ok(debug_file) = debug_data.parse(&debug_path) {
+                    if !own_symtab {
+                        symbols.extend(raw_symbols(&debug_file, false));
+                    }
+                    if !own_dwarf && has_dwarf(&debug_file) {
+                        dwarf_path = Some(debug_path.clone());
+                    }
+                }
+            }
+        }
+    }
+    let mut seen = HashSet::new();
+    symbols.retain(|s| seen.insert((s.name.clone(), s.addr)));
+    Ok(Loaded {
+        info,
+        symbols,
+        dwarf_path,
+        searched,
+    })
+}
+
+/// A function's range and name (as stored, maybe mangled).
+pub(crate) struct Entry {
+    start: u64,
+    end: u64,
+    name: Box<str>,
+    /// The demangled name, computed on first use.
+    demangled: OnceCell<String>,
+}
+
+impl Entry {
+    /// The name, demangled when `demangled` is set.
+    pub fn name(&self, demangled: bool) -> &str {
+        if demangled {
+            self.demangled.get_or_init(|| demangle(&self.name))
+        } else {
+            &self.name
+        }
+    }
+}
+
+/// Function symbols sorted by address, one per address, each with a known end.
+pub(crate) struct SymbolTable {
+    entries: Vec<Entry>,
+}
+
+/// Rank aliases at one address: a sized, non-weak, global name with fewer leading underscores wins.
+fn alias_rank(s: &RawSymbol) -> (bool, bool, bool, usize) {
+    let underscores = s.name.bytes().take_while(|&b| b == b'_').count();
+    (s.size > 0, !s.weak, s.global, usize::MAX - underscores)
+}
+
+impl SymbolTable {
+    /// Sort and bound the symbols: a symbol ends at `addr + size`, or, when its size is 0, at the next symbol or
+    /// the end of its section.
+    pub fn new(symbols: &[RawSymbol]) -> SymbolTable {
+        let mut sorted: Vec<&RawSymbol> = symbols.iter().collect();
+        sorted.sort_by(|a, b| {
+            a.addr
+                .cmp(&b.addr)
+                .then_with(|| alias_rank(b).cmp(&alias_rank(a)))
+        });
+        sorted.dedup_by_key(|s| s.addr);
+        let mut entries = Vec::with_capacity(sorted.len());
+        for (i, s) in sorted.iter().enumerate() {
+            let end = if s.size > 0 {
+                s.addr.saturating_add(s.size)
+            } else {
+                let next = sorted.get(i + 1).map_or(u64::MAX, |n| n.addr);
+                next.min(s.section_end)
+            };
+            entries.push(Entry {
+                start: s.addr,
+                end,
+                name: Box::from(s.name.as_str()),
+                demangled: OnceCell::new(),
+            });
+        }
+        SymbolTable { entries }
+    }
+
+    /// The function containing `addr`.
+    pub fn lookup(&self, addr: u64) -> Option<&Entry> {
+        let i = self
+            .entries
+            .partition_point(|e| e.start <= addr)
+            .checked_sub(1)?;
+        let e = &self.entries[i];
+        (addr < e.end).then_some(e)
+    }
+}
+
+/// A binary ready for lookups.
+pub(crate) struct Binary {
+    pub info: ElfInfo,
+    symbols: SymbolTable,
+    dwarf: Option<Dwarf>,
+}
+
+impl Binary {
+    /// Load a binary (see [`load`]) and its DWARF.
+    pub fn open(
+        opened: &Path,
+        original: &Path,
+        expected_build_id: Option<&[u8]>,
+        debug_dirs: &[PathBuf],
+    ) -> Result<Binary, SymbolError> {
+        let loaded = load(opened, original, expected_build_id, debug_dirs)?;
+        let symbols = SymbolTable::new(&loaded.symbols);
+        let dwarf = loaded.dwarf_path.as_deref().and_then(Dwarf::open);
+        Ok(Binary {
+            info: loaded.info,
+            symbols,
+            dwarf,
+        })
+    }
+
+    /// The frames at a file offset, outermost first; empty when unknown.
+    pub fn resolve(&self, offset: FileOffset, opts: &SymbolizerOptions) -> Vec<Frame> {
+        let Some(addr) = self.info.elf_addr(offset) else {
+            return Vec::new();
+        };
+        let symbol = self.symbols.lookup(addr.0);
+        // DWARF is needed for inlined frames, lines, or when the symbol table has nothing.
+        let need_dwarf = opts.inlines || opts.lines || symbol.is_none();
+        let dwarf_frames = match &self.dwarf {
+            Some(dwarf) if need_dwarf => dwarf.frames(addr.0),
+            _ => Vec::new(),
+        };
+        let name_of = |raw: &str| {
+            if opts.demangle {
+                demangle(raw)
+            } else {
+                raw.to_string()
+            }
+        };
+        let mut dwarf_frames = dwarf_frames.into_iter();
+        let outer = dwarf_frames.next();
+        // The symbol table names the outermost function (it is always fully qualified); DWARF fills in when
+        // the symbol table has nothing there.
+        let outer_name = symbol
+            .map(|s| s.name(opts.demangle).to_string())
+            .or_else(|| outer.as_ref().and_then(|f| f.name.as_deref()).map(name_of));
+        let Some(outer_name) = outer_name else {
+            return Vec::new();
+        };
+        let location = |loc: Option<String>| if opts.lines { loc } else { None };
+        let mut frames = vec![Frame {
+            name: outer_name,
+            location: location(outer.and_then(|f| f.location)),
+            inlined: false,
+        }];
+        if opts.inlines {
+            for f in dwarf_frames {
+                let Some(name) = f.name.as_deref() else {
+                    continue;
+                };
+                frames.push(Frame {
+                    name: name_of(name),
+                    location: location(f.location),
+                    inlined: true,
+                });
+            }
+        }
+        frames
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{RawSymbol, SymbolTable};
+
+    fn sym(name: &str, addr: u64, size: u64, section_end: u64) -> RawSymbol {
+        RawSymbol {
+            name: name.into(),
+            addr,
+            size,
+            section_end,
+            global: true,
+            weak: false,
+        }
+    }
+
+    /// Check that sized symbols stop at their size, unsized ones at the next symbol or section end, and
+    /// that the best alias wins.
+    #[test]
+    fn bounds_and_aliases() {
+        let table = SymbolTable::new(&[
+            sym("b", 0x200, 0, 0x1000),
+            sym("a", 0x100, 0x10, 0x1000),
+            sym("__a_alias", 0x100, 0x10, 0x1000),
+            sym("last", 0x300, 0, 0x400),
+            RawSymbol {
+                weak: true,
+                ..sym("weak_a", 0x100, 0x10, 0x1000)
+            },
+        ]);
+        let name = |addr| table.lookup(addr).map(|e| e.name(false).to_string());
+        assert_eq!(name(0x100).as_deref(), Some("a"));
+        assert_eq!(name(0x10f).as_deref(), Some("a"));
+        assert_eq!(name(0x110), None, "padding after a sized symbol");
+        assert_eq!(name(0x2ff).as_deref(), Some("b"));
+        assert_eq!(name(0x3ff).as_deref(), Some("last"));
+        assert_eq!(name(0x400), None, "past the section end");
+        assert_eq!(name(0x50), None);
+    }
+}

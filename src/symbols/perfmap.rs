@@ -1,0 +1,75 @@
+//! JIT symbols from `/tmp/perf-PID.map` (`START SIZE NAME` lines, hex numbers).
+use std::sync::Arc;
+
+/// The symbols of one perf map, sorted by start address.
+#[derive(Debug, Default)]
+pub struct PerfMap {
+    /// (start, end, name), sorted by start.
+    entries: Vec<(u64, u64, Arc<str>)>,
+}
+
+impl PerfMap {
+    /// The symbol whose range contains `addr`.
+    pub fn lookup(&self, addr: u64) -> Option<&Arc<str>> {
+        let i = self
+            .entries
+            .partition_point(|e| e.0 <= addr)
+            .checked_sub(1)?;
+        let (start, end, name) = &self.entries[i];
+        (addr >= *start && addr < *end).then_some(name)
+    }
+}
+
+fn parse_hex(s: &str) -> Option<u64> {
+    let s = s.strip_prefix("0x").unwrap_or(s);
+    u64::from_str_radix(s, 16).ok()
+}
+
+/// Parse a perf map. When two entries start at the same address, the later one wins (the JIT reused the memory).
+pub fn parse_perf_map(data: &[u8]) -> PerfMap {
+    let text = String::from_utf8_lossy(data);
+    let mut entries: Vec<(u64, u64, Arc<str>)> = Vec::new();
+    for line in text.lines() {
+        let mut parts = line.trim_start().splitn(3, ' ');
+        let (Some(start), Some(size), Some(name)) = (parts.next(), parts.next(), parts.next())
+        else {
+            continue;
+        };
+        let (Some(start), Some(size)) = (parse_hex(start), parse_hex(size)) else {
+            continue;
+        };
+        let name = name.trim();
+        if size == 0 || name.is_empty() {
+            continue;
+        }
+        entries.push((start, start.saturating_add(size), Arc::from(name)));
+    }
+    // Stable sort, then keep the last entry of each start address.
+    entries.sort_by_key(|e| e.0);
+    let mut deduped: Vec<(u64, u64, Arc<str>)> = Vec::with_capacity(entries.len());
+    for e in entries {
+        match deduped.last_mut() {
+            Some(last) if last.0 == e.0 => *last = e,
+            _ => deduped.push(e),
+        }
+    }
+    PerfMap { entries: deduped }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_perf_map;
+
+    /// Check that perf map lines resolve within their size only, and later duplicates win.
+    #[test]
+    fn parses_perf_map() {
+        let map = parse_perf_map(
+            b"7f0000001000 100 LazyCompile:*foo bar.js:1\n0x7f0000002000 0x20 stub\n7f0000001000 80 newer\nbad line\n",
+        );
+        assert_eq!(map.lookup(0x7f0000001010).map(|s| &**s), Some("newer"));
+        assert_eq!(map.lookup(0x7f0000001090), None);
+        assert_eq!(map.lookup(0x7f000000201f).map(|s| &**s), Some("stub"));
+        assert_eq!(map.lookup(0x7f0000002020), None);
+        assert_eq!(map.lookup(0x10), None);
+    }
+}

@@ -1,0 +1,292 @@
+//! End-to-end tests of `rprof record` + `rprof report` on real programs.
+mod common;
+use common::*;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const FP: &[&str] = &[
+    "-O2",
+    "-g",
+    "-fno-omit-frame-pointer",
+    "-fno-optimize-sibling-calls",
+];
+
+fn record(dir: &Path, name: &str, args: &[&str]) -> String {
+    let data = dir.join(name);
+    let data = data.to_str().unwrap().to_string();
+    let mut all = vec!["record", "-q", "-o", &data];
+    all.extend_from_slice(args);
+    rprof_ok(&all);
+    data
+}
+
+/// Check that the known 75/25 time split of the call tree shows in the folded stacks, with frames in order.
+#[test]
+fn known_time_split() {
+    if !privileged("known_time_split") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = build_c(dir.path(), "calltree.c", FP);
+    let data = record(
+        dir.path(),
+        "split.data",
+        &["-F", "999", "-g", "--", bin.to_str().unwrap(), "40"],
+    );
+    let folded = rprof_ok(&["report", "-i", &data, "--folded", "--comm", "calltree"]);
+    let stacks = parse_folded(&folded);
+    let total: u64 = stacks.iter().map(|s| s.1).sum();
+    let under = |seq: &[&str]| -> u64 {
+        stacks
+            .iter()
+            .filter(|(f, _)| {
+                f.len() >= seq.len()
+                    && f[f.len() - seq.len()..]
+                        .iter()
+                        .zip(seq)
+                        .all(|(a, b)| a == b)
+            })
+            .map(|s| s.1)
+            .sum()
+    };
+    let a = under(&["main", "work_a", "hot_a"]);
+    let b = under(&["main", "work_b", "hot_b"]);
+    assert!(total >= 500, "too few samples: {total}\n{folded}");
+    let share = a as f64 * 100.0 / total as f64;
+    eprintln!(
+        "calltree: {total} samples, main;work_a;hot_a {a} ({share:.1}%), main;work_b;hot_b {b}"
+    );
+    assert!(
+        (70.0..=80.0).contains(&share),
+        "work_a;hot_a share {share:.1}% not 75±5\n{folded}"
+    );
+    assert!(
+        b as f64 * 100.0 / total as f64 >= 20.0,
+        "work_b;hot_b share too small\n{folded}"
+    );
+}
+
+/// Check that threads created after `-p` attached are sampled, in their own functions.
+#[test]
+fn attach_follows_new_threads() {
+    if !privileged("attach_follows_new_threads") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = build_c(dir.path(), "threads.c", FP);
+    let mut child = Command::new(&bin)
+        .arg("1.5")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let pid = line.trim().to_string();
+    let data = dir.path().join("attach.data");
+    let mut rec = common::rprof()
+        .args([
+            "record",
+            "-q",
+            "-F",
+            "499",
+            "-g",
+            "-p",
+            &pid,
+            "-o",
+            data.to_str().unwrap(),
+        ])
+        .spawn()
+        .unwrap();
+    // The recording file gets its header once every event is open; then the threads may start.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::fs::metadata(&data).map(|m| m.len()).unwrap_or(0) == 0 {
+        assert!(Instant::now() < deadline, "rprof did not attach");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid.parse().unwrap()),
+        nix::sys::signal::SIGUSR1,
+    )
+    .unwrap();
+    assert!(child.wait().unwrap().success());
+    // rprof stops by itself when the target exits.
+    assert!(rec.wait().unwrap().success());
+    let folded = rprof_ok(&["report", "-i", data.to_str().unwrap(), "--folded"]);
+    let stacks = parse_folded(&folded);
+    let mut tids = std::collections::BTreeSet::new();
+    for f in ["thread_one", "thread_two", "thread_three", "main_spin"] {
+        let n: u64 = stacks
+            .iter()
+            .filter(|(s, _)| s.last().is_some_and(|l| l == f))
+            .map(|s| s.1)
+            .sum();
+        assert!(
+            n >= 50,
+            "{f}: only {n} samples (expected ~700 at 499 Hz over 1.5 s)\n{folded}"
+        );
+        tids.insert(f);
+    }
+    let table = rprof_ok(&["report", "-i", data.to_str().unwrap()]);
+    assert!(table.contains("thread_three"), "{table}");
+}
+
+/// Check that kernel frames of the write path sit above the user frames that called write().
+#[test]
+fn kernel_frames_above_user() {
+    if !privileged("kernel_frames_above_user") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = build_c(dir.path(), "writeloop.c", FP);
+    let data = record(
+        dir.path(),
+        "k.data",
+        &["-F", "999", "-g", "--", bin.to_str().unwrap(), "1500000"],
+    );
+    let folded = rprof_ok(&["report", "-i", &data, "--folded"]);
+    let stacks = parse_folded(&folded);
+    let kernel_write =
+        |f: &String| f == "ksys_write" || f == "vfs_write" || f.starts_with("__x64_sys_write");
+    let hits: u64 = stacks
+        .iter()
+        .filter(|(f, _)| {
+            let user = f.iter().position(|x| x == "write_many");
+            let kern = f.iter().position(kernel_write);
+            matches!((user, kern), (Some(u), Some(k)) if u < k) && f.iter().any(|x| x == "main")
+        })
+        .map(|s| s.1)
+        .sum();
+    let total: u64 = stacks.iter().map(|s| s.1).sum();
+    assert!(
+        hits * 4 >= total,
+        "only {hits} of {total} samples show main..write_many..ksys_write\n{folded}"
+    );
+    let table = rprof_ok(&["report", "-i", &data]);
+    assert!(
+        table.contains("[k] "),
+        "kernel frames are marked [k]\n{table}"
+    );
+}
+
+/// Check that C++ and Rust names come out demangled.
+#[test]
+fn demangled_names() {
+    if !privileged("demangled_names") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cpp = build_c(dir.path(), "klass.cpp", FP);
+    let data = record(
+        dir.path(),
+        "cpp.data",
+        &["-F", "499", "-g", "--", cpp.to_str().unwrap(), "200000000"],
+    );
+    let folded = rprof_ok(&["report", "-i", &data, "--folded"]);
+    assert!(folded.contains(";main;ns::Klass::method "), "{folded}");
+    let rs = build_rust(
+        dir.path(),
+        "rustmod.rs",
+        &["-C", "opt-level=1", "-C", "force-frame-pointers=yes", "-g"],
+    );
+    let data = record(
+        dir.path(),
+        "rs.data",
+        &["-F", "499", "-g", "--", rs.to_str().unwrap(), "200000000"],
+    );
+    let folded = rprof_ok(&["report", "-i", &data, "--folded"]);
+    assert!(folded.contains("rustmod::module::function "), "{folded}");
+    assert!(!folded.contains("_ZN"), "mangled names leaked\n{folded}");
+}
+
+/// Check that a stripped binary symbolizes through its debug file under a .build-id directory, and that
+/// without the debug file its frames are [unknown], never wrong.
+#[test]
+fn stripped_binary_uses_build_id_debug_file() {
+    if !privileged("stripped_binary_uses_build_id_debug_file") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = build_c(
+        dir.path(),
+        "calltree.c",
+        &[FP, &["-Wl,--build-id"]].concat(),
+    );
+    let info = rprof::symbols::elf_info(&bin).unwrap();
+    let id: String = info
+        .build_id
+        .expect("gcc wrote a build id")
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let debug_root = dir.path().join("debug");
+    let debug_file = debug_root
+        .join(".build-id")
+        .join(&id[..2])
+        .join(format!("{}.debug", &id[2..]));
+    std::fs::create_dir_all(debug_file.parent().unwrap()).unwrap();
+    let st = Command::new("objcopy")
+        .arg("--only-keep-debug")
+        .arg(&bin)
+        .arg(&debug_file)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let st = Command::new("strip")
+        .arg("--strip-all")
+        .arg(&bin)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let data = record(
+        dir.path(),
+        "s.data",
+        &["-F", "499", "-g", "--", bin.to_str().unwrap(), "10"],
+    );
+    let with = rprof_ok(&[
+        "report",
+        "-i",
+        &data,
+        "--folded",
+        "--debug-dir",
+        debug_root.to_str().unwrap(),
+    ]);
+    assert!(with.contains(";main;work_a;hot_a "), "{with}");
+    let without = rprof_ok(&[
+        "report",
+        "-i",
+        &data,
+        "--folded",
+        "--debug-dir",
+        "/nonexistent",
+    ]);
+    assert!(!without.contains("hot_a"), "{without}");
+    assert!(without.contains("[unknown] (calltree"), "{without}");
+}
+
+/// Check that an SVG flame graph is written in-process and names the hot function.
+#[test]
+fn flamegraph_svg() {
+    if !privileged("flamegraph_svg") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = build_c(dir.path(), "calltree.c", FP);
+    let data = record(
+        dir.path(),
+        "f.data",
+        &["-F", "499", "-g", "--", bin.to_str().unwrap(), "10"],
+    );
+    let svg = dir.path().join("out.svg");
+    rprof_ok(&["report", "-i", &data, "--flamegraph", svg.to_str().unwrap()]);
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        text.starts_with("<?xml") && text.contains("hot_a"),
+        "bad svg"
+    );
+}

@@ -1,0 +1,427 @@
+//! Symbolization of real programs built from `fixtures/sym_*` with gcc, g++ and rustc.
+use rprof::addr::FileOffset;
+use rprof::symbols::{
+    demangle, elf_info, function_symbols, Frame, FunctionSymbol, ModuleKey, SymbolError,
+    Symbolizer, SymbolizerOptions,
+};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(name)
+}
+
+/// Run a command and panic with its stderr when it fails.
+fn run(cmd: &mut Command) {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Build a fixture with `compiler` and `flags` into `dir/out`.
+fn build(compiler: &str, source: &str, flags: &[&str], dir: &Path, out: &str) -> PathBuf {
+    let exe = dir.join(out);
+    run(Command::new(compiler)
+        .args(flags)
+        .arg("-o")
+        .arg(&exe)
+        .arg(fixture(source)));
+    exe
+}
+
+fn module(path: &Path) -> ModuleKey {
+    let build_id = elf_info(path).unwrap().build_id;
+    ModuleKey {
+        path: path.to_path_buf(),
+        pid: std::process::id(),
+        build_id,
+    }
+}
+
+fn symbol<'a>(symbols: &'a [FunctionSymbol], name: &str) -> &'a FunctionSymbol {
+    symbols
+        .iter()
+        .find(|s| s.name == name || s.demangled == name)
+        .unwrap_or_else(|| panic!("no symbol {name}"))
+}
+
+/// The file offset of a symbol's address (plus `delta`).
+fn offset_of(path: &Path, symbol: &FunctionSymbol, delta: u64) -> FileOffset {
+    let info = elf_info(path).unwrap();
+    let FileOffset(off) = info
+        .file_offset(symbol.addr)
+        .expect("symbol inside a PT_LOAD segment");
+    FileOffset(off + delta)
+}
+
+fn names(frames: &[Frame]) -> Vec<&str> {
+    frames.iter().map(|f| f.name.as_str()).collect()
+}
+
+fn with_lines() -> SymbolizerOptions {
+    SymbolizerOptions {
+        lines: true,
+        ..SymbolizerOptions::default()
+    }
+}
+
+/// Check that each known function of a `-O0 -g` C program resolves back to its own name, with a line.
+#[test]
+fn c_functions_resolve_by_file_offset() {
+    let tmp = tempfile::tempdir().unwrap();
+    let exe = build("gcc", "sym_basic.c", &["-O0", "-g"], tmp.path(), "basic");
+    let symbols = function_symbols(&exe, &[]).unwrap();
+    let key = module(&exe);
+    let mut symbolizer = Symbolizer::new(with_lines());
+    for name in ["alpha", "beta", "gamma_fn", "main"] {
+        let sym = symbol(&symbols, name);
+        assert!(sym.size > 4, "{name} has a size");
+        for delta in [0, 1, sym.size - 1] {
+            let frames = symbolizer.user(&key, offset_of(&exe, sym, delta));
+            assert_eq!(names(&frames), [name], "at {name}+{delta}");
+            assert!(!frames[0].inlined);
+            let location = frames[0]
+                .location
+                .as_deref()
+                .expect("a location with lines = true");
+            assert!(location.contains("sym_basic.c:"), "{location}");
+        }
+    }
+    // Cached: the same answer again.
+    let alpha = symbol(&symbols, "alpha");
+    assert_eq!(
+        names(&symbolizer.user(&key, offset_of(&exe, alpha, 0))),
+        ["alpha"]
+    );
+    // Without lines, no location.
+    let mut plain = Symbolizer::new(SymbolizerOptions::default());
+    assert_eq!(
+        plain.user(&key, offset_of(&exe, alpha, 0))[0].location,
+        None
+    );
+}
+
+/// Check that a module whose recorded build id differs from the file's is not symbolized.
+#[test]
+fn build_id_mismatch_gives_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let exe = build("gcc", "sym_basic.c", &["-O0", "-g"], tmp.path(), "basic");
+    let symbols = function_symbols(&exe, &[]).unwrap();
+    let mut key = module(&exe);
+    assert!(key.build_id.is_some(), "gcc writes a build id");
+    key.build_id = Some(vec![0xde, 0xad, 0xbe, 0xef]);
+    let mut symbolizer = Symbolizer::new(SymbolizerOptions::default());
+    assert!(symbolizer
+        .user(&key, offset_of(&exe, symbol(&symbols, "alpha"), 0))
+        .is_empty());
+}
+
+/// Check that addresses inside an always_inline function give [caller, inlined callee], and that the caller's
+/// first instruction gives the caller alone. Cross-checked with binutils `addr2line -i` when present.
+#[test]
+fn inlined_frames() {
+    let tmp = tempfile::tempdir().unwrap();
+    let exe = build("gcc", "sym_inline.c", &["-O2", "-g"], tmp.path(), "inline");
+    let symbols = function_symbols(&exe, &[]).unwrap();
+    assert!(
+        !symbols.iter().any(|s| s.name.starts_with("inlined_callee")),
+        "inlined_callee must be inlined away"
+    );
+    let caller = symbol(&symbols, "outer_caller");
+    let key = module(&exe);
+    let mut symbolizer = Symbolizer::new(with_lines());
+    assert_eq!(
+        names(&symbolizer.user(&key, offset_of(&exe, caller, 0))),
+        ["outer_caller"]
+    );
+    let mut inlined_at = None;
+    for delta in 0..caller.size {
+        let frames = symbolizer.user(&key, offset_of(&exe, caller, delta));
+        assert_eq!(frames[0].name, "outer_caller", "at +{delta}");
+        assert!(!frames[0].inlined);
+        if frames.len() > 1 {
+            assert_eq!(
+                names(&frames),
+                ["outer_caller", "inlined_callee"],
+                "at +{delta}"
+            );
+            assert!(frames[1].inlined);
+            assert!(frames[1]
+                .location
+                .as_deref()
+                .unwrap()
+                .contains("sym_inline.c:"));
+            // The caller's location is the call site of the inlined function.
+            assert!(frames[0]
+                .location
+                .as_deref()
+                .unwrap()
+                .contains("sym_inline.c:"));
+            inlined_at.get_or_insert(delta);
+        }
+    }
+    let delta = inlined_at.expect("some address of outer_caller is inside inlined_callee");
+    // Without inline frames: only the caller.
+    let mut flat = Symbolizer::new(SymbolizerOptions {
+        inlines: false,
+        ..SymbolizerOptions::default()
+    });
+    assert_eq!(
+        names(&flat.user(&key, offset_of(&exe, caller, delta))),
+        ["outer_caller"]
+    );
+    // Cross-check with binutils addr2line (innermost first).
+    let addr = format!("{:#x}", caller.addr.0 + delta);
+    if let Ok(out) = Command::new("addr2line")
+        .args(["-f", "-i", "-e"])
+        .arg(&exe)
+        .arg(&addr)
+        .output()
+    {
+        let text = String::from_utf8_lossy(&out.stdout);
+        let functions: Vec<&str> = text.lines().step_by(2).collect();
+        assert_eq!(
+            functions,
+            ["inlined_callee", "outer_caller"],
+            "addr2line at {addr}"
+        );
+    }
+}
+
+/// Check that a C++ method in a namespace comes out demangled, in `function_symbols` and the symbolizer.
+#[test]
+fn cpp_names_demangle() {
+    let tmp = tempfile::tempdir().unwrap();
+    let exe = build("g++", "sym_cpp.cpp", &["-O1", "-g"], tmp.path(), "cpp");
+    let symbols = function_symbols(&exe, &[]).unwrap();
+    let method = symbols
+        .iter()
+        .find(|s| s.demangled.contains("ns::Klass::method"))
+        .expect("ns::Klass::method");
+    assert_eq!(method.name, "_ZN2ns5Klass6methodEv");
+    assert_eq!(method.demangled, "ns::Klass::method()");
+    let mut symbolizer = Symbolizer::new(SymbolizerOptions::default());
+    let frames = symbolizer.user(&module(&exe), offset_of(&exe, method, 1));
+    assert_eq!(names(&frames), ["ns::Klass::method()"]);
+    let mut mangled = Symbolizer::new(SymbolizerOptions {
+        demangle: false,
+        ..SymbolizerOptions::default()
+    });
+    assert_eq!(
+        names(&mangled.user(&module(&exe), offset_of(&exe, method, 1))),
+        ["_ZN2ns5Klass6methodEv"]
+    );
+}
+
+/// Check that a Rust function in a module demangles to `crate::module::function`, with legacy and v0 mangling.
+#[test]
+fn rust_names_demangle() {
+    let tmp = tempfile::tempdir().unwrap();
+    // Stable rustc mangles with the legacy scheme by default; `legacy` itself is not a stable flag value.
+    for (mangling, flags, prefix) in [
+        ("legacy", &[][..], "_ZN"),
+        ("v0", &["-Csymbol-mangling-version=v0"][..], "_R"),
+    ] {
+        let out = tmp.path().join(format!("rust_{mangling}"));
+        run(Command::new("rustc")
+            .args(["-C", "opt-level=0", "-g", "--crate-name", "sym_rust"])
+            .args(flags)
+            .arg("-o")
+            .arg(&out)
+            .arg(fixture("sym_rust.rs")));
+        let symbols = function_symbols(&out, &[]).unwrap();
+        let function = symbol(&symbols, "sym_rust::module::function");
+        assert!(
+            function.name.starts_with(prefix),
+            "{mangling}: {}",
+            function.name
+        );
+        assert_eq!(demangle(&function.name), "sym_rust::module::function");
+        let mut symbolizer = Symbolizer::new(SymbolizerOptions::default());
+        let frames = symbolizer.user(&module(&out), offset_of(&out, function, 2));
+        assert_eq!(names(&frames), ["sym_rust::module::function"], "{mangling}");
+    }
+}
+
+/// Strip a `-g` binary after saving its debug info with `objcopy --only-keep-debug`.
+fn stripped_with_debug(dir: &Path, flags: &[&str]) -> (PathBuf, PathBuf, Vec<FunctionSymbol>) {
+    let exe = build("gcc", "sym_basic.c", flags, dir, "basic");
+    let symbols = function_symbols(&exe, &[]).unwrap();
+    let debug = dir.join("basic.debug");
+    run(Command::new("objcopy")
+        .arg("--only-keep-debug")
+        .arg(&exe)
+        .arg(&debug));
+    run(Command::new("strip").arg("--strip-all").arg(&exe));
+    (exe, debug, symbols)
+}
+
+/// Check that a stripped binary resolves through its build-id debug file, and resolves to nothing without it.
+#[test]
+fn stripped_binary_uses_build_id_debug_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (exe, debug, symbols) = stripped_with_debug(tmp.path(), &["-O0", "-g"]);
+    let key = module(&exe);
+    let id: String = key
+        .build_id
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let debug_root = tmp.path().join("debug");
+    let dir = debug_root.join(".build-id").join(&id[..2]);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::rename(&debug, dir.join(format!("{}.debug", &id[2..]))).unwrap();
+
+    let no_dirs: [PathBuf; 0] = [];
+    assert!(matches!(
+        function_symbols(&exe, &no_dirs),
+        Err(SymbolError::NoSymbols { .. })
+    ));
+    let mut blind = Symbolizer::new(SymbolizerOptions {
+        debug_dirs: vec![],
+        ..SymbolizerOptions::default()
+    });
+    let dirs = vec![debug_root.clone()];
+    let mut symbolizer = Symbolizer::new(SymbolizerOptions {
+        debug_dirs: dirs.clone(),
+        ..with_lines()
+    });
+    for name in ["alpha", "beta", "gamma_fn", "main"] {
+        let offset = offset_of(&exe, symbol(&symbols, name), 1);
+        assert!(
+            blind.user(&key, offset).is_empty(),
+            "{name} without debug file"
+        );
+        let frames = symbolizer.user(&key, offset);
+        assert_eq!(names(&frames), [name]);
+        assert!(frames[0]
+            .location
+            .as_deref()
+            .unwrap()
+            .contains("sym_basic.c:"));
+    }
+    let from_debug = function_symbols(&exe, &dirs).unwrap();
+    symbol(&from_debug, "gamma_fn");
+}
+
+/// Check that a stripped binary resolves through `.gnu_debuglink` (next to it and in `.debug/`), and that a
+/// debug file with the wrong CRC is not used. Built without a build id, so the CRC is the only check.
+#[test]
+fn stripped_binary_uses_debuglink() {
+    let tmp = tempfile::tempdir().unwrap();
+    let flags = ["-O0", "-g", "-Wl,--build-id=none"];
+    let (exe, debug, symbols) = stripped_with_debug(tmp.path(), &flags);
+    assert_eq!(elf_info(&exe).unwrap().build_id, None);
+    let offset = offset_of(&exe, symbol(&symbols, "beta"), 1);
+    let opts = SymbolizerOptions {
+        debug_dirs: vec![],
+        ..SymbolizerOptions::default()
+    };
+    let key = module(&exe);
+    assert!(
+        Symbolizer::new(opts.clone()).user(&key, offset).is_empty(),
+        "no debuglink yet"
+    );
+
+    let link = format!("--add-gnu-debuglink={}", debug.display());
+    run(Command::new("objcopy").arg(link).arg(&exe));
+    let frames = Symbolizer::new(opts.clone()).user(&key, offset);
+    assert_eq!(names(&frames), ["beta"], "next to the binary");
+
+    let dot_debug = tmp.path().join(".debug");
+    std::fs::create_dir(&dot_debug).unwrap();
+    std::fs::rename(&debug, dot_debug.join("basic.debug")).unwrap();
+    let frames = Symbolizer::new(opts.clone()).user(&key, offset);
+    assert_eq!(names(&frames), ["beta"], "in .debug/");
+
+    // A different file under the linked name: the CRC does not match.
+    let other = build("gcc", "sym_inline.c", &flags, tmp.path(), "other");
+    std::fs::rename(&other, dot_debug.join("basic.debug")).unwrap();
+    assert!(Symbolizer::new(opts).user(&key, offset).is_empty());
+}
+
+/// Check that offsets with no function (padding after a sized symbol, the ELF header, past the file) resolve
+/// to nothing.
+#[test]
+fn unknown_offsets_are_empty() {
+    let tmp = tempfile::tempdir().unwrap();
+    let exe = build("gcc", "sym_inline.c", &["-O2", "-g"], tmp.path(), "inline");
+    let symbols = function_symbols(&exe, &[]).unwrap();
+    let key = module(&exe);
+    let mut symbolizer = Symbolizer::new(SymbolizerOptions::default());
+    // Padding: the first byte after a sized symbol that no other symbol covers.
+    let gaps: Vec<&FunctionSymbol> = symbols
+        .iter()
+        .filter(|s| s.size > 0)
+        .filter(|s| {
+            let end = s.addr.0 + s.size;
+            !symbols
+                .iter()
+                .any(|o| o.addr.0 <= end && end < o.addr.0 + o.size.max(1))
+        })
+        .collect();
+    assert!(!gaps.is_empty(), "some function is followed by padding");
+    for s in gaps {
+        let frames = symbolizer.user(&key, offset_of(&exe, s, s.size));
+        assert!(
+            frames.is_empty(),
+            "after {} got {:?}",
+            s.name,
+            names(&frames)
+        );
+    }
+    assert!(
+        symbolizer.user(&key, FileOffset(0)).is_empty(),
+        "ELF header"
+    );
+    assert!(
+        symbolizer.user(&key, FileOffset(1 << 40)).is_empty(),
+        "past the file"
+    );
+    let missing = ModuleKey {
+        path: tmp.path().join("missing"),
+        pid: std::process::id(),
+        build_id: None,
+    };
+    assert!(
+        symbolizer.user(&missing, FileOffset(0x1000)).is_empty(),
+        "missing file"
+    );
+}
+
+/// Check the errors of `function_symbols` and `elf_info`: missing file, non-ELF file.
+#[test]
+fn errors_name_the_problem() {
+    let tmp = tempfile::tempdir().unwrap();
+    let missing = tmp.path().join("missing");
+    assert!(matches!(
+        function_symbols(&missing, &[]),
+        Err(SymbolError::Io { .. })
+    ));
+    assert!(matches!(elf_info(&missing), Err(SymbolError::Io { .. })));
+    let text = tmp.path().join("text");
+    std::fs::write(&text, "not an ELF file").unwrap();
+    assert!(matches!(
+        function_symbols(&text, &[]),
+        Err(SymbolError::NotElf { .. })
+    ));
+    assert!(matches!(elf_info(&text), Err(SymbolError::NotElf { .. })));
+    let exe = build("gcc", "sym_basic.c", &["-O0"], tmp.path(), "basic");
+    let info = elf_info(&exe).unwrap();
+    assert!(!info.is_go);
+    assert!(info.segments.iter().any(|s| s.executable));
+    assert_eq!(
+        info.build_id.as_ref().map(Vec::len),
+        Some(20),
+        "gcc's default sha1 build id"
+    );
+}

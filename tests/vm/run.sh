@@ -1,0 +1,140 @@
+#!/bin/bash
+# Boot a stock Debian kernel (which has kprobes) under QEMU TCG with an initramfs holding a static rprof, the
+# workloads and scenario.sh, and print the VM's serial console on stdout.
+#
+# Phases: host packages (apt-get, only if missing), kernel (apt-get download into target/vm-cache, reused),
+# static rprof build (target/static), initramfs (busybox-static + cpio), boot and scenario.
+# Prints `RPROF-VM-PHASE name=PHASE secs=S` lines for the timings; the scenario prints RPROF-VM-RESULT lines.
+# Needs root (apt-get, mknod) and network to the Debian mirror when something is not cached yet.
+# Usage: tests/vm/run.sh
+# Env: RPROF_VM_TIMEOUT (seconds allowed for boot + scenario, default 150), RPROF_VM_SMP (vCPUs, default 2),
+#      RPROF_VM_RPROF (an rprof binary to use instead of building a static one; libraries are copied if dynamic).
+set -euo pipefail
+shopt -s lastpipe
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+VM=$ROOT/tests/vm
+CACHE=$ROOT/target/vm-cache
+TIMEOUT=${RPROF_VM_TIMEOUT:-150}
+SMP=${RPROF_VM_SMP:-2}
+
+die() {
+    echo "RPROF-VM-ERROR $*" >&2
+    exit 1
+}
+now() { date +%s.%N; }
+# phase NAME START [END]: print how long a phase took (END defaults to now).
+phase() { echo "RPROF-VM-PHASE name=$1 secs=$(awk -v a="$2" -v b="${3:-$(now)}" 'BEGIN { printf "%.1f", b - a }')"; }
+
+[ "$(id -u)" -eq 0 ] || die "tests/vm/run.sh needs root (apt-get install, mknod in the initramfs); run it as root"
+mkdir -p "$CACHE"
+# One run at a time per checkout: they share the cache and the initramfs directory.
+exec 9> "$CACHE/.lock"
+flock 9
+
+APT_UPDATED=0
+apt_update() {
+    if [ "$APT_UPDATED" -eq 0 ]; then
+        apt-get update -qq || die "apt-get update failed: check the network and /etc/apt/sources.list"
+        APT_UPDATED=1
+    fi
+}
+
+# Phase 1: host packages.
+t=$(now)
+need=()
+command -v qemu-system-x86_64 > /dev/null || need+=(qemu-system-x86)
+dpkg -s busybox-static > /dev/null 2>&1 || need+=(busybox-static)
+command -v cpio > /dev/null || need+=(cpio)
+command -v gcc > /dev/null || need+=(gcc libc6-dev)
+if [ ${#need[@]} -gt 0 ]; then
+    apt_update
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=300 \
+        "${need[@]}" > /dev/null || die "apt-get install ${need[*]} failed; install them by hand"
+fi
+phase host_packages "$t"
+
+# Phase 2: the kernel, a stock Debian 6.1 cloud kernel (virtio, 8250 serial, tracefs, kprobes built in).
+t=$(now)
+VMLINUZ=$(ls "$CACHE"/vmlinuz-6.1.0-*-cloud-amd64 2> /dev/null | sort -V | tail -n 1 || true)
+if [ -z "$VMLINUZ" ]; then
+    apt_update
+    pkg=$(apt-cache search --names-only '^linux-image-6\.1\.0-[0-9]+-cloud-amd64-unsigned$' | cut -d' ' -f1 |
+        sort -V | tail -n 1)
+    [ -n "$pkg" ] || die "no linux-image-6.1.0-*-cloud-amd64-unsigned package in apt-cache search: check that the Debian bookworm (and bookworm-security) sources are configured"
+    (cd "$CACHE" && apt-get download -q "$pkg" 2> /dev/null) ||
+        die "apt-get download $pkg failed: the test needs network access to the Debian mirror"
+    deb=$(ls "$CACHE"/"$pkg"_*.deb | head -n 1)
+    dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$CACHE" --wildcards --strip-components=2 './boot/vmlinuz-*' ||
+        die "could not extract boot/vmlinuz-* from $deb"
+    rm -f "$deb"
+    VMLINUZ=$(ls "$CACHE"/vmlinuz-6.1.0-*-cloud-amd64 | sort -V | tail -n 1)
+fi
+echo "RPROF-VM-INFO kernel=$VMLINUZ"
+phase kernel "$t"
+
+# Phase 3: rprof built static, in its own target dir so the normal build is not invalidated.
+# RPROF_VM_RPROF=PATH puts that binary in the VM instead, without building (a dynamic one gets its libraries).
+t=$(now)
+if [ -n "${RPROF_VM_RPROF:-}" ]; then
+    RPROF=$RPROF_VM_RPROF
+    [ -f "$RPROF" ] || die "RPROF_VM_RPROF=$RPROF does not exist"
+else
+    (cd "$ROOT" && env -u CARGO_ENCODED_RUSTFLAGS -u CARGO_BUILD_RUSTFLAGS RUSTFLAGS='-C target-feature=+crt-static' \
+        "${CARGO:-cargo}" build -q --release --bin rprof --target x86_64-unknown-linux-gnu --target-dir target/static) ||
+        die "static build of rprof failed (see the cargo output above)"
+    RPROF=$ROOT/target/static/x86_64-unknown-linux-gnu/release/rprof
+    if readelf -lW "$RPROF" | grep -q INTERP; then
+        die "$RPROF is dynamically linked: RUSTFLAGS='-C target-feature=+crt-static' did not reach the build"
+    fi
+fi
+phase static_build "$t"
+
+# Phase 4: the initramfs: busybox-static with its applet links, rprof, the workloads, /init and the scenario.
+t=$(now)
+IRD=$CACHE/initramfs
+rm -rf "$IRD"
+mkdir -p "$IRD"/{bin,sbin,usr/bin,usr/sbin,proc,sys,dev,tmp}
+cp /bin/busybox "$IRD/bin/busybox"
+for applet in $("$IRD/bin/busybox" --list-full); do
+    [ -e "$IRD/$applet" ] || ln -s /bin/busybox "$IRD/$applet"
+done
+# rprof's own debug info is not needed in the VM and would only eat its 512 MiB.
+objcopy --strip-debug "$RPROF" "$IRD/bin/rprof" 2> /dev/null || cp "$RPROF" "$IRD/bin/rprof"
+if readelf -lW "$RPROF" 2> /dev/null | grep -q INTERP; then
+    # A dynamic rprof: bring the loader and the libraries it needs, at the paths ldd gives.
+    for lib in $(ldd "$RPROF" | grep -o '/[^ ]*'); do
+        mkdir -p "$IRD$(dirname "$lib")"
+        cp -L "$lib" "$IRD$lib"
+    done
+fi
+gcc -static -O2 -Wall -o "$IRD/opener" "$VM/opener.c" || die "gcc -static failed for opener.c: install libc6-dev"
+gcc -static -O2 -Wall -o "$IRD/burner" "$VM/burner.c" || die "gcc -static failed for burner.c: install libc6-dev"
+cp "$VM/init" "$IRD/init"
+cp "$VM/scenario.sh" "$IRD/scenario.sh"
+chmod +x "$IRD/init"
+mknod "$IRD/dev/console" c 5 1
+(cd "$IRD" && find . | cpio -o -H newc --quiet) > "$CACHE/initramfs.cpio"
+phase initramfs "$t"
+
+# Phase 5: boot. The serial console is the VM's stdout; /init powers off when the scenario is done.
+t=$(now)
+booted=""
+set +e
+timeout "$TIMEOUT" qemu-system-x86_64 -accel tcg -cpu max -smp "$SMP" -m 512 -nographic -no-reboot \
+    -kernel "$VMLINUZ" -initrd "$CACHE/initramfs.cpio" -append 'console=ttyS0 quiet panic=-1' < /dev/null 2>&1 |
+    tee "$CACHE/console.log" | while IFS= read -r line; do
+        line=${line%$'\r'}
+        echo "$line"
+        # The line may start with the terminal escapes SeaBIOS leaves on the console.
+        case $line in *RPROF-VM-BOOTED*) booted=$(now) ;; esac
+    done
+status=${PIPESTATUS[0]}
+set -e
+[ -n "$booted" ] || die "the VM did not reach /init (qemu exit status $status); console log: $CACHE/console.log"
+phase boot "$t" "$booted"
+phase scenario "$booted"
+if [ "$status" -eq 124 ]; then
+    die "the VM did not power off within ${TIMEOUT}s; console log: $CACHE/console.log"
+fi
+grep -q 'RPROF-VM-DONE' "$CACHE/console.log" || die "the scenario did not finish (qemu exit status $status)"
