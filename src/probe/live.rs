@@ -49,12 +49,14 @@ enum Item {
         sp: Option<u64>,
         stack: Option<Box<[u64]>>,
     },
+    /// A mapping of a probed binary (`bin`) and/or, for `-g`, of any file (`path`).
     Mmap {
         pid: u32,
         start: u64,
         len: u64,
         pgoff: u64,
-        bin: u32,
+        bin: Option<u32>,
+        path: Option<Box<str>>,
     },
     Exec {
         pid: u32,
@@ -188,7 +190,7 @@ fn open_events(
         if n == 0 {
             // One event per task and CPU reports mmaps (to map user addresses back to functions) and thread
             // exits (to close the open calls of threads that end mid-call).
-            if any_user {
+            if any_user || opts.stacks {
                 attr = attr.side_band();
             } else if !opts.count_only {
                 attr = attr.task_events();
@@ -270,6 +272,7 @@ fn read_rings(
     merge: &mut OrderedMerge<Item>,
     stats: &mut Stats,
     addrs: &AddrMap,
+    want_paths: bool,
 ) {
     let infos = &events.infos;
     let any = events.any_parse;
@@ -340,7 +343,7 @@ fn read_rings(
                     },
                 ),
                 (PERF_RECORD_FORK, Ok(EventRecord::Fork(f)))
-                    if f.pid != f.ppid && !addrs.is_empty() =>
+                    if f.pid != f.ppid && (want_paths || !addrs.is_empty()) =>
                 {
                     merge.push(
                         f.timestamp,
@@ -361,13 +364,16 @@ fn read_rings(
                         linux_perf_event_reader::Mmap2FileId::BuildId(_) => (0, 0, 0),
                     };
                     let path = m.path.as_slice();
-                    if let Some(bin) = addrs.binary_of(&path, major, minor, inode) {
+                    let bin = addrs.binary_of(&path, major, minor, inode);
+                    if bin.is_some() || want_paths {
+                        let path = want_paths.then(|| String::from_utf8_lossy(&path).into());
                         let item = Item::Mmap {
                             pid: m.pid as u32,
                             start: m.address,
                             len: m.length,
                             pgoff: m.page_offset,
                             bin,
+                            path,
                         };
                         merge.push(time, item);
                     }
@@ -431,9 +437,23 @@ impl Sink {
                 len,
                 pgoff,
                 bin,
-            } => self.addrs.add_mapping(pid, start, len, pgoff, bin),
-            Item::Exec { pid } => self.addrs.exec(pid),
-            Item::Fork { parent, child } => self.addrs.fork(parent, child),
+                path,
+            } => {
+                if let Some(bin) = bin {
+                    self.addrs.add_mapping(pid, start, len, pgoff, bin);
+                }
+                if let Some(path) = path {
+                    self.stacks.add_mapping(pid, start, len, pgoff, &path);
+                }
+            }
+            Item::Exec { pid } => {
+                self.addrs.exec(pid);
+                self.stacks.exec(pid);
+            }
+            Item::Fork { parent, child } => {
+                self.addrs.fork(parent, child);
+                self.stacks.fork(parent, child);
+            }
             Item::Exit { pid, tid } => {
                 self.pairer.thread_exit(&mut self.stats, tid);
                 if pid == tid {
@@ -593,8 +613,15 @@ pub fn run(
         for t in [deadline, next_report].into_iter().flatten() {
             wait = wait.min(t.saturating_duration_since(now));
         }
-        ring::poll_rings(&events.rings, wait.as_millis().max(1) as u16)?;
-        read_rings(&mut events, &mut merge, &mut sink.stats, &sink.addrs);
+        let rings: Vec<&Ring> = events.rings.iter().collect();
+        ring::poll_rings(&rings, wait.as_millis().max(1) as u16)?;
+        read_rings(
+            &mut events,
+            &mut merge,
+            &mut sink.stats,
+            &sink.addrs,
+            opts.stacks,
+        );
         sink.release(&mut merge, false);
         if let (Some(at), Some(every)) = (next_report, opts.interval) {
             let now = Instant::now();
@@ -609,7 +636,13 @@ pub fn run(
     for ev in events.all() {
         let _ = ev.disable();
     }
-    read_rings(&mut events, &mut merge, &mut sink.stats, &sink.addrs);
+    read_rings(
+        &mut events,
+        &mut merge,
+        &mut sink.stats,
+        &sink.addrs,
+        opts.stacks,
+    );
     sink.release(&mut merge, true);
     drop(events);
     report(out, &sink, &sink.stats)?;

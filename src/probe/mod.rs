@@ -14,8 +14,6 @@ pub mod pattern;
 pub mod resolve;
 pub mod stacks;
 pub mod stats;
-// TEMPORARY until the symbols branch lands: delete with its `use` in resolve.rs and stacks.rs.
-mod tmp_symbols;
 
 pub use output::Format;
 pub use pattern::Spec;

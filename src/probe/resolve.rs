@@ -7,8 +7,7 @@ use crate::tracefs::Tracefs;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-// TEMPORARY: switch to `crate::symbols::{elf_info, function_symbols}` when the symbols branch lands.
-use super::tmp_symbols::{elf_info, function_symbols};
+use crate::symbols::{elf_info, function_symbols};
 
 /// What is probed for one target.
 #[derive(Clone, Debug, PartialEq, Eq)]

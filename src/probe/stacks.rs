@@ -1,14 +1,10 @@
 //! `-g`: distinct user and kernel stacks at function entry, counted (stackcount), printed as text or folded.
-use super::pattern::short_name;
-use crate::addr::{ElfAddr, FileOffset};
+use crate::addr::FileOffset;
 use crate::process::MapEntry;
 use crate::symbols::{ModuleKey, Symbolizer, SymbolizerOptions};
 use std::collections::HashMap;
 use std::io::{self, Write};
 use std::path::PathBuf;
-
-// TEMPORARY: switch to `crate::symbols::{elf_info, function_symbols}` when the symbols branch lands.
-use super::tmp_symbols::{elf_info, function_symbols};
 
 /// Distinct stacks kept at most; more are counted in [`StackCounter::dropped`].
 pub const MAX_STACKS: usize = 100_000;
@@ -42,6 +38,8 @@ pub struct StackCounter {
     /// Hits whose stack was not kept because [`MAX_STACKS`] distinct stacks were already counted.
     pub dropped: u64,
     maps: HashMap<u32, Vec<MapEntry>>,
+    /// Processes whose maps are complete (read from /proc, or followed since their exec).
+    complete: std::collections::HashSet<u32>,
 }
 
 impl StackCounter {
@@ -63,6 +61,41 @@ impl StackCounter {
             self.counts.insert(key, 1);
         } else {
             self.dropped += 1;
+        }
+    }
+
+    /// A process mapped `path` (an MMAP2 record): kept to symbolize its addresses at the end.
+    pub fn add_mapping(&mut self, pid: u32, start: u64, len: u64, pgoff: u64, path: &str) {
+        let maps = self.maps.entry(pid).or_default();
+        maps.retain(|o| o.end <= start || o.start >= start + len);
+        maps.push(MapEntry {
+            start,
+            end: start + len,
+            read: true,
+            write: false,
+            exec: true,
+            private: true,
+            offset: pgoff,
+            dev_major: 0,
+            dev_minor: 0,
+            inode: 0,
+            path: path.to_string(),
+        });
+    }
+
+    /// The process exec'd: its old maps are gone, and the records that follow describe it completely.
+    pub fn exec(&mut self, pid: u32) {
+        self.maps.remove(&pid);
+        self.complete.insert(pid);
+    }
+
+    /// A new process starts with its parent's maps.
+    pub fn fork(&mut self, parent: u32, child: u32) {
+        if let Some(m) = self.maps.get(&parent).cloned() {
+            self.maps.insert(child, m);
+        }
+        if self.complete.contains(&parent) {
+            self.complete.insert(child);
         }
     }
 
@@ -115,25 +148,21 @@ impl StackCounter {
     }
 }
 
-/// Symbolizes callchains: the shared [`Symbolizer`] first, then the function symbols of the mapped file.
+/// Symbolizes callchains through the shared [`Symbolizer`] (kallsyms, ELF, DWARF, debug files).
 struct Resolver {
     symbolizer: Symbolizer,
-    files: HashMap<PathBuf, Option<FileSymbols>>,
 }
 
 impl Default for Resolver {
     fn default() -> Self {
+        let opts = SymbolizerOptions {
+            inlines: false,
+            ..SymbolizerOptions::default()
+        };
         Resolver {
-            symbolizer: Symbolizer::new(SymbolizerOptions::default()),
-            files: HashMap::new(),
+            symbolizer: Symbolizer::new(opts),
         }
     }
-}
-
-struct FileSymbols {
-    info: crate::symbols::ElfInfo,
-    /// (start, end, name), sorted by start.
-    funcs: Vec<(u64, u64, String)>,
 }
 
 impl Resolver {
@@ -179,46 +208,16 @@ impl Resolver {
             pid,
             build_id: None,
         };
-        if let Some(f) = self.symbolizer.user(&key, offset).first() {
-            return f.name.clone();
-        }
-        let path = PathBuf::from(format!("/proc/{pid}/root{}", m.path));
-        let file = self
-            .files
-            .entry(PathBuf::from(&m.path))
-            .or_insert_with(|| load(&path).or_else(|| load(&key.path)));
-        let base = std::path::Path::new(&m.path)
-            .file_name()
-            .map_or(m.path.clone(), |f| f.to_string_lossy().into_owned());
-        let Some(file) = file else {
-            return format!("{base}+0x{:x}", offset.0);
-        };
-        let Some(ElfAddr(a)) = file.info.elf_addr(offset) else {
-            return format!("{base}+0x{:x}", offset.0);
-        };
-        let i = file.funcs.partition_point(|f| f.0 <= a);
-        match i.checked_sub(1).map(|i| &file.funcs[i]) {
-            Some((start, end, name)) if a < *end || start == end => name.clone(),
-            _ => format!("{base}+0x{:x}", offset.0),
+        match self.symbolizer.user(&key, offset).first() {
+            Some(f) => f.name.clone(),
+            None => {
+                let base = std::path::Path::new(&m.path)
+                    .file_name()
+                    .map(|f| f.to_string_lossy().into_owned());
+                format!("{}+0x{:x}", base.unwrap_or_default(), offset.0)
+            }
         }
     }
-}
-
-fn load(path: &std::path::Path) -> Option<FileSymbols> {
-    let info = elf_info(path).ok()?;
-    let mut funcs: Vec<(u64, u64, String)> = function_symbols(path, &[])
-        .ok()?
-        .into_iter()
-        .map(|s| {
-            (
-                s.addr.0,
-                s.addr.0 + s.size,
-                short_name(&s.name, &s.demangled).to_string(),
-            )
-        })
-        .collect();
-    funcs.sort();
-    Some(FileSymbols { info, funcs })
 }
 
 #[cfg(test)]
