@@ -1,13 +1,120 @@
 //! `rprof probe` arguments. OWNER: probe helper.
 use clap::Args;
+use rprof::probe::{self, Format, ProbeOptions, TaskTarget};
+use std::path::PathBuf;
+use std::time::Duration;
 
 /// Count and time functions exactly with uprobes/uretprobes, kprobes and tracepoints.
+///
+/// Examples: `rprof probe -x ./app 'func_*' -- ./app`, `rprof probe c:malloc -p 1234 -d 10`,
+/// `rprof probe 'syscall:write' -- ./app`, `rprof probe 't:sched:sched_switch' -d 5`.
 #[derive(Args, Debug)]
 pub struct ProbeArgs {
-    /// Patterns: functions in -x BINARY, `lib:PATTERN`, `syscall:GLOB`, `t:CATEGORY:EVENT`, or kernel functions.
+    /// Patterns: functions in -x BINARY (globs on mangled and demangled names), `LIB:PATTERN` (e.g. c:malloc),
+    /// `syscall:GLOB`, `t:CATEGORY:EVENT`, or, without -x, kernel functions.
     pub patterns: Vec<String>,
+    /// The binary or shared library whose functions the patterns name.
+    #[arg(short = 'x', long = "exe", value_name = "BINARY")]
+    pub binary: Option<PathBuf>,
+    /// Patterns are regular expressions (searched anywhere in the name; anchor with ^...$).
+    #[arg(short = 'r', long)]
+    pub regex: bool,
+    /// Print what would be probed, and probe nothing.
+    #[arg(short = 'l', long)]
+    pub list: bool,
+    /// Probe this process (all its threads, and those it creates later).
+    #[arg(short = 'p', long, value_name = "PID", conflicts_with = "command")]
+    pub pid: Option<i32>,
+    /// Stop after this many seconds.
+    #[arg(short = 'd', long, value_name = "SECONDS")]
+    pub duration: Option<f64>,
+    /// Print a report every SECONDS, resetting the counts.
+    #[arg(short = 'i', long, value_name = "SECONDS")]
+    pub interval: Option<f64>,
+    /// Print a timestamp (UTC) with each report.
+    #[arg(short = 'T', long = "timestamp")]
+    pub timestamps: bool,
+    /// Count entries only (no return probes, no durations), like funccount.
+    #[arg(long)]
+    pub count: bool,
+    /// Also print a log2 histogram of durations per function (funclatency's layout).
+    #[arg(long, conflicts_with_all = ["csv", "json"])]
+    pub hist: bool,
+    /// Print CSV: function,count,total_us,self_us,avg_us,min_us,max_us.
+    #[arg(long, conflicts_with = "json")]
+    pub csv: bool,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Also count the distinct user and kernel stacks at entry.
+    #[arg(short = 'g', long)]
+    pub stacks: bool,
+    /// With -g, print the stacks folded for flame graphs.
+    #[arg(long, requires = "stacks")]
+    pub folded: bool,
+    /// Data pages per CPU ring buffer (a power of two).
+    #[arg(long, value_name = "PAGES", default_value_t = 1024)]
+    pub mmap_pages: usize,
+    /// A directory searched for separate debug files (repeatable; default /usr/lib/debug).
+    #[arg(long = "debug-dir", value_name = "DIR")]
+    pub debug_dirs: Vec<PathBuf>,
+    /// The command to launch and follow, after `--`.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
 }
 
-pub fn run(_args: ProbeArgs) -> anyhow::Result<()> {
-    anyhow::bail!("rprof probe is not built yet")
+fn seconds(what: &str, s: Option<f64>) -> anyhow::Result<Option<Duration>> {
+    match s {
+        None => Ok(None),
+        Some(v) if v.is_finite() && v > 0.0 => Ok(Some(Duration::from_secs_f64(v))),
+        Some(v) => anyhow::bail!("{what} must be a positive number of seconds, not {v}"),
+    }
+}
+
+impl ProbeArgs {
+    /// The library's options for these arguments.
+    pub fn options(self) -> anyhow::Result<ProbeOptions> {
+        let target = match (self.pid, self.command.is_empty()) {
+            (Some(pid), _) => TaskTarget::Pid(pid),
+            (None, false) => TaskTarget::Command(self.command),
+            (None, true) => TaskTarget::SystemWide,
+        };
+        let format = if self.csv {
+            Format::Csv
+        } else if self.json {
+            Format::Json
+        } else if self.hist {
+            Format::Hist
+        } else {
+            Format::Table
+        };
+        let mut opts = ProbeOptions {
+            patterns: self.patterns,
+            binary: self.binary,
+            regex: self.regex,
+            list: self.list,
+            target,
+            duration: seconds("-d", self.duration)?,
+            interval: seconds("-i", self.interval)?,
+            timestamps: self.timestamps,
+            count_only: self.count,
+            format,
+            stacks: self.stacks,
+            folded: self.folded,
+            mmap_pages: self.mmap_pages,
+            ..ProbeOptions::default()
+        };
+        if !self.debug_dirs.is_empty() {
+            opts.debug_dirs = self.debug_dirs;
+        }
+        Ok(opts)
+    }
+}
+
+pub fn run(args: ProbeArgs) -> anyhow::Result<()> {
+    let opts = args.options()?;
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    probe::run(&opts, &mut out)?;
+    Ok(())
 }

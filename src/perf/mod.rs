@@ -4,6 +4,7 @@ pub mod attr;
 pub mod event;
 pub mod merge;
 pub mod ring;
+pub mod tracepoint;
 pub mod workload;
 
 pub use attr::Attr;

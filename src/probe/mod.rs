@@ -1,1 +1,212 @@
-//! TODO
+//! `rprof probe`: exact per-function counts and durations with uprobes/uretprobes, kprobes and tracepoints.
+//!
+//! Stages: [`pattern`] classifies and matches patterns; [`resolve`] turns them into [`resolve::Target`]s (one per
+//! address); [`group`] creates the tracefs probes in the group `rprof_<pid>` and guarantees their removal;
+//! [`live`] opens one perf event per probe, CPU and task, merges the per-CPU ring buffers by time and feeds the
+//! [`pairing`] shadow stacks, which fill [`stats`]; [`output`] prints tables, histograms, CSV and JSON;
+//! [`stacks`] counts the distinct stacks at entry (`-g`).
+pub mod addrmap;
+pub mod group;
+pub mod live;
+pub mod output;
+pub mod pairing;
+pub mod pattern;
+pub mod resolve;
+pub mod stacks;
+pub mod stats;
+
+pub use output::Format;
+pub use pattern::Spec;
+pub use resolve::{Target, TargetKind};
+
+use crate::perf::PerfError;
+use crate::symbols::SymbolError;
+use crate::tracefs::TracefsError;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Errors of `rprof probe`. Each is one line that names the thing and the fix.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    #[error("0 {what} matched '{pattern}' in {place}")]
+    NoMatch {
+        what: &'static str,
+        pattern: String,
+        place: String,
+    },
+    #[error(transparent)]
+    Pattern(#[from] pattern::PatternError),
+    #[error(transparent)]
+    Symbols(#[from] SymbolError),
+    #[error(transparent)]
+    Tracefs(#[from] TracefsError),
+    #[error(transparent)]
+    Perf(#[from] PerfError),
+    #[error("cannot open {path}: {error}")]
+    Binary {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("pattern '{pattern}' names user functions but no binary was given; add -x BINARY or use LIB:{pattern}")]
+    NoBinary { pattern: String },
+    #[error("library '{name}' not found (looked in the target's maps, `ldconfig -p`, LD_LIBRARY_PATH and /lib, /usr/lib); give its path with -x")]
+    NoLibrary { name: String },
+    #[error("no syscall tracepoints in tracefs events/syscalls (the kernel lacks CONFIG_FTRACE_SYSCALLS)")]
+    NoSyscallTracepoints,
+    #[error("tracefs is needed for these patterns but was not found")]
+    NoTracefs,
+    #[error("{path} is a Go binary: uretprobes crash Go programs (goroutine stacks move), so rprof cannot time its functions; use --count to count calls")]
+    GoReturns { path: PathBuf },
+    #[error("cannot write the report: {0}")]
+    Output(#[from] std::io::Error),
+}
+
+/// Which tasks to probe.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum TaskTarget {
+    /// Every process on the machine.
+    #[default]
+    SystemWide,
+    /// One process, all its threads and those created later.
+    Pid(i32),
+    /// Launch this command and follow it.
+    Command(Vec<String>),
+}
+
+/// Everything `rprof probe` does, as plain data (the CLI maps its flags onto this).
+#[derive(Clone, Debug)]
+pub struct ProbeOptions {
+    /// The patterns, in command-line order.
+    pub patterns: Vec<String>,
+    /// `-x`: the binary or library whose functions bare patterns name.
+    pub binary: Option<PathBuf>,
+    /// `-r`: patterns are regular expressions.
+    pub regex: bool,
+    /// `-l`: print what would be probed and stop.
+    pub list: bool,
+    pub target: TaskTarget,
+    /// `-d`: stop after this long.
+    pub duration: Option<Duration>,
+    /// `-i`: print a report (and reset the counts) this often.
+    pub interval: Option<Duration>,
+    /// `-T`: print a timestamp with each report.
+    pub timestamps: bool,
+    /// `--count`: entries only, no return probes.
+    pub count_only: bool,
+    pub format: Format,
+    /// `-g`: count the distinct stacks at entry.
+    pub stacks: bool,
+    /// `--folded`: print those stacks folded for flame graphs.
+    pub folded: bool,
+    /// Data pages per CPU ring buffer.
+    pub mmap_pages: usize,
+    /// Roots searched for separate debug files.
+    pub debug_dirs: Vec<PathBuf>,
+}
+
+impl Default for ProbeOptions {
+    fn default() -> Self {
+        ProbeOptions {
+            patterns: Vec::new(),
+            binary: None,
+            regex: false,
+            list: false,
+            target: TaskTarget::SystemWide,
+            duration: None,
+            interval: None,
+            timestamps: false,
+            count_only: false,
+            format: Format::Table,
+            stacks: false,
+            folded: false,
+            mmap_pages: 1024,
+            debug_dirs: vec![PathBuf::from("/usr/lib/debug")],
+        }
+    }
+}
+
+/// What a run ended with.
+#[derive(Clone, Debug, Default)]
+pub struct RunSummary {
+    /// Exit code of the launched command, if any.
+    pub exit_code: Option<i32>,
+}
+
+/// Run `rprof probe` and write its reports to `out` (warnings go to stderr).
+pub fn run(opts: &ProbeOptions, out: &mut dyn std::io::Write) -> Result<RunSummary, ProbeError> {
+    let specs: Vec<Spec> = opts
+        .patterns
+        .iter()
+        .map(|p| pattern::parse_spec(p, opts.binary.is_some()))
+        .collect::<Result<_, _>>()?;
+    if specs.is_empty() {
+        return Err(pattern::PatternError::Bad {
+            pattern: String::new(),
+            reason: "give at least one pattern, e.g. `rprof probe -x ./bin 'func_*'`".into(),
+        }
+        .into());
+    }
+    let needs_tracefs = !opts.list || specs.iter().any(|s| !matches!(s, Spec::User { .. }));
+    let tracefs = if needs_tracefs {
+        Some(crate::tracefs::Tracefs::find_or_mount()?)
+    } else {
+        None
+    };
+    let pid = match &opts.target {
+        TaskTarget::Pid(p) => Some(*p as u32),
+        _ => None,
+    };
+    let ropts = resolve::ResolveOptions {
+        binary: opts.binary.clone(),
+        pid,
+        regex: opts.regex,
+        debug_dirs: opts.debug_dirs.clone(),
+    };
+    let targets = resolve::resolve(&specs, &ropts, tracefs.as_ref())?;
+    if !opts.count_only {
+        let mut seen: Vec<&PathBuf> = Vec::new();
+        for t in &targets {
+            if let TargetKind::User { path, .. } = &t.kind {
+                if !seen.contains(&path) {
+                    seen.push(path);
+                    if resolve::is_go_binary(path)? {
+                        return Err(ProbeError::GoReturns { path: path.clone() });
+                    }
+                }
+            }
+        }
+    }
+    if opts.list {
+        write_list(out, &targets)?;
+        return Ok(RunSummary::default());
+    }
+    let tracefs = tracefs.ok_or(ProbeError::NoTracefs)?;
+    live::run(opts, &tracefs, &targets, out)
+}
+
+/// `-l`: one line per target: name, where, aliases.
+pub fn write_list(out: &mut dyn std::io::Write, targets: &[Target]) -> std::io::Result<()> {
+    for t in targets {
+        let place = match &t.kind {
+            TargetKind::User { path, addr, offset } => {
+                format!("{}:0x{:x} (addr 0x{:x})", path.display(), offset.0, addr.0)
+            }
+            TargetKind::Kernel { symbol } => format!("kernel {symbol}"),
+            TargetKind::Syscall { name } => {
+                format!("syscalls:sys_enter_{name} + syscalls:sys_exit_{name}")
+            }
+            TargetKind::Tracepoint { category, event } => format!("tracepoint {category}:{event}"),
+        };
+        if t.aliases.is_empty() {
+            writeln!(out, "{}\t{place}", t.name)?;
+        } else {
+            writeln!(
+                out,
+                "{}\t{place}\taliases: {}",
+                t.name,
+                t.aliases.join(", ")
+            )?;
+        }
+    }
+    writeln!(out, "{} probe targets", targets.len())
+}

@@ -1,0 +1,231 @@
+//! The tracefs group `rprof_<pid>` that holds this process's probes, removed on every exit path.
+//!
+//! [`ProbeGroup`] removes its probes on drop (normal end, errors, and panics that unwind). A panic hook also
+//! removes every live group (a panic in another thread, or `panic = "abort"`); signals are turned into a clean
+//! exit by the caller. Groups left by a process that was SIGKILLed are removed by the next rprof at start,
+//! through [`remove_stale_groups`].
+use super::resolve::{Target, TargetKind};
+use crate::tracefs::{self, ProbeDef, ProbeLocation, Tracefs, TracefsError};
+use std::path::PathBuf;
+use std::sync::{Mutex, Once};
+
+/// Groups to remove if the process panics: (tracefs root, group).
+static LIVE_GROUPS: Mutex<Vec<(PathBuf, String)>> = Mutex::new(Vec::new());
+static PANIC_HOOK: Once = Once::new();
+
+fn install_panic_hook() {
+    PANIC_HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let groups = LIVE_GROUPS.lock().map(|g| g.clone()).unwrap_or_default();
+            for (root, group) in groups {
+                let _ = Tracefs::at(root).remove_group(&group);
+            }
+            previous(info);
+        }));
+    });
+}
+
+/// Probe points per tracefs event for user functions. Closing an event's last perf event costs an RCU grace
+/// period (tens of ms on some machines) under a global mutex, so few events with many points each are fast.
+pub const POINTS_PER_EVENT: usize = 1024;
+
+/// What a perf event on a tracefs event stands for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// A function entry (uprobe, kprobe, sys_enter).
+    Entry,
+    /// A function return (uretprobe, kretprobe, sys_exit).
+    Return,
+    /// A counted tracepoint hit.
+    Hit,
+}
+
+/// One tracefs event to open perf events on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlannedEvent {
+    pub group: String,
+    pub event: String,
+    pub role: Role,
+    /// The targets whose probe points this event holds. With more than one (user functions), a hit names its
+    /// target by the runtime address in its raw data.
+    pub members: Vec<u32>,
+    /// True for uprobes/uretprobes: samples carry the user SP and the probed address.
+    pub user: bool,
+}
+
+/// The probe definitions to create and the events to open for `targets`. User functions of one binary share
+/// events `u<N>` (entries) and `ur<N>` (returns), up to [`POINTS_PER_EVENT`] functions each; kernel function `i`
+/// gets `k<i>` and `kr<i>`; syscalls and tracepoints use the kernel's own events. No return probes with
+/// `count_only`.
+pub fn plan(
+    group: &str,
+    targets: &[Target],
+    count_only: bool,
+) -> (Vec<ProbeDef>, Vec<PlannedEvent>) {
+    let mut defs = Vec::new();
+    let mut events = Vec::new();
+    let add = |defs: &mut Vec<ProbeDef>, event: &str, is_return: bool, location: &ProbeLocation| {
+        defs.push(ProbeDef {
+            group: group.to_string(),
+            event: event.to_string(),
+            is_return,
+            location: location.clone(),
+        });
+    };
+    // User functions, chunked per binary.
+    let mut chunks: Vec<(PathBuf, Vec<u32>)> = Vec::new();
+    for (i, t) in targets.iter().enumerate() {
+        if let TargetKind::User { path, .. } = &t.kind {
+            match chunks
+                .iter_mut()
+                .rev()
+                .find(|(p, m)| p == path && m.len() < POINTS_PER_EVENT)
+            {
+                Some((_, m)) => m.push(i as u32),
+                None => chunks.push((path.clone(), vec![i as u32])),
+            }
+        }
+    }
+    for (n, (_, members)) in chunks.into_iter().enumerate() {
+        let (entry, ret) = (format!("u{n}"), format!("ur{n}"));
+        for &m in &members {
+            let TargetKind::User { path, offset, .. } = &targets[m as usize].kind else {
+                continue;
+            };
+            let loc = ProbeLocation::User {
+                path: path.clone(),
+                offset: offset.0,
+            };
+            add(&mut defs, &entry, false, &loc);
+            if !count_only {
+                add(&mut defs, &ret, true, &loc);
+            }
+        }
+        events.push(PlannedEvent {
+            group: group.into(),
+            event: entry,
+            role: Role::Entry,
+            members: members.clone(),
+            user: true,
+        });
+        if !count_only {
+            events.push(PlannedEvent {
+                group: group.into(),
+                event: ret,
+                role: Role::Return,
+                members,
+                user: true,
+            });
+        }
+    }
+    for (i, t) in targets.iter().enumerate() {
+        let one = vec![i as u32];
+        match &t.kind {
+            TargetKind::User { .. } => {}
+            TargetKind::Kernel { symbol } => {
+                let loc = ProbeLocation::Kernel {
+                    symbol: symbol.clone(),
+                };
+                let (entry, ret) = (format!("k{i}"), format!("kr{i}"));
+                add(&mut defs, &entry, false, &loc);
+                events.push(PlannedEvent {
+                    group: group.into(),
+                    event: entry,
+                    role: Role::Entry,
+                    members: one.clone(),
+                    user: false,
+                });
+                if !count_only {
+                    add(&mut defs, &ret, true, &loc);
+                    events.push(PlannedEvent {
+                        group: group.into(),
+                        event: ret,
+                        role: Role::Return,
+                        members: one,
+                        user: false,
+                    });
+                }
+            }
+            TargetKind::Syscall { name } => {
+                let ev = |e: String, role| PlannedEvent {
+                    group: "syscalls".into(),
+                    event: e,
+                    role,
+                    members: one.clone(),
+                    user: false,
+                };
+                events.push(ev(format!("sys_enter_{name}"), Role::Entry));
+                if !count_only {
+                    events.push(ev(format!("sys_exit_{name}"), Role::Return));
+                }
+            }
+            TargetKind::Tracepoint { category, event } => events.push(PlannedEvent {
+                group: category.clone(),
+                event: event.clone(),
+                role: Role::Hit,
+                members: one,
+                user: false,
+            }),
+        }
+    }
+    (defs, events)
+}
+
+/// This process's probe group; its probes are removed when it is dropped.
+#[derive(Debug)]
+pub struct ProbeGroup {
+    tracefs: Tracefs,
+    name: String,
+}
+
+impl ProbeGroup {
+    /// Create `defs` (all in the group `name`). On failure, what was created is removed again.
+    pub fn create(
+        tracefs: &Tracefs,
+        name: &str,
+        defs: &[ProbeDef],
+    ) -> Result<ProbeGroup, TracefsError> {
+        install_panic_hook();
+        if let Ok(mut g) = LIVE_GROUPS.lock() {
+            g.push((tracefs.root().to_path_buf(), name.to_string()));
+        }
+        // From here on, Drop removes whatever was created, even when add_probes fails half way.
+        let group = ProbeGroup {
+            tracefs: tracefs.clone(),
+            name: name.to_string(),
+        };
+        tracefs.add_probes(defs)?;
+        Ok(group)
+    }
+
+    /// The group name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Remove the probes now (the perf events on them must be closed first).
+    pub fn remove(&self) -> Result<(), TracefsError> {
+        self.tracefs.remove_group(&self.name)
+    }
+}
+
+impl Drop for ProbeGroup {
+    fn drop(&mut self) {
+        if let Err(e) = self.remove() {
+            eprintln!(
+                "rprof: warning: could not remove probe group {}: {e}",
+                self.name
+            );
+        }
+        if let Ok(mut g) = LIVE_GROUPS.lock() {
+            g.retain(|(_, n)| *n != self.name);
+        }
+    }
+}
+
+/// Remove the groups of rprof processes that are gone (never our own).
+pub fn remove_stale_groups(tracefs: &Tracefs) -> Result<Vec<String>, TracefsError> {
+    let me = std::process::id();
+    tracefs.remove_stale_groups(|pid| pid == me || tracefs::rprof_alive(pid))
+}

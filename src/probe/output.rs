@@ -1,0 +1,395 @@
+//! Output of `rprof probe`: the table, funclatency-style histograms, CSV and JSON.
+use super::stats::{bucket_range, FuncStats, Histogram, Stats};
+use std::io::{self, Write};
+
+/// The output format.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Format {
+    /// Table sorted by total time (by count when nothing is timed).
+    #[default]
+    Table,
+    /// One log2 histogram per function (funclatency's layout), after the table.
+    Hist,
+    /// `function,count,total_us,self_us,avg_us,min_us,max_us`.
+    Csv,
+    /// One JSON object per report.
+    Json,
+}
+
+/// The CSV header (parsed by other tools: keep it exact).
+pub const CSV_HEADER: &str = "function,count,total_us,self_us,avg_us,min_us,max_us";
+
+/// One report: the statistics of a run or an interval with the names of the targets.
+#[derive(Clone, Debug)]
+pub struct Report<'a> {
+    /// Display names, indexed like `stats.funcs`.
+    pub names: &'a [String],
+    pub stats: &'a Stats,
+    /// True when returns are probed (durations are meaningful).
+    pub timed: bool,
+    /// Wall-clock time of the report (`-T`), as `HH:MM:SS`.
+    pub timestamp: Option<String>,
+    /// Open calls at the time of the report.
+    pub open_calls: usize,
+    /// Also list targets with a count of 0.
+    pub show_zero: bool,
+}
+
+impl Report<'_> {
+    /// Rows with at least one hit (or all with `show_zero`), sorted by total time then count, descending.
+    pub fn rows(&self) -> Vec<(&str, &FuncStats)> {
+        let mut rows: Vec<(&str, &FuncStats)> = self
+            .names
+            .iter()
+            .map(String::as_str)
+            .zip(self.stats.funcs.iter())
+            .filter(|(_, f)| self.show_zero || f.count > 0 || f.paired > 0)
+            .collect();
+        rows.sort_by(|a, b| {
+            (b.1.total_ns, b.1.count)
+                .cmp(&(a.1.total_ns, a.1.count))
+                .then_with(|| a.0.cmp(b.0))
+        });
+        rows
+    }
+}
+
+/// A duration for people: `812ns`, `10.23us`, `10.02ms`, `1.500s`.
+pub fn human_ns(ns: u64) -> String {
+    let f = ns as f64;
+    if ns < 1_000 {
+        format!("{ns}ns")
+    } else if ns < 1_000_000 {
+        format!("{:.2}us", f / 1e3)
+    } else if ns < 1_000_000_000 {
+        format!("{:.2}ms", f / 1e6)
+    } else {
+        format!("{:.3}s", f / 1e9)
+    }
+}
+
+fn us(ns: u64) -> String {
+    format!("{}.{:03}", ns / 1000, ns % 1000)
+}
+
+/// Write `report` in `format`.
+pub fn write(w: &mut dyn Write, report: &Report, format: Format) -> io::Result<()> {
+    match format {
+        Format::Table => write_table(w, report),
+        Format::Hist => {
+            write_table(w, report)?;
+            write_hists(w, report)
+        }
+        Format::Csv => write_csv(w, report),
+        Format::Json => write_json(w, report),
+    }
+}
+
+/// The table: FUNC COUNT TOTAL SELF AVG MIN MAX P50 P99, then lost/unpaired counts.
+pub fn write_table(w: &mut dyn Write, report: &Report) -> io::Result<()> {
+    if let Some(ts) = &report.timestamp {
+        writeln!(w, "{ts}")?;
+    }
+    let rows = report.rows();
+    let width = rows
+        .iter()
+        .map(|(n, _)| n.chars().count())
+        .max()
+        .unwrap_or(4)
+        .clamp(4, 60);
+    if report.timed {
+        writeln!(
+            w,
+            "{:<width$} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
+            "FUNC", "COUNT", "TOTAL", "SELF", "AVG", "MIN", "MAX", "P50", "P99"
+        )?;
+    } else {
+        writeln!(w, "{:<width$} {:>10}", "FUNC", "COUNT")?;
+    }
+    for (name, f) in &rows {
+        if !report.timed {
+            writeln!(w, "{name:<width$} {:>10}", f.count)?;
+            continue;
+        }
+        let q = |x: f64| f.quantile(x).map_or("-".to_string(), human_ns);
+        let (min, max, avg) = if f.paired > 0 {
+            (human_ns(f.min_ns), human_ns(f.max_ns), human_ns(f.avg_ns()))
+        } else {
+            ("-".into(), "-".into(), "-".into())
+        };
+        writeln!(
+            w,
+            "{name:<width$} {:>10} {:>10} {:>10} {avg:>10} {min:>10} {max:>10} {:>10} {:>10}",
+            f.count,
+            human_ns(f.total_ns),
+            human_ns(f.self_ns),
+            q(0.5),
+            q(0.99)
+        )?;
+    }
+    write_footer(w, report)
+}
+
+fn write_footer(w: &mut dyn Write, report: &Report) -> io::Result<()> {
+    let s = report.stats;
+    if s.lost > 0 {
+        writeln!(
+            w,
+            "LOST {} events (the ring buffers overflowed; raise --mmap-pages)",
+            s.lost
+        )?;
+    }
+    let unpaired = s.unpaired();
+    if report.timed && (unpaired > 0 || s.orphan_returns > 0) {
+        writeln!(
+            w,
+            "UNPAIRED {unpaired} calls whose return never came (longjmp, exceptions, >64 nested, lost events); \
+             {} returns without an entry",
+            s.orphan_returns
+        )?;
+    }
+    Ok(())
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// CSV: the exact header, then one line per function; times in microseconds with 3 decimals.
+pub fn write_csv(w: &mut dyn Write, report: &Report) -> io::Result<()> {
+    writeln!(w, "{CSV_HEADER}")?;
+    for (name, f) in report.rows() {
+        writeln!(
+            w,
+            "{},{},{},{},{},{},{}",
+            csv_field(name),
+            f.count,
+            us(f.total_ns),
+            us(f.self_ns),
+            us(f.avg_ns()),
+            us(f.min_ns),
+            us(f.max_ns)
+        )?;
+    }
+    Ok(())
+}
+
+/// JSON: `{"timestamp", "lost", "unpaired", "orphan_returns", "open_calls", "functions": [...]}` on one line.
+pub fn write_json(w: &mut dyn Write, report: &Report) -> io::Result<()> {
+    let functions: Vec<serde_json::Value> = report
+        .rows()
+        .into_iter()
+        .map(|(name, f)| {
+            let mut v = serde_json::json!({
+                "function": name,
+                "count": f.count,
+            });
+            if report.timed {
+                let extra = serde_json::json!({
+                    "paired": f.paired,
+                    "unpaired": f.unpaired,
+                    "total_ns": f.total_ns,
+                    "self_ns": f.self_ns,
+                    "avg_ns": f.avg_ns(),
+                    "min_ns": f.min_ns,
+                    "max_ns": f.max_ns,
+                    "p50_ns": f.quantile(0.5),
+                    "p99_ns": f.quantile(0.99),
+                    "hist_log2": hist_pairs(&f.hist),
+                });
+                if let (Some(o), serde_json::Value::Object(e)) = (v.as_object_mut(), extra) {
+                    o.extend(e);
+                }
+            }
+            v
+        })
+        .collect();
+    let doc = serde_json::json!({
+        "timestamp": report.timestamp,
+        "lost": report.stats.lost,
+        "unpaired": report.stats.unpaired(),
+        "orphan_returns": report.stats.orphan_returns,
+        "open_calls": report.open_calls,
+        "functions": functions,
+    });
+    writeln!(w, "{doc}")
+}
+
+/// Non-empty buckets as `[low, high, count]`.
+fn hist_pairs(h: &Histogram) -> Vec<[u64; 3]> {
+    h.buckets
+        .iter()
+        .enumerate()
+        .filter(|(_, &n)| n > 0)
+        .map(|(i, &n)| {
+            let (lo, hi) = bucket_range(i);
+            [lo, hi, n]
+        })
+        .collect()
+}
+
+/// funclatency's star bar.
+fn stars(val: u64, max: u64, width: usize) -> String {
+    let n = if max == 0 {
+        0
+    } else {
+        ((width as u128 * val as u128) / max as u128) as usize
+    };
+    let mut s = "*".repeat(n.min(width));
+    if val > max {
+        s.pop();
+        s.push('+');
+    }
+    s
+}
+
+/// One log2 histogram in nanoseconds, in bcc's `print_log2_hist` layout.
+pub fn write_log2_hist(w: &mut dyn Write, h: &Histogram, unit: &str) -> io::Result<()> {
+    let idx_max = h.buckets.iter().rposition(|&n| n > 0).unwrap_or(0);
+    let val_max = h.buckets.iter().copied().max().unwrap_or(0);
+    if idx_max == 0 {
+        return Ok(());
+    }
+    let wide = idx_max > 32;
+    let width = if wide { 20 } else { 40 };
+    if wide {
+        writeln!(w, "               {unit:<29} : count     distribution")?;
+    } else {
+        writeln!(w, "     {unit:<19} : count     distribution")?;
+    }
+    for i in 1..=idx_max {
+        let (low, high) = bucket_range(i);
+        let val = h.buckets[i];
+        let bar = stars(val, val_max, width);
+        if wide {
+            writeln!(w, "{low:>20} -> {high:<20} : {val:<8} |{bar:<width$}|")?;
+        } else {
+            writeln!(w, "{low:>10} -> {high:<10} : {val:<8} |{bar:<width$}|")?;
+        }
+    }
+    Ok(())
+}
+
+/// A histogram per timed function, as funclatency prints them.
+pub fn write_hists(w: &mut dyn Write, report: &Report) -> io::Result<()> {
+    if !report.timed {
+        return Ok(());
+    }
+    for (name, f) in report.rows() {
+        if f.paired == 0 {
+            continue;
+        }
+        writeln!(w, "\nFunction = {name}")?;
+        write_log2_hist(w, &f.hist, "nsecs")?;
+        writeln!(
+            w,
+            "\navg = {} nsecs, total: {} nsecs, count: {}",
+            f.avg_ns(),
+            f.total_ns,
+            f.paired
+        )?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> (Vec<String>, Stats) {
+        let mut s = Stats::new(3);
+        s.funcs[0].enter();
+        s.funcs[0].paired_call(10_000_000, 2_000_000);
+        s.funcs[1].enter();
+        s.funcs[1].enter();
+        s.funcs[1].paired_call(4_000_000, 4_000_000);
+        s.funcs[1].paired_call(4_000_000, 4_000_000);
+        (
+            vec!["outer".into(), "ns::f(int, char)".into(), "never".into()],
+            s,
+        )
+    }
+
+    /// Check that the CSV has the exact header, one line per called function, quoting and microseconds.
+    #[test]
+    fn csv_layout() {
+        let (names, stats) = sample();
+        let r = Report {
+            names: &names,
+            stats: &stats,
+            timed: true,
+            timestamp: None,
+            open_calls: 0,
+            show_zero: false,
+        };
+        let mut out = Vec::new();
+        write_csv(&mut out, &r).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(
+            text,
+            "function,count,total_us,self_us,avg_us,min_us,max_us\n\
+             outer,1,10000.000,2000.000,10000.000,10000.000,10000.000\n\
+             \"ns::f(int, char)\",2,8000.000,8000.000,4000.000,4000.000,4000.000\n"
+        );
+    }
+
+    /// Check that the histogram follows funclatency's layout.
+    #[test]
+    fn hist_layout() {
+        let mut h = Histogram::default();
+        h.record(1);
+        h.record(5);
+        h.record(6);
+        let mut out = Vec::new();
+        write_log2_hist(&mut out, &h, "nsecs").unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[0],
+            "     nsecs               : count     distribution"
+        );
+        assert_eq!(
+            lines[1],
+            format!(
+                "         0 -> 1          : 1        |{:<40}|",
+                "*".repeat(20)
+            )
+        );
+        assert_eq!(
+            lines[3],
+            format!("         4 -> 7          : 2        |{}|", "*".repeat(40))
+        );
+        assert_eq!(lines.len(), 4);
+    }
+
+    /// Check that the table is sorted by total and JSON parses back.
+    #[test]
+    fn table_and_json() {
+        let (names, stats) = sample();
+        let r = Report {
+            names: &names,
+            stats: &stats,
+            timed: true,
+            timestamp: None,
+            open_calls: 0,
+            show_zero: false,
+        };
+        let mut out = Vec::new();
+        write_table(&mut out, &r).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].starts_with("FUNC"));
+        assert!(lines[1].starts_with("outer") && lines[1].contains("10.00ms"));
+        assert!(lines[2].starts_with("ns::f(int, char)"));
+        assert_eq!(lines.len(), 3);
+        let mut out = Vec::new();
+        write_json(&mut out, &r).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["functions"][1]["count"], 2);
+        assert_eq!(v["functions"][0]["self_ns"], 2_000_000);
+    }
+}

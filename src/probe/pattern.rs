@@ -1,0 +1,256 @@
+//! Probe patterns: what a command-line pattern names (user functions, a library's functions, syscalls,
+//! tracepoints, kernel functions) and how names are matched (glob or regex, on mangled and demangled names).
+use globset::{GlobBuilder, GlobMatcher};
+use regex::Regex;
+
+/// What one command-line pattern asks for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Spec {
+    /// Functions of the `-x` binary, or of `library` (`lib:PATTERN`, e.g. `c:malloc`).
+    User {
+        library: Option<String>,
+        pattern: String,
+    },
+    /// `syscall:GLOB`: pairs `syscalls:sys_enter_NAME` with `sys_exit_NAME`.
+    Syscall { pattern: String },
+    /// `t:CATEGORY:EVENT`: counts tracepoint hits.
+    Tracepoint { category: String, event: String },
+    /// A bare pattern without `-x`: kernel functions (kprobe + kretprobe).
+    Kernel { pattern: String },
+}
+
+/// Errors in a pattern itself.
+#[derive(Debug, thiserror::Error)]
+pub enum PatternError {
+    #[error("bad pattern `{pattern}`: {reason}")]
+    Bad { pattern: String, reason: String },
+}
+
+/// Classify one pattern. `has_binary` is true when `-x BINARY` was given.
+pub fn parse_spec(text: &str, has_binary: bool) -> Result<Spec, PatternError> {
+    let bad = |reason: &str| PatternError::Bad {
+        pattern: text.to_string(),
+        reason: reason.to_string(),
+    };
+    if let Some(rest) = text.strip_prefix("syscall:") {
+        if rest.is_empty() {
+            return Err(bad(
+                "expected syscall:NAME, e.g. syscall:write or syscall:read*",
+            ));
+        }
+        return Ok(Spec::Syscall {
+            pattern: rest.to_string(),
+        });
+    }
+    if let Some(rest) = text.strip_prefix("t:") {
+        return match rest.split_once(':') {
+            Some((c, e)) if !c.is_empty() && !e.is_empty() => Ok(Spec::Tracepoint {
+                category: c.to_string(),
+                event: e.to_string(),
+            }),
+            _ => Err(bad("expected t:CATEGORY:EVENT, e.g. t:sched:sched_switch")),
+        };
+    }
+    // `lib:PATTERN`: a single ':' (C++ names hold "::"), with a library name before it.
+    if let Some(i) = text.find(':') {
+        let (lib, rest) = (&text[..i], &text[i + 1..]);
+        if !rest.starts_with(':') && !lib.is_empty() && !lib.contains(['*', '?', '[']) {
+            if rest.is_empty() {
+                return Err(bad("expected LIBRARY:PATTERN, e.g. c:malloc"));
+            }
+            return Ok(Spec::User {
+                library: Some(lib.to_string()),
+                pattern: rest.to_string(),
+            });
+        }
+    }
+    if text.is_empty() {
+        return Err(bad("empty pattern"));
+    }
+    if has_binary {
+        Ok(Spec::User {
+            library: None,
+            pattern: text.to_string(),
+        })
+    } else {
+        Ok(Spec::Kernel {
+            pattern: text.to_string(),
+        })
+    }
+}
+
+/// Matches one pattern against names: a glob (`*` also crosses `/` and `.`) or, with `-r`, a regex (searched
+/// anywhere in the name; anchor it with `^...$`).
+#[derive(Clone, Debug)]
+pub enum NameMatcher {
+    Glob(GlobMatcher),
+    Regex(Regex),
+}
+
+impl NameMatcher {
+    /// Compile `pattern` as a glob, or as a regex when `regex` is set.
+    pub fn new(pattern: &str, regex: bool) -> Result<NameMatcher, PatternError> {
+        let bad = |reason: String| PatternError::Bad {
+            pattern: pattern.to_string(),
+            reason,
+        };
+        if regex {
+            return Regex::new(pattern)
+                .map(NameMatcher::Regex)
+                .map_err(|e| bad(e.to_string()));
+        }
+        let glob = GlobBuilder::new(pattern)
+            .literal_separator(false)
+            .backslash_escape(true)
+            .build()
+            .map_err(|e| bad(e.to_string()))?;
+        Ok(NameMatcher::Glob(glob.compile_matcher()))
+    }
+
+    /// True when `name` matches.
+    pub fn is_match(&self, name: &str) -> bool {
+        match self {
+            NameMatcher::Glob(g) => g.is_match(name),
+            NameMatcher::Regex(r) => r.is_match(name),
+        }
+    }
+
+    /// True when the symbol matches by its mangled name, its demangled name, or the demangled name without the
+    /// Rust hash (`::h0123456789abcdef`) or the C++ parameter list.
+    pub fn matches_symbol(&self, mangled: &str, demangled: &str) -> bool {
+        if self.is_match(mangled) || self.is_match(demangled) {
+            return true;
+        }
+        let short = short_name(mangled, demangled);
+        short != demangled && self.is_match(short)
+    }
+}
+
+/// The demangled name without a Rust legacy hash suffix, and for C++ (`_Z...`) without its parameter list.
+pub fn short_name<'a>(mangled: &str, demangled: &'a str) -> &'a str {
+    let s = strip_rust_hash(demangled);
+    if mangled.starts_with("_Z") {
+        strip_cpp_params(s)
+    } else {
+        s
+    }
+}
+
+/// `a::b::h0123456789abcdef` -> `a::b`.
+pub fn strip_rust_hash(name: &str) -> &str {
+    if let Some(i) = name.rfind("::h") {
+        let hash = &name[i + 3..];
+        if hash.len() == 16 && hash.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return &name[..i];
+        }
+    }
+    name
+}
+
+/// `ns::K::f(int, char) const` -> `ns::K::f`: cut at the first `(` outside template brackets.
+fn strip_cpp_params(name: &str) -> &str {
+    let mut depth = 0i32;
+    for (i, c) in name.char_indices() {
+        match c {
+            '<' => depth += 1,
+            '>' => depth -= 1,
+            '(' if depth == 0 && i > 0 => {
+                // `operator()` keeps its own parentheses.
+                if name[..i].ends_with("operator") {
+                    continue;
+                }
+                return &name[..i];
+            }
+            _ => {}
+        }
+    }
+    name
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn user(lib: Option<&str>, p: &str) -> Spec {
+        Spec::User {
+            library: lib.map(str::to_string),
+            pattern: p.to_string(),
+        }
+    }
+
+    /// Check that each pattern form is classified, C++ `::` names included.
+    #[test]
+    fn classifies_patterns() {
+        assert_eq!(parse_spec("func_*", true).unwrap(), user(None, "func_*"));
+        assert_eq!(
+            parse_spec("vfs_*", false).unwrap(),
+            Spec::Kernel {
+                pattern: "vfs_*".into()
+            }
+        );
+        assert_eq!(
+            parse_spec("c:malloc", false).unwrap(),
+            user(Some("c"), "malloc")
+        );
+        assert_eq!(
+            parse_spec("ns::Klass::*", true).unwrap(),
+            user(None, "ns::Klass::*")
+        );
+        assert_eq!(
+            parse_spec("syscall:write", false).unwrap(),
+            Spec::Syscall {
+                pattern: "write".into()
+            }
+        );
+        assert_eq!(
+            parse_spec("t:sched:sched_*", false).unwrap(),
+            Spec::Tracepoint {
+                category: "sched".into(),
+                event: "sched_*".into()
+            }
+        );
+        assert!(parse_spec("t:sched", false).is_err());
+        assert!(parse_spec("syscall:", false).is_err());
+    }
+
+    /// Check that globs match mangled and demangled Rust, C++ and Go names.
+    #[test]
+    fn matches_all_name_forms() {
+        let m = NameMatcher::new("myapp::db::*", false).unwrap();
+        assert!(m.matches_symbol("_ZN5myapp2db5query17h0123456789abcdefE", "myapp::db::query"));
+        assert!(m.matches_symbol("_RNvNtCs1234_5myapp2db5query", "myapp::db::query"));
+        assert!(!m.matches_symbol("_ZN5other5queryE", "other::query"));
+        let exact = NameMatcher::new("myapp::db::query", false).unwrap();
+        assert!(exact.matches_symbol(
+            "_ZN5myapp2db5query17h0123456789abcdefE",
+            "myapp::db::query::h0123456789abcdef"
+        ));
+        let cpp = NameMatcher::new("ns::Klass::work", false).unwrap();
+        assert!(cpp.matches_symbol("_ZN2ns5Klass4workEi", "ns::Klass::work(int)"));
+        let go = NameMatcher::new("main.(*T).*", false).unwrap();
+        assert!(go.matches_symbol("main.(*T).Run", "main.(*T).Run"));
+        let path = NameMatcher::new("github.com/x/*", false).unwrap();
+        assert!(path.matches_symbol("github.com/x/y.F", "github.com/x/y.F"));
+        let re = NameMatcher::new("^func_[ab]$", true).unwrap();
+        assert!(re.is_match("func_a") && !re.is_match("func_c") && !re.is_match("xfunc_a"));
+    }
+
+    /// Check that Rust hashes and C++ parameter lists are stripped for display and matching.
+    #[test]
+    fn strips_hash_and_params() {
+        assert_eq!(strip_rust_hash("a::b::h0123456789abcdef"), "a::b");
+        assert_eq!(strip_rust_hash("a::b::hello"), "a::b::hello");
+        assert_eq!(
+            short_name("_ZN1x", "std::vector<int>::push_back(int const&)"),
+            "std::vector<int>::push_back"
+        );
+        assert_eq!(
+            short_name("_ZN1x", "Foo::operator()(int)"),
+            "Foo::operator()"
+        );
+        assert_eq!(
+            short_name("main.(*T).Run", "main.(*T).Run"),
+            "main.(*T).Run"
+        );
+    }
+}

@@ -1,0 +1,246 @@
+//! Per-function statistics in bounded memory: count, total, self, min, max and a log2 histogram.
+
+/// Number of log2 buckets: bucket 0 is unused, bucket `i` (1..=64) holds values in `[2^(i-1), 2^i - 1]`,
+/// with 0 counted in bucket 1 (as bcc's `bpf_log2l` does).
+pub const BUCKETS: usize = 65;
+
+/// A log2 histogram of nanoseconds, in funclatency's bucket layout.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Histogram {
+    pub buckets: [u64; BUCKETS],
+}
+
+impl Default for Histogram {
+    fn default() -> Self {
+        Histogram {
+            buckets: [0; BUCKETS],
+        }
+    }
+}
+
+/// The bucket of a value: `floor(log2(v)) + 1`, and 1 for 0.
+pub fn bucket_of(v: u64) -> usize {
+    if v == 0 {
+        1
+    } else {
+        (64 - v.leading_zeros()) as usize
+    }
+}
+
+/// The inclusive value range of bucket `i` as funclatency prints it (`0 -> 1`, `2 -> 3`, `4 -> 7`, ...).
+pub fn bucket_range(i: usize) -> (u64, u64) {
+    let high = if i >= 64 { u64::MAX } else { (1u64 << i) - 1 };
+    let low = (1u64 << (i.max(1) - 1)).min(high);
+    if low == high {
+        (low.saturating_sub(1), high)
+    } else {
+        (low, high)
+    }
+}
+
+impl Histogram {
+    /// Count one value.
+    pub fn record(&mut self, v: u64) {
+        self.buckets[bucket_of(v)] += 1;
+    }
+
+    /// Number of values.
+    pub fn total(&self) -> u64 {
+        self.buckets.iter().sum()
+    }
+
+    /// Estimate the `q` quantile (0.0..=1.0), interpolating linearly inside the bucket; None when empty.
+    pub fn quantile(&self, q: f64) -> Option<u64> {
+        let total = self.total();
+        if total == 0 {
+            return None;
+        }
+        let rank = ((q * total as f64).ceil() as u64).clamp(1, total);
+        let mut seen = 0u64;
+        for (i, &n) in self.buckets.iter().enumerate() {
+            if n == 0 {
+                continue;
+            }
+            if seen + n >= rank {
+                let (low, high) = bucket_range(i);
+                let frac = (rank - seen) as f64 / n as f64;
+                return Some(low + ((high - low) as f64 * frac) as u64);
+            }
+            seen += n;
+        }
+        None
+    }
+
+    /// Add another histogram's counts.
+    pub fn merge(&mut self, other: &Histogram) {
+        for (a, b) in self.buckets.iter_mut().zip(other.buckets.iter()) {
+            *a += b;
+        }
+    }
+}
+
+/// Statistics of one probed function (or syscall, or tracepoint).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FuncStats {
+    /// Entries (calls, hits).
+    pub count: u64,
+    /// Calls whose return was seen and paired with their entry.
+    pub paired: u64,
+    /// Entries whose return never came (longjmp, exception, lost events, too deep for the kernel).
+    pub unpaired: u64,
+    /// Sum of the paired calls' durations.
+    pub total_ns: u64,
+    /// `total_ns` minus the time spent in probed callees.
+    pub self_ns: u64,
+    pub min_ns: u64,
+    pub max_ns: u64,
+    pub hist: Histogram,
+}
+
+impl FuncStats {
+    /// Count one entry.
+    pub fn enter(&mut self) {
+        self.count += 1;
+    }
+
+    /// Count one paired call of `dur_ns`, of which `self_ns` outside probed callees.
+    pub fn paired_call(&mut self, dur_ns: u64, self_ns: u64) {
+        if self.paired == 0 || dur_ns < self.min_ns {
+            self.min_ns = dur_ns;
+        }
+        self.max_ns = self.max_ns.max(dur_ns);
+        self.paired += 1;
+        self.total_ns += dur_ns;
+        self.self_ns += self_ns;
+        self.hist.record(dur_ns);
+    }
+
+    /// Average duration of the paired calls.
+    pub fn avg_ns(&self) -> u64 {
+        self.total_ns.checked_div(self.paired).unwrap_or(0)
+    }
+
+    /// The `q` quantile of the paired durations from the histogram, kept within [min, max].
+    pub fn quantile(&self, q: f64) -> Option<u64> {
+        self.hist
+            .quantile(q)
+            .map(|v| v.clamp(self.min_ns, self.max_ns))
+    }
+
+    /// Add another interval's statistics.
+    pub fn merge(&mut self, o: &FuncStats) {
+        if o.paired > 0 && (self.paired == 0 || o.min_ns < self.min_ns) {
+            self.min_ns = o.min_ns;
+        }
+        self.max_ns = self.max_ns.max(o.max_ns);
+        self.count += o.count;
+        self.paired += o.paired;
+        self.unpaired += o.unpaired;
+        self.total_ns += o.total_ns;
+        self.self_ns += o.self_ns;
+        self.hist.merge(&o.hist);
+    }
+}
+
+/// Statistics of every probe target of a run (or of one interval), indexed like the targets.
+#[derive(Clone, Debug, Default)]
+pub struct Stats {
+    pub funcs: Vec<FuncStats>,
+    /// Events the kernel dropped (PERF_RECORD_LOST).
+    pub lost: u64,
+    /// Returns that came without a matching entry (calls already running when probing began, lost entries).
+    pub orphan_returns: u64,
+}
+
+impl Stats {
+    /// Empty statistics for `n` targets.
+    pub fn new(n: usize) -> Stats {
+        Stats {
+            funcs: vec![FuncStats::default(); n],
+            lost: 0,
+            orphan_returns: 0,
+        }
+    }
+
+    /// Total unpaired entries over all functions.
+    pub fn unpaired(&self) -> u64 {
+        self.funcs.iter().map(|f| f.unpaired).sum()
+    }
+
+    /// Take the counts so far and start a new interval from zero.
+    pub fn take(&mut self) -> Stats {
+        let n = self.funcs.len();
+        std::mem::replace(self, Stats::new(n))
+    }
+
+    /// Add another interval's statistics.
+    pub fn merge(&mut self, o: &Stats) {
+        for (a, b) in self.funcs.iter_mut().zip(o.funcs.iter()) {
+            a.merge(b);
+        }
+        self.lost += o.lost;
+        self.orphan_returns += o.orphan_returns;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Check that buckets follow bcc's log2 layout.
+    #[test]
+    fn log2_buckets() {
+        assert_eq!(bucket_of(0), 1);
+        assert_eq!(bucket_of(1), 1);
+        assert_eq!(bucket_of(2), 2);
+        assert_eq!(bucket_of(3), 2);
+        assert_eq!(bucket_of(4), 3);
+        assert_eq!(bucket_of(u64::MAX), 64);
+        assert_eq!(bucket_range(1), (0, 1));
+        assert_eq!(bucket_range(2), (2, 3));
+        assert_eq!(bucket_range(3), (4, 7));
+        assert_eq!(bucket_range(64), (1 << 63, u64::MAX));
+    }
+
+    /// Check that quantiles fall in the right bucket.
+    #[test]
+    fn quantiles() {
+        let mut h = Histogram::default();
+        for _ in 0..99 {
+            h.record(1000);
+        }
+        h.record(1_000_000);
+        let p50 = h.quantile(0.5).unwrap();
+        assert!((512..=1023).contains(&p50), "{p50}");
+        let p99 = h.quantile(0.99).unwrap();
+        assert!((512..=1023).contains(&p99), "{p99}");
+        let p100 = h.quantile(1.0).unwrap();
+        assert!((524_288..=1_048_575).contains(&p100), "{p100}");
+        assert_eq!(Histogram::default().quantile(0.5), None);
+    }
+
+    /// Check that count, min, max, total and self add up, and that merging intervals gives the same result.
+    #[test]
+    fn func_stats_and_merge() {
+        let mut a = FuncStats::default();
+        a.enter();
+        a.paired_call(100, 40);
+        a.enter();
+        a.paired_call(300, 300);
+        let mut b = FuncStats::default();
+        b.enter();
+        b.paired_call(50, 50);
+        b.enter();
+        b.unpaired += 1;
+        assert_eq!(
+            (a.min_ns, a.max_ns, a.total_ns, a.self_ns, a.avg_ns()),
+            (100, 300, 400, 340, 200)
+        );
+        a.merge(&b);
+        assert_eq!(
+            (a.count, a.paired, a.unpaired, a.min_ns, a.max_ns),
+            (4, 3, 1, 50, 300)
+        );
+        assert_eq!(a.hist.total(), 3);
+    }
+}
