@@ -81,9 +81,9 @@ if [ -n "${RPROF_VM_RPROF:-}" ]; then
     [ -f "$RPROF" ] || die "RPROF_VM_RPROF=$RPROF does not exist"
 else
     (cd "$ROOT" && env -u CARGO_ENCODED_RUSTFLAGS -u CARGO_BUILD_RUSTFLAGS RUSTFLAGS='-C target-feature=+crt-static' \
-        "${CARGO:-cargo}" build -q --release --bin rprof --target x86_64-unknown-linux-gnu --target-dir target/static) ||
+        "${CARGO:-cargo}" build -q --bin rprof --target x86_64-unknown-linux-gnu --target-dir target/static) ||
         die "static build of rprof failed (see the cargo output above)"
-    RPROF=$ROOT/target/static/x86_64-unknown-linux-gnu/release/rprof
+    RPROF=$ROOT/target/static/x86_64-unknown-linux-gnu/debug/rprof
     if readelf -lW "$RPROF" | grep -q INTERP; then
         die "$RPROF is dynamically linked: RUSTFLAGS='-C target-feature=+crt-static' did not reach the build"
     fi

@@ -32,11 +32,15 @@ oneline() { tr '\n' ' ' < "$1" | cut -c1-160; }
 # `rMAXACTIVE:GROUP/EVENT ...` for return probes (the kernel adds the maxactive number).
 groups() { sed -n 's/^[pr][0-9]*:\(rprof_[0-9]*\)\/.*/\1/p' "$T/kprobe_events" | sort -u; }
 
-# wait_group PID SECS: wait until rprof PID has written its probes (group rprof_PID), or it died.
+# wait_group PID SECS [ERR]: wait until rprof PID has written its probes (group rprof_PID) and, given its stderr
+# file ERR, says its events are on ("Ctrl-C to end"), or it died.
 wait_group() {
     i=0
     while [ "$i" -lt "$(($2 * 10))" ]; do
-        grep -q "^[pr][0-9]*:rprof_$1/" "$T/kprobe_events" && return 0
+        if grep -q "^[pr][0-9]*:rprof_$1/" "$T/kprobe_events"; then
+            [ -z "$3" ] && return 0
+            grep -q "Ctrl-C to end" "$3" 2>/dev/null && return 0
+        fi
         kill -0 "$1" 2>/dev/null || return 1
         sleep 0.1
         i=$((i + 1))
@@ -121,7 +125,7 @@ step_open_count() {
     /opener /tmp/target "$K" &
     opid=$!
     start_rprof /tmp/s1.csv /tmp/s1.err probe -p "$opid" -d 6 --csv "$OPENFN"
-    if ! wait_group "$RPID" 30; then
+    if ! wait_group "$RPID" 30 /tmp/s1.err; then
         kill -9 "$opid"
         wait "$opid" 2>/dev/null
         finish_rprof
@@ -164,8 +168,8 @@ step_glob() {
     matches=$(grep -cE ' [tT] vfs_[A-Za-z0-9_]*$' /proc/kallsyms)
     /opener /tmp/target 50 &
     opid=$!
-    start_rprof /tmp/s2.csv /tmp/s2.err probe -d 4 --csv 'vfs_*'
-    if ! wait_group "$RPID" 30; then
+    start_rprof /tmp/s2.csv /tmp/s2.err probe -d 8 --csv 'vfs_*'
+    if ! wait_group "$RPID" 30 /tmp/s2.err; then
         kill -9 "$opid"
         wait "$opid" 2>/dev/null
         finish_rprof
