@@ -1,6 +1,7 @@
 //! `rprof record`: open CPU-clock sampling events on a command, processes, threads or the whole system, read
 //! the ring buffers until told to stop, and stream the records into a perf.data recording.
 use crate::perf::attr::sample;
+use crate::perf::record_type;
 use crate::perf::{self, Attr, OrderedMerge, PerfError, PerfEvent, Ring, Workload};
 use crate::process::{self, ProcessError};
 use crate::recording::{
@@ -403,12 +404,7 @@ struct Collected {
     paths: BTreeSet<(i32, String)>,
 }
 
-const RECORD_LOST: u32 = 2;
-const RECORD_THROTTLE: u32 = 5;
-const RECORD_SAMPLE: u32 = 9;
-const RECORD_MMAP2: u32 = 10;
-const RECORD_LOST_SAMPLES: u32 = 13;
-const PROT_EXEC: u32 = 4;
+const PROT_EXEC: u32 = libc::PROT_EXEC as u32;
 
 /// Read every ring once and append its records; end the round with FINISHED_ROUND. In DWARF mode records go
 /// through the time-ordered merge first, so that a mapping is known before the samples that run in it.
@@ -426,11 +422,11 @@ fn drain(
                 return;
             }
             match rec.kind {
-                RECORD_SAMPLE => st.samples += 1,
-                RECORD_LOST => st.lost += body_u64(&rec, 8),
-                RECORD_LOST_SAMPLES => st.lost_samples += body_u64(&rec, 0),
-                RECORD_THROTTLE => st.throttled += 1,
-                RECORD_MMAP2 => note_mmap2(&rec, st),
+                record_type::SAMPLE => st.samples += 1,
+                record_type::LOST => st.lost += body_u64(&rec, 8),
+                record_type::LOST_SAMPLES => st.lost_samples += body_u64(&rec, 0),
+                record_type::THROTTLE => st.throttled += 1,
+                record_type::MMAP2 => note_mmap2(&rec, st),
                 _ => {}
             }
             result = match dwarf {

@@ -15,6 +15,19 @@ pub use workload::Workload;
 
 use std::path::PathBuf;
 
+/// PERF_RECORD_* record types, as `u32` for matching on [`RawRecord::kind`].
+pub mod record_type {
+    use perf_event_open_sys::bindings as sys;
+    pub const LOST: u32 = sys::PERF_RECORD_LOST;
+    pub const COMM: u32 = sys::PERF_RECORD_COMM;
+    pub const EXIT: u32 = sys::PERF_RECORD_EXIT;
+    pub const THROTTLE: u32 = sys::PERF_RECORD_THROTTLE;
+    pub const FORK: u32 = sys::PERF_RECORD_FORK;
+    pub const SAMPLE: u32 = sys::PERF_RECORD_SAMPLE;
+    pub const MMAP2: u32 = sys::PERF_RECORD_MMAP2;
+    pub const LOST_SAMPLES: u32 = sys::PERF_RECORD_LOST_SAMPLES;
+}
+
 /// Errors of the perf layer.
 #[derive(Debug, thiserror::Error)]
 pub enum PerfError {

@@ -18,12 +18,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-const PERF_RECORD_LOST: u32 = 2;
-const PERF_RECORD_EXIT: u32 = 4;
-const PERF_RECORD_SAMPLE: u32 = 9;
-const PERF_RECORD_COMM: u32 = 3;
-const PERF_RECORD_FORK: u32 = 7;
-const PERF_RECORD_MMAP2: u32 = 10;
+use crate::perf::record_type::{
+    COMM as PERF_RECORD_COMM, EXIT as PERF_RECORD_EXIT, FORK as PERF_RECORD_FORK,
+    LOST as PERF_RECORD_LOST, MMAP2 as PERF_RECORD_MMAP2, SAMPLE as PERF_RECORD_SAMPLE,
+};
 
 #[derive(Clone, Copy)]
 struct EventInfo {
