@@ -11,6 +11,8 @@
 #     profiler's own part of it: record wall minus the workload's own wall inside that run, plus report wall.
 #     The total walls (workload included) are printed too.
 #   - rprof's own CPU time (utime+stime) while recording, in % of one core (bar: < 10%)
+#   - rprof's VmRSS at 5 s and at 20 s of recording two busy threads (fixtures/dwe_threads.c) at 999 Hz
+#     (bar: growth < 5 MB); MEM_SECONDS=0 skips it
 #
 # CPU and wall of the profilers are measured with /usr/bin/time: the outer one times the profiler (its rusage
 # includes the reaped workload), an inner one times the workload itself; the difference is the profiler's own.
@@ -21,6 +23,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 ROUNDS="${ROUNDS:-800}"
 FREQ="${FREQ:-999}"
+MEM_SECONDS="${MEM_SECONDS:-20}"
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 
@@ -97,3 +100,19 @@ echo "file size        rprof/perf = $size_ratio (1/$(calc '%.0f' "1 / $size_rati
 echo "record+report    rprof/perf = $own_ratio for the profilers' own part ($rprof_own s vs $perf_own s); bar <= 0.333: $(verdict "$own_ratio <= 1/3")"
 echo "                 (total walls with the workload: $rprof_total s vs $perf_total s, ratio $total_ratio)"
 echo "rprof CPU        $rprof_cpupct% of one core while recording; bar < 10%: $(verdict "$rprof_cpupct < 10")"
+
+if [ "$MEM_SECONDS" -gt 5 ]; then
+    gcc -O2 -fomit-frame-pointer -pthread -o "$WORK/dwe_threads" "$ROOT/fixtures/dwe_threads.c"
+    "$RPROF" record -F "$FREQ" --call-graph dwarf -o "$WORK/mem.data" -- "$WORK/dwe_threads" "$MEM_SECONDS" \
+        2>"$WORK/mem.err" &
+    pid=$!
+    rss() { awk '/^VmRSS:/ {print $2}' "/proc/$pid/status"; }
+    sleep 5
+    early=$(rss)
+    sleep "$(calc '%.1f' "$MEM_SECONDS - 5.5")"
+    late=$(rss)
+    wait "$pid"
+    growth=$((late - early))
+    echo "rprof memory    VmRSS $early KiB at 5 s, $late KiB at $(calc '%.1f' "$MEM_SECONDS - 0.5") s (growth $growth KiB) over" \
+        "$(grep -o '[0-9]* samples' "$WORK/mem.err" | head -1); bar < 5 MB: $(verdict "$growth < 5120")"
+fi
