@@ -618,15 +618,22 @@ impl std::fmt::Display for DwarfStats {
         let pct = |n: u64| n as f64 * 100.0 / self.unwound.max(1) as f64;
         write!(
             f,
-            "rprof record: DWARF-unwound {} user stacks: {:.1}% truncated at the {} KiB stack copy, {:.1}% stopped \
+            "rprof record: DWARF-unwound {} user stacks: {:.1}% truncated at the {} stack copy, {:.1}% stopped \
              at a frame without unwind info",
             self.unwound,
             pct(self.truncated),
-            self.copy_size / 1024,
+            human_size(self.copy_size),
             pct(self.failed)
         )?;
         if self.truncated * 20 > self.unwound {
-            write!(f, "; try --call-graph dwarf,65528 for deeper stacks")?;
+            if self.copy_size < 65528 {
+                write!(f, "; try --call-graph dwarf,65528 for deeper stacks")?;
+            } else {
+                write!(
+                    f,
+                    "; 65528 bytes is the kernel's largest copy: use -g on a build with frame pointers"
+                )?;
+            }
         }
         if self.failed * 20 > self.unwound {
             write!(

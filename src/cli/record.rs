@@ -161,7 +161,7 @@ fn parse_call_graph(s: &str) -> anyhow::Result<CallGraph> {
                 None => 16384,
             };
             // The kernel caps the copy at 65528 bytes (a record is at most 64 KiB) and wants a multiple of 8.
-            if stack_size == 0 || stack_size > 65528 {
+            if !(8..=65528).contains(&stack_size) {
                 bail!("DWARF stack size {stack_size} out of range: use 8..=65528 bytes");
             }
             Ok(CallGraph::Dwarf {

@@ -57,6 +57,15 @@ pub const DEFAULT_MODULE_CAP: usize = 256;
 /// Paths whose layout is remembered at most; past this the layout cache is cleared.
 const MAX_LAYOUTS: usize = 4096;
 
+/// `mov $15, %rax; syscall`: the x86_64 rt_sigreturn trampoline that signal handlers return into.
+const SIGRETURN_CODE: [u8; 9] = [0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05];
+/// Offset of `uc_mcontext.gregs` in the x86_64 `ucontext_t` (after uc_flags, uc_link and the 24-byte uc_stack).
+const UC_MCONTEXT: u64 = 40;
+/// Indexes of rbp, rsp and rip in `gregs` (`REG_RBP`, `REG_RSP`, `REG_RIP` of `<sys/ucontext.h>`).
+const REG_RBP: u64 = 10;
+const REG_RSP: u64 = 15;
+const REG_RIP: u64 = 16;
+
 /// Why a module could not be loaded (kept private: a module that fails to load is unwound with frame pointers).
 #[derive(Debug, thiserror::Error)]
 enum ModuleError {
@@ -139,6 +148,8 @@ pub struct DwarfUnwinder {
     /// The vDSO of this process, which is the same image as every other 64-bit process's on this kernel.
     vdso: Option<Option<Arc<[u8]>>>,
     cache: CacheX86_64,
+    /// (file, offset) of code already checked for the rt_sigreturn trampoline, and the answer.
+    sigreturn_sites: HashMap<(Arc<str>, u64), bool>,
     /// The unwinder used for processes without any known mapping.
     no_modules: UnwinderX86_64<Vec<u8>>,
     tick: u64,
@@ -160,6 +171,7 @@ impl DwarfUnwinder {
             layouts: HashMap::new(),
             vdso: None,
             cache: CacheX86_64::new(),
+            sigreturn_sites: HashMap::new(),
             no_modules: UnwinderX86_64::new(),
             tick: 0,
         }
@@ -260,7 +272,7 @@ impl DwarfUnwinder {
         let stack_start = regs.sp;
         let stack_end = regs.sp.saturating_add(valid_len as u64);
         // Whether the last failed read was past the end of the copy: tells "ran off the copy" from other failures.
-        let mut read_past_end = false;
+        let read_past_end = std::cell::Cell::new(false);
         let mut read_stack = |addr: u64| -> Result<u64, ()> {
             let in_copy = addr
                 .checked_sub(stack_start)
@@ -269,7 +281,7 @@ impl DwarfUnwinder {
             match in_copy {
                 Some(bytes) => Ok(u64::from_le_bytes(bytes.try_into().map_err(|_| ())?)),
                 None => {
-                    read_past_end = addr >= stack_start && addr.saturating_add(8) > stack_end;
+                    read_past_end.set(addr >= stack_start && addr.saturating_add(8) > stack_end);
                     Err(())
                 }
             }
@@ -289,6 +301,7 @@ impl DwarfUnwinder {
                 Some(process) => &process.unwinder,
                 None => &self.no_modules,
             };
+            let before = uregs;
             let step = unwinder.unwind_frame(address, &mut uregs, &mut self.cache, &mut read_stack);
             match step {
                 Ok(Some(0)) | Ok(None) => return UnwindOutcome::Complete,
@@ -305,10 +318,74 @@ impl DwarfUnwinder {
                 {
                     return UnwindOutcome::Truncated
                 }
-                Err(_) if read_past_end => return UnwindOutcome::Truncated,
+                Err(_) if read_past_end.get() => return UnwindOutcome::Truncated,
+                // framehop does not unwind signal frames: a signal handler returns into the rt_sigreturn
+                // trampoline, and the interrupted code's registers are in the ucontext on the stack.
+                Err(_) if self.is_sigreturn(pid, address.address()) => {
+                    let ucontext = before.sp();
+                    let greg = |i: u64| ucontext + UC_MCONTEXT + 8 * i;
+                    let (Ok(ip), Ok(sp), Ok(bp)) = (
+                        read_stack(greg(REG_RIP)),
+                        read_stack(greg(REG_RSP)),
+                        read_stack(greg(REG_RBP)),
+                    ) else {
+                        return match greg(REG_RIP + 1) > stack_end {
+                            true => UnwindOutcome::Truncated,
+                            false => UnwindOutcome::Failed,
+                        };
+                    };
+                    if ip == 0 {
+                        return UnwindOutcome::Failed;
+                    }
+                    out.push(ip);
+                    frames += 1;
+                    uregs = UnwindRegsX86_64::new(ip, sp, bp);
+                    address = FrameAddress::from_instruction_pointer(ip);
+                }
                 Err(_) => return UnwindOutcome::Failed,
             }
         }
+    }
+
+    /// Whether the code at `address` in process `pid` is the x86_64 rt_sigreturn trampoline (glibc's
+    /// `__restore_rt`, the vDSO's `__vdso_rt_sigreturn`): a signal handler returns there.
+    fn is_sigreturn(&mut self, pid: u32, address: u64) -> bool {
+        let Some(process) = self.processes.get(&pid) else {
+            return false;
+        };
+        let Some((&start, mapping)) = process.mappings.range(..=address).next_back() else {
+            return false;
+        };
+        if address >= mapping.end {
+            return false;
+        }
+        let offset = (address - start).wrapping_add(mapping.pgoff);
+        let site = (mapping.path.clone(), offset);
+        if let Some(&known) = self.sigreturn_sites.get(&site) {
+            return known;
+        }
+        let mut code = [0u8; SIGRETURN_CODE.len()];
+        let read = if &*mapping.path == "[vdso]" {
+            let vdso = self.vdso.clone().flatten();
+            let at = usize::try_from(address - start).ok();
+            match (vdso, at) {
+                (Some(bytes), Some(at)) => bytes
+                    .get(at..at + code.len())
+                    .map(|b| code.copy_from_slice(b))
+                    .is_some(),
+                _ => false,
+            }
+        } else {
+            use std::os::unix::fs::FileExt;
+            open_file(pid, &mapping.path)
+                .is_ok_and(|(file, _)| file.read_exact_at(&mut code, offset).is_ok())
+        };
+        let found = read && code == SIGRETURN_CODE;
+        if self.sigreturn_sites.len() >= MAX_LAYOUTS {
+            self.sigreturn_sites.clear();
+        }
+        self.sigreturn_sites.insert(site, found);
+        found
     }
 
     /// Make sure the module holding `address` in process `pid` is in that process's framehop unwinder.

@@ -134,3 +134,59 @@ pub fn read_line(r: &mut impl std::io::Read) -> String {
     }
     String::from_utf8_lossy(&line).into_owned()
 }
+
+/// Whether the `perf` tool runs here. Without it the test skips (printing why), unless
+/// RPROF_REQUIRE_PRIVILEGED=1, where a skip is a failure.
+pub fn perf_tool(test: &str) -> bool {
+    let ok = Command::new("perf")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        let why = format!("{test}: skipped: the perf tool is not installed");
+        if std::env::var("RPROF_REQUIRE_PRIVILEGED").as_deref() == Ok("1") {
+            panic!("{why}, and RPROF_REQUIRE_PRIVILEGED=1 forbids skipping");
+        }
+        eprintln!("{why}");
+    }
+    ok
+}
+
+/// Run rprof with `args`, asserting success; returns (stdout, stderr).
+pub fn rprof_ok_stderr(args: &[&str]) -> (String, String) {
+    let out = rprof().args(args).output().expect("run rprof");
+    assert_success(&out, args);
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Among the stacks for which `select` holds, the share (0..=1) of samples for which `full` holds, and the
+/// number of samples selected.
+pub fn share_of(
+    stacks: &[(Vec<String>, u64)],
+    select: impl Fn(&[String]) -> bool,
+    full: impl Fn(&[String]) -> bool,
+) -> (f64, u64) {
+    let mut selected = 0;
+    let mut good = 0;
+    for (frames, count) in stacks {
+        if select(frames) {
+            selected += count;
+            if full(frames) {
+                good += count;
+            }
+        }
+    }
+    (good as f64 / selected.max(1) as f64, selected)
+}
+
+/// A process's resident set size in KiB, from /proc/PID/status (None once it is gone).
+pub fn vm_rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
