@@ -1,4 +1,5 @@
 //! Kernel symbols from /proc/kallsyms.
+use super::ranges::Ranges;
 use std::sync::Arc;
 
 /// How far past the very last kernel symbol an address may lie and still be attributed to it.
@@ -7,29 +8,24 @@ const LAST_SYMBOL_SPAN: u64 = 4096;
 /// Kernel text symbols sorted by address, each bounded by the next symbol of any kind.
 #[derive(Debug, Default)]
 pub struct KernelSymbols {
-    /// (start, end, name), sorted by start, non-overlapping.
-    entries: Vec<(u64, u64, Arc<str>)>,
+    /// Text symbols with their ends.
+    ranges: Ranges,
 }
 
 impl KernelSymbols {
     /// The text symbol containing `addr`, if any.
     pub fn lookup(&self, addr: u64) -> Option<&Arc<str>> {
-        let i = self
-            .entries
-            .partition_point(|e| e.0 <= addr)
-            .checked_sub(1)?;
-        let (start, end, name) = &self.entries[i];
-        (addr >= *start && addr < *end).then_some(name)
+        self.ranges.lookup(addr)
     }
 
     /// The number of text symbols.
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.ranges.len()
     }
 
     /// True when there are no symbols (for example kallsyms hides addresses).
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.ranges.is_empty()
     }
 }
 
@@ -79,7 +75,9 @@ pub fn parse_kallsyms(data: &[u8]) -> KernelSymbols {
             Arc::from(String::from_utf8_lossy(name).as_ref()),
         ));
     }
-    KernelSymbols { entries }
+    KernelSymbols {
+        ranges: Ranges::new(entries),
+    }
 }
 
 #[cfg(test)]

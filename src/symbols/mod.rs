@@ -18,6 +18,7 @@ mod dwarf;
 mod elf;
 mod kallsyms;
 mod perfmap;
+mod ranges;
 
 pub use demangle::demangle;
 pub use kallsyms::{parse_kallsyms, KernelSymbols};

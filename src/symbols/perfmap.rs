@@ -1,22 +1,18 @@
 //! JIT symbols from `/tmp/perf-PID.map` (`START SIZE NAME` lines, hex numbers).
+use super::ranges::Ranges;
 use std::sync::Arc;
 
 /// The symbols of one perf map, sorted by start address.
 #[derive(Debug, Default)]
 pub struct PerfMap {
-    /// (start, end, name), sorted by start.
-    entries: Vec<(u64, u64, Arc<str>)>,
+    /// Code ranges with their names.
+    ranges: Ranges,
 }
 
 impl PerfMap {
     /// The symbol whose range contains `addr`.
     pub fn lookup(&self, addr: u64) -> Option<&Arc<str>> {
-        let i = self
-            .entries
-            .partition_point(|e| e.0 <= addr)
-            .checked_sub(1)?;
-        let (start, end, name) = &self.entries[i];
-        (addr >= *start && addr < *end).then_some(name)
+        self.ranges.lookup(addr)
     }
 }
 
@@ -53,7 +49,9 @@ pub fn parse_perf_map(data: &[u8]) -> PerfMap {
             _ => deduped.push(e),
         }
     }
-    PerfMap { entries: deduped }
+    PerfMap {
+        ranges: Ranges::new(deduped),
+    }
 }
 
 #[cfg(test)]
