@@ -78,6 +78,18 @@ struct Mapping {
     short: Arc<str>,
 }
 
+/// A raw stack as sampled: what [`Session::add_sample`] resolves, and the key of its cache.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct ChainKey {
+    pid: u32,
+    comm: u32,
+    /// The sample's CPU mode was kernel.
+    kernel: bool,
+    /// `addrs` is the raw callchain (leaf first, with PERF_CONTEXT_* markers); else it holds only the IP.
+    chain: bool,
+    addrs: Vec<u64>,
+}
+
 /// The state of replaying a recording.
 struct Session {
     symbolizer: Symbolizer,
@@ -88,6 +100,11 @@ struct Session {
     frame_ids: HashMap<FrameInfo, FrameId>,
     /// (pid, address, exact) -> frames leaf-most last; kernel addresses use pid u32::MAX.
     cache: HashMap<(u32, u64, bool), Arc<[FrameId]>>,
+    /// Raw stack -> index in `stacks`: most samples repeat a stack seen before, and skip resolving it.
+    chains: HashMap<ChainKey, usize>,
+    /// Distinct resolved stacks (comm, frames outermost first) with their counts, and their index.
+    stacks: Vec<((u32, Vec<FrameId>), StackCount)>,
+    stack_ids: HashMap<(u32, Vec<FrameId>), usize>,
     profile: Profile,
 }
 
@@ -117,6 +134,9 @@ pub fn load(
         comm_ids: HashMap::new(),
         frame_ids: HashMap::new(),
         cache: HashMap::new(),
+        chains: HashMap::new(),
+        stacks: Vec::new(),
+        stack_ids: HashMap::new(),
         profile: Profile::default(),
     };
     let pid_set: HashSet<u32> = filter.pids.iter().copied().collect();
@@ -148,6 +168,9 @@ pub fn load(
             } => {
                 if cpu_mode != CpuMode::Kernel && pid >= 0 {
                     s.add_mapping(pid as u32, start, len, pgoff, path, build_id);
+                } else if cpu_mode == CpuMode::Kernel {
+                    // The recording describes the kernel: its samples will need kallsyms.
+                    s.symbolizer.prefetch_kernel();
                 }
             }
             Event::Fork {
@@ -181,14 +204,16 @@ pub fn load(
                 {
                     continue;
                 }
-                s.add_sample(&sample, comm);
+                s.add_sample(sample, comm);
             }
             Event::Lost { count } => s.profile.lost += count,
             Event::LostSamples { count } => s.profile.lost_samples += count,
             Event::Throttle { throttled } => s.profile.throttled += throttled as u64,
         }
     }
-    Ok(s.profile)
+    let mut profile = s.profile;
+    profile.stacks = s.stacks.into_iter().collect();
+    Ok(profile)
 }
 
 impl Session {
@@ -252,17 +277,58 @@ impl Session {
         );
         // Cached resolutions of this process may point at the old mapping.
         self.cache.retain(|(p, _, _), _| *p != pid);
+        self.chains.retain(|k, _| k.pid != pid);
     }
 
-    fn add_sample(&mut self, sample: &Sample, comm: u32) {
-        let mut stack: Vec<FrameId> = Vec::with_capacity(sample.callchain.len() + 4);
-        if sample.callchain.is_empty() {
-            let kernel = sample.cpu_mode == CpuMode::Kernel || sample.ip >= KERNEL_START;
-            stack.extend(self.resolve(sample.pid, sample.ip, kernel, true).iter());
+    fn add_sample(&mut self, sample: Sample, comm: u32) {
+        let chain = !sample.callchain.is_empty();
+        let key = ChainKey {
+            pid: sample.pid,
+            comm,
+            kernel: sample.cpu_mode == CpuMode::Kernel,
+            chain,
+            addrs: if chain {
+                sample.callchain
+            } else {
+                vec![sample.ip]
+            },
+        };
+        let index = match self.chains.get(&key) {
+            Some(&index) => index,
+            None => {
+                let stack = self.resolve_stack(&key);
+                let index = match self.stack_ids.get(&(comm, stack.clone())) {
+                    Some(&index) => index,
+                    None => {
+                        self.stacks
+                            .push(((comm, stack.clone()), StackCount::default()));
+                        self.stack_ids.insert((comm, stack), self.stacks.len() - 1);
+                        self.stacks.len() - 1
+                    }
+                };
+                self.chains.insert(key, index);
+                index
+            }
+        };
+        let count = &mut self.stacks[index].1;
+        count.samples += 1;
+        count.period += sample.period;
+        self.profile.samples += 1;
+        self.profile.period += sample.period;
+    }
+
+    /// The frames of a raw stack, outermost first.
+    fn resolve_stack(&mut self, key: &ChainKey) -> Vec<FrameId> {
+        let sample = key;
+        let mut stack: Vec<FrameId> = Vec::with_capacity(sample.addrs.len() + 4);
+        if !sample.chain {
+            let ip = sample.addrs[0];
+            let kernel = sample.kernel || ip >= KERNEL_START;
+            stack.extend(self.resolve(sample.pid, ip, kernel, true).iter());
         } else {
-            let mut kernel = sample.cpu_mode == CpuMode::Kernel;
+            let mut kernel = sample.kernel;
             let mut first = true;
-            for &addr in &sample.callchain {
+            for &addr in &sample.addrs {
                 if addr >= PERF_CONTEXT_MAX {
                     match addr {
                         PERF_CONTEXT_KERNEL => kernel = true,
@@ -278,11 +344,7 @@ impl Session {
             }
         }
         stack.reverse();
-        let entry = self.profile.stacks.entry((comm, stack)).or_default();
-        entry.samples += 1;
-        entry.period += sample.period;
-        self.profile.samples += 1;
-        self.profile.period += sample.period;
+        stack
     }
 
     /// Frames (outermost first) for one address; `exact` is false for return addresses, which are looked up
