@@ -78,6 +78,9 @@ struct Mapping {
     short: Arc<str>,
 }
 
+/// The maps hashed once or more per sample: SipHash (std's default) costs more there than everything else.
+type FastMap<K, V> = HashMap<K, V, ahash::RandomState>;
+
 /// A raw stack as sampled: what [`Session::add_sample`] resolves, and the key of its cache.
 #[derive(Debug, PartialEq, Eq, Hash)]
 struct ChainKey {
@@ -99,9 +102,9 @@ struct Session {
     comm_ids: HashMap<String, u32>,
     frame_ids: HashMap<FrameInfo, FrameId>,
     /// (pid, address, exact) -> frames leaf-most last; kernel addresses use pid u32::MAX.
-    cache: HashMap<(u32, u64, bool), Arc<[FrameId]>>,
+    cache: FastMap<(u32, u64, bool), Arc<[FrameId]>>,
     /// Raw stack -> index in `stacks`: most samples repeat a stack seen before, and skip resolving it.
-    chains: HashMap<ChainKey, usize>,
+    chains: FastMap<ChainKey, usize>,
     /// Distinct resolved stacks (comm, frames outermost first) with their counts, and their index.
     stacks: Vec<((u32, Vec<FrameId>), StackCount)>,
     stack_ids: HashMap<(u32, Vec<FrameId>), usize>,
@@ -120,7 +123,7 @@ pub fn load(
     filter: &Filter,
     opts: SymbolizerOptions,
 ) -> Result<Profile, ReportError> {
-    let mut reader = Reader::open(input)?;
+    let reader = Reader::open(input)?;
     let build_ids = reader
         .build_ids()
         .iter()
@@ -133,15 +136,77 @@ pub fn load(
         comm_of_tid: HashMap::new(),
         comm_ids: HashMap::new(),
         frame_ids: HashMap::new(),
-        cache: HashMap::new(),
-        chains: HashMap::new(),
+        cache: FastMap::default(),
+        chains: FastMap::default(),
         stacks: Vec::new(),
         stack_ids: HashMap::new(),
         profile: Profile::default(),
     };
     let pid_set: HashSet<u32> = filter.pids.iter().copied().collect();
     let tid_set: HashSet<u32> = filter.tids.iter().copied().collect();
-    while let Some(event) = reader.next_event()? {
+    let keep = |sample: &Sample| {
+        (pid_set.is_empty() || pid_set.contains(&sample.pid))
+            && (tid_set.is_empty() || tid_set.contains(&sample.tid))
+    };
+    // The file is parsed on a thread of its own, in batches, while this one resolves and symbolizes.
+    std::thread::scope(|scope| -> Result<(), ReportError> {
+        let (sender, batches) = std::sync::mpsc::sync_channel(4);
+        scope.spawn(move || read_batches(reader, sender));
+        for batch in batches {
+            for event in batch? {
+                match event {
+                    Event::Sample(sample) if !keep(&sample) => {}
+                    event => s.handle(event, &filter.comms),
+                }
+            }
+        }
+        Ok(())
+    })?;
+    let mut profile = s.profile;
+    profile.stacks = s.stacks.into_iter().collect();
+    Ok(profile)
+}
+
+/// Events per message from the reading thread.
+const BATCH: usize = 1024;
+
+/// Send the recording's events in batches until the end, an error (sent after the events before it), or until
+/// the receiver is gone.
+fn read_batches(
+    mut reader: Reader,
+    sender: std::sync::mpsc::SyncSender<Result<Vec<Event>, RecordingError>>,
+) {
+    loop {
+        let mut batch = Vec::with_capacity(BATCH);
+        let mut error = None;
+        while batch.len() < BATCH {
+            match reader.next_event() {
+                Ok(Some(event)) => batch.push(event),
+                Ok(None) => break,
+                Err(e) => {
+                    error = Some(e);
+                    break;
+                }
+            }
+        }
+        let last = batch.len() < BATCH;
+        if sender.send(Ok(batch)).is_err() {
+            return;
+        }
+        if let Some(e) = error {
+            let _ = sender.send(Err(e));
+            return;
+        }
+        if last {
+            return;
+        }
+    }
+}
+
+impl Session {
+    /// Apply one event (samples already filtered by pid and tid).
+    fn handle(&mut self, event: Event, comms: &[String]) {
+        let s = self;
         match event {
             Event::Comm {
                 pid,
@@ -190,33 +255,17 @@ pub fn load(
             }
             Event::Exit { .. } => {}
             Event::Sample(sample) => {
-                if (!pid_set.is_empty() && !pid_set.contains(&sample.pid))
-                    || (!tid_set.is_empty() && !tid_set.contains(&sample.tid))
-                {
-                    continue;
-                }
                 let comm = s.comm_for(&sample);
-                if !filter.comms.is_empty()
-                    && !filter
-                        .comms
-                        .iter()
-                        .any(|c| *c == s.profile.comms[comm as usize])
-                {
-                    continue;
+                if comms.is_empty() || comms.iter().any(|c| *c == s.profile.comms[comm as usize]) {
+                    s.add_sample(sample, comm);
                 }
-                s.add_sample(sample, comm);
             }
             Event::Lost { count } => s.profile.lost += count,
             Event::LostSamples { count } => s.profile.lost_samples += count,
             Event::Throttle { throttled } => s.profile.throttled += throttled as u64,
         }
     }
-    let mut profile = s.profile;
-    profile.stacks = s.stacks.into_iter().collect();
-    Ok(profile)
-}
 
-impl Session {
     fn comm_id(&mut self, name: &str) -> u32 {
         if let Some(&id) = self.comm_ids.get(name) {
             return id;
