@@ -150,8 +150,11 @@ pub fn load(
     };
     // The file is parsed on a thread of its own, in batches, while this one resolves and symbolizes.
     std::thread::scope(|scope| -> Result<(), ReportError> {
-        let (sender, batches) = std::sync::mpsc::sync_channel(4);
-        scope.spawn(move || read_batches(reader, sender));
+        let (sender, batches) = std::sync::mpsc::sync_channel(QUEUED_BATCHES);
+        std::thread::Builder::new()
+            .name("rprof-reader".into())
+            .spawn_scoped(scope, move || read_batches(reader, sender))
+            .map_err(ReportError::Output)?;
         for batch in batches {
             for event in batch? {
                 match event {
@@ -169,6 +172,9 @@ pub fn load(
 
 /// Events per message from the reading thread.
 const BATCH: usize = 1024;
+/// Batches the reading thread may run ahead: enough to keep it busy while this thread loads a large binary's
+/// DWARF or waits for kallsyms (tens of milliseconds, some 100k events), and bounded (tens of MiB).
+const QUEUED_BATCHES: usize = 128;
 
 /// Send the recording's events in batches until the end, an error (sent after the events before it), or until
 /// the receiver is gone.
@@ -368,16 +374,15 @@ impl Session {
 
     /// The frames of a raw stack, outermost first.
     fn resolve_stack(&mut self, key: &ChainKey) -> Vec<FrameId> {
-        let sample = key;
-        let mut stack: Vec<FrameId> = Vec::with_capacity(sample.addrs.len() + 4);
-        if !sample.chain {
-            let ip = sample.addrs[0];
-            let kernel = sample.kernel || ip >= KERNEL_START;
-            stack.extend(self.resolve(sample.pid, ip, kernel, true).iter());
+        let mut stack: Vec<FrameId> = Vec::with_capacity(key.addrs.len() + 4);
+        if !key.chain {
+            let ip = key.addrs[0];
+            let kernel = key.kernel || ip >= KERNEL_START;
+            stack.extend(self.resolve(key.pid, ip, kernel, true).iter());
         } else {
-            let mut kernel = sample.kernel;
+            let mut kernel = key.kernel;
             let mut first = true;
-            for &addr in &sample.addrs {
+            for &addr in &key.addrs {
                 if addr >= PERF_CONTEXT_MAX {
                     match addr {
                         PERF_CONTEXT_KERNEL => kernel = true,
@@ -386,7 +391,7 @@ impl Session {
                     }
                     continue;
                 }
-                let frames = self.resolve(sample.pid, addr, kernel || addr >= KERNEL_START, first);
+                let frames = self.resolve(key.pid, addr, kernel || addr >= KERNEL_START, first);
                 // `frames` is outermost first; the callchain is leaf first.
                 stack.extend(frames.iter().rev());
                 first = false;

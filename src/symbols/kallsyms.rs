@@ -65,6 +65,18 @@ fn parse_hex(digits: &[u8]) -> Option<u64> {
 /// ignored.
 fn kallsyms_fields(line: &[u8]) -> Option<(&[u8], &[u8], &[u8])> {
     let is_blank = |b: &u8| *b == b' ' || *b == b'\t';
+    // The usual line on 64-bit kernels: 16 hex digits, a space, the type, a space, the name.
+    if line.len() > 19
+        && line[16] == b' '
+        && line[18] == b' '
+        && !is_blank(&line[17])
+        && !is_blank(&line[19])
+        && !line[..16].iter().any(is_blank)
+    {
+        let name = &line[19..];
+        let end = name.iter().position(is_blank).unwrap_or(name.len());
+        return Some((&line[..16], &line[17..18], &name[..end]));
+    }
     let mut rest = line;
     let mut next = || {
         let start = rest.iter().position(|b| !is_blank(b))?;
