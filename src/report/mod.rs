@@ -78,6 +78,21 @@ struct Mapping {
     short: Arc<str>,
 }
 
+/// The maps hashed once or more per sample: SipHash (std's default) costs more there than everything else.
+type FastMap<K, V> = HashMap<K, V, ahash::RandomState>;
+
+/// A raw stack as sampled: what [`Session::add_sample`] resolves, and the key of its cache.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct ChainKey {
+    pid: u32,
+    comm: u32,
+    /// The sample's CPU mode was kernel.
+    kernel: bool,
+    /// `addrs` is the raw callchain (leaf first, with PERF_CONTEXT_* markers); else it holds only the IP.
+    chain: bool,
+    addrs: Vec<u64>,
+}
+
 /// The state of replaying a recording.
 struct Session {
     symbolizer: Symbolizer,
@@ -87,7 +102,12 @@ struct Session {
     comm_ids: HashMap<String, u32>,
     frame_ids: HashMap<FrameInfo, FrameId>,
     /// (pid, address, exact) -> frames leaf-most last; kernel addresses use pid u32::MAX.
-    cache: HashMap<(u32, u64, bool), Arc<[FrameId]>>,
+    cache: FastMap<(u32, u64, bool), Arc<[FrameId]>>,
+    /// Raw stack -> index in `stacks`: most samples repeat a stack seen before, and skip resolving it.
+    chains: FastMap<ChainKey, usize>,
+    /// Distinct resolved stacks (comm, frames outermost first) with their counts, and their index.
+    stacks: Vec<((u32, Vec<FrameId>), StackCount)>,
+    stack_ids: HashMap<(u32, Vec<FrameId>), usize>,
     profile: Profile,
 }
 
@@ -103,7 +123,7 @@ pub fn load(
     filter: &Filter,
     opts: SymbolizerOptions,
 ) -> Result<Profile, ReportError> {
-    let mut reader = Reader::open(input)?;
+    let reader = Reader::open(input)?;
     let build_ids = reader
         .build_ids()
         .iter()
@@ -116,12 +136,83 @@ pub fn load(
         comm_of_tid: HashMap::new(),
         comm_ids: HashMap::new(),
         frame_ids: HashMap::new(),
-        cache: HashMap::new(),
+        cache: FastMap::default(),
+        chains: FastMap::default(),
+        stacks: Vec::new(),
+        stack_ids: HashMap::new(),
         profile: Profile::default(),
     };
     let pid_set: HashSet<u32> = filter.pids.iter().copied().collect();
     let tid_set: HashSet<u32> = filter.tids.iter().copied().collect();
-    while let Some(event) = reader.next_event()? {
+    let keep = |sample: &Sample| {
+        (pid_set.is_empty() || pid_set.contains(&sample.pid))
+            && (tid_set.is_empty() || tid_set.contains(&sample.tid))
+    };
+    // The file is parsed on a thread of its own, in batches, while this one resolves and symbolizes.
+    std::thread::scope(|scope| -> Result<(), ReportError> {
+        let (sender, batches) = std::sync::mpsc::sync_channel(QUEUED_BATCHES);
+        std::thread::Builder::new()
+            .name("rprof-reader".into())
+            .spawn_scoped(scope, move || read_batches(reader, sender))
+            .map_err(ReportError::Output)?;
+        for batch in batches {
+            for event in batch? {
+                match event {
+                    Event::Sample(sample) if !keep(&sample) => {}
+                    event => s.handle(event, &filter.comms),
+                }
+            }
+        }
+        Ok(())
+    })?;
+    let mut profile = s.profile;
+    profile.stacks = s.stacks.into_iter().collect();
+    Ok(profile)
+}
+
+/// Events per message from the reading thread.
+const BATCH: usize = 1024;
+/// Batches the reading thread may run ahead: enough to keep it busy while this thread loads a large binary's
+/// DWARF or waits for kallsyms (tens of milliseconds, some 100k events), and bounded (tens of MiB).
+const QUEUED_BATCHES: usize = 128;
+
+/// Send the recording's events in batches until the end, an error (sent after the events before it), or until
+/// the receiver is gone.
+fn read_batches(
+    mut reader: Reader,
+    sender: std::sync::mpsc::SyncSender<Result<Vec<Event>, RecordingError>>,
+) {
+    loop {
+        let mut batch = Vec::with_capacity(BATCH);
+        let mut error = None;
+        while batch.len() < BATCH {
+            match reader.next_event() {
+                Ok(Some(event)) => batch.push(event),
+                Ok(None) => break,
+                Err(e) => {
+                    error = Some(e);
+                    break;
+                }
+            }
+        }
+        let last = batch.len() < BATCH;
+        if sender.send(Ok(batch)).is_err() {
+            return;
+        }
+        if let Some(e) = error {
+            let _ = sender.send(Err(e));
+            return;
+        }
+        if last {
+            return;
+        }
+    }
+}
+
+impl Session {
+    /// Apply one event (samples already filtered by pid and tid).
+    fn handle(&mut self, event: Event, comms: &[String]) {
+        let s = self;
         match event {
             Event::Comm {
                 pid,
@@ -148,6 +239,9 @@ pub fn load(
             } => {
                 if cpu_mode != CpuMode::Kernel && pid >= 0 {
                     s.add_mapping(pid as u32, start, len, pgoff, path, build_id);
+                } else if cpu_mode == CpuMode::Kernel {
+                    // The recording describes the kernel: its samples will need kallsyms.
+                    s.symbolizer.prefetch_kernel();
                 }
             }
             Event::Fork {
@@ -167,31 +261,17 @@ pub fn load(
             }
             Event::Exit { .. } => {}
             Event::Sample(sample) => {
-                if (!pid_set.is_empty() && !pid_set.contains(&sample.pid))
-                    || (!tid_set.is_empty() && !tid_set.contains(&sample.tid))
-                {
-                    continue;
-                }
                 let comm = s.comm_for(&sample);
-                if !filter.comms.is_empty()
-                    && !filter
-                        .comms
-                        .iter()
-                        .any(|c| *c == s.profile.comms[comm as usize])
-                {
-                    continue;
+                if comms.is_empty() || comms.iter().any(|c| *c == s.profile.comms[comm as usize]) {
+                    s.add_sample(sample, comm);
                 }
-                s.add_sample(&sample, comm);
             }
             Event::Lost { count } => s.profile.lost += count,
             Event::LostSamples { count } => s.profile.lost_samples += count,
             Event::Throttle { throttled } => s.profile.throttled += throttled as u64,
         }
     }
-    Ok(s.profile)
-}
 
-impl Session {
     fn comm_id(&mut self, name: &str) -> u32 {
         if let Some(&id) = self.comm_ids.get(name) {
             return id;
@@ -252,17 +332,57 @@ impl Session {
         );
         // Cached resolutions of this process may point at the old mapping.
         self.cache.retain(|(p, _, _), _| *p != pid);
+        self.chains.retain(|k, _| k.pid != pid);
     }
 
-    fn add_sample(&mut self, sample: &Sample, comm: u32) {
-        let mut stack: Vec<FrameId> = Vec::with_capacity(sample.callchain.len() + 4);
-        if sample.callchain.is_empty() {
-            let kernel = sample.cpu_mode == CpuMode::Kernel || sample.ip >= KERNEL_START;
-            stack.extend(self.resolve(sample.pid, sample.ip, kernel, true).iter());
+    fn add_sample(&mut self, sample: Sample, comm: u32) {
+        let chain = !sample.callchain.is_empty();
+        let key = ChainKey {
+            pid: sample.pid,
+            comm,
+            kernel: sample.cpu_mode == CpuMode::Kernel,
+            chain,
+            addrs: if chain {
+                sample.callchain
+            } else {
+                vec![sample.ip]
+            },
+        };
+        let index = match self.chains.get(&key) {
+            Some(&index) => index,
+            None => {
+                let stack = self.resolve_stack(&key);
+                let index = match self.stack_ids.get(&(comm, stack.clone())) {
+                    Some(&index) => index,
+                    None => {
+                        self.stacks
+                            .push(((comm, stack.clone()), StackCount::default()));
+                        self.stack_ids.insert((comm, stack), self.stacks.len() - 1);
+                        self.stacks.len() - 1
+                    }
+                };
+                self.chains.insert(key, index);
+                index
+            }
+        };
+        let count = &mut self.stacks[index].1;
+        count.samples += 1;
+        count.period += sample.period;
+        self.profile.samples += 1;
+        self.profile.period += sample.period;
+    }
+
+    /// The frames of a raw stack, outermost first.
+    fn resolve_stack(&mut self, key: &ChainKey) -> Vec<FrameId> {
+        let mut stack: Vec<FrameId> = Vec::with_capacity(key.addrs.len() + 4);
+        if !key.chain {
+            let ip = key.addrs[0];
+            let kernel = key.kernel || ip >= KERNEL_START;
+            stack.extend(self.resolve(key.pid, ip, kernel, true).iter());
         } else {
-            let mut kernel = sample.cpu_mode == CpuMode::Kernel;
+            let mut kernel = key.kernel;
             let mut first = true;
-            for &addr in &sample.callchain {
+            for &addr in &key.addrs {
                 if addr >= PERF_CONTEXT_MAX {
                     match addr {
                         PERF_CONTEXT_KERNEL => kernel = true,
@@ -271,18 +391,14 @@ impl Session {
                     }
                     continue;
                 }
-                let frames = self.resolve(sample.pid, addr, kernel || addr >= KERNEL_START, first);
+                let frames = self.resolve(key.pid, addr, kernel || addr >= KERNEL_START, first);
                 // `frames` is outermost first; the callchain is leaf first.
                 stack.extend(frames.iter().rev());
                 first = false;
             }
         }
         stack.reverse();
-        let entry = self.profile.stacks.entry((comm, stack)).or_default();
-        entry.samples += 1;
-        entry.period += sample.period;
-        self.profile.samples += 1;
-        self.profile.period += sample.period;
+        stack
     }
 
     /// Frames (outermost first) for one address; `exact` is false for return addresses, which are looked up

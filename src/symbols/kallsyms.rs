@@ -1,32 +1,91 @@
 //! Kernel symbols from /proc/kallsyms.
-use super::ranges::Ranges;
+use std::cell::OnceCell;
 use std::sync::Arc;
 
 /// How far past the very last kernel symbol an address may lie and still be attributed to it.
 const LAST_SYMBOL_SPAN: u64 = 4096;
 
+/// One text symbol: its range, where its name lies in [`KernelSymbols::names`], and the name as an `Arc`
+/// once it was looked up (most of the ~100k kernel symbols never are, so they cost no allocation).
+#[derive(Debug)]
+struct Entry {
+    start: u64,
+    end: u64,
+    name_start: u32,
+    name_end: u32,
+    shared: OnceCell<Arc<str>>,
+}
+
 /// Kernel text symbols sorted by address, each bounded by the next symbol of any kind.
 #[derive(Debug, Default)]
 pub struct KernelSymbols {
-    /// Text symbols with their ends.
-    ranges: Ranges,
+    /// Sorted by start, non-overlapping.
+    entries: Vec<Entry>,
+    /// All text symbol names, back to back.
+    names: String,
 }
 
 impl KernelSymbols {
     /// The text symbol containing `addr`, if any.
     pub fn lookup(&self, addr: u64) -> Option<&Arc<str>> {
-        self.ranges.lookup(addr)
+        let i = self
+            .entries
+            .partition_point(|e| e.start <= addr)
+            .checked_sub(1)?;
+        let e = &self.entries[i];
+        (addr >= e.start && addr < e.end).then(|| {
+            e.shared
+                .get_or_init(|| Arc::from(&self.names[e.name_start as usize..e.name_end as usize]))
+        })
     }
 
     /// The number of text symbols.
     pub fn len(&self) -> usize {
-        self.ranges.len()
+        self.entries.len()
     }
 
     /// True when there are no symbols (for example kallsyms hides addresses).
     pub fn is_empty(&self) -> bool {
-        self.ranges.is_empty()
+        self.entries.is_empty()
     }
+}
+
+/// A hexadecimal number (no prefix); None when empty, too long or not hex.
+fn parse_hex(digits: &[u8]) -> Option<u64> {
+    if digits.is_empty() || digits.len() > 16 {
+        return None;
+    }
+    digits.iter().try_fold(0u64, |acc, &d| {
+        let v = (d as char).to_digit(16)?;
+        Some(acc << 4 | v as u64)
+    })
+}
+
+/// The first three blank-separated fields of a kallsyms line (address, type, name); the rest (`\t[module]`) is
+/// ignored.
+fn kallsyms_fields(line: &[u8]) -> Option<(&[u8], &[u8], &[u8])> {
+    let is_blank = |b: &u8| *b == b' ' || *b == b'\t';
+    // The usual line on 64-bit kernels: 16 hex digits, a space, the type, a space, the name.
+    if line.len() > 19
+        && line[16] == b' '
+        && line[18] == b' '
+        && !is_blank(&line[17])
+        && !is_blank(&line[19])
+        && !line[..16].iter().any(is_blank)
+    {
+        let name = &line[19..];
+        let end = name.iter().position(is_blank).unwrap_or(name.len());
+        return Some((&line[..16], &line[17..18], &name[..end]));
+    }
+    let mut rest = line;
+    let mut next = || {
+        let start = rest.iter().position(|b| !is_blank(b))?;
+        let field = &rest[start..];
+        let end = field.iter().position(is_blank).unwrap_or(field.len());
+        rest = &field[end..];
+        Some(&field[..end])
+    };
+    Some((next()?, next()?, next()?))
 }
 
 /// Parse the text of /proc/kallsyms (`ADDR TYPE NAME [\tMODULE]` lines).
@@ -35,33 +94,38 @@ impl KernelSymbols {
 /// data after a function is not attributed to that function. When every address is zero (kallsyms hidden by
 /// `kptr_restrict` for an unprivileged reader), the result is empty.
 pub fn parse_kallsyms(data: &[u8]) -> KernelSymbols {
-    // (addr, text name or None for a non-text symbol)
-    let mut all: Vec<(u64, Option<&[u8]>)> = Vec::new();
+    let mut names = String::with_capacity(data.len() / 2);
+    // (addr, name range in `names` for a text symbol, or None)
+    let mut all: Vec<(u64, Option<(u32, u32)>)> = Vec::with_capacity(data.len() / 40);
     for line in data.split(|&b| b == b'\n') {
-        let mut fields = line
-            .split(|&b| b == b' ' || b == b'\t')
-            .filter(|f| !f.is_empty());
-        let (Some(addr), Some(kind), Some(name)) = (fields.next(), fields.next(), fields.next())
-        else {
+        let Some((addr, kind, name)) = kallsyms_fields(line) else {
             continue;
         };
-        let Some(addr) = std::str::from_utf8(addr)
-            .ok()
-            .and_then(|a| u64::from_str_radix(a, 16).ok())
-        else {
+        let Some(addr) = parse_hex(addr) else {
             continue;
         };
         let is_text = matches!(kind, b"t" | b"T" | b"w" | b"W");
-        all.push((addr, is_text.then_some(name)));
+        let name = is_text.then(|| {
+            let start = names.len() as u32;
+            match std::str::from_utf8(name) {
+                Ok(name) => names.push_str(name),
+                Err(_) => names.push_str(&String::from_utf8_lossy(name)),
+            }
+            (start, names.len() as u32)
+        });
+        all.push((addr, name));
     }
     if all.iter().all(|(addr, _)| *addr == 0) {
         return KernelSymbols::default();
     }
+    // Stable: of several names at one address, the first in the file stays first.
     all.sort_by_key(|(addr, _)| *addr);
-    let mut entries: Vec<(u64, u64, Arc<str>)> = Vec::new();
+    let mut entries: Vec<Entry> = Vec::with_capacity(all.len());
     for (i, (addr, name)) in all.iter().enumerate() {
-        let Some(name) = name else { continue };
-        if entries.last().is_some_and(|e| e.0 == *addr) {
+        let Some((name_start, name_end)) = *name else {
+            continue;
+        };
+        if entries.last().is_some_and(|e| e.start == *addr) {
             continue; // An alias at the same address: keep the first name.
         }
         let end = all[i + 1..]
@@ -69,15 +133,15 @@ pub fn parse_kallsyms(data: &[u8]) -> KernelSymbols {
             .map(|(next, _)| *next)
             .find(|next| next > addr)
             .unwrap_or(addr.saturating_add(LAST_SYMBOL_SPAN));
-        entries.push((
-            *addr,
+        entries.push(Entry {
+            start: *addr,
             end,
-            Arc::from(String::from_utf8_lossy(name).as_ref()),
-        ));
+            name_start,
+            name_end,
+            shared: OnceCell::new(),
+        });
     }
-    KernelSymbols {
-        ranges: Ranges::new(entries),
-    }
+    KernelSymbols { entries, names }
 }
 
 #[cfg(test)]

@@ -18,7 +18,6 @@ mod dwarf;
 mod elf;
 mod kallsyms;
 mod perfmap;
-mod ranges;
 
 pub use demangle::demangle;
 pub use kallsyms::{parse_kallsyms, KernelSymbols};
@@ -214,6 +213,8 @@ pub struct Symbolizer {
     opts: SymbolizerOptions,
     /// Parsed lazily on the first kernel lookup.
     kallsyms: Option<KernelSymbols>,
+    /// /proc/kallsyms being read and parsed in the background (see [`Symbolizer::prefetch_kernel`]).
+    kallsyms_loading: Option<std::thread::JoinHandle<KernelSymbols>>,
     /// Index into `modules` for each module seen.
     module_ids: HashMap<ModuleKey, usize>,
     /// The index in `binaries` of each module (None when it could not be opened or is not the recorded file).
@@ -235,6 +236,7 @@ impl Symbolizer {
         Symbolizer {
             opts,
             kallsyms: None,
+            kallsyms_loading: None,
             module_ids: HashMap::new(),
             modules: Vec::new(),
             binaries: Vec::new(),
@@ -245,14 +247,27 @@ impl Symbolizer {
         }
     }
 
+    /// Start reading /proc/kallsyms on another thread, so that the first [`Symbolizer::kernel`] lookup finds it
+    /// ready (reading it costs the kernel tens of milliseconds). Does nothing when it is loaded or loading.
+    pub fn prefetch_kernel(&mut self) {
+        if self.kallsyms.is_none() && self.kallsyms_loading.is_none() {
+            self.kallsyms_loading = std::thread::Builder::new()
+                .name("rprof-kallsyms".into())
+                .spawn(|| read_kallsyms().unwrap_or_default())
+                .ok();
+        }
+    }
+
     /// A kernel address through /proc/kallsyms (None when unknown or kallsyms is hidden).
     pub fn kernel(&mut self, addr: u64) -> Option<Arc<str>> {
-        let symbols = self.kallsyms.get_or_insert_with(|| {
-            std::fs::read("/proc/kallsyms")
-                .map(|d| parse_kallsyms(&d))
-                .unwrap_or_default()
-        });
-        symbols.lookup(addr).cloned()
+        if self.kallsyms.is_none() {
+            let symbols = match self.kallsyms_loading.take() {
+                Some(loading) => loading.join().unwrap_or_default(),
+                None => read_kallsyms().unwrap_or_default(),
+            };
+            self.kallsyms = Some(symbols);
+        }
+        self.kallsyms.as_ref()?.lookup(addr).cloned()
     }
 
     /// An offset into a mapped file: frames outermost first; empty when unknown.
@@ -340,6 +355,15 @@ impl Symbolizer {
         });
         map.as_ref()?.lookup(addr.0).cloned()
     }
+}
+
+/// Read and parse /proc/kallsyms. It reports a size of 0, so it is read into a buffer sized for a typical kernel
+/// (a few MiB) rather than one grown from nothing, which would take thousands of small reads and copies.
+fn read_kallsyms() -> std::io::Result<KernelSymbols> {
+    use std::io::Read;
+    let mut data = Vec::with_capacity(8 << 20);
+    std::fs::File::open("/proc/kallsyms")?.read_to_end(&mut data)?;
+    Ok(parse_kallsyms(&data))
 }
 
 #[cfg(test)]

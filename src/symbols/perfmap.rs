@@ -1,18 +1,22 @@
 //! JIT symbols from `/tmp/perf-PID.map` (`START SIZE NAME` lines, hex numbers).
-use super::ranges::Ranges;
 use std::sync::Arc;
 
 /// The symbols of one perf map, sorted by start address.
 #[derive(Debug, Default)]
 pub struct PerfMap {
-    /// Code ranges with their names.
-    ranges: Ranges,
+    /// (start, end, name), sorted by start.
+    entries: Vec<(u64, u64, Arc<str>)>,
 }
 
 impl PerfMap {
     /// The symbol whose range contains `addr`.
     pub fn lookup(&self, addr: u64) -> Option<&Arc<str>> {
-        self.ranges.lookup(addr)
+        let i = self
+            .entries
+            .partition_point(|e| e.0 <= addr)
+            .checked_sub(1)?;
+        let (start, end, name) = &self.entries[i];
+        (addr >= *start && addr < *end).then_some(name)
     }
 }
 
@@ -49,9 +53,7 @@ pub fn parse_perf_map(data: &[u8]) -> PerfMap {
             _ => deduped.push(e),
         }
     }
-    PerfMap {
-        ranges: Ranges::new(deduped),
-    }
+    PerfMap { entries: deduped }
 }
 
 #[cfg(test)]
