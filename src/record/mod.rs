@@ -299,7 +299,11 @@ fn check_writable(path: &std::path::Path) -> Result<(), RecordingError> {
 
 /// The attr handed to the kernel.
 fn build_attr(cfg: &RecordConfig) -> Attr {
-    let mut st = sample::IP | sample::TID | sample::TIME | sample::CPU | sample::PERIOD;
+    let mut st = sample::IP | sample::TID | sample::TIME | sample::PERIOD;
+    // As perf does: the CPU of each sample only when sampling CPUs rather than tasks (8 bytes a sample).
+    if matches!(cfg.target, Target::System) || cfg.cpus.is_some() {
+        st |= sample::CPU;
+    }
     let mut attr = Attr::software_clock(cfg.task_clock);
     attr = match cfg.rate {
         Rate::Frequency(hz) => attr.frequency(hz),
