@@ -166,9 +166,6 @@ pub fn record(
     };
     let kernel_attr = build_attr(cfg);
     let file_attr = file_attr_for(cfg, kernel_attr);
-    // Check the output first: an unwritable -o fails before anything is sampled.
-    check_writable(&cfg.output)?;
-
     let mut workload = match &cfg.target {
         Target::Command(argv) => Some(Workload::prepare(argv)?),
         _ => None,
@@ -200,6 +197,8 @@ pub fn record(
         }
         .to_string(),
     };
+    // The output is created once the target is known to exist and before sampling starts: a bad -p leaves no
+    // file behind, and an unwritable -o fails before anything is sampled.
     let mut writer = Writer::create(&cfg.output, vec![attr])?;
     let sample_type = file_attr.get_sample_type();
     let mut state = Collected::default();
@@ -281,20 +280,6 @@ pub fn record(
             w.exit_code()
         }),
     })
-}
-
-/// Fail early, naming the file, when the recording cannot be created.
-fn check_writable(path: &std::path::Path) -> Result<(), RecordingError> {
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(path)
-        .map(drop)
-        .map_err(|source| RecordingError::Write {
-            path: path.to_path_buf(),
-            source,
-        })
 }
 
 /// The attr handed to the kernel.
