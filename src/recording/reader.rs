@@ -1,13 +1,17 @@
-//! The perf.data reader: linux-perf-data does the parsing and the time ordering; this module validates
-//! everything that crate would trust (section bounds, counts that size allocations, record sizes) so that no
-//! input can make it panic or allocate without bound, and maps its records to [`Event`]s.
+//! The perf.data reader. linux-perf-data parses the header, the attrs and the feature sections; this module
+//! validates everything that crate would trust (section bounds, counts that size allocations) so that no input
+//! can make it panic or allocate without bound. The data section is read into memory once and walked here:
+//! each record is parsed in place (linux-perf-event-reader, zero-copy) and records are put in time order by
+//! FINISHED_ROUND the way perf does ([`OrderedMerge`]), then mapped to [`Event`]s.
 //!
 //! A data section that is cut short (the file was truncated, or `rprof record` / `perf record` was killed
 //! before writing the final header) yields the records before the cut and then an error.
+use std::collections::{HashMap, VecDeque};
 use std::fs::File;
 use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
+use byteorder::LittleEndian;
 use linux_perf_data::linux_perf_event_reader::constants::{
     PERF_RECORD_LOST_SAMPLES, PERF_RECORD_MISC_MMAP_BUILD_ID, PERF_RECORD_MMAP2,
     PERF_RECORD_SAMPLE, PERF_SAMPLE_ADDR, PERF_SAMPLE_CALLCHAIN, PERF_SAMPLE_CPU, PERF_SAMPLE_ID,
@@ -15,15 +19,19 @@ use linux_perf_data::linux_perf_event_reader::constants::{
     PERF_SAMPLE_STREAM_ID, PERF_SAMPLE_TID, PERF_SAMPLE_TIME,
 };
 use linux_perf_data::linux_perf_event_reader::{
-    CpuMode as ReaderCpuMode, EventRecord, Mmap2FileId, RawEventRecord, ReadFormat, SamplingPolicy,
+    get_record_id, get_record_identifier, get_record_timestamp, AttrFlags,
+    CpuMode as ReaderCpuMode, Endianness, EventRecord, Mmap2FileId, RawData, RawEventRecord,
+    ReadFormat, RecordIdParseInfo, RecordParseInfo, RecordType, SamplingPolicy,
 };
-use linux_perf_data::{Feature, PerfFile, PerfFileReader, PerfFileRecord, PerfRecordIter};
+use linux_perf_data::{Feature, PerfFile, PerfFileReader};
 
+use super::encode::PERF_RECORD_FINISHED_ROUND;
 use super::features::{
     check_cmdline, check_event_desc, parse_build_ids, HEADER_CMDLINE, HEADER_EVENT_DESC,
 };
 use super::writer::{FileHeader, HEADER_SIZE};
 use super::{BuildIdEntry, CpuMode, Event, Meta, RecordingError, Sample};
+use crate::perf::OrderedMerge;
 
 /// PERF_RECORD_AUXTRACE and the compressed record types, which this reader refuses.
 const PERF_RECORD_AUXTRACE: u32 = 71;
@@ -74,19 +82,191 @@ struct AttrInfo {
     read_format: u64,
     /// The period of samples without PERF_SAMPLE_PERIOD.
     default_period: u64,
+    parse_info: RecordParseInfo,
+    /// Whether its samples hold only the fields [`read_simple_sample`] reads.
+    simple_samples: bool,
+}
+
+/// How a record finds its attr (as linux-perf-data does it).
+enum AttrLookup {
+    /// One attr: every record belongs to it.
+    Only,
+    /// Several attrs whose records hold the sample id at the same place.
+    SameLayout(RecordIdParseInfo),
+    /// Several attrs, all with PERF_SAMPLE_IDENTIFIER (the id is first in a SAMPLE, last elsewhere).
+    Identifier { sample_id_all: bool },
 }
 
 /// Reads a recording written by rprof or by `perf record`.
 pub struct Reader {
     path: PathBuf,
-    perf_file: PerfFile,
-    records: PerfRecordIter<PatchedFile>,
+    data: DataSection,
     attrs: Vec<AttrInfo>,
+    lookup: AttrLookup,
+    /// Sample id -> attr index, for files with several attrs.
+    id_to_attr: HashMap<u64, usize>,
+    /// Records walked but not yet safe to release: (offset in the data section, attr index) by time.
+    pending: OrderedMerge<(u64, usize)>,
+    /// Records released in time order, not yet returned.
+    ready: VecDeque<(u64, usize)>,
+    /// Whether the walk has reached the end of the data section (or the damage in it).
+    walked_all: bool,
     meta: Meta,
     build_ids: Vec<BuildIdEntry>,
-    /// The error to report after the last good record (truncated or corrupt data section).
-    tail_error: Option<String>,
+    /// What to report after the last good record (truncated or corrupt data section, bad feature sections),
+    /// and where in that list a damaged record found by the walk goes.
+    problems: Vec<String>,
+    walk_problem_at: usize,
     done: bool,
+}
+
+/// How many bytes of the data section are read at a time.
+const CHUNK: u64 = 1 << 20;
+
+/// The data section, read in chunks and walked record by record. Each record stays in the buffer (and is
+/// parsed there) until it has been returned; rounds tell which bytes no record needs any more.
+struct DataSection {
+    /// Positioned at the end of `buf`.
+    file: File,
+    /// The file offset of the data section, and how many of its bytes are there to read.
+    offset: u64,
+    len: u64,
+    /// The bytes of the data section from `buf_start` on.
+    buf: Vec<u8>,
+    buf_start: u64,
+    /// Where the next record header is, relative to the data section.
+    walk_pos: u64,
+    /// The rounds (between FINISHED_ROUNDs) that still have records to return: where each starts and how
+    /// many. The last one is the round being walked.
+    rounds: VecDeque<(u64, usize)>,
+}
+
+/// What the walk of the data section found next.
+enum Walked {
+    /// A whole record of a supported type at `start` (relative to the data section).
+    Record {
+        start: u64,
+        record_type: u32,
+        size: usize,
+    },
+    End,
+    /// A truncated, invalid or unsupported record: why.
+    Damaged(String),
+}
+
+impl DataSection {
+    /// The record of `size` bytes at `start`, which must be in the buffer.
+    fn record(&self, start: u64, size: usize) -> &[u8] {
+        let at = (start - self.buf_start) as usize;
+        &self.buf[at..at + size]
+    }
+
+    /// Make sure the buffer holds the data section up to `end`; false if the section or the file ends first.
+    fn fill_to(&mut self, end: u64) -> std::io::Result<bool> {
+        let buf_end = self.buf_start + self.buf.len() as u64;
+        if end <= buf_end {
+            return Ok(true);
+        }
+        if end > self.len {
+            return Ok(false);
+        }
+        // Drop the bytes no record needs any more, when that frees at least half of the buffer (a file without
+        // rounds keeps everything, and must cost no quadratic copying).
+        let keep_from = self.rounds.front().map_or(self.walk_pos, |r| r.0);
+        let keep_from = keep_from.min(self.walk_pos);
+        let unused = (keep_from - self.buf_start) as usize;
+        if unused >= self.buf.len() / 2 {
+            self.buf.drain(..unused);
+            self.buf_start = keep_from;
+        }
+        let want = (end - buf_end).max(CHUNK).min(self.len - buf_end);
+        self.buf.reserve(want as usize);
+        let got = (&mut self.file).take(want).read_to_end(&mut self.buf)? as u64;
+        if got < want {
+            // The file became shorter while being read: what is there is all there is.
+            self.len = buf_end + got;
+        }
+        Ok(end <= self.len)
+    }
+
+    /// Walk to the next record, checking its header: its size must be valid and inside the data section.
+    fn next(&mut self) -> std::io::Result<Walked> {
+        let start = self.walk_pos;
+        if start >= self.len {
+            return Ok(Walked::End);
+        }
+        let at = self.offset + start;
+        let truncated = || {
+            Walked::Damaged(format!(
+                "the data section is truncated inside the record at byte {at}"
+            ))
+        };
+        if !self.fill_to(start + 8)? {
+            return Ok(truncated());
+        }
+        let header = self.record(start, 8);
+        let record_type = u32::from_le_bytes([header[0], header[1], header[2], header[3]]);
+        let size = usize::from(u16::from_le_bytes([header[6], header[7]]));
+        if size < 8 {
+            let reason = format!("the record at byte {at} has an invalid size {size}");
+            return Ok(Walked::Damaged(reason));
+        }
+        if !self.fill_to(start + size as u64)? {
+            return Ok(truncated());
+        }
+        match record_type {
+            PERF_RECORD_AUXTRACE => {
+                let reason = format!("AUXTRACE data (record at byte {at}) is not supported");
+                return Ok(Walked::Damaged(reason));
+            }
+            PERF_RECORD_COMPRESSED | PERF_RECORD_COMPRESSED2 => {
+                let reason =
+                    format!("compressed records (byte {at}) are not supported: record without -z");
+                return Ok(Walked::Damaged(reason));
+            }
+            _ => {}
+        }
+        self.walk_pos += size as u64;
+        Ok(Walked::Record {
+            start,
+            record_type,
+            size,
+        })
+    }
+
+    /// A record of the current round was queued.
+    fn queued(&mut self) {
+        if let Some(round) = self.rounds.back_mut() {
+            round.1 += 1;
+        }
+    }
+
+    /// A FINISHED_ROUND was walked: a new round starts.
+    fn new_round(&mut self) {
+        self.rounds.push_back((self.walk_pos, 0));
+        self.forget_finished_rounds();
+    }
+
+    /// The record at `start` was returned: its bytes are no longer needed.
+    fn returned(&mut self, start: u64) {
+        let round = self.rounds.partition_point(|r| r.0 <= start);
+        if let Some(round) = round.checked_sub(1).and_then(|i| self.rounds.get_mut(i)) {
+            round.1 = round.1.saturating_sub(1);
+        }
+        self.forget_finished_rounds();
+    }
+
+    fn forget_finished_rounds(&mut self) {
+        while self.rounds.len() > 1 && self.rounds.front().is_some_and(|r| r.1 == 0) {
+            self.rounds.pop_front();
+        }
+    }
+}
+
+fn read_u32(bytes: &[u8], at: usize) -> u32 {
+    let mut b = [0u8; 4];
+    b.copy_from_slice(&bytes[at..at + 4]);
+    u32::from_le_bytes(b)
 }
 
 fn read_u64(bytes: &[u8], at: usize) -> u64 {
@@ -100,65 +280,61 @@ fn section_end(offset: u64, size: u64, file_len: u64) -> Option<u64> {
     offset.checked_add(size).filter(|&end| end <= file_len)
 }
 
-/// Walk the record headers of the data section: the length of the prefix made of whole, supported records,
-/// and why the walk stopped early (if it did).
-fn scan_records(
-    file: &mut BufReader<File>,
-    offset: u64,
-    len: u64,
-) -> std::io::Result<(u64, Option<String>)> {
-    file.seek(SeekFrom::Start(offset))?;
-    let mut pos = 0u64;
-    while pos < len {
-        let at = offset + pos;
-        if len - pos < 8 {
-            return Ok((
-                pos,
-                Some(format!(
-                    "the data section is truncated inside the record at byte {at}"
-                )),
+/// The sample fields that [`read_simple_sample`] reads: the fixed ones, then the callchain.
+const SIMPLE_SAMPLE_FIELDS: u64 = PERF_SAMPLE_IDENTIFIER
+    | PERF_SAMPLE_IP
+    | PERF_SAMPLE_TID
+    | PERF_SAMPLE_TIME
+    | PERF_SAMPLE_ADDR
+    | PERF_SAMPLE_ID
+    | PERF_SAMPLE_STREAM_ID
+    | PERF_SAMPLE_CPU
+    | PERF_SAMPLE_PERIOD
+    | PERF_SAMPLE_CALLCHAIN;
+
+/// Read a SAMPLE body in place when its attr has only [`SIMPLE_SAMPLE_FIELDS`] (what `perf record -g` and
+/// `rprof record` write): the same values as linux-perf-event-reader's parse, without building its full
+/// SampleRecord, which is most of the cost of reading a recording.
+fn read_simple_sample(attr: &AttrInfo, misc: u16, body: &[u8]) -> Result<Sample, String> {
+    let bad = || format!("a SAMPLE record ({} bytes) is corrupt", body.len() + 8);
+    let st = attr.sample_type;
+    let mut words = body.chunks_exact(8).map(|w| read_u64(w, 0));
+    // Some(value) for a field the sample has, None for one it does not; Err when the body ends before it.
+    let mut field = |flag: u64| match st & flag {
+        0 => Ok(None),
+        _ => words.next().map(Some).ok_or_else(bad),
+    };
+    let _identifier = field(PERF_SAMPLE_IDENTIFIER)?;
+    let ip = field(PERF_SAMPLE_IP)?;
+    let pid_tid = field(PERF_SAMPLE_TID)?;
+    let time = field(PERF_SAMPLE_TIME)?;
+    let _addr = field(PERF_SAMPLE_ADDR)?;
+    let _id = field(PERF_SAMPLE_ID)?;
+    let _stream_id = field(PERF_SAMPLE_STREAM_ID)?;
+    let cpu = field(PERF_SAMPLE_CPU)?;
+    let period = field(PERF_SAMPLE_PERIOD)?;
+    let mut callchain = Vec::new();
+    if st & PERF_SAMPLE_CALLCHAIN != 0 {
+        let nr = words.next().ok_or_else(bad)?;
+        if nr > words.len() as u64 {
+            return Err(format!(
+                "a SAMPLE record has a callchain of {nr} entries, longer than the record"
             ));
         }
-        let mut header = [0u8; 8];
-        file.read_exact(&mut header)?;
-        let record_type = u32::from_le_bytes([header[0], header[1], header[2], header[3]]);
-        let size = u64::from(u16::from_le_bytes([header[6], header[7]]));
-        if size < 8 {
-            return Ok((
-                pos,
-                Some(format!(
-                    "the record at byte {at} has an invalid size {size}"
-                )),
-            ));
-        }
-        if size > len - pos {
-            return Ok((
-                pos,
-                Some(format!(
-                    "the data section is truncated inside the record at byte {at}"
-                )),
-            ));
-        }
-        match record_type {
-            PERF_RECORD_AUXTRACE => {
-                return Ok((
-                    pos,
-                    Some(format!(
-                        "AUXTRACE data (record at byte {at}) is not supported"
-                    )),
-                ));
-            }
-            PERF_RECORD_COMPRESSED | PERF_RECORD_COMPRESSED2 => {
-                let reason =
-                    format!("compressed records (byte {at}) are not supported: record without -z");
-                return Ok((pos, Some(reason)));
-            }
-            _ => {}
-        }
-        file.seek_relative(size as i64 - 8)?;
-        pos += size;
+        callchain.reserve_exact(nr as usize);
+        callchain.extend(words.take(nr as usize));
     }
-    Ok((pos, None))
+    // TID is {u32 pid, u32 tid}, CPU is {u32 cpu, u32 reserved}: little-endian, the low half comes first.
+    Ok(Sample {
+        pid: pid_tid.map_or(0, |v| v as u32),
+        tid: pid_tid.map_or(0, |v| (v >> 32) as u32),
+        time,
+        cpu: cpu.map(|v| v as u32),
+        period: period.unwrap_or(attr.default_period),
+        ip: ip.unwrap_or(0),
+        cpu_mode: cpu_mode(ReaderCpuMode::from_misc(misc)),
+        callchain,
+    })
 }
 
 /// The byte offset of the callchain's `nr` in a sample body, following the layout linux-perf-event-reader
@@ -201,7 +377,7 @@ fn read_feature_table(
     features: [u64; 4],
     table_at: u64,
     file_len: u64,
-) -> Result<Vec<u8>, String> {
+) -> Result<(), String> {
     let count: u32 = features.iter().map(|w| w.count_ones()).sum();
     let table_len = 16 * u64::from(count);
     if section_end(table_at, table_len, file_len).is_none() {
@@ -232,7 +408,7 @@ fn read_feature_table(
             }
         }
     }
-    Ok(table)
+    Ok(())
 }
 
 /// Let linux-perf-data parse `path` with `patches` laid over its bytes.
@@ -368,52 +544,45 @@ impl Reader {
 
         // The feature sections: any problem there is reported after the events, which are still read.
         let mut problems: Vec<String> = tail_error.into_iter().collect();
-        let mut feature_table = None;
+        let mut features_ok = false;
         if keep_features {
             match read_feature_table(&mut file, features, data.0 + data.1, file_len) {
-                Ok(table) => feature_table = Some(table),
+                Ok(()) => features_ok = true,
                 Err(reason) => problems.push(reason),
             }
         }
+        // A damaged record found while walking the data section is reported here in the list.
+        let walk_problem_at = problems.len();
 
-        let (good_len, scan_error) = scan_records(&mut file, data.0, data_len).map_err(read_err)?;
-        problems.extend(scan_error);
-
-        // What linux-perf-data sees: validated sections only (no legacy event_types section), the data
-        // section cut after the last whole record, and the feature table right after it.
-        let shown = |features: [u64; 4]| FileHeader {
-            attr_size,
-            attrs,
-            data: (data.0, good_len),
-            features,
+        // What linux-perf-data sees: validated sections only (no legacy event_types section), and an empty
+        // data section right before the feature table (this module reads the data section itself).
+        let shown = |data_at: u64, features: [u64; 4]| {
+            let header = FileHeader {
+                attr_size,
+                attrs,
+                data: (data_at, 0),
+                features,
+            };
+            vec![(0, header.to_bytes().to_vec())]
         };
-        let parsed = match feature_table {
-            Some(table) => {
-                let patches = vec![
-                    (0, shown(features).to_bytes().to_vec()),
-                    (data.0 + good_len, table),
-                ];
-                match parse_patched(path, patches) {
-                    Ok(parsed) => Some(parsed),
-                    Err(e) => {
-                        problems.push(format!("its feature sections are corrupt: {e}"));
-                        None
-                    }
+        let parsed = match features_ok {
+            true => match parse_patched(path, shown(data.0 + data.1, features)) {
+                Ok(parsed) => Some(parsed),
+                Err(e) => {
+                    problems.push(format!("its feature sections are corrupt: {e}"));
+                    None
                 }
-            }
-            None => None,
+            },
+            false => None,
         };
-        let PerfFileReader {
-            perf_file,
-            record_iter,
-        } = match parsed {
+        let PerfFileReader { perf_file, .. } = match parsed {
             Some(parsed) => parsed,
-            None => parse_patched(path, vec![(0, shown([0; 4]).to_bytes().to_vec())])
+            None => parse_patched(path, shown(data.0, [0; 4]))
                 .map_err(|e| Self::crate_error(path, e))?,
         };
 
-        let attrs = perf_file
-            .event_attributes()
+        let descs = perf_file.event_attributes();
+        let attrs: Vec<AttrInfo> = descs
             .iter()
             .map(|desc| AttrInfo {
                 sample_type: desc.attr.sample_format.bits(),
@@ -422,21 +591,59 @@ impl Reader {
                     SamplingPolicy::Period(p) => p.get(),
                     _ => 1,
                 },
+                parse_info: RecordParseInfo::new(&desc.attr, Endianness::LittleEndian),
+                simple_samples: desc.attr.sample_format.bits() & !SIMPLE_SAMPLE_FIELDS == 0,
             })
             .collect();
+        // linux-perf-data has checked that records of several attrs can be told apart.
+        let first = &attrs[0].parse_info;
+        let lookup = if attrs.len() == 1 {
+            AttrLookup::Only
+        } else if attrs
+            .iter()
+            .all(|a| a.parse_info.id_parse_info == first.id_parse_info)
+        {
+            AttrLookup::SameLayout(first.id_parse_info)
+        } else {
+            AttrLookup::Identifier {
+                sample_id_all: descs[0].attr.flags.contains(AttrFlags::SAMPLE_ID_ALL),
+            }
+        };
+        let mut id_to_attr = HashMap::new();
+        for (index, desc) in descs.iter().enumerate() {
+            for &id in &desc.event_ids {
+                id_to_attr.insert(id, index);
+            }
+        }
         let (meta, build_ids) = read_meta(&perf_file).unwrap_or_else(|reason| {
             problems.push(reason);
             (Meta::default(), Vec::new())
         });
-        let tail_error = (!problems.is_empty()).then(|| problems.join("; "));
+        // The data section is read on the first call of next_event (report runs that on its own thread).
+        let mut file = file.into_inner();
+        file.seek(SeekFrom::Start(data.0)).map_err(read_err)?;
+        let data = DataSection {
+            file,
+            offset: data.0,
+            len: data_len,
+            buf: Vec::new(),
+            buf_start: 0,
+            walk_pos: 0,
+            rounds: VecDeque::from([(0, 0)]),
+        };
         Ok(Reader {
             path: path.to_path_buf(),
-            perf_file,
-            records: record_iter,
+            data,
             attrs,
+            lookup,
+            id_to_attr,
+            pending: OrderedMerge::new(),
+            ready: VecDeque::new(),
+            walked_all: false,
             meta,
             build_ids,
-            tail_error,
+            problems,
+            walk_problem_at,
             done: false,
         })
     }
@@ -465,32 +672,103 @@ impl Reader {
         &self.meta
     }
 
+    /// The attr index of a kernel record (0 when its id is unknown, as linux-perf-data does).
+    fn attr_index(&self, record_type: RecordType, body: &[u8]) -> usize {
+        let id = match &self.lookup {
+            AttrLookup::Only => return 0,
+            AttrLookup::SameLayout(info) => {
+                get_record_id::<LittleEndian>(record_type, RawData::Single(body), info)
+            }
+            AttrLookup::Identifier { sample_id_all } => get_record_identifier::<LittleEndian>(
+                record_type,
+                RawData::Single(body),
+                *sample_id_all,
+            ),
+        };
+        id.and_then(|id| self.id_to_attr.get(&id).copied())
+            .unwrap_or(0)
+    }
+
+    /// Walk records into `pending` until a FINISHED_ROUND releases some into `ready`, or, at the end of the
+    /// data section or at a damaged record, release them all.
+    fn walk_round(&mut self) -> std::io::Result<()> {
+        loop {
+            let (start, record_type, size) = match self.data.next()? {
+                Walked::Record {
+                    start,
+                    record_type,
+                    size,
+                } => (start, record_type, size),
+                Walked::End => break,
+                Walked::Damaged(reason) => {
+                    self.problems.insert(self.walk_problem_at, reason);
+                    break;
+                }
+            };
+            if record_type == PERF_RECORD_FINISHED_ROUND {
+                let ready = &mut self.ready;
+                self.pending
+                    .finish_round(|_, record| ready.push_back(record));
+                self.data.new_round();
+                if !self.ready.is_empty() {
+                    return Ok(());
+                }
+                continue;
+            }
+            let record_type = RecordType(record_type);
+            if record_type.is_user_type() {
+                continue;
+            }
+            let body = &self.data.record(start, size)[8..];
+            let attr = self.attr_index(record_type, body);
+            let time = get_record_timestamp::<LittleEndian>(
+                record_type,
+                RawData::Single(body),
+                &self.attrs[attr].parse_info,
+            );
+            // Records without a time sort first, as in linux-perf-data (None < Some(0)).
+            let key = time.map_or(0, |t| t.saturating_add(1));
+            self.pending.push(key, (start, attr));
+            self.data.queued();
+        }
+        let ready = &mut self.ready;
+        self.pending.drain(|_, record| ready.push_back(record));
+        self.walked_all = true;
+        Ok(())
+    }
+
     /// The next event in time order (as perf orders them, by FINISHED_ROUND), or None at the end. Records of
     /// other types are skipped. After an error, returns None.
     pub fn next_event(&mut self) -> Result<Option<Event>, RecordingError> {
         while !self.done {
-            let record = match self.records.next_record(&mut self.perf_file) {
-                Ok(Some(PerfFileRecord::EventRecord { attr_index, record })) => {
-                    (attr_index, record)
+            let Some((start, attr)) = self.ready.pop_front() else {
+                if !self.walked_all {
+                    if let Err(source) = self.walk_round() {
+                        self.done = true;
+                        let path = self.path.clone();
+                        return Err(RecordingError::Read { path, source });
+                    }
+                    continue;
                 }
-                Ok(Some(PerfFileRecord::UserRecord(_))) => continue,
-                Ok(None) => {
-                    self.done = true;
-                    return match self.tail_error.take() {
-                        Some(reason) => Err(Self::corrupt(&self.path, reason)),
-                        None => Ok(None),
-                    };
+                self.done = true;
+                if self.problems.is_empty() {
+                    return Ok(None);
                 }
-                Err(e) => {
-                    self.done = true;
-                    return Err(Self::crate_error(&self.path, e));
-                }
+                return Err(Self::corrupt(&self.path, self.problems.join("; ")));
             };
-            let (attr_index, record) = record;
-            let Some(attr) = self.attrs.get(attr_index) else {
-                continue;
-            };
-            match convert(attr, &record) {
+            let header = self.data.record(start, 8);
+            let size = usize::from(u16::from_le_bytes([header[6], header[7]]));
+            let record = self.data.record(start, size);
+            let attr = &self.attrs[attr];
+            let record = RawEventRecord::new(
+                RecordType(read_u32(record, 0)),
+                u16::from_le_bytes([record[4], record[5]]),
+                RawData::Single(&record[8..]),
+                attr.parse_info,
+            );
+            let event = convert(attr, &record);
+            self.data.returned(start);
+            match event {
                 Ok(Some(event)) => return Ok(Some(event)),
                 Ok(None) => continue,
                 Err(reason) => {
@@ -508,6 +786,9 @@ fn convert(attr: &AttrInfo, record: &RawEventRecord) -> Result<Option<Event>, St
     let record_type = record.record_type.0;
     let body = record.data.as_slice();
     let bad = |what: &str| format!("a {what} record ({} bytes) is corrupt", body.len() + 8);
+    if record_type == PERF_RECORD_SAMPLE && attr.simple_samples {
+        return read_simple_sample(attr, record.misc, &body).map(|s| Some(Event::Sample(s)));
+    }
     // Checks for inputs that would make linux-perf-event-reader panic.
     if record_type == PERF_RECORD_SAMPLE && attr.sample_type & PERF_SAMPLE_CALLCHAIN != 0 {
         let at = callchain_offset(&body, attr.sample_type, attr.read_format)
@@ -609,6 +890,87 @@ fn convert(attr: &AttrInfo, record: &RawEventRecord) -> Result<Option<Event>, St
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::recording::{encode_finished_round, encode_sample, FileAttr, SampleFields, Writer};
+
+    /// A cpu-clock attr (PERF_ATTR_SIZE_VER0 bytes) with `sample_type`, period 1000 and sample_id_all.
+    fn attr_bytes(sample_type: u64) -> Vec<u8> {
+        let mut attr = vec![0u8; 64];
+        attr[0..4].copy_from_slice(&1u32.to_le_bytes()); // PERF_TYPE_SOFTWARE, config 0 = cpu-clock
+        attr[4..8].copy_from_slice(&64u32.to_le_bytes());
+        attr[16..24].copy_from_slice(&1000u64.to_le_bytes());
+        attr[24..32].copy_from_slice(&sample_type.to_le_bytes());
+        attr[40..48].copy_from_slice(&(1u64 << 18).to_le_bytes()); // sample_id_all
+        attr
+    }
+
+    /// Check that records two CPUs wrote out of order within and across rounds come out in time order, all
+    /// of them, over a data section several read chunks long (records stay valid across buffer compaction).
+    #[test]
+    fn rounds_come_out_in_time_order_across_chunks() {
+        let st = PERF_SAMPLE_IP
+            | PERF_SAMPLE_TID
+            | PERF_SAMPLE_TIME
+            | PERF_SAMPLE_CPU
+            | PERF_SAMPLE_PERIOD
+            | PERF_SAMPLE_CALLCHAIN;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("rounds.data");
+        let attr = FileAttr {
+            attr: attr_bytes(st),
+            ids: vec![],
+            name: "cpu-clock".into(),
+        };
+        let mut w = Writer::create(&path, vec![attr]).unwrap();
+        let sample = |time: u64, cpu: u32| SampleFields {
+            ip: time,
+            pid: 7,
+            tid: 7 + cpu,
+            time,
+            id: 0,
+            cpu,
+            period: 1000,
+            callchain: vec![time; 8],
+            misc: 2,
+        };
+        // Round r: CPU 0 has times [1000r, 1000r + 1000), then CPU 1 has [1000r - 990, 1000r + 10): each
+        // round overlaps the one before, never the one before that (perf's FINISHED_ROUND contract).
+        let rounds = 400u64;
+        for r in 1..=rounds {
+            for t in (1000 * r..1000 * r + 1000).step_by(20) {
+                w.write_record(&[&encode_sample(st, &sample(t, 0))])
+                    .unwrap();
+            }
+            for t in (1000 * r - 990..1000 * r + 10).step_by(20) {
+                w.write_record(&[&encode_sample(st, &sample(t, 1))])
+                    .unwrap();
+            }
+            w.write_record(&[&encode_finished_round()]).unwrap();
+        }
+        let data_size = w.data_size();
+        assert!(
+            data_size > 4 * CHUNK,
+            "{data_size} bytes span several chunks"
+        );
+        w.finish(&Meta::default(), &[]).unwrap();
+
+        let mut r = Reader::open(&path).unwrap();
+        let mut times = Vec::new();
+        while let Some(event) = r.next_event().unwrap() {
+            let Event::Sample(s) = event else {
+                panic!("only samples were written: {event:?}")
+            };
+            assert_eq!(
+                s.callchain,
+                vec![s.ip; 8],
+                "the record at time {:?}",
+                s.time
+            );
+            assert_eq!(s.tid - s.pid, s.cpu.unwrap());
+            times.push(s.time.unwrap());
+        }
+        assert_eq!(times.len() as u64, rounds * 100);
+        assert!(times.windows(2).all(|w| w[0] <= w[1]), "time order");
+    }
 
     /// Check that the callchain offset follows the sample layout (IDENTIFIER..PERIOD, then READ).
     #[test]
