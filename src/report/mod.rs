@@ -108,7 +108,23 @@ struct Session {
     /// Distinct resolved stacks (comm, frames outermost first) with their counts, and their index.
     stacks: Vec<((u32, Vec<FrameId>), StackCount)>,
     stack_ids: HashMap<(u32, Vec<FrameId>), usize>,
+    /// Addresses whose frames are resolved at the end (see [`PENDING`]), and their ids.
+    pending: Vec<Pending>,
+    pending_ids: FastMap<(Option<Arc<ModuleKey>>, u64), FrameId>,
     profile: Profile,
+}
+
+/// Frame ids with this bit stand for a kernel address or an address in a mapped file (an index into
+/// [`Session::pending`]) whose frames are looked up once the whole recording is read. Meanwhile the symbolizer
+/// reads kallsyms and loads each binary's DWARF on threads of their own, instead of holding up the first sample
+/// that needs them.
+const PENDING: FrameId = 1 << 31;
+
+/// An address to symbolize at the end.
+#[derive(Clone)]
+enum Pending {
+    Kernel(u64),
+    User(Arc<ModuleKey>, FileOffset, Arc<str>),
 }
 
 const PERF_CONTEXT_MAX: u64 = (-4095i64) as u64;
@@ -140,6 +156,8 @@ pub fn load(
         chains: FastMap::default(),
         stacks: Vec::new(),
         stack_ids: HashMap::new(),
+        pending: Vec::new(),
+        pending_ids: FastMap::default(),
         profile: Profile::default(),
     };
     let pid_set: HashSet<u32> = filter.pids.iter().copied().collect();
@@ -165,9 +183,7 @@ pub fn load(
         }
         Ok(())
     })?;
-    let mut profile = s.profile;
-    profile.stacks = s.stacks.into_iter().collect();
-    Ok(profile)
+    Ok(s.finish())
 }
 
 /// Events per message from the reading thread.
@@ -409,60 +425,95 @@ impl Session {
             return Arc::clone(f);
         }
         let lookup = if exact { addr } else { addr.saturating_sub(1) };
-        let infos: Vec<FrameInfo> = if kernel {
-            let name = self.symbolizer.kernel(lookup);
-            vec![FrameInfo {
-                name: name
-                    .map(|n| n.to_string())
-                    .unwrap_or_else(|| "[unknown]".into()),
-                module: "[kernel.kallsyms]".into(),
-                kernel: true,
-            }]
+        let ids: Arc<[FrameId]> = if kernel {
+            self.symbolizer.prefetch_kernel();
+            Arc::from([self.pending_id(None, lookup, || Pending::Kernel(lookup))])
         } else {
             self.resolve_user(pid, lookup)
         };
-        let ids: Arc<[FrameId]> = infos.into_iter().map(|f| self.frame_id(f)).collect();
         self.cache.insert(key, Arc::clone(&ids));
         ids
     }
 
-    fn resolve_user(&mut self, pid: u32, addr: u64) -> Vec<FrameInfo> {
+    fn resolve_user(&mut self, pid: u32, addr: u64) -> Arc<[FrameId]> {
         let mapping = self
             .maps
             .get(&pid)
             .and_then(|m| m.range(..=addr).next_back())
             .filter(|(_, m)| addr < m.end)
             .map(|(&start, m)| (start, m.clone()));
-        let unknown = |module: &str| FrameInfo {
-            name: "[unknown]".into(),
-            module: module.to_string(),
-            kernel: false,
-        };
-        let Some((start, m)) = mapping else {
-            return match self.symbolizer.jit(pid, RuntimeAddr(addr)) {
-                Some(name) => vec![FrameInfo {
-                    name: name.to_string(),
-                    module: format!("perf-{pid}.map"),
-                    kernel: false,
-                }],
-                None => vec![unknown("[unknown]")],
-            };
-        };
-        if !m.module.path.starts_with("/") {
-            // Anonymous memory (JIT code) or [vdso]-like pseudo files.
-            if let Some(name) = self.symbolizer.jit(pid, RuntimeAddr(addr)) {
-                return vec![FrameInfo {
-                    name: name.to_string(),
-                    module: format!("perf-{pid}.map"),
-                    kernel: false,
-                }];
-            }
-            return vec![unknown(&m.short)];
+        let file = mapping
+            .as_ref()
+            .filter(|(_, m)| m.module.path.starts_with("/"));
+        if let Some((start, m)) = file {
+            let offset = FileOffset(addr - start + m.pgoff);
+            let id = self.pending_id(Some(&m.module), offset.0, || {
+                Pending::User(Arc::clone(&m.module), offset, Arc::clone(&m.short))
+            });
+            return Arc::from([id]);
         }
-        let offset = FileOffset(addr - start + m.pgoff);
-        let frames = self.symbolizer.user(&m.module, offset);
+        // Anonymous memory (JIT code), [vdso]-like pseudo files, or no mapping at all.
+        let frame = match self.symbolizer.jit(pid, RuntimeAddr(addr)) {
+            Some(name) => FrameInfo {
+                name: name.to_string(),
+                module: format!("perf-{pid}.map"),
+                kernel: false,
+            },
+            None => FrameInfo {
+                name: "[unknown]".into(),
+                module: mapping
+                    .map(|(_, m)| m.short.to_string())
+                    .unwrap_or_else(|| "[unknown]".into()),
+                kernel: false,
+            },
+        };
+        Arc::from([self.frame_id(frame)])
+    }
+
+    /// The id standing for an address to resolve at the end (`module` None: the kernel).
+    fn pending_id(
+        &mut self,
+        module: Option<&Arc<ModuleKey>>,
+        addr: u64,
+        new: impl FnOnce() -> Pending,
+    ) -> FrameId {
+        let key = (module.cloned(), addr);
+        if let Some(&id) = self.pending_ids.get(&key) {
+            return id;
+        }
+        if let Some(module) = module {
+            self.symbolizer.prefetch(module);
+        }
+        let id = PENDING | self.pending.len() as FrameId;
+        self.pending.push(new());
+        self.pending_ids.insert(key, id);
+        id
+    }
+
+    /// The frames (outermost first) of a pending address, through the symbolizer.
+    fn resolve_pending(&mut self, index: usize) -> Vec<FrameId> {
+        let (module, offset, short) = match self.pending[index].clone() {
+            Pending::Kernel(addr) => {
+                let name = self.symbolizer.kernel(addr);
+                let frame = FrameInfo {
+                    name: name
+                        .map(|n| n.to_string())
+                        .unwrap_or_else(|| "[unknown]".into()),
+                    module: "[kernel.kallsyms]".into(),
+                    kernel: true,
+                };
+                return vec![self.frame_id(frame)];
+            }
+            Pending::User(module, offset, short) => (module, offset, short),
+        };
+        let frames = self.symbolizer.user(&module, offset);
         if frames.is_empty() {
-            return vec![unknown(&m.short)];
+            let unknown = FrameInfo {
+                name: "[unknown]".into(),
+                module: short.to_string(),
+                kernel: false,
+            };
+            return vec![self.frame_id(unknown)];
         }
         frames
             .iter()
@@ -471,10 +522,34 @@ impl Session {
                     Some(loc) => format!("{} {}", f.name, loc),
                     None => f.name.clone(),
                 },
-                module: m.short.to_string(),
+                module: short.to_string(),
                 kernel: false,
             })
+            .map(|f| self.frame_id(f))
             .collect()
+    }
+
+    /// Resolve the pending addresses and merge the stacks that turn out to be the same.
+    fn finish(mut self) -> Profile {
+        let expanded: Vec<Vec<FrameId>> = (0..self.pending.len())
+            .map(|i| self.resolve_pending(i))
+            .collect();
+        let mut stacks: HashMap<(u32, Vec<FrameId>), StackCount> = HashMap::new();
+        for ((comm, stack), count) in std::mem::take(&mut self.stacks) {
+            let mut frames = Vec::with_capacity(stack.len() + 2);
+            for id in stack {
+                if id & PENDING != 0 {
+                    frames.extend_from_slice(&expanded[(id & !PENDING) as usize]);
+                } else {
+                    frames.push(id);
+                }
+            }
+            let entry = stacks.entry((comm, frames)).or_default();
+            entry.samples += count.samples;
+            entry.period += count.period;
+        }
+        self.profile.stacks = stacks;
+        self.profile
     }
 
     fn frame_id(&mut self, f: FrameInfo) -> FrameId {

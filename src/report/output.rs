@@ -39,7 +39,12 @@ pub fn write_table(p: &Profile, opts: &TableOptions, out: &mut impl Write) -> st
                 (r.1 .0, r.1 .1)
             }
         };
-        key(b).cmp(&key(a)).then_with(|| a.0.cmp(&b.0))
+        // Ties in a stable order that does not depend on the order frames were first seen.
+        let names = |r: &((u32, FrameId), (u64, u64))| {
+            let f = &p.frames[r.0 .1 as usize];
+            (&p.comms[r.0 .0 as usize], &f.name, &f.module)
+        };
+        key(b).cmp(&key(a)).then_with(|| names(a).cmp(&names(b)))
     });
     let total = p.period.max(1) as f64;
     super::write_summary_line(p, out)?;

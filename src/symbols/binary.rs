@@ -158,7 +158,49 @@ impl SymbolTable {
 pub(crate) struct Binary {
     pub info: ElfInfo,
     symbols: SymbolTable,
-    dwarf: Option<Dwarf>,
+    dwarf: LazyDwarf,
+}
+
+/// DWARF being loaded on a thread of its own (tens of milliseconds for libc's debug file), so that the symbol
+/// table can answer meanwhile; the first lookup that needs it waits for it.
+struct LazyDwarf {
+    loading: std::cell::RefCell<Option<std::thread::JoinHandle<Option<Dwarf>>>>,
+    ready: OnceCell<Option<Dwarf>>,
+}
+
+impl LazyDwarf {
+    fn start(path: Option<PathBuf>) -> LazyDwarf {
+        let ready = OnceCell::new();
+        let loading = path.and_then(|path| {
+            let spawned = std::thread::Builder::new()
+                .name("rprof-dwarf".into())
+                .spawn({
+                    let path = path.clone();
+                    move || Dwarf::open(&path)
+                });
+            match spawned {
+                Ok(handle) => Some(handle),
+                Err(_) => {
+                    // No thread to be had: load it here.
+                    let _ = ready.set(Dwarf::open(&path));
+                    None
+                }
+            }
+        });
+        LazyDwarf {
+            loading: std::cell::RefCell::new(loading),
+            ready,
+        }
+    }
+
+    fn get(&self) -> Option<&Dwarf> {
+        self.ready
+            .get_or_init(|| {
+                let handle = self.loading.borrow_mut().take()?;
+                handle.join().ok().flatten()
+            })
+            .as_ref()
+    }
 }
 
 impl Binary {
@@ -171,7 +213,7 @@ impl Binary {
     ) -> Result<Binary, SymbolError> {
         let loaded = load(opened, original, expected_build_id, debug_dirs)?;
         let symbols = SymbolTable::new(&loaded.symbols);
-        let dwarf = loaded.dwarf_path.as_deref().and_then(Dwarf::open);
+        let dwarf = LazyDwarf::start(loaded.dwarf_path);
         Ok(Binary {
             info: loaded.info,
             symbols,
@@ -187,7 +229,7 @@ impl Binary {
         let symbol = self.symbols.lookup(addr.0);
         // DWARF is needed for inlined frames, lines, or when the symbol table has nothing.
         let need_dwarf = opts.inlines || opts.lines || symbol.is_none();
-        let dwarf_frames = match &self.dwarf {
+        let dwarf_frames = match self.dwarf.get() {
             Some(dwarf) if need_dwarf => dwarf.frames(addr.0),
             _ => Vec::new(),
         };

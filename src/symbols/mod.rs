@@ -276,16 +276,7 @@ impl Symbolizer {
     /// differs from `module.build_id` is not used. The outermost name comes from the symbol table (.symtab,
     /// .dynsym, or the debug file's), inlined frames and lines from DWARF.
     pub fn user(&mut self, module: &ModuleKey, offset: FileOffset) -> Arc<[Frame]> {
-        let index = match self.module_ids.get(module) {
-            Some(&index) => index,
-            None => {
-                let binary = self.open_module(module);
-                self.modules.push(binary);
-                self.module_ids
-                    .insert(module.clone(), self.modules.len() - 1);
-                self.modules.len() - 1
-            }
-        };
+        let index = self.module_index(module);
         if let Some(frames) = self.frames.get(&(index, offset.0)) {
             return frames.clone();
         }
@@ -302,6 +293,23 @@ impl Symbolizer {
         };
         self.frames.insert((index, offset.0), frames.clone());
         frames
+    }
+
+    /// Open a module now and start loading its DWARF on a thread of its own, so that a later [`Symbolizer::user`]
+    /// finds it ready.
+    pub fn prefetch(&mut self, module: &ModuleKey) {
+        self.module_index(module);
+    }
+
+    fn module_index(&mut self, module: &ModuleKey) -> usize {
+        if let Some(&index) = self.module_ids.get(module) {
+            return index;
+        }
+        let binary = self.open_module(module);
+        self.modules.push(binary);
+        self.module_ids
+            .insert(module.clone(), self.modules.len() - 1);
+        self.modules.len() - 1
     }
 
     /// Open a module's binary: `path`, then `/proc/PID/root/path` (containers). A file whose build id differs
