@@ -82,25 +82,7 @@ fn bad_recordings() {
     let dir = tempfile::tempdir().unwrap();
     let e = rprof_err(&["report", "-i", "/nonexistent.data"]);
     assert!(e.contains("/nonexistent.data"), "{e}");
-    let bin = build_c(
-        dir.path(),
-        "calltree.c",
-        &["-O0", "-fno-omit-frame-pointer"],
-    );
-    let good = dir.path().join("good.data");
-    let good_s = good.to_str().unwrap();
-    rprof_ok(&[
-        "record",
-        "-q",
-        "-g",
-        "-F",
-        "999",
-        "-o",
-        good_s,
-        "--",
-        bin.to_str().unwrap(),
-        "4",
-    ]);
+    let good = record_calltree(dir.path(), "good.data", "4");
     let bytes = std::fs::read(&good).unwrap();
     let bad = dir.path().join("bad.data");
     let bad_s = bad.to_str().unwrap();
@@ -192,25 +174,7 @@ fn broken_pipe_is_success() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let bin = build_c(
-        dir.path(),
-        "calltree.c",
-        &["-O0", "-fno-omit-frame-pointer"],
-    );
-    let data = dir.path().join("p.data");
-    let data = data.to_str().unwrap();
-    rprof_ok(&[
-        "record",
-        "-q",
-        "-g",
-        "-F",
-        "999",
-        "-o",
-        data,
-        "--",
-        bin.to_str().unwrap(),
-        "20",
-    ]);
+    let data = record_calltree(dir.path(), "p.data", "20");
     let script = format!(
         "set -o pipefail; '{}' report -i '{}' --folded | head -c 1 >/dev/null",
         env!("CARGO_BIN_EXE_rprof"),

@@ -4,8 +4,6 @@ use common::*;
 use std::collections::HashMap;
 use std::process::Command;
 
-const FP: &[&str] = &["-O0", "-g", "-fno-omit-frame-pointer"];
-
 /// Whether `perf` is installed; without it these tests skip (printing why), unless RPROF_REQUIRE_PRIVILEGED=1.
 fn have_perf(test: &str) -> bool {
     if !privileged(test) {
@@ -88,21 +86,8 @@ fn perf_reads_rprof_recording() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let bin = build_c(dir.path(), "calltree.c", FP);
-    let data = dir.path().join("r.data");
-    let data = data.to_str().unwrap();
-    rprof_ok(&[
-        "record",
-        "-q",
-        "-F",
-        "999",
-        "-g",
-        "-o",
-        data,
-        "--",
-        bin.to_str().unwrap(),
-        "20",
-    ]);
+    let data = record_calltree(dir.path(), "r.data", "20");
+    let data = data.as_str();
     let perf = perf_self_by_symbol(data);
     assert_eq!(
         perf.first().map(|p| p.0.as_str()),

@@ -127,6 +127,32 @@ fn leftover(pid: u32) -> Vec<String> {
         .collect()
 }
 
+/// Start `rprof probe -x C func_a -- C wait 1 0` (a fixture that waits until killed) and wait until its group
+/// is in tracefs.
+fn spawn_waiting_probe(f: &Fixtures, stderr: Stdio) -> std::process::Child {
+    let child = Command::new(RPROF)
+        .args([
+            "probe",
+            "-x",
+            path(&f.c),
+            "func_a",
+            "--",
+            path(&f.c),
+            "wait",
+            "1",
+            "0",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while leftover(child.id()).is_empty() && t0.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
+
 /// Run rprof with `args`, check that it left no probe behind, and return its output.
 fn rprof(args: &[&str]) -> Output {
     let child = Command::new(RPROF)
@@ -609,32 +635,13 @@ fn stale_group_is_removed() {
         return;
     }
     let f = fixtures();
-    let mut victim = Command::new(RPROF)
-        .args([
-            "probe",
-            "-x",
-            path(&f.c),
-            "func_a",
-            "--",
-            path(&f.c),
-            "wait",
-            "1",
-            "0",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut victim = spawn_waiting_probe(f, Stdio::null());
     let vpid = victim.id();
     let mut line = String::new();
     BufReader::new(victim.stdout.as_mut().unwrap())
         .read_line(&mut line)
         .unwrap();
     let fixture_pid: i32 = line.trim().parse().unwrap();
-    let t0 = Instant::now();
-    while leftover(vpid).is_empty() && t0.elapsed() < Duration::from_secs(10) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
     assert!(
         !leftover(vpid).is_empty(),
         "the victim never created its group"
@@ -674,27 +681,8 @@ fn signals_end_cleanly() {
         nix::sys::signal::Signal::SIGTERM,
         nix::sys::signal::Signal::SIGINT,
     ] {
-        let child = Command::new(RPROF)
-            .args([
-                "probe",
-                "-x",
-                path(&f.c),
-                "func_a",
-                "--",
-                path(&f.c),
-                "wait",
-                "1",
-                "0",
-            ])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let child = spawn_waiting_probe(f, Stdio::piped());
         let pid = child.id();
-        let t0 = Instant::now();
-        while leftover(pid).is_empty() && t0.elapsed() < Duration::from_secs(10) {
-            std::thread::sleep(Duration::from_millis(20));
-        }
         std::thread::sleep(Duration::from_millis(300));
         nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), sig).unwrap();
         let out = child.wait_with_output().unwrap();

@@ -1,21 +1,7 @@
 //! End-to-end tests of `rprof record` + `rprof report` on real programs.
 mod common;
 use common::*;
-use std::path::Path;
 use std::process::{Command, Stdio};
-
-/// Frame pointers in every function. GCC 12 drops them from leaf functions at -O1 and above even with
-/// -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer, which hides a leaf's caller; -O0 keeps them.
-const FP: &[&str] = &["-O0", "-g", "-fno-omit-frame-pointer"];
-
-fn record(dir: &Path, name: &str, args: &[&str]) -> String {
-    let data = dir.join(name);
-    let data = data.to_str().unwrap().to_string();
-    let mut all = vec!["record", "-q", "-o", &data];
-    all.extend_from_slice(args);
-    rprof_ok(&all);
-    data
-}
 
 /// Check that the known 75/25 time split of the call tree shows in the folded stacks, with frames in order.
 #[test]
@@ -25,7 +11,7 @@ fn known_time_split() {
     }
     let dir = tempfile::tempdir().unwrap();
     let bin = build_c(dir.path(), "calltree.c", FP);
-    let data = record(
+    let data = record_to(
         dir.path(),
         "split.data",
         &["-F", "999", "-g", "--", bin.to_str().unwrap(), "40"],
@@ -119,7 +105,7 @@ fn kernel_frames_above_user() {
     }
     let dir = tempfile::tempdir().unwrap();
     let bin = build_c(dir.path(), "writeloop.c", FP);
-    let data = record(
+    let data = record_to(
         dir.path(),
         "k.data",
         &["-F", "999", "-g", "--", bin.to_str().unwrap(), "1500000"],
@@ -159,7 +145,7 @@ fn demangled_names() {
     }
     let dir = tempfile::tempdir().unwrap();
     let cpp = build_c(dir.path(), "klass.cpp", FP);
-    let data = record(
+    let data = record_to(
         dir.path(),
         "cpp.data",
         &["-F", "499", "-g", "--", cpp.to_str().unwrap(), "200000000"],
@@ -171,7 +157,7 @@ fn demangled_names() {
         "rustmod.rs",
         &["-C", "opt-level=1", "-C", "force-frame-pointers=yes", "-g"],
     );
-    let data = record(
+    let data = record_to(
         dir.path(),
         "rs.data",
         &["-F", "499", "-g", "--", rs.to_str().unwrap(), "200000000"],
@@ -225,7 +211,7 @@ fn stripped_binary_uses_build_id_debug_file() {
         .status()
         .unwrap();
     assert!(st.success());
-    let data = record(
+    let data = record_to(
         dir.path(),
         "s.data",
         &["-F", "499", "-g", "--", bin.to_str().unwrap(), "10"],
@@ -259,7 +245,7 @@ fn flamegraph_svg() {
     }
     let dir = tempfile::tempdir().unwrap();
     let bin = build_c(dir.path(), "calltree.c", FP);
-    let data = record(
+    let data = record_to(
         dir.path(),
         "f.data",
         &["-F", "499", "-g", "--", bin.to_str().unwrap(), "10"],

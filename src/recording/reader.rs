@@ -280,8 +280,8 @@ fn section_end(offset: u64, size: u64, file_len: u64) -> Option<u64> {
     offset.checked_add(size).filter(|&end| end <= file_len)
 }
 
-/// The sample fields that [`read_simple_sample`] reads: the fixed ones, then the callchain.
-const SIMPLE_SAMPLE_FIELDS: u64 = PERF_SAMPLE_IDENTIFIER
+/// The fixed-size (one u64 each) sample fields that come before the callchain.
+const FIXED_SAMPLE_FIELDS: u64 = PERF_SAMPLE_IDENTIFIER
     | PERF_SAMPLE_IP
     | PERF_SAMPLE_TID
     | PERF_SAMPLE_TIME
@@ -289,8 +289,10 @@ const SIMPLE_SAMPLE_FIELDS: u64 = PERF_SAMPLE_IDENTIFIER
     | PERF_SAMPLE_ID
     | PERF_SAMPLE_STREAM_ID
     | PERF_SAMPLE_CPU
-    | PERF_SAMPLE_PERIOD
-    | PERF_SAMPLE_CALLCHAIN;
+    | PERF_SAMPLE_PERIOD;
+
+/// The sample fields that [`read_simple_sample`] reads: the fixed ones, then the callchain.
+const SIMPLE_SAMPLE_FIELDS: u64 = FIXED_SAMPLE_FIELDS | PERF_SAMPLE_CALLCHAIN;
 
 /// Read a SAMPLE body in place when its attr has only [`SIMPLE_SAMPLE_FIELDS`] (what `perf record -g` and
 /// `rprof record` write): the same values as linux-perf-event-reader's parse, without building its full
@@ -340,16 +342,7 @@ fn read_simple_sample(attr: &AttrInfo, misc: u16, body: &[u8]) -> Result<Sample,
 /// The byte offset of the callchain's `nr` in a sample body, following the layout linux-perf-event-reader
 /// parses; None if the body ends before it.
 fn callchain_offset(body: &[u8], sample_type: u64, read_format: u64) -> Option<usize> {
-    let fixed = PERF_SAMPLE_IDENTIFIER
-        | PERF_SAMPLE_IP
-        | PERF_SAMPLE_TID
-        | PERF_SAMPLE_TIME
-        | PERF_SAMPLE_ADDR
-        | PERF_SAMPLE_ID
-        | PERF_SAMPLE_STREAM_ID
-        | PERF_SAMPLE_CPU
-        | PERF_SAMPLE_PERIOD;
-    let mut at = 8 * (sample_type & fixed).count_ones() as usize;
+    let mut at = 8 * (sample_type & FIXED_SAMPLE_FIELDS).count_ones() as usize;
     if sample_type & PERF_SAMPLE_READ != 0 {
         let rf = ReadFormat::from_bits_truncate(read_format);
         let extra = rf

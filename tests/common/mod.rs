@@ -69,6 +69,30 @@ pub fn build_rust(dir: &Path, source: &str, flags: &[&str]) -> PathBuf {
     out
 }
 
+/// Frame pointers in every function. GCC 12 drops them from leaf functions at -O1 and above even with
+/// -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer, which hides a leaf's caller; -O0 keeps them.
+pub const FP: &[&str] = &["-O0", "-g", "-fno-omit-frame-pointer"];
+
+/// `rprof record -q -o DIR/NAME ARGS...`, asserting success; returns the recording's path.
+pub fn record_to(dir: &Path, name: &str, args: &[&str]) -> String {
+    let data = dir.join(name);
+    let data = data.to_str().unwrap().to_string();
+    let mut all = vec!["record", "-q", "-o", &data];
+    all.extend_from_slice(args);
+    rprof_ok(&all);
+    data
+}
+
+/// Build the call-tree fixture with frame pointers and record ROUNDS of it (`-F 999 -g`) into DIR/NAME.
+pub fn record_calltree(dir: &Path, name: &str, rounds: &str) -> String {
+    let bin = build_c(dir, "calltree.c", FP);
+    record_to(
+        dir,
+        name,
+        &["-F", "999", "-g", "--", bin.to_str().unwrap(), rounds],
+    )
+}
+
 /// A command for the rprof binary under test.
 pub fn rprof() -> Command {
     Command::new(env!("CARGO_BIN_EXE_rprof"))
