@@ -3,6 +3,7 @@
 use crate::addr::{FileOffset, RuntimeAddr};
 use crate::recording::{CpuMode, Event, Reader, RecordingError, Sample};
 use crate::symbols::{ModuleKey, Symbolizer, SymbolizerOptions};
+use perf_event_open_sys::bindings::{PERF_CONTEXT_KERNEL, PERF_CONTEXT_MAX, PERF_CONTEXT_USER};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -127,9 +128,6 @@ enum Pending {
     User(Arc<ModuleKey>, FileOffset, Arc<str>),
 }
 
-const PERF_CONTEXT_MAX: u64 = (-4095i64) as u64;
-const PERF_CONTEXT_KERNEL: u64 = (-128i64) as u64;
-const PERF_CONTEXT_USER: u64 = (-512i64) as u64;
 /// Kernel addresses on x86_64 live in the upper half.
 const KERNEL_START: u64 = 0xffff_8000_0000_0000;
 
