@@ -137,6 +137,114 @@ fn kernel_frames_above_user() {
     );
 }
 
+/// Check the build-id cache, as perf keeps it: `record` stores a copy of /proc/kallsyms under
+/// $PERF_BUILDID_DIR and names the kernel's build id in the recording; `report` names kernel frames from that
+/// copy (edited here so that its names show where they came from, and shifted as by another KASLR offset);
+/// and a recording of another kernel, with no copy, gets `[unknown]` kernel frames and a warning, never the
+/// running kernel's names.
+#[test]
+fn kernel_names_from_buildid_cache() {
+    if !privileged("kernel_names_from_buildid_cache") {
+        return;
+    }
+    let Some(build_id) = rprof::symbols::running_build_id() else {
+        panic!("no kernel build id in /sys/kernel/notes");
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let bin = build_c(dir.path(), "writeloop.c", FP);
+    let data = dir.path().join("k.data");
+    let with_cache = |args: &[&str]| {
+        let out = rprof()
+            .env("PERF_BUILDID_DIR", &cache)
+            .args(args)
+            .output()
+            .expect("run rprof");
+        assert_success(&out, args);
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        (text(&out.stdout), text(&out.stderr))
+    };
+    let data_arg = data.to_str().unwrap();
+    let bin_arg = bin.to_str().unwrap();
+    with_cache(&[
+        "record", "-q", "-F", "999", "-g", "-o", data_arg, "--", bin_arg, "600000",
+    ]);
+
+    // The copy, perf's .build-id link to it, and the kernel's entry in the recording.
+    let copy = rprof::symbols::cached_kallsyms_path(&cache, &build_id);
+    let text = std::fs::read_to_string(&copy).expect("record keeps a copy of kallsyms");
+    assert!(text.contains(" ksys_write\n"), "the copy is kallsyms");
+    let hex: String = build_id.iter().map(|b| format!("{b:02x}")).collect();
+    let link = cache.join(".build-id").join(&hex[..2]).join(&hex[2..]);
+    assert!(
+        link.join("kallsyms").is_file(),
+        "{} links to the copy",
+        link.display()
+    );
+    let recording = std::fs::read(&data).unwrap();
+    let at: Vec<usize> = recording
+        .windows(build_id.len())
+        .enumerate()
+        .filter(|(_, w)| *w == build_id.as_slice())
+        .map(|(i, _)| i)
+        .collect();
+    assert!(!at.is_empty(), "the recording names the kernel's build id");
+
+    // A copy from "another boot": every address 2 MiB higher, and the write path renamed.
+    let shift = 0x20_0000u64;
+    let edited: String = text
+        .lines()
+        .map(|line| {
+            let (addr, rest) = line.split_at(16);
+            let addr = u64::from_str_radix(addr, 16).unwrap();
+            let addr = if addr == 0 { 0 } else { addr + shift };
+            let rest = match rest {
+                " T ksys_write" | " T vfs_write" => format!("{rest}_from_copy"),
+                _ => rest.to_string(),
+            };
+            format!("{addr:016x}{rest}\n")
+        })
+        .collect();
+    std::fs::write(&copy, edited).unwrap();
+    let (folded, _) = with_cache(&["report", "-i", data_arg, "--folded"]);
+    let stacks = parse_folded(&folded);
+    let frames = || stacks.iter().flat_map(|(f, _)| f.iter());
+    assert!(
+        frames().any(|f| f == "ksys_write_from_copy" || f == "vfs_write_from_copy"),
+        "kernel names come from the cached copy\n{folded}"
+    );
+    assert!(
+        !frames().any(|f| f == "ksys_write" || f == "vfs_write"),
+        "and not from /proc/kallsyms\n{folded}"
+    );
+
+    // Another kernel: no copy of its kallsyms, and not the running one.
+    let mut other = recording.clone();
+    for i in at {
+        other[i] ^= 0xff;
+    }
+    let other_path = dir.path().join("other.data");
+    std::fs::write(&other_path, other).unwrap();
+    let (folded, stderr) = with_cache(&["report", "-i", other_path.to_str().unwrap(), "--folded"]);
+    assert!(
+        stderr.contains("is not the running one"),
+        "a warning says why kernel frames are unknown: {stderr}"
+    );
+    let (table, _) = with_cache(&["report", "-i", other_path.to_str().unwrap()]);
+    let named: Vec<&str> = table
+        .lines()
+        .filter(|l| l.contains(" [k] ") && !l.trim_end().ends_with("[unknown]"))
+        .collect();
+    assert!(
+        named.is_empty(),
+        "no kernel names are guessed: {named:?}\n{table}"
+    );
+    assert!(
+        folded.contains("[unknown] ([kernel.kallsyms])"),
+        "kernel frames show as unknown\n{folded}"
+    );
+}
+
 /// Check that C++ and Rust names come out demangled.
 #[test]
 fn demangled_names() {

@@ -124,11 +124,23 @@ fn build_id_mismatch_gives_nothing() {
 }
 
 /// Check that addresses inside an always_inline function give [caller, inlined callee], and that the caller's
-/// first instruction gives the caller alone. Cross-checked with binutils `addr2line -i` when present.
+/// first instruction gives the caller alone. Cross-checked with binutils `addr2line -i` when present. The unit
+/// is looked up alone (through .debug_aranges).
 #[test]
 fn inlined_frames() {
+    check_inlined_frames(&["-O2", "-g"]);
+}
+
+/// Check the same with link-time optimization, whose units refer into each other (DW_FORM_ref_addr), so the
+/// lookup goes through the whole file's context.
+#[test]
+fn inlined_frames_lto() {
+    check_inlined_frames(&["-O2", "-g", "-flto"]);
+}
+
+fn check_inlined_frames(flags: &[&str]) {
     let tmp = tempfile::tempdir().unwrap();
-    let exe = build("gcc", "sym_inline.c", &["-O2", "-g"], tmp.path(), "inline");
+    let exe = build("gcc", "sym_inline.c", flags, tmp.path(), "inline");
     let symbols = function_symbols(&exe, &[]).unwrap();
     assert!(
         !symbols.iter().any(|s| s.name.starts_with("inlined_callee")),
@@ -193,6 +205,87 @@ fn inlined_frames() {
             "addr2line at {addr}"
         );
     }
+}
+
+/// Check the inlined frames of a distribution debug file against binutils: 200 addresses across libc, resolved
+/// through libc6-dbg's compressed DWARF (each unit looked up alone), give the same inline chains as
+/// `addr2line -i`.
+#[test]
+fn libc_inline_chains_match_addr2line() {
+    let libc = Path::new("/usr/lib/x86_64-linux-gnu/libc.so.6");
+    let Some(build_id) = elf_info(libc).ok().and_then(|i| i.build_id) else {
+        eprintln!("SKIP: no {} with a build id", libc.display());
+        return;
+    };
+    let hex: String = build_id.iter().map(|b| format!("{b:02x}")).collect();
+    let debug = PathBuf::from(format!(
+        "/usr/lib/debug/.build-id/{}/{}.debug",
+        &hex[..2],
+        &hex[2..]
+    ));
+    if !debug.exists() {
+        assert!(
+            std::env::var_os("RPROF_REQUIRE_PRIVILEGED").is_none(),
+            "{} is missing: install libc6-dbg",
+            debug.display()
+        );
+        eprintln!(
+            "SKIP: {} is missing (apt-get install libc6-dbg)",
+            debug.display()
+        );
+        return;
+    }
+    let symbols = function_symbols(libc, &[PathBuf::from("/usr/lib/debug")]).unwrap();
+    let sized: Vec<&FunctionSymbol> = symbols.iter().filter(|s| s.size >= 64).collect();
+    let step = (sized.len() / 200).max(1);
+    let picks: Vec<(&FunctionSymbol, u64)> = sized
+        .iter()
+        .step_by(step)
+        .map(|s| (*s, s.size / 2))
+        .collect();
+    let out = Command::new("addr2line")
+        .args(["-a", "-f", "-i", "-e"])
+        .arg(&debug)
+        .args(picks.iter().map(|(s, d)| format!("{:#x}", s.addr.0 + d)))
+        .output()
+        .expect("binutils addr2line");
+    // Blocks of "0xADDR" then (function, file:line) pairs, innermost first.
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut chains: Vec<Vec<String>> = Vec::new();
+    for line in text.lines() {
+        if line.starts_with("0x") {
+            chains.push(Vec::new());
+        } else if !line.contains(':') || line.starts_with("??") {
+            chains
+                .last_mut()
+                .expect("an address first")
+                .push(line.to_string());
+        }
+    }
+    assert_eq!(chains.len(), picks.len(), "addr2line output:\n{text}");
+    let key = ModuleKey {
+        path: libc.to_path_buf(),
+        pid: std::process::id(),
+        build_id: Some(build_id),
+    };
+    let mut symbolizer = Symbolizer::new(SymbolizerOptions {
+        demangle: false,
+        ..SymbolizerOptions::default()
+    });
+    let mut with_inlines = 0;
+    for ((sym, delta), chain) in picks.iter().zip(&chains) {
+        let frames = symbolizer.user(&key, offset_of(libc, sym, *delta));
+        // Our outermost frame is the symbol table's name; the inlined ones come from DWARF, outermost first.
+        let ours: Vec<&str> = frames.iter().skip(1).map(|f| f.name.as_str()).collect();
+        let theirs: Vec<&str> = chain.iter().rev().skip(1).map(String::as_str).collect();
+        assert_eq!(ours, theirs, "{}+{delta:#x}", sym.name);
+        with_inlines += usize::from(!ours.is_empty());
+    }
+    assert!(
+        with_inlines >= 10,
+        "only {with_inlines} of {} addresses are in inlined code",
+        picks.len()
+    );
 }
 
 /// Check that a C++ method in a namespace comes out demangled, in `function_symbols` and the symbolizer.

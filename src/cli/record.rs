@@ -58,6 +58,10 @@ pub struct RecordArgs {
     /// Root of separate debug files (for .debug_frame in DWARF mode).
     #[arg(long = "debug-dir", default_value = "/usr/lib/debug")]
     pub debug_dir: Vec<PathBuf>,
+    /// Do not keep a copy of /proc/kallsyms in the build-id cache ($PERF_BUILDID_DIR, else ~/.debug), which
+    /// report uses to name kernel frames.
+    #[arg(short = 'N', long = "no-buildid-cache")]
+    pub no_buildid_cache: bool,
     /// Print nothing but errors.
     #[arg(short = 'q', long = "quiet")]
     pub quiet: bool,
@@ -136,6 +140,7 @@ pub fn config(a: &RecordArgs) -> anyhow::Result<RecordConfig> {
         mmap_pages: a.mmap_pages,
         cmdline: std::env::args().collect(),
         debug_dirs: a.debug_dir.clone(),
+        no_buildid_cache: a.no_buildid_cache,
     })
 }
 

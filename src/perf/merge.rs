@@ -4,45 +4,21 @@
 //! We read every buffer once per round. Anything that arrives in a later round was written after the previous
 //! round ended, so once round N has been read, every event up to the newest time seen in round N-1 is in, and
 //! can be released in order (the same rule as perf's FINISHED_ROUND).
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+//!
+//! A round's items are sorted once when the round ends (a stable sort: equal times keep their arrival order).
+//! What stays queued is sorted already, and each buffer's items arrive in order, so the sort merges a few runs.
 
 /// A queue that releases items in time order once it is safe to.
 pub struct OrderedMerge<T> {
-    heap: BinaryHeap<Reverse<Entry<T>>>,
-    seq: u64,
+    items: Vec<(u64, T)>,
     newest_this_round: u64,
     newest_last_round: u64,
-}
-
-struct Entry<T> {
-    time: u64,
-    seq: u64,
-    item: T,
-}
-
-impl<T> PartialEq for Entry<T> {
-    fn eq(&self, other: &Self) -> bool {
-        (self.time, self.seq) == (other.time, other.seq)
-    }
-}
-impl<T> Eq for Entry<T> {}
-impl<T> PartialOrd for Entry<T> {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl<T> Ord for Entry<T> {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        (self.time, self.seq).cmp(&(other.time, other.seq))
-    }
 }
 
 impl<T> Default for OrderedMerge<T> {
     fn default() -> Self {
         OrderedMerge {
-            heap: BinaryHeap::new(),
-            seq: 0,
+            items: Vec::new(),
             newest_this_round: 0,
             newest_last_round: 0,
         }
@@ -57,37 +33,34 @@ impl<T> OrderedMerge<T> {
     /// Queue an item read in the current round. Items with equal times keep their arrival order.
     pub fn push(&mut self, time: u64, item: T) {
         self.newest_this_round = self.newest_this_round.max(time);
-        self.heap.push(Reverse(Entry {
-            time,
-            seq: self.seq,
-            item,
-        }));
-        self.seq += 1;
+        self.items.push((time, item));
     }
 
     /// End a round (every buffer has been read once): release, in time order, what is now safe.
     pub fn finish_round(&mut self, mut out: impl FnMut(u64, T)) {
         let limit = self.newest_last_round;
-        while self.heap.peek().is_some_and(|e| e.0.time <= limit) {
-            let e = self.heap.pop().expect("peeked").0;
-            out(e.time, e.item);
+        self.items.sort_by_key(|(time, _)| *time);
+        let safe = self.items.partition_point(|(time, _)| *time <= limit);
+        for (time, item) in self.items.drain(..safe) {
+            out(time, item);
         }
         self.newest_last_round = self.newest_this_round;
     }
 
     /// Release everything (at the end, after the last read).
     pub fn drain(&mut self, mut out: impl FnMut(u64, T)) {
-        while let Some(Reverse(e)) = self.heap.pop() {
-            out(e.time, e.item);
+        self.items.sort_by_key(|(time, _)| *time);
+        for (time, item) in self.items.drain(..) {
+            out(time, item);
         }
     }
 
     pub fn len(&self) -> usize {
-        self.heap.len()
+        self.items.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.heap.is_empty()
+        self.items.is_empty()
     }
 }
 
@@ -114,5 +87,21 @@ mod tests {
         );
         m.drain(|t, x| out.push((t, x)));
         assert_eq!(out.last(), Some(&(40, "a40")));
+    }
+
+    /// Check that items with equal times come out in the order they were pushed, across rounds.
+    #[test]
+    fn equal_times_keep_arrival_order() {
+        let mut m = OrderedMerge::new();
+        let mut out = Vec::new();
+        m.push(5, "first");
+        m.push(7, "x");
+        m.push(5, "second");
+        m.finish_round(|_, x| out.push(x));
+        m.push(5, "third");
+        m.push(9, "y");
+        m.finish_round(|_, x| out.push(x));
+        m.drain(|_, x| out.push(x));
+        assert_eq!(out, vec!["first", "second", "third", "x", "y"]);
     }
 }

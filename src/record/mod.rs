@@ -68,6 +68,8 @@ pub struct RecordConfig {
     pub cmdline: Vec<String>,
     /// Debug-file roots (DWARF mode looks for .debug_frame there).
     pub debug_dirs: Vec<PathBuf>,
+    /// Do not copy /proc/kallsyms into the build-id cache (perf's `-N`).
+    pub no_buildid_cache: bool,
 }
 
 impl Default for RecordConfig {
@@ -85,6 +87,7 @@ impl Default for RecordConfig {
             mmap_pages: 128,
             cmdline: Vec::new(),
             debug_dirs: vec![PathBuf::from("/usr/lib/debug")],
+            no_buildid_cache: false,
         }
     }
 }
@@ -264,7 +267,10 @@ pub fn record(
         d.release(&mut writer, true)?;
     }
 
-    let build_ids = build_ids(&state.paths);
+    let mut build_ids = build_ids(&state.paths);
+    if kernel.is_some() && !cfg.user_only {
+        build_ids.extend(kernel_build_id(cfg.no_buildid_cache));
+    }
     let meta = meta(cfg, cpus.len());
     let bytes = writer.finish(&meta, &build_ids)?;
     Ok(RecordSummary {
@@ -545,15 +551,7 @@ fn synthesize_process(
 
 /// The kernel's text mapping as perf describes it: `[kernel.kallsyms]_text` from `_text` on.
 fn kernel_mmap() -> Option<Mmap2> {
-    let text = std::fs::read("/proc/kallsyms").ok()?;
-    let start = String::from_utf8_lossy(&text).lines().find_map(|l| {
-        let mut it = l.split_whitespace();
-        let (addr, _, name) = (it.next()?, it.next()?, it.next()?);
-        (name == "_text").then(|| u64::from_str_radix(addr, 16).ok())?
-    })?;
-    if start == 0 {
-        return None; // kptr_restrict hides addresses
-    }
+    let start = crate::symbols::running_text()?;
     Some(Mmap2 {
         pid: -1,
         tid: 0,
@@ -565,6 +563,29 @@ fn kernel_mmap() -> Option<Mmap2> {
         path: "[kernel.kallsyms]_text".to_string(),
         kernel: true,
         ..Default::default()
+    })
+}
+
+/// The running kernel's BUILD_ID entry, as perf writes it. Unless `no_cache`, a copy of /proc/kallsyms is kept
+/// in the build-id cache (once per kernel build), so that `report` names the kernel's frames from it, also
+/// after a reboot or on another machine (see `symbols::kernel`).
+fn kernel_build_id(no_cache: bool) -> Option<BuildIdEntry> {
+    let build_id = crate::symbols::running_build_id()?;
+    if !no_cache {
+        if let Some(dir) = crate::symbols::buildid_dir() {
+            if let Err(e) = crate::symbols::store_kallsyms(&dir, &build_id) {
+                eprintln!(
+                    "rprof: warning: cannot keep a copy of /proc/kallsyms in {}: {e} (use -N to skip)",
+                    dir.display()
+                );
+            }
+        }
+    }
+    Some(BuildIdEntry {
+        pid: -1,
+        misc: 1, // PERF_RECORD_MISC_KERNEL
+        build_id,
+        path: "[kernel.kallsyms]".to_string(),
     })
 }
 

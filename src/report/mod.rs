@@ -2,7 +2,7 @@
 //! top table, folded stacks or an SVG flame graph.
 use crate::addr::{FileOffset, RuntimeAddr};
 use crate::recording::{CpuMode, Event, Reader, RecordingError, Sample};
-use crate::symbols::{ModuleKey, Symbolizer, SymbolizerOptions};
+use crate::symbols::{KernelRef, ModuleKey, Symbolizer, SymbolizerOptions};
 use perf_event_open_sys::bindings::{PERF_CONTEXT_KERNEL, PERF_CONTEXT_MAX, PERF_CONTEXT_USER};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::Write;
@@ -128,6 +128,9 @@ enum Pending {
     User(Arc<ModuleKey>, FileOffset, Arc<str>),
 }
 
+/// The kernel's name in BUILD_ID entries and mappings (`[kernel.kallsyms]_text`).
+const KERNEL_NAME: &str = "[kernel.kallsyms]";
+
 /// Kernel addresses on x86_64 live in the upper half.
 const KERNEL_START: u64 = 0xffff_8000_0000_0000;
 
@@ -138,13 +141,18 @@ pub fn load(
     opts: SymbolizerOptions,
 ) -> Result<Profile, ReportError> {
     let reader = Reader::open(input)?;
-    let build_ids = reader
+    let build_ids: HashMap<String, Vec<u8>> = reader
         .build_ids()
         .iter()
         .map(|b| (b.path.clone(), b.build_id.clone()))
         .collect();
+    let mut symbolizer = Symbolizer::new(opts);
+    symbolizer.set_kernel(KernelRef {
+        build_id: build_ids.get(KERNEL_NAME).cloned(),
+        text: None,
+    });
     let mut s = Session {
-        symbolizer: Symbolizer::new(opts),
+        symbolizer,
         build_ids,
         maps: HashMap::new(),
         comm_of_tid: HashMap::new(),
@@ -254,7 +262,15 @@ impl Session {
                 if cpu_mode != CpuMode::Kernel && pid >= 0 {
                     s.add_mapping(pid as u32, start, len, pgoff, path, build_id);
                 } else if cpu_mode == CpuMode::Kernel {
-                    // The recording describes the kernel: its samples will need kallsyms.
+                    // The recording describes the kernel: its samples will need kallsyms. The kernel's own
+                    // mapping (`[kernel.kallsyms]_text`) starts at `_text`, its offset, which gives the KASLR
+                    // offset against a cached copy of kallsyms.
+                    if path.starts_with(KERNEL_NAME) {
+                        s.symbolizer.set_kernel(KernelRef {
+                            build_id: s.build_ids.get(KERNEL_NAME).cloned(),
+                            text: Some(pgoff),
+                        });
+                    }
                     s.symbolizer.prefetch_kernel();
                 }
             }
@@ -497,7 +513,7 @@ impl Session {
                     name: name
                         .map(|n| n.to_string())
                         .unwrap_or_else(|| "[unknown]".into()),
-                    module: "[kernel.kallsyms]".into(),
+                    module: KERNEL_NAME.into(),
                     kernel: true,
                 };
                 return vec![self.frame_id(frame)];

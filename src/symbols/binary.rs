@@ -7,14 +7,15 @@ use object::Object;
 use std::cell::OnceCell;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Everything read from a binary and its debug file.
 pub(crate) struct Loaded {
     pub info: ElfInfo,
     /// Function symbols, deduplicated on (name, address), unsorted.
     pub symbols: Vec<RawSymbol>,
-    /// The file holding DWARF (the binary or its debug file), if any.
-    pub dwarf_path: Option<PathBuf>,
+    /// The bytes of the file holding DWARF (the binary or its debug file), if any.
+    pub dwarf: Option<Arc<[u8]>>,
     /// Debug-file paths looked at (for error messages).
     pub searched: Vec<PathBuf>,
 }
@@ -41,7 +42,7 @@ pub(crate) fn load(
     let own_dwarf = has_dwarf(&file);
     let mut symbols = raw_symbols(&file, false);
     symbols.extend(raw_symbols(&file, true));
-    let mut dwarf_path = own_dwarf.then(|| opened.to_path_buf());
+    let mut dwarf = own_dwarf.then(|| Arc::clone(&data.data));
     let mut searched = Vec::new();
     if !own_symtab || !own_dwarf {
         let hints = DebugHints {
@@ -59,7 +60,7 @@ pub(crate) fn load(
                         symbols.extend(raw_symbols(&debug_file, false));
                     }
                     if !own_dwarf && has_dwarf(&debug_file) {
-                        dwarf_path = Some(debug_path.clone());
+                        dwarf = Some(Arc::clone(&debug_data.data));
                     }
                 }
             }
@@ -70,7 +71,7 @@ pub(crate) fn load(
     Ok(Loaded {
         info,
         symbols,
-        dwarf_path,
+        dwarf,
         searched,
     })
 }
@@ -158,53 +159,12 @@ impl SymbolTable {
 pub(crate) struct Binary {
     pub info: ElfInfo,
     symbols: SymbolTable,
-    dwarf: LazyDwarf,
-}
-
-/// DWARF being loaded on a thread of its own (tens of milliseconds for libc's debug file), so that the symbol
-/// table can answer meanwhile; the first lookup that needs it waits for it.
-struct LazyDwarf {
-    loading: std::cell::RefCell<Option<std::thread::JoinHandle<Option<Dwarf>>>>,
-    ready: OnceCell<Option<Dwarf>>,
-}
-
-impl LazyDwarf {
-    fn start(path: Option<PathBuf>) -> LazyDwarf {
-        let ready = OnceCell::new();
-        let loading = path.and_then(|path| {
-            let spawned = std::thread::Builder::new()
-                .name("rprof-dwarf".into())
-                .spawn({
-                    let path = path.clone();
-                    move || Dwarf::open(&path)
-                });
-            match spawned {
-                Ok(handle) => Some(handle),
-                Err(_) => {
-                    // No thread to be had: load it here.
-                    let _ = ready.set(Dwarf::open(&path));
-                    None
-                }
-            }
-        });
-        LazyDwarf {
-            loading: std::cell::RefCell::new(loading),
-            ready,
-        }
-    }
-
-    fn get(&self) -> Option<&Dwarf> {
-        self.ready
-            .get_or_init(|| {
-                let handle = self.loading.borrow_mut().take()?;
-                handle.join().ok().flatten()
-            })
-            .as_ref()
-    }
+    dwarf: Option<Dwarf>,
 }
 
 impl Binary {
-    /// Load a binary (see [`load`]) and its DWARF.
+    /// Load a binary (see [`load`]) and its DWARF (decompressed: tens of milliseconds for libc's debug file,
+    /// which callers run on a thread of their own where they can).
     pub fn open(
         opened: &Path,
         original: &Path,
@@ -213,7 +173,7 @@ impl Binary {
     ) -> Result<Binary, SymbolError> {
         let loaded = load(opened, original, expected_build_id, debug_dirs)?;
         let symbols = SymbolTable::new(&loaded.symbols);
-        let dwarf = LazyDwarf::start(loaded.dwarf_path);
+        let dwarf = loaded.dwarf.and_then(Dwarf::from_data);
         Ok(Binary {
             info: loaded.info,
             symbols,
@@ -222,14 +182,14 @@ impl Binary {
     }
 
     /// The frames at a file offset, outermost first; empty when unknown.
-    pub fn resolve(&self, offset: FileOffset, opts: &SymbolizerOptions) -> Vec<Frame> {
+    pub fn resolve(&mut self, offset: FileOffset, opts: &SymbolizerOptions) -> Vec<Frame> {
         let Some(addr) = self.info.elf_addr(offset) else {
             return Vec::new();
         };
         let symbol = self.symbols.lookup(addr.0);
         // DWARF is needed for inlined frames, lines, or when the symbol table has nothing.
         let need_dwarf = opts.inlines || opts.lines || symbol.is_none();
-        let dwarf_frames = match self.dwarf.get() {
+        let dwarf_frames = match self.dwarf.as_mut() {
             Some(dwarf) if need_dwarf => dwarf.frames(addr.0),
             _ => Vec::new(),
         };

@@ -7,10 +7,10 @@ use std::path::Path;
 
 /// An ELF file read into memory.
 ///
-/// The whole file is read (no mmap: the library keeps `unsafe` in `src/perf/` only); callers drop it once the
-/// symbol tables are extracted.
+/// The whole file is read (no mmap: the library keeps `unsafe` in `src/perf/` only); the symbol tables are
+/// extracted from it, and DWARF shares it.
 pub(crate) struct ElfData {
-    pub data: Vec<u8>,
+    pub data: std::sync::Arc<[u8]>,
 }
 
 impl ElfData {
@@ -20,7 +20,9 @@ impl ElfData {
             path: path.to_path_buf(),
             source,
         })?;
-        Ok(ElfData { data })
+        Ok(ElfData {
+            data: std::sync::Arc::from(data),
+        })
     }
 
     /// Parse it as ELF; [`SymbolError::NotElf`] otherwise.

@@ -5,7 +5,7 @@ use std::sync::Arc;
 /// How far past the very last kernel symbol an address may lie and still be attributed to it.
 const LAST_SYMBOL_SPAN: u64 = 4096;
 
-/// One text symbol: its range, where its name lies in [`KernelSymbols::names`], and the name as an `Arc`
+/// One text symbol: its range, where its name lies in [`KernelSymbols::text`], and the name as an `Arc`
 /// once it was looked up (most of the ~100k kernel symbols never are, so they cost no allocation).
 #[derive(Debug)]
 struct Entry {
@@ -21,8 +21,19 @@ struct Entry {
 pub struct KernelSymbols {
     /// Sorted by start, non-overlapping.
     entries: Vec<Entry>,
-    /// All text symbol names, back to back.
-    names: String,
+    /// The kallsyms text the names lie in.
+    text: Box<[u8]>,
+    marks: Marks,
+}
+
+/// Where the kernel image lies, as its own symbols say.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Marks {
+    /// `_text`: what perf's `[kernel.kallsyms]_text` mapping records, to compute the KASLR offset.
+    pub text: Option<u64>,
+    /// The lowest and highest addresses of symbols without a `[module]` tag: the kernel image (core and init
+    /// text), whose symbols the build fixes. Modules, BPF programs and trampolines carry a tag.
+    pub image: Option<(u64, u64)>,
 }
 
 impl KernelSymbols {
@@ -34,9 +45,16 @@ impl KernelSymbols {
             .checked_sub(1)?;
         let e = &self.entries[i];
         (addr >= e.start && addr < e.end).then(|| {
-            e.shared
-                .get_or_init(|| Arc::from(&self.names[e.name_start as usize..e.name_end as usize]))
+            e.shared.get_or_init(|| {
+                let name = &self.text[e.name_start as usize..e.name_end as usize];
+                Arc::from(String::from_utf8_lossy(name))
+            })
         })
+    }
+
+    /// The `_text` address and the kernel image's extent.
+    pub fn marks(&self) -> Marks {
+        self.marks
     }
 
     /// The number of text symbols.
@@ -56,26 +74,47 @@ fn parse_hex(digits: &[u8]) -> Option<u64> {
         return None;
     }
     digits.iter().try_fold(0u64, |acc, &d| {
-        let v = (d as char).to_digit(16)?;
-        Some(acc << 4 | v as u64)
+        let v = match d {
+            b'0'..=b'9' => d - b'0',
+            b'a'..=b'f' => d - b'a' + 10,
+            b'A'..=b'F' => d - b'A' + 10,
+            _ => return None,
+        };
+        Some(acc << 4 | u64::from(v))
     })
 }
 
-/// The first three blank-separated fields of a kallsyms line (address, type, name); the rest (`\t[module]`) is
-/// ignored.
-fn kallsyms_fields(line: &[u8]) -> Option<(&[u8], &[u8], &[u8])> {
+/// The fields of a kallsyms line.
+struct Fields<'a> {
+    addr: &'a [u8],
+    kind: &'a [u8],
+    name: &'a [u8],
+    /// More follows the name (a `\t[module]` tag).
+    tagged: bool,
+}
+
+/// The first three blank-separated fields of a kallsyms line (address, type, name), and whether more follows.
+fn kallsyms_fields(line: &[u8]) -> Option<Fields<'_>> {
     let is_blank = |b: &u8| *b == b' ' || *b == b'\t';
-    // The usual line on 64-bit kernels: 16 hex digits, a space, the type, a space, the name.
+    // The usual line on 64-bit kernels: 16 hex digits (checked by the caller), a space, the type, a space, the
+    // name, maybe a tab and a tag.
     if line.len() > 19
         && line[16] == b' '
         && line[18] == b' '
         && !is_blank(&line[17])
         && !is_blank(&line[19])
-        && !line[..16].iter().any(is_blank)
     {
         let name = &line[19..];
-        let end = name.iter().position(is_blank).unwrap_or(name.len());
-        return Some((&line[..16], &line[17..18], &name[..end]));
+        let (name, tagged) = match memchr::memchr2(b'\t', b' ', name) {
+            Some(end) => (&name[..end], name[end..].iter().any(|b| !is_blank(b))),
+            None => (name, false),
+        };
+        return Some(Fields {
+            addr: &line[..16],
+            kind: &line[17..18],
+            name,
+            tagged,
+        });
     }
     let mut rest = line;
     let mut next = || {
@@ -85,7 +124,12 @@ fn kallsyms_fields(line: &[u8]) -> Option<(&[u8], &[u8], &[u8])> {
         rest = &field[end..];
         Some(&field[..end])
     };
-    Some((next()?, next()?, next()?))
+    Some(Fields {
+        addr: next()?,
+        kind: next()?,
+        name: next()?,
+        tagged: next().is_some(),
+    })
 }
 
 /// Parse the text of /proc/kallsyms (`ADDR TYPE NAME [\tMODULE]` lines).
@@ -94,54 +138,76 @@ fn kallsyms_fields(line: &[u8]) -> Option<(&[u8], &[u8], &[u8])> {
 /// data after a function is not attributed to that function. When every address is zero (kallsyms hidden by
 /// `kptr_restrict` for an unprivileged reader), the result is empty.
 pub fn parse_kallsyms(data: &[u8]) -> KernelSymbols {
-    let mut names = String::with_capacity(data.len() / 2);
-    // (addr, name range in `names` for a text symbol, or None)
-    let mut all: Vec<(u64, Option<(u32, u32)>)> = Vec::with_capacity(data.len() / 40);
-    for line in data.split(|&b| b == b'\n') {
-        let Some((addr, kind, name)) = kallsyms_fields(line) else {
+    // (addr, name range in `data`; empty for a symbol that is not text)
+    let mut all: Vec<(u64, u32, u32)> = Vec::with_capacity(data.len() / 40);
+    let mut marks = Marks::default();
+    let mut line_start = 0;
+    let ends = memchr::memchr_iter(b'\n', data).chain(std::iter::once(data.len()));
+    for line_end in ends {
+        let line = &data[line_start..line_end];
+        let offset = line_start;
+        line_start = line_end + 1;
+        let Some(Fields {
+            addr,
+            kind,
+            name,
+            tagged,
+        }) = kallsyms_fields(line)
+        else {
             continue;
         };
         let Some(addr) = parse_hex(addr) else {
             continue;
         };
+        if name == b"_text" {
+            marks.text = Some(addr);
+        }
+        if !tagged && addr != 0 {
+            let (low, high) = marks.image.unwrap_or((addr, addr));
+            marks.image = Some((low.min(addr), high.max(addr)));
+        }
         let is_text = matches!(kind, b"t" | b"T" | b"w" | b"W");
-        let name = is_text.then(|| {
-            let start = names.len() as u32;
-            match std::str::from_utf8(name) {
-                Ok(name) => names.push_str(name),
-                Err(_) => names.push_str(&String::from_utf8_lossy(name)),
-            }
-            (start, names.len() as u32)
-        });
-        all.push((addr, name));
+        // A name's place in `data` (kallsyms is a few MiB: u32 offsets suffice).
+        let start = offset + (name.as_ptr() as usize - line.as_ptr() as usize);
+        let (Ok(start), Ok(end)) = (u32::try_from(start), u32::try_from(start + name.len())) else {
+            break;
+        };
+        all.push((addr, start, if is_text { end } else { start }));
     }
-    if all.iter().all(|(addr, _)| *addr == 0) {
+    if all.iter().all(|(addr, _, _)| *addr == 0) {
         return KernelSymbols::default();
     }
-    // Stable: of several names at one address, the first in the file stays first.
-    all.sort_by_key(|(addr, _)| *addr);
+    // Stable: of several names at one address, the first in the file stays first. The file is sorted but
+    // for module and BPF symbols after the core kernel's.
+    if !all.is_sorted_by_key(|(addr, _, _)| *addr) {
+        all.sort_by_key(|(addr, _, _)| *addr);
+    }
     let mut entries: Vec<Entry> = Vec::with_capacity(all.len());
-    for (i, (addr, name)) in all.iter().enumerate() {
-        let Some((name_start, name_end)) = *name else {
-            continue;
-        };
-        if entries.last().is_some_and(|e| e.start == *addr) {
+    for (i, &(addr, name_start, name_end)) in all.iter().enumerate() {
+        if name_start == name_end {
+            continue; // not text
+        }
+        if entries.last().is_some_and(|e| e.start == addr) {
             continue; // An alias at the same address: keep the first name.
         }
         let end = all[i + 1..]
             .iter()
-            .map(|(next, _)| *next)
-            .find(|next| next > addr)
+            .map(|(next, _, _)| *next)
+            .find(|next| *next > addr)
             .unwrap_or(addr.saturating_add(LAST_SYMBOL_SPAN));
         entries.push(Entry {
-            start: *addr,
+            start: addr,
             end,
             name_start,
             name_end,
             shared: OnceCell::new(),
         });
     }
-    KernelSymbols { entries, names }
+    KernelSymbols {
+        entries,
+        text: Box::from(data),
+        marks,
+    }
 }
 
 #[cfg(test)]

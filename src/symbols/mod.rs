@@ -17,10 +17,14 @@ mod demangle;
 mod dwarf;
 mod elf;
 mod kallsyms;
+mod kernel;
 mod perfmap;
 
 pub use demangle::demangle;
-pub use kallsyms::{parse_kallsyms, KernelSymbols};
+pub use kallsyms::{parse_kallsyms, KernelSymbols, Marks};
+pub use kernel::{
+    buildid_dir, cached_kallsyms_path, running_build_id, running_text, store_kallsyms, KernelRef,
+};
 pub use perfmap::{parse_perf_map, PerfMap};
 
 use binary::Binary;
@@ -205,24 +209,47 @@ pub fn function_symbols(
     Ok(symbols)
 }
 
+/// A binary being opened on a thread of its own, or opened (None: no candidate could be used).
+enum Slot {
+    Loading(std::thread::JoinHandle<Option<Box<Binary>>>),
+    Ready(Option<Box<Binary>>),
+}
+
+impl Slot {
+    fn get(&mut self) -> Option<&mut Binary> {
+        if matches!(self, Slot::Loading(_)) {
+            if let Slot::Loading(handle) = std::mem::replace(self, Slot::Ready(None)) {
+                *self = Slot::Ready(handle.join().ok().flatten());
+            }
+        }
+        match self {
+            Slot::Ready(binary) => binary.as_deref_mut(),
+            Slot::Loading(_) => None,
+        }
+    }
+}
+
 /// Resolves addresses to names, caching each (binary, address) once.
 ///
 /// Binaries are parsed once each (shared between processes mapping the same file) and kept for the life of
 /// the symbolizer; there is no eviction.
 pub struct Symbolizer {
     opts: SymbolizerOptions,
-    /// Parsed lazily on the first kernel lookup.
-    kallsyms: Option<KernelSymbols>,
-    /// /proc/kallsyms being read and parsed in the background (see [`Symbolizer::prefetch_kernel`]).
-    kallsyms_loading: Option<std::thread::JoinHandle<KernelSymbols>>,
+    /// Loaded on the first kernel lookup.
+    kernel: Option<kernel::KernelTable>,
+    /// The kernel symbols being read and parsed in the background (see [`Symbolizer::prefetch_kernel`]).
+    kernel_loading: Option<std::thread::JoinHandle<kernel::KernelTable>>,
+    /// The recording's kernel, as given to [`Symbolizer::set_kernel`].
+    kernel_ref: KernelRef,
     /// Index into `modules` for each module seen.
     module_ids: HashMap<ModuleKey, usize>,
-    /// The index in `binaries` of each module (None when it could not be opened or is not the recorded file).
+    /// The index in `binaries` of each module (None when there is no file to open).
     modules: Vec<Option<usize>>,
-    /// Parsed binaries.
-    binaries: Vec<Binary>,
-    /// Index in `binaries` by (device, inode), so one file mapped by many processes is parsed once.
-    by_inode: HashMap<(u64, u64), usize>,
+    /// Binaries, parsed or being parsed.
+    binaries: Vec<Slot>,
+    /// Index in `binaries` by (device, inode, recorded build id), so one file mapped by many processes is
+    /// parsed once.
+    by_inode: HashMap<(u64, u64, Option<Vec<u8>>), usize>,
     /// Resolved frames by (module index, file offset).
     frames: HashMap<(usize, u64), Arc<[Frame]>>,
     /// Perf maps by pid (None when the pid has none).
@@ -235,8 +262,9 @@ impl Symbolizer {
     pub fn new(opts: SymbolizerOptions) -> Symbolizer {
         Symbolizer {
             opts,
-            kallsyms: None,
-            kallsyms_loading: None,
+            kernel: None,
+            kernel_loading: None,
+            kernel_ref: KernelRef::default(),
             module_ids: HashMap::new(),
             modules: Vec::new(),
             binaries: Vec::new(),
@@ -247,27 +275,36 @@ impl Symbolizer {
         }
     }
 
-    /// Start reading /proc/kallsyms on another thread, so that the first [`Symbolizer::kernel`] lookup finds it
-    /// ready (reading it costs the kernel tens of milliseconds). Does nothing when it is loaded or loading.
+    /// Say which kernel the addresses come from (build id and `_text`); before the first kernel lookup or
+    /// [`Symbolizer::prefetch_kernel`]. Without it, the running kernel is assumed.
+    pub fn set_kernel(&mut self, kernel: KernelRef) {
+        self.kernel_ref = kernel;
+    }
+
+    /// Start loading the kernel's symbols on another thread, so that the first [`Symbolizer::kernel`] lookup
+    /// finds them ready (reading /proc/kallsyms costs the kernel tens of milliseconds). Does nothing when they
+    /// are loaded or loading.
     pub fn prefetch_kernel(&mut self) {
-        if self.kallsyms.is_none() && self.kallsyms_loading.is_none() {
-            self.kallsyms_loading = std::thread::Builder::new()
+        if self.kernel.is_none() && self.kernel_loading.is_none() {
+            let recorded = self.kernel_ref.clone();
+            self.kernel_loading = std::thread::Builder::new()
                 .name("rprof-kallsyms".into())
-                .spawn(|| read_kallsyms().unwrap_or_default())
+                .spawn(move || kernel::KernelTable::load(&recorded))
                 .ok();
         }
     }
 
-    /// A kernel address through /proc/kallsyms (None when unknown or kallsyms is hidden).
+    /// A kernel address: from the build-id cache's copy of the recorded kernel's kallsyms, or from the running
+    /// kernel's /proc/kallsyms when it is the recorded one (see `symbols/kernel.rs`). None when unknown.
     pub fn kernel(&mut self, addr: u64) -> Option<Arc<str>> {
-        if self.kallsyms.is_none() {
-            let symbols = match self.kallsyms_loading.take() {
-                Some(loading) => loading.join().unwrap_or_default(),
-                None => read_kallsyms().unwrap_or_default(),
+        if self.kernel.is_none() {
+            let table = match self.kernel_loading.take().map(|t| t.join()) {
+                Some(Ok(table)) => table,
+                _ => kernel::KernelTable::load(&self.kernel_ref),
             };
-            self.kallsyms = Some(symbols);
+            self.kernel = Some(table);
         }
-        self.kallsyms.as_ref()?.lookup(addr).cloned()
+        self.kernel.as_mut()?.lookup(addr)
     }
 
     /// An offset into a mapped file: frames outermost first; empty when unknown.
@@ -280,23 +317,18 @@ impl Symbolizer {
         if let Some(frames) = self.frames.get(&(index, offset.0)) {
             return frames.clone();
         }
-        let frames: Arc<[Frame]> = match self.modules[index] {
-            Some(binary) => {
-                let frames = self.binaries[binary].resolve(offset, &self.opts);
-                if frames.is_empty() {
-                    self.empty.clone()
-                } else {
-                    Arc::from(frames)
-                }
-            }
-            None => self.empty.clone(),
+        let opts = &self.opts;
+        let binary = self.modules[index].and_then(|slot| self.binaries[slot].get());
+        let frames: Arc<[Frame]> = match binary.map(|b| b.resolve(offset, opts)) {
+            Some(frames) if !frames.is_empty() => Arc::from(frames),
+            _ => self.empty.clone(),
         };
         self.frames.insert((index, offset.0), frames.clone());
         frames
     }
 
-    /// Open a module now and start loading its DWARF on a thread of its own, so that a later [`Symbolizer::user`]
-    /// finds it ready.
+    /// Start opening a module (symbols and DWARF) on a thread of its own, so that a later
+    /// [`Symbolizer::user`] finds it ready.
     pub fn prefetch(&mut self, module: &ModuleKey) {
         self.module_index(module);
     }
@@ -312,8 +344,8 @@ impl Symbolizer {
         self.modules.len() - 1
     }
 
-    /// Open a module's binary: `path`, then `/proc/PID/root/path` (containers). A file whose build id differs
-    /// from the recorded one is skipped.
+    /// Start opening a module's binary: `path`, else `/proc/PID/root/path` (containers). A file whose build id
+    /// differs from the recorded one is skipped.
     fn open_module(&mut self, module: &ModuleKey) -> Option<usize> {
         use std::os::unix::fs::MetadataExt;
         let mut candidates = vec![module.path.clone()];
@@ -321,37 +353,43 @@ impl Symbolizer {
             let relative = module.path.strip_prefix("/").unwrap_or(&module.path);
             candidates.push(PathBuf::from(format!("/proc/{}/root", module.pid)).join(relative));
         }
-        for candidate in candidates {
-            let Ok(meta) = std::fs::metadata(&candidate) else {
-                continue;
-            };
-            if !meta.is_file() {
-                continue;
-            }
-            let key = (meta.dev(), meta.ino());
-            if let Some(&index) = self.by_inode.get(&key) {
-                match &module.build_id {
-                    Some(expected)
-                        if self.binaries[index].info.build_id.as_ref() != Some(expected) =>
-                    {
-                        continue
-                    }
-                    _ => return Some(index),
-                }
-            }
-            let opened = Binary::open(
-                &candidate,
-                &module.path,
-                module.build_id.as_deref(),
-                &self.opts.debug_dirs,
-            );
-            if let Ok(binary) = opened {
-                self.binaries.push(binary);
-                self.by_inode.insert(key, self.binaries.len() - 1);
-                return Some(self.binaries.len() - 1);
-            }
+        let mut found = candidates
+            .into_iter()
+            .filter_map(|c| {
+                std::fs::metadata(&c)
+                    .ok()
+                    .filter(|m| m.is_file())
+                    .map(|m| (c, m))
+            })
+            .peekable();
+        let key = found
+            .peek()
+            .map(|(_, meta)| (meta.dev(), meta.ino(), module.build_id.clone()))?;
+        if let Some(&index) = self.by_inode.get(&key) {
+            return Some(index);
         }
-        None
+        let paths: Vec<PathBuf> = found.map(|(path, _)| path).collect();
+        let original = module.path.clone();
+        let build_id = module.build_id.clone();
+        let debug_dirs = self.opts.debug_dirs.clone();
+        let open = move || {
+            paths.iter().find_map(|path| {
+                Binary::open(path, &original, build_id.as_deref(), &debug_dirs)
+                    .ok()
+                    .map(Box::new)
+            })
+        };
+        let slot = match std::thread::Builder::new()
+            .name("rprof-symbols".into())
+            .spawn(open.clone())
+        {
+            Ok(handle) => Slot::Loading(handle),
+            // No thread to be had: open it here.
+            Err(_) => Slot::Ready(open()),
+        };
+        self.binaries.push(slot);
+        self.by_inode.insert(key, self.binaries.len() - 1);
+        Some(self.binaries.len() - 1)
     }
 
     /// A JIT address through /tmp/perf-PID.map.
@@ -363,15 +401,6 @@ impl Symbolizer {
         });
         map.as_ref()?.lookup(addr.0).cloned()
     }
-}
-
-/// Read and parse /proc/kallsyms. It reports a size of 0, so it is read into a buffer sized for a typical kernel
-/// (a few MiB) rather than one grown from nothing, which would take thousands of small reads and copies.
-fn read_kallsyms() -> std::io::Result<KernelSymbols> {
-    use std::io::Read;
-    let mut data = Vec::with_capacity(8 << 20);
-    std::fs::File::open("/proc/kallsyms")?.read_to_end(&mut data)?;
-    Ok(parse_kallsyms(&data))
 }
 
 #[cfg(test)]
