@@ -245,6 +245,100 @@ fn kernel_names_from_buildid_cache() {
     );
 }
 
+/// Check that `[vdso]` frames are named, from the build-id cache's copy of the vDSO that `record` keeps (edited
+/// here so that its name shows where it came from), and that a recording of another vDSO with no copy gets
+/// `[unknown] ([vdso])`, never the running vDSO's names.
+#[test]
+fn vdso_frames_from_buildid_cache() {
+    if !privileged("vdso_frames_from_buildid_cache") {
+        return;
+    }
+    let (image, build_id) = rprof::symbols::running_vdso().expect("this process has a vDSO");
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let bin = build_c(dir.path(), "vdso_clock.c", FP);
+    let data = dir.path().join("v.data");
+    let with_cache = |args: &[&str]| {
+        let out = rprof()
+            .env("PERF_BUILDID_DIR", &cache)
+            .args(args)
+            .output()
+            .expect("run rprof");
+        assert_success(&out, args);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let data_arg = data.to_str().unwrap();
+    with_cache(&[
+        "record",
+        "-q",
+        "-F",
+        "999",
+        "-g",
+        "-o",
+        data_arg,
+        "--",
+        bin.to_str().unwrap(),
+        "5000000",
+    ]);
+    let leaf_share = |folded: &str, leaf: &str| {
+        let stacks = parse_folded(folded);
+        let total: u64 = stacks.iter().map(|s| s.1).sum();
+        let hits: u64 = stacks
+            .iter()
+            .filter(|(f, _)| f.last().is_some_and(|l| l == leaf))
+            .map(|s| s.1)
+            .sum();
+        hits as f64 / total.max(1) as f64
+    };
+
+    // The running vDSO names the clock (perf shows about 90% of this fixture's samples there).
+    let copy = rprof::symbols::cached_vdso_path(&cache, &build_id);
+    assert_eq!(
+        std::fs::read(&copy).expect("record keeps a copy of the vDSO"),
+        image
+    );
+    let folded = with_cache(&["report", "-i", data_arg, "--folded"]);
+    let share = leaf_share(&folded, "__vdso_clock_gettime");
+    assert!(
+        share >= 0.5,
+        "{:.0}% of samples in __vdso_clock_gettime\n{folded}",
+        share * 100.0
+    );
+    assert!(
+        !folded.contains("[unknown] ([vdso])"),
+        "no vDSO frame is unknown\n{folded}"
+    );
+
+    // The copy is what names them: rename the function in the copy's string table.
+    let renamed = image
+        .windows(b"__vdso_clock_gettime\0".len())
+        .position(|w| w == b"__vdso_clock_gettime\0")
+        .expect("the vDSO exports __vdso_clock_gettime");
+    let mut edited = image.clone();
+    edited[renamed..renamed + 20].copy_from_slice(b"__vdso_clock_fromcpy");
+    std::fs::write(&copy, &edited).unwrap();
+    let folded = with_cache(&["report", "-i", data_arg, "--folded"]);
+    assert!(
+        leaf_share(&folded, "__vdso_clock_fromcpy") >= 0.5,
+        "names come from the cached copy\n{folded}"
+    );
+
+    // Another vDSO (its build id changed in the recording) with no copy: unknown, not the running one's names.
+    let mut other = std::fs::read(&data).unwrap();
+    let at = other
+        .windows(build_id.len())
+        .position(|w| w == build_id.as_slice())
+        .expect("the recording names the vDSO's build id");
+    other[at] ^= 0xff;
+    let other_path = dir.path().join("other.data");
+    std::fs::write(&other_path, other).unwrap();
+    let folded = with_cache(&["report", "-i", other_path.to_str().unwrap(), "--folded"]);
+    assert!(
+        leaf_share(&folded, "[unknown] ([vdso])") >= 0.5,
+        "frames of an unknown vDSO stay unknown\n{folded}"
+    );
+}
+
 /// Check that C++ and Rust names come out demangled.
 #[test]
 fn demangled_names() {

@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 mod dwarf;
 use dwarf::DwarfState;
 pub use dwarf::DwarfStats;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -268,9 +268,7 @@ pub fn record(
     }
 
     let mut build_ids = build_ids(&state.paths);
-    if kernel.is_some() && !cfg.user_only {
-        build_ids.extend(kernel_build_id(cfg.no_buildid_cache));
-    }
+    build_ids.extend(kernel_build_ids(cfg.no_buildid_cache, kernel.is_some()));
     let meta = meta(cfg, cpus.len());
     let bytes = writer.finish(&meta, &build_ids)?;
     Ok(RecordSummary {
@@ -566,27 +564,48 @@ fn kernel_mmap() -> Option<Mmap2> {
     })
 }
 
-/// The running kernel's BUILD_ID entry, as perf writes it. Unless `no_cache`, a copy of /proc/kallsyms is kept
-/// in the build-id cache (once per kernel build), so that `report` names the kernel's frames from it, also
-/// after a reboot or on another machine (see `symbols::kernel`).
-fn kernel_build_id(no_cache: bool) -> Option<BuildIdEntry> {
-    let build_id = crate::symbols::running_build_id()?;
-    if !no_cache {
-        if let Some(dir) = crate::symbols::buildid_dir() {
-            if let Err(e) = crate::symbols::store_kallsyms(&dir, &build_id) {
-                eprintln!(
-                    "rprof: warning: cannot keep a copy of /proc/kallsyms in {}: {e} (use -N to skip)",
-                    dir.display()
-                );
+/// The BUILD_ID entries of the running kernel and its vDSO, as perf writes them. Unless `no_cache`, a copy of
+/// /proc/kallsyms and of the vDSO image is kept in the build-id cache (once per kernel build), so that `report`
+/// names the kernel's and the vDSO's frames from them, also after a reboot or on another machine (see
+/// `symbols::kernel`). kallsyms is copied only when its addresses are `visible` (not hidden by kptr_restrict).
+fn kernel_build_ids(no_cache: bool, visible: bool) -> Vec<BuildIdEntry> {
+    let mut entries = Vec::new();
+    let dir = (!no_cache).then(crate::symbols::buildid_dir).flatten();
+    let warn = |e: std::io::Error, what: &str, dir: &Path| {
+        eprintln!(
+            "rprof: warning: cannot keep a copy of {what} in {}: {e} (use -N to skip)",
+            dir.display()
+        )
+    };
+    if let Some(build_id) = crate::symbols::running_build_id() {
+        if let Some(dir) = dir.as_ref().filter(|_| visible) {
+            if let Err(e) = crate::symbols::store_kallsyms(dir, &build_id) {
+                warn(e, "/proc/kallsyms", dir);
             }
         }
+        entries.push(BuildIdEntry {
+            pid: -1,
+            misc: 1, // PERF_RECORD_MISC_KERNEL
+            build_id,
+            path: "[kernel.kallsyms]".to_string(),
+        });
     }
-    Some(BuildIdEntry {
-        pid: -1,
-        misc: 1, // PERF_RECORD_MISC_KERNEL
-        build_id,
-        path: "[kernel.kallsyms]".to_string(),
-    })
+    let vdso = match &dir {
+        Some(dir) => crate::symbols::store_vdso(dir).unwrap_or_else(|e| {
+            warn(e, "the vDSO", dir);
+            None
+        }),
+        None => None,
+    };
+    if let Some(build_id) = vdso.or_else(|| crate::symbols::running_vdso().map(|(_, id)| id)) {
+        entries.push(BuildIdEntry {
+            pid: -1,
+            misc: 2, // PERF_RECORD_MISC_USER
+            build_id,
+            path: crate::symbols::VDSO.to_string(),
+        });
+    }
+    entries
 }
 
 fn build_ids(paths: &BTreeSet<(i32, String)>) -> Vec<BuildIdEntry> {

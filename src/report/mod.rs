@@ -2,7 +2,7 @@
 //! top table, folded stacks or an SVG flame graph.
 use crate::addr::{FileOffset, RuntimeAddr};
 use crate::recording::{CpuMode, Event, Reader, RecordingError, Sample};
-use crate::symbols::{KernelRef, ModuleKey, Symbolizer, SymbolizerOptions};
+use crate::symbols::{KernelRef, ModuleKey, Symbolizer, SymbolizerOptions, VDSO};
 use perf_event_open_sys::bindings::{PERF_CONTEXT_KERNEL, PERF_CONTEXT_MAX, PERF_CONTEXT_USER};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::Write;
@@ -456,9 +456,10 @@ impl Session {
             .and_then(|m| m.range(..=addr).next_back())
             .filter(|(_, m)| addr < m.end)
             .map(|(&start, m)| (start, m.clone()));
+        // Files, and the vDSO (the symbolizer finds its image).
         let file = mapping
             .as_ref()
-            .filter(|(_, m)| m.module.path.starts_with("/"));
+            .filter(|(_, m)| m.module.path.starts_with("/") || m.module.path == Path::new(VDSO));
         if let Some((start, m)) = file {
             let offset = FileOffset(addr - start + m.pgoff);
             let id = self.pending_id(Some(&m.module), offset.0, || {

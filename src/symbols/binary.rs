@@ -28,7 +28,23 @@ pub(crate) fn load(
     expected_build_id: Option<&[u8]>,
     debug_dirs: &[PathBuf],
 ) -> Result<Loaded, SymbolError> {
-    let data = ElfData::read(opened)?;
+    load_data(
+        ElfData::read(opened)?,
+        opened,
+        original,
+        expected_build_id,
+        debug_dirs,
+    )
+}
+
+/// [`load`] for a file already read (`opened` names it in errors).
+pub(crate) fn load_data(
+    data: ElfData,
+    opened: &Path,
+    original: &Path,
+    expected_build_id: Option<&[u8]>,
+    debug_dirs: &[PathBuf],
+) -> Result<Loaded, SymbolError> {
     let file = data.parse(opened)?;
     let info = info_of(&file);
     if let Some(expected) = expected_build_id {
@@ -172,13 +188,30 @@ impl Binary {
         debug_dirs: &[PathBuf],
     ) -> Result<Binary, SymbolError> {
         let loaded = load(opened, original, expected_build_id, debug_dirs)?;
+        Ok(Binary::from_loaded(loaded))
+    }
+
+    /// A binary from bytes read elsewhere (the vDSO, from memory); `name` stands for it in errors.
+    pub fn from_bytes(
+        bytes: Vec<u8>,
+        name: &Path,
+        expected_build_id: Option<&[u8]>,
+    ) -> Result<Binary, SymbolError> {
+        let data = ElfData {
+            data: Arc::from(bytes),
+        };
+        let loaded = load_data(data, name, name, expected_build_id, &[])?;
+        Ok(Binary::from_loaded(loaded))
+    }
+
+    fn from_loaded(loaded: Loaded) -> Binary {
         let symbols = SymbolTable::new(&loaded.symbols);
         let dwarf = loaded.dwarf.and_then(Dwarf::from_data);
-        Ok(Binary {
+        Binary {
             info: loaded.info,
             symbols,
             dwarf,
-        })
+        }
     }
 
     /// The frames at a file offset, outermost first; empty when unknown.

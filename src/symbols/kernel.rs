@@ -1,4 +1,4 @@
-//! Which kallsyms names a recording's kernel addresses.
+//! Which kallsyms names a recording's kernel addresses, and which image its `[vdso]` frames.
 //!
 //! `perf record` keeps a copy of /proc/kallsyms per kernel build id in its build-id cache
 //! (`~/.debug/[kernel.kallsyms]/<build-id>/kallsyms`, or under `$PERF_BUILDID_DIR`), and `rprof record` keeps
@@ -9,6 +9,9 @@
 //! format some 100k lines (60 ms here). Addresses outside the image (modules, BPF, trampolines) change at run
 //! time: only the running kernel's /proc/kallsyms can name them, and only when it is the kernel that was
 //! recorded.
+//!
+//! The vDSO is the kernel's too: `record` keeps its image in the same cache (`[vdso]/<build-id>/vdso`), and a
+//! report reads `[vdso]` frames from that copy, or from its own process's vDSO when that is the recorded one.
 use super::kallsyms::{parse_kallsyms, KernelSymbols};
 use std::io::{BufRead, Read, Write};
 use std::path::{Path, PathBuf};
@@ -90,22 +93,65 @@ pub fn running_text() -> Option<u64> {
 }
 
 /// Copy the running kernel's /proc/kallsyms into the build-id cache under `dir` unless a copy is there, as
-/// `perf record` does, and link it from `.build-id/xx/rest` (perf's layout). Returns the copy's path and
-/// whether it was written now. The copy is written to a temporary name and renamed, so a concurrent reader
-/// never sees half a file.
+/// `perf record` does. Returns the copy's path and whether it was written now.
 pub fn store_kallsyms(dir: &Path, build_id: &[u8]) -> std::io::Result<(PathBuf, bool)> {
     let path = cached_kallsyms_path(dir, build_id);
     if path.is_file() {
         return Ok((path, false));
     }
-    let parent = path.parent().unwrap_or(dir);
-    std::fs::create_dir_all(parent)?;
     let mut data = Vec::with_capacity(8 << 20);
     std::fs::File::open("/proc/kallsyms")?.read_to_end(&mut data)?;
-    let temporary = parent.join(format!(".kallsyms.{}", std::process::id()));
+    store(dir, "[kernel.kallsyms]", build_id, &path, &data)?;
+    Ok((path, true))
+}
+
+/// Where the cached vDSO image of build id `build_id` lives under `dir` (perf's layout).
+pub fn cached_vdso_path(dir: &Path, build_id: &[u8]) -> PathBuf {
+    dir.join("[vdso]").join(hex(build_id)).join("vdso")
+}
+
+/// This process's vDSO image (the running kernel's), read from its own memory, and its build id.
+pub fn running_vdso() -> Option<(Vec<u8>, Vec<u8>)> {
+    use std::os::unix::fs::FileExt;
+    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    let line = maps.lines().find(|l| l.ends_with(" [vdso]"))?;
+    let (start, end) = line.split_whitespace().next()?.split_once('-')?;
+    let start = u64::from_str_radix(start, 16).ok()?;
+    let end = u64::from_str_radix(end, 16).ok()?;
+    let mut image = vec![0; usize::try_from(end.checked_sub(start)?).ok()?];
+    std::fs::File::open("/proc/self/mem")
+        .ok()?
+        .read_exact_at(&mut image, start)
+        .ok()?;
+    let build_id = {
+        let file = object::File::parse(&*image).ok()?;
+        object::Object::build_id(&file).ok()??.to_vec()
+    };
+    Some((image, build_id))
+}
+
+/// Keep a copy of the running vDSO in the build-id cache under `dir` unless one is there, as `perf record`
+/// does, so that a report names `[vdso]` frames also on another kernel. Returns the vDSO's build id.
+pub fn store_vdso(dir: &Path) -> std::io::Result<Option<Vec<u8>>> {
+    let Some((image, build_id)) = running_vdso() else {
+        return Ok(None);
+    };
+    let path = cached_vdso_path(dir, &build_id);
+    if !path.is_file() {
+        store(dir, "[vdso]", &build_id, &path, &image)?;
+    }
+    Ok(Some(build_id))
+}
+
+/// Write `data` to `path` in the build-id cache `dir` (through a temporary name and a rename, so a concurrent
+/// reader never sees half a file), and link it from `.build-id/xx/rest` as perf does.
+fn store(dir: &Path, kind: &str, build_id: &[u8], path: &Path, data: &[u8]) -> std::io::Result<()> {
+    let parent = path.parent().unwrap_or(dir);
+    std::fs::create_dir_all(parent)?;
+    let temporary = parent.join(format!(".tmp.{}", std::process::id()));
     let written = std::fs::File::create(&temporary)
-        .and_then(|mut f| f.write_all(&data))
-        .and_then(|()| std::fs::rename(&temporary, &path));
+        .and_then(|mut f| f.write_all(data))
+        .and_then(|()| std::fs::rename(&temporary, path));
     if let Err(e) = written {
         let _ = std::fs::remove_file(&temporary);
         return Err(e);
@@ -114,11 +160,11 @@ pub fn store_kallsyms(dir: &Path, build_id: &[u8]) -> std::io::Result<(PathBuf, 
     if id.len() > 2 {
         let link_dir = dir.join(".build-id").join(&id[..2]);
         if std::fs::create_dir_all(&link_dir).is_ok() {
-            let target = Path::new("../../[kernel.kallsyms]").join(&id);
+            let target = Path::new("../..").join(kind).join(&id);
             let _ = std::os::unix::fs::symlink(target, link_dir.join(&id[2..]));
         }
     }
-    Ok((path, true))
+    Ok(())
 }
 
 /// Read and parse a kallsyms file (/proc/kallsyms reports a size of 0, so the buffer is sized for a typical

@@ -23,8 +23,12 @@ mod perfmap;
 pub use demangle::demangle;
 pub use kallsyms::{parse_kallsyms, KernelSymbols, Marks};
 pub use kernel::{
-    buildid_dir, cached_kallsyms_path, running_build_id, running_text, store_kallsyms, KernelRef,
+    buildid_dir, cached_kallsyms_path, cached_vdso_path, running_build_id, running_text,
+    running_vdso, store_kallsyms, store_vdso, KernelRef,
 };
+
+/// The name under which processes map the kernel's vDSO (and perf records it).
+pub const VDSO: &str = "[vdso]";
 pub use perfmap::{parse_perf_map, PerfMap};
 
 use binary::Binary;
@@ -250,6 +254,8 @@ pub struct Symbolizer {
     /// Index in `binaries` by (device, inode, recorded build id), so one file mapped by many processes is
     /// parsed once.
     by_inode: HashMap<(u64, u64, Option<Vec<u8>>), usize>,
+    /// Index in `binaries` of the vDSO by its recorded build id.
+    vdso: HashMap<Option<Vec<u8>>, usize>,
     /// Resolved frames by (module index, file offset).
     frames: HashMap<(usize, u64), Arc<[Frame]>>,
     /// Perf maps by pid (None when the pid has none).
@@ -269,6 +275,7 @@ impl Symbolizer {
             modules: Vec::new(),
             binaries: Vec::new(),
             by_inode: HashMap::new(),
+            vdso: HashMap::new(),
             frames: HashMap::new(),
             perf_maps: HashMap::new(),
             empty: Arc::from(Vec::new()),
@@ -348,6 +355,9 @@ impl Symbolizer {
     /// differs from the recorded one is skipped.
     fn open_module(&mut self, module: &ModuleKey) -> Option<usize> {
         use std::os::unix::fs::MetadataExt;
+        if module.path == Path::new(VDSO) {
+            return Some(self.open_vdso(module.build_id.as_ref()));
+        }
         let mut candidates = vec![module.path.clone()];
         if module.path.is_absolute() {
             let relative = module.path.strip_prefix("/").unwrap_or(&module.path);
@@ -390,6 +400,33 @@ impl Symbolizer {
         self.binaries.push(slot);
         self.by_inode.insert(key, self.binaries.len() - 1);
         Some(self.binaries.len() - 1)
+    }
+
+    /// The vDSO slot for a recorded build id: the build-id cache's copy of that image, else this process's own
+    /// vDSO when it is the recorded one (the same build id, or, with none recorded, the same kernel).
+    fn open_vdso(&mut self, build_id: Option<&Vec<u8>>) -> usize {
+        if let Some(&index) = self.vdso.get(&build_id.cloned()) {
+            return index;
+        }
+        let name = Path::new(VDSO);
+        let cached = build_id.zip(buildid_dir()).and_then(|(id, dir)| {
+            Binary::open(&cached_vdso_path(&dir, id), name, Some(id), &[]).ok()
+        });
+        let binary = cached.or_else(|| {
+            let (image, running_id) = running_vdso()?;
+            let same = match build_id {
+                Some(id) => *id == running_id,
+                None => self
+                    .kernel_ref
+                    .build_id
+                    .as_ref()
+                    .is_none_or(|k| running_build_id().as_ref() == Some(k)),
+            };
+            same.then(|| Binary::from_bytes(image, name, None).ok())?
+        });
+        self.binaries.push(Slot::Ready(binary.map(Box::new)));
+        self.vdso.insert(build_id.cloned(), self.binaries.len() - 1);
+        self.binaries.len() - 1
     }
 
     /// A JIT address through /tmp/perf-PID.map.
