@@ -84,7 +84,7 @@ pub struct ModuleKey {
 
 use crate::addr::{ElfAddr, FileOffset, RuntimeAddr};
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{mpsc, Arc, Mutex};
 
 /// Errors of the symbols stage (used where a caller needs the symbols, e.g. `rprof probe -x BIN`).
 #[derive(Debug, thiserror::Error)]
@@ -213,22 +213,74 @@ pub fn function_symbols(
     Ok(symbols)
 }
 
-/// A binary being opened on a thread of its own, or opened (None: no candidate could be used).
+/// A binary being opened by an [`Openers`] thread, or opened (None: no candidate could be used).
 enum Slot {
-    Loading(std::thread::JoinHandle<Option<Box<Binary>>>),
+    Loading(mpsc::Receiver<Option<Box<Binary>>>),
     Ready(Option<Box<Binary>>),
 }
 
 impl Slot {
     fn get(&mut self) -> Option<&mut Binary> {
-        if matches!(self, Slot::Loading(_)) {
-            if let Slot::Loading(handle) = std::mem::replace(self, Slot::Ready(None)) {
-                *self = Slot::Ready(handle.join().ok().flatten());
-            }
+        if let Slot::Loading(opened) = self {
+            *self = Slot::Ready(opened.recv().ok().flatten());
         }
         match self {
             Slot::Ready(binary) => binary.as_deref_mut(),
             Slot::Loading(_) => None,
+        }
+    }
+}
+
+/// A job for an [`Openers`] thread.
+type Job = Box<dyn FnOnce() + Send>;
+
+/// Threads that open binaries (symbols and DWARF) while the recording is read: at most one per core, because
+/// each holds a whole file while it parses it, and a system-wide recording samples hundreds of binaries.
+struct Openers {
+    jobs: mpsc::Sender<Job>,
+    queue: Arc<Mutex<mpsc::Receiver<Job>>>,
+    threads: usize,
+}
+
+impl Openers {
+    fn new() -> Openers {
+        let (jobs, queue) = mpsc::channel();
+        Openers {
+            jobs,
+            queue: Arc::new(Mutex::new(queue)),
+            threads: 0,
+        }
+    }
+
+    /// Open a binary with `open` on a thread of the pool (here, when no thread can be had).
+    fn submit(&mut self, open: impl FnOnce() -> Option<Box<Binary>> + Send + 'static) -> Slot {
+        let most = std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 8));
+        if self.threads < most {
+            let queue = Arc::clone(&self.queue);
+            let spawned = std::thread::Builder::new()
+                .name("rprof-symbols".into())
+                .spawn(move || loop {
+                    // The lock is held only to take a job; the thread ends when the symbolizer is dropped.
+                    let job = queue.lock().unwrap_or_else(|e| e.into_inner()).recv();
+                    match job {
+                        Ok(job) => job(),
+                        Err(_) => break,
+                    }
+                });
+            if spawned.is_ok() {
+                self.threads += 1;
+            }
+        }
+        if self.threads == 0 {
+            return Slot::Ready(open());
+        }
+        let (done, opened) = mpsc::channel();
+        let job: Job = Box::new(move || {
+            let _ = done.send(open());
+        });
+        match self.jobs.send(job) {
+            Ok(()) => Slot::Loading(opened),
+            Err(_) => Slot::Ready(None),
         }
     }
 }
@@ -251,6 +303,7 @@ pub struct Symbolizer {
     modules: Vec<Option<usize>>,
     /// Binaries, parsed or being parsed.
     binaries: Vec<Slot>,
+    openers: Openers,
     /// Index in `binaries` by (device, inode, recorded build id), so one file mapped by many processes is
     /// parsed once.
     by_inode: HashMap<(u64, u64, Option<Vec<u8>>), usize>,
@@ -274,6 +327,7 @@ impl Symbolizer {
             module_ids: HashMap::new(),
             modules: Vec::new(),
             binaries: Vec::new(),
+            openers: Openers::new(),
             by_inode: HashMap::new(),
             vdso: HashMap::new(),
             frames: HashMap::new(),
@@ -389,14 +443,7 @@ impl Symbolizer {
                     .map(Box::new)
             })
         };
-        let slot = match std::thread::Builder::new()
-            .name("rprof-symbols".into())
-            .spawn(open.clone())
-        {
-            Ok(handle) => Slot::Loading(handle),
-            // No thread to be had: open it here.
-            Err(_) => Slot::Ready(open()),
-        };
+        let slot = self.openers.submit(open);
         self.binaries.push(slot);
         self.by_inode.insert(key, self.binaries.len() - 1);
         Some(self.binaries.len() - 1)
