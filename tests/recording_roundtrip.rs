@@ -431,3 +431,40 @@ fn reads_perf_record_file() {
     );
     assert!(comm && mmap, "COMM {comm} MMAP {mmap}");
 }
+
+/// Check that in a kernel-mode sample the first user address (where user code stopped) is looked up as is,
+/// not one byte back as return addresses are: at the very first byte of spin_leaf it names spin_leaf, not
+/// what lies before it.
+#[test]
+fn first_user_address_after_kernel_is_exact() {
+    let dir = tempfile::tempdir().unwrap();
+    let binary = build_spin(dir.path());
+    let path = dir.path().join("k.data");
+    write_spin_samples(&path, &binary, 20, |facts, _| {
+        let kernel_ip = 0xffff_ffff_8100_0000;
+        let chain = vec![
+            PERF_CONTEXT_KERNEL,
+            kernel_ip,
+            PERF_CONTEXT_USER,
+            facts.leaf_addr,
+            facts.outer_addr + 8,
+        ];
+        (kernel_ip, chain, PERF_RECORD_MISC_KERNEL)
+    })
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_rprof"))
+        .args(["report", "--folded", "-i"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let folded = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        folded.contains("spin_outer;spin_leaf;"),
+        "spin_leaf is the user leaf under spin_outer:\n{folded}"
+    );
+}

@@ -518,3 +518,170 @@ fn errors_name_the_problem() {
         "gcc's default sha1 build id"
     );
 }
+
+/// The x86-64 sections holding PLT entries.
+const PLT_SECTIONS: [&str; 3] = [".plt", ".plt.sec", ".plt.got"];
+
+/// objdump's `<name@plt>:` labels in the PLT sections: (address, name), sorted by address.
+fn objdump_plt_labels(exe: &Path) -> Vec<(u64, String)> {
+    let mut cmd = Command::new("objdump");
+    cmd.arg("-d").arg(exe);
+    for section in PLT_SECTIONS {
+        cmd.arg(format!("--section={section}"));
+    }
+    let out = cmd.output().expect("binutils objdump (installed with gcc)");
+    assert!(out.status.success(), "objdump -d {}", exe.display());
+    let mut labels: Vec<(u64, String)> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|line| {
+            let (addr, rest) = line.split_once(" <")?;
+            let name = rest.strip_suffix(">:")?;
+            let addr = u64::from_str_radix(addr, 16).ok()?;
+            name.ends_with("@plt").then(|| (addr, name.to_string()))
+        })
+        .collect();
+    labels.sort();
+    labels.dedup();
+    labels
+}
+
+/// The address ranges of the PLT sections of `exe`.
+fn plt_ranges(exe: &Path) -> Vec<(String, std::ops::Range<u64>)> {
+    use object::{Object, ObjectSection};
+    let data = std::fs::read(exe).unwrap();
+    let file = object::File::parse(&*data).unwrap();
+    PLT_SECTIONS
+        .iter()
+        .filter_map(|name| {
+            let s = file.section_by_name(name)?;
+            Some((name.to_string(), s.address()..s.address() + s.size()))
+        })
+        .collect()
+}
+
+/// Resolve every byte of the PLT sections of `exe` and check it against objdump's labels: a byte inside a
+/// labelled entry (up to the next label or the section end) gives that name, any other byte (the `.plt`
+/// header, IBT lazy-binding stubs) gives nothing. `same` decides whether rprof's name matches objdump's.
+/// Returns the names seen.
+fn check_plt_against_objdump(exe: &Path, mut same: impl FnMut(&str, &str) -> bool) -> Vec<String> {
+    let labels = objdump_plt_labels(exe);
+    let ranges = plt_ranges(exe);
+    let info = elf_info(exe).unwrap();
+    let key = module(exe);
+    let mut symbolizer = Symbolizer::new(with_lines());
+    let mut seen = Vec::new();
+    for (section, range) in &ranges {
+        let in_section: Vec<&(u64, String)> =
+            labels.iter().filter(|(a, _)| range.contains(a)).collect();
+        for addr in range.clone() {
+            let i = in_section.partition_point(|(a, _)| *a <= addr);
+            let expected = i.checked_sub(1).map(|i| in_section[i].1.as_str());
+            let offset = info
+                .file_offset(rprof::addr::ElfAddr(addr))
+                .expect("PLT inside a PT_LOAD segment");
+            let frames = symbolizer.user(&key, offset);
+            match expected {
+                Some(want) => {
+                    assert_eq!(frames.len(), 1, "{section} {addr:#x}: {frames:?}");
+                    let got = &frames[0].name;
+                    assert!(
+                        same(got, want),
+                        "{section} {addr:#x}: {got} vs objdump {want}"
+                    );
+                    assert_eq!(frames[0].location, None);
+                    seen.push(got.clone());
+                }
+                None => assert!(frames.is_empty(), "{section} {addr:#x}: {frames:?}"),
+            }
+        }
+    }
+    seen.dedup();
+    seen
+}
+
+/// Check that PLT entries of a gcc-built program resolve to `<target>@plt` exactly where objdump puts its
+/// `<target@plt>` labels (every byte of `.plt`, `.plt.sec` and `.plt.got`), for the default PIE build, IBT
+/// (`.plt.sec`, which Debian's gcc only emits with `-z ibtplt` as its crt files lack the IBT property),
+/// `-z now`, non-PIE and `-fno-plt`; and that `function_symbols` (the probe list) has no `@plt` name.
+#[test]
+fn plt_entries_named_like_objdump() {
+    let tmp = tempfile::tempdir().unwrap();
+    let builds: [(&str, &[&str]); 5] = [
+        ("default", &[]),
+        ("ibt", &["-fcf-protection", "-Wl,-z,ibtplt"]),
+        ("now", &["-Wl,-z,now"]),
+        ("nopie", &["-no-pie"]),
+        ("noplt", &["-fno-plt"]),
+    ];
+    for (name, extra) in builds {
+        let mut flags = vec!["-O0", "-g"];
+        flags.extend_from_slice(extra);
+        let exe = build("gcc", "sym_plt.c", &flags, tmp.path(), name);
+        let sections: Vec<String> = plt_ranges(&exe).into_iter().map(|(s, _)| s).collect();
+        if name == "ibt" {
+            assert!(sections.contains(&".plt.sec".to_string()), "{sections:?}");
+        }
+        let seen = check_plt_against_objdump(&exe, |a, b| a == b);
+        eprintln!("{name}: {sections:?} {seen:?}");
+        for function in ["puts@plt", "write@plt", "rand_r@plt", "atol@plt"] {
+            assert_eq!(
+                seen.iter().any(|s| s == function),
+                name != "noplt",
+                "{name}: {function} in {seen:?}"
+            );
+        }
+        if name != "nopie" {
+            assert!(
+                seen.iter().any(|s| s == "__cxa_finalize@plt"),
+                "{name}: .plt.got"
+            );
+        }
+        let symbols = function_symbols(&exe, &[]).unwrap();
+        assert!(
+            symbols.iter().all(|s| !s.name.contains("@plt")),
+            "{name}: function_symbols has PLT names"
+        );
+        assert!(symbols.iter().any(|s| s.name == "call_rand_r"));
+    }
+}
+
+/// Check libc's PLT against objdump: `JUMP_SLOT` entries (`calloc@plt`) have the same name, and `IRELATIVE`
+/// ones, which objdump calls `*ABS*+0xADDR@plt`, are named after the IFUNC at ADDR (`strnlen@plt`).
+#[test]
+fn libc_plt_entries() {
+    let libc = Path::new("/usr/lib/x86_64-linux-gnu/libc.so.6");
+    if !libc.exists() {
+        eprintln!("SKIP: no {}", libc.display());
+        return;
+    }
+    let symbols = function_symbols(libc, &[PathBuf::from("/usr/lib/debug")]).unwrap();
+    assert!(symbols.iter().all(|s| !s.name.contains("@plt")));
+    // (address, name) of .dynsym, IFUNCs included.
+    let dynamic: Vec<(u64, String)> = {
+        use object::{Object, ObjectSymbol};
+        let data = std::fs::read(libc).unwrap();
+        let file = object::File::parse(&*data).unwrap();
+        let names = file
+            .dynamic_symbols()
+            .filter_map(|s| Some((s.address(), s.name().ok()?.to_string())))
+            .collect();
+        names
+    };
+    let mut irelative = 0;
+    let seen = check_plt_against_objdump(libc, |ours, objdump| {
+        let Some(addr) = objdump
+            .strip_prefix("*ABS*+0x")
+            .and_then(|s| s.strip_suffix("@plt"))
+        else {
+            return ours == objdump;
+        };
+        irelative += 1;
+        let addr = u64::from_str_radix(addr, 16).unwrap();
+        let target = ours.strip_suffix("@plt").unwrap_or("");
+        let exported = dynamic.iter().any(|(a, name)| *a == addr && name == target);
+        exported || symbols.iter().any(|s| s.addr.0 == addr && s.name == target)
+    });
+    assert!(irelative > 0, "libc's PLT has IRELATIVE entries");
+    assert!(seen.iter().any(|s| s == "calloc@plt"), "{seen:?}");
+    assert!(seen.iter().all(|s| !s.starts_with("*ABS*")), "{seen:?}");
+}

@@ -416,7 +416,12 @@ impl Session {
                 if addr >= PERF_CONTEXT_MAX {
                     match addr {
                         PERF_CONTEXT_KERNEL => kernel = true,
-                        PERF_CONTEXT_USER => kernel = false,
+                        PERF_CONTEXT_USER => {
+                            // The first user address is where user code was stopped (the interrupted
+                            // instruction, or the one after `syscall`), not a return address.
+                            kernel = false;
+                            first = true;
+                        }
                         _ => {}
                     }
                     continue;

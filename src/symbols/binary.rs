@@ -1,7 +1,9 @@
 //! One binary prepared for lookups: its segments, a sorted function table and its DWARF.
 use super::debugfile::{find_debug_file, DebugHints};
 use super::dwarf::Dwarf;
-use super::elf::{has_dwarf, has_symtab, info_of, raw_symbols, ElfData, RawSymbol};
+use super::elf::{
+    dynamic_ifuncs, has_dwarf, has_symtab, info_of, plt_symbols, raw_symbols, ElfData, RawSymbol,
+};
 use super::{demangle, ElfInfo, FileOffset, Frame, SymbolError, SymbolizerOptions};
 use object::Object;
 use std::cell::OnceCell;
@@ -14,14 +16,18 @@ pub(crate) struct Loaded {
     pub info: ElfInfo,
     /// Function symbols, deduplicated on (name, address), unsorted.
     pub symbols: Vec<RawSymbol>,
+    /// Symbols synthesized for PLT entries (`write@plt`), kept apart so that only lookups see them (a probe on
+    /// a PLT stub is not wanted).
+    pub plt: Vec<RawSymbol>,
     /// The bytes of the file holding DWARF (the binary or its debug file), if any.
     pub dwarf: Option<Arc<[u8]>>,
     /// Debug-file paths looked at (for error messages).
     pub searched: Vec<PathBuf>,
 }
 
-/// Read the symbols of `opened` (mapped by a process as `original`), with its separate debug file when the
-/// binary lacks a .symtab or DWARF. With `expected_build_id`, a file with another build id is refused.
+/// Read the symbols of `opened` (mapped by a process as `original`) and synthesize its PLT symbols, with its
+/// separate debug file when the binary lacks a .symtab or DWARF. With `expected_build_id`, a file with another
+/// build id is refused.
 pub(crate) fn load(
     opened: &Path,
     original: &Path,
@@ -84,9 +90,23 @@ pub(crate) fn load_data(
     }
     let mut seen = HashSet::new();
     symbols.retain(|s| seen.insert((s.name.clone(), s.addr)));
+    // An IRELATIVE PLT slot is named after the IFUNC at its addend: its exported name (the name callers use,
+    // `strnlen` rather than the debug file's `__strnlen_ifunc`), else the function there; best alias first.
+    let ifuncs = dynamic_ifuncs(&file);
+    let best_at = |table: &[RawSymbol], addr: u64| {
+        table
+            .iter()
+            .filter(|s| s.addr == addr)
+            .max_by_key(|s| alias_rank(s))
+            .map(|s| s.name.clone())
+    };
+    let plt = plt_symbols(&file, |addr| {
+        best_at(&ifuncs, addr).or_else(|| best_at(&symbols, addr))
+    });
     Ok(Loaded {
         info,
         symbols,
+        plt,
         dwarf,
         searched,
     })
@@ -204,7 +224,9 @@ impl Binary {
         Ok(Binary::from_loaded(loaded))
     }
 
-    fn from_loaded(loaded: Loaded) -> Binary {
+    /// The lookup table (symbols and PLT entries) and DWARF of what [`load`] read.
+    fn from_loaded(mut loaded: Loaded) -> Binary {
+        loaded.symbols.append(&mut loaded.plt);
         let symbols = SymbolTable::new(&loaded.symbols);
         let dwarf = loaded.dwarf.and_then(Dwarf::from_data);
         Binary {

@@ -1,8 +1,12 @@
-//! ELF files: build id, PT_LOAD segments, Go marker, and function symbols (.symtab, .dynsym).
+//! ELF files: build id, PT_LOAD segments, Go marker, function symbols (.symtab, .dynsym), and symbols
+//! synthesized for PLT entries.
 use super::{ElfInfo, LoadSegment, SymbolError};
+use object::read::elf::SectionHeader;
 use object::{
-    Object, ObjectSection, ObjectSegment, ObjectSymbol, SegmentFlags, SymbolKind, SymbolSection,
+    Architecture, Object, ObjectSection, ObjectSegment, ObjectSymbol, ObjectSymbolTable,
+    RelocationTarget, SegmentFlags, SymbolFlags, SymbolKind, SymbolSection,
 };
+use std::collections::HashMap;
 use std::path::Path;
 
 /// An ELF file read into memory.
@@ -91,16 +95,38 @@ pub(crate) struct RawSymbol {
     pub weak: bool,
 }
 
-/// Function symbols (STT_FUNC, STT_GNU_IFUNC) with a nonzero address from .symtab (`dynamic == false`) or
-/// .dynsym (`dynamic == true`).
+/// Function symbols (STT_FUNC) with a nonzero address from .symtab (`dynamic == false`) or .dynsym
+/// (`dynamic == true`). IFUNC symbols are left out (object does not count them as definitions): their address is
+/// the resolver's, which the debug file's .symtab names (`strlen_ifunc`), and a probe there would hit the
+/// resolver, not the function.
 pub(crate) fn raw_symbols(file: &object::File<'_>, dynamic: bool) -> Vec<RawSymbol> {
+    symbols_where(file, dynamic, |s| {
+        s.kind() == SymbolKind::Text && s.is_definition()
+    })
+}
+
+/// The STT_GNU_IFUNC definitions of .dynsym (`strnlen`), which name the PLT entries of IRELATIVE slots.
+pub(crate) fn dynamic_ifuncs(file: &object::File<'_>) -> Vec<RawSymbol> {
+    symbols_where(file, true, |s| {
+        let ifunc = matches!(s.flags(), SymbolFlags::Elf { st_info, .. }
+            if st_info & 0xf == object::elf::STT_GNU_IFUNC);
+        ifunc && s.section_index().is_some()
+    })
+}
+
+/// The named symbols of nonzero address of .symtab or .dynsym that `keep` accepts.
+fn symbols_where(
+    file: &object::File<'_>,
+    dynamic: bool,
+    keep: impl Fn(&object::Symbol<'_, '_>) -> bool,
+) -> Vec<RawSymbol> {
     let symbols = if dynamic {
         file.dynamic_symbols()
     } else {
         file.symbols()
     };
     symbols
-        .filter(|s| s.kind() == SymbolKind::Text && s.address() != 0 && s.is_definition())
+        .filter(|s| s.address() != 0 && keep(s))
         .filter_map(|s| {
             let name = s.name().ok()?;
             if name.is_empty() {
@@ -128,4 +154,153 @@ pub(crate) fn raw_symbols(file: &object::File<'_>, dynamic: bool) -> Vec<RawSymb
 /// True when the file has a .symtab section.
 pub(crate) fn has_symtab(file: &object::File<'_>) -> bool {
     file.section_by_name(".symtab").is_some()
+}
+
+/// The x86-64 sections holding PLT entries: `.plt` (lazy-binding header and entries), `.plt.sec` (the entries
+/// called, when the lazy ones are apart: IBT/CET) and `.plt.got` (entries for functions that also have a GOT slot).
+const X86_64_PLT_SECTIONS: [&str; 3] = [".plt", ".plt.sec", ".plt.got"];
+
+/// One symbol per PLT entry of an x86-64 file, named `<target>@plt` as perf and objdump name them, sized one
+/// entry (the section's `sh_entsize`, else 16 bytes).
+///
+/// Each entry's `jmp *slot(%rip)` (after an optional `endbr64` and `bnd` prefix) gives the GOT slot it jumps
+/// through, and the dynamic relocation of that slot gives the target: its dynamic symbol (`JUMP_SLOT`,
+/// `GLOB_DAT`), or for `IRELATIVE` the function at the addend (`name_at`, the IFUNC, e.g. `strnlen`),
+/// else objdump's `*ABS*+0x<addend>`. Entries without such a jump (the `.plt` header, the lazy-binding stubs
+/// when `.plt.sec` exists) or whose slot has no relocation get no symbol. Other architectures give none.
+pub(crate) fn plt_symbols(
+    file: &object::File<'_>,
+    name_at: impl Fn(u64) -> Option<String>,
+) -> Vec<RawSymbol> {
+    let object::File::Elf64(elf) = file else {
+        return Vec::new();
+    };
+    if elf.architecture() != Architecture::X86_64 {
+        return Vec::new();
+    }
+    // (entry address, entry size, section end, GOT slot)
+    let mut entries = Vec::new();
+    for name in X86_64_PLT_SECTIONS {
+        let Some(section) = elf.section_by_name(name) else {
+            continue;
+        };
+        let Ok(data) = section.data() else {
+            continue;
+        };
+        let entry_size = match section.elf_section_header().sh_entsize(elf.endian()) {
+            0 => 16,
+            n => n,
+        };
+        let section_end = section.address() + section.size();
+        let Ok(chunk) = usize::try_from(entry_size) else {
+            continue;
+        };
+        for (i, entry) in data.chunks_exact(chunk).enumerate() {
+            let addr = section.address() + i as u64 * entry_size;
+            if let Some(slot) = x86_64_plt_slot(entry, addr) {
+                entries.push((addr, entry_size, section_end, slot));
+            }
+        }
+    }
+    if entries.is_empty() {
+        return Vec::new();
+    }
+    let mut targets: HashMap<u64, Option<String>> = entries
+        .iter()
+        .map(|&(_, _, _, slot)| (slot, None))
+        .collect();
+    let dynsym = elf.dynamic_symbol_table();
+    for (offset, relocation) in elf.dynamic_relocations().into_iter().flatten() {
+        let Some(target @ None) = targets.get_mut(&offset) else {
+            continue;
+        };
+        *target = match relocation.target() {
+            RelocationTarget::Symbol(index) => dynsym
+                .as_ref()
+                .and_then(|table| table.symbol_by_index(index).ok())
+                .and_then(|symbol| symbol.name().ok())
+                .filter(|name| !name.is_empty())
+                .map(str::to_string),
+            RelocationTarget::Absolute => {
+                let addend = relocation.addend() as u64;
+                Some(name_at(addend).unwrap_or_else(|| format!("*ABS*+{addend:#x}")))
+            }
+            _ => None,
+        };
+    }
+    entries
+        .into_iter()
+        .filter_map(|(addr, size, section_end, slot)| {
+            let target = targets.get(&slot)?.as_deref()?;
+            Some(RawSymbol {
+                name: format!("{target}@plt"),
+                addr,
+                size,
+                section_end,
+                global: true,
+                weak: false,
+            })
+        })
+        .collect()
+}
+
+/// The GOT slot an x86-64 PLT entry at `addr` jumps through: `[endbr64] [bnd] jmp *disp32(%rip)` at its start.
+fn x86_64_plt_slot(entry: &[u8], addr: u64) -> Option<u64> {
+    const ENDBR64: [u8; 4] = [0xf3, 0x0f, 0x1e, 0xfa];
+    const BND: u8 = 0xf2;
+    const JMP_RIP_INDIRECT: [u8; 2] = [0xff, 0x25];
+    let mut at = 0;
+    if entry.starts_with(&ENDBR64) {
+        at += ENDBR64.len();
+    }
+    if entry.get(at) == Some(&BND) {
+        at += 1;
+    }
+    let jmp = entry.get(at..at + 6)?;
+    if jmp[..2] != JMP_RIP_INDIRECT {
+        return None;
+    }
+    let disp = i32::from_le_bytes(jmp[2..].try_into().ok()?);
+    let next = addr + (at + 6) as u64;
+    Some(next.wrapping_add_signed(i64::from(disp)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::x86_64_plt_slot;
+
+    /// Check that the GOT slot is decoded from the PLT entry forms ld writes (lazy, IBT `.plt.sec`, MPX `bnd`,
+    /// 8-byte `.plt.got`) and that the header and the IBT lazy stubs give none.
+    #[test]
+    fn plt_slot_decoding() {
+        // 1030: jmp *0x2fe2(%rip) -> 0x4018
+        let lazy = [
+            0xff, 0x25, 0xe2, 0x2f, 0, 0, 0x68, 0, 0, 0, 0, 0xe9, 0xe0, 0xff, 0xff, 0xff,
+        ];
+        assert_eq!(x86_64_plt_slot(&lazy, 0x1030), Some(0x4018));
+        // 1080: endbr64; jmp *0x2f76(%rip) -> 0x4000
+        let ibt = [
+            0xf3, 0x0f, 0x1e, 0xfa, 0xff, 0x25, 0x76, 0x2f, 0, 0, 0x66, 0x0f, 0x1f, 0x44, 0, 0,
+        ];
+        assert_eq!(x86_64_plt_slot(&ibt, 0x1080), Some(0x4000));
+        // endbr64; bnd jmp *-0x10(%rip)
+        let bnd = [
+            0xf3, 0x0f, 0x1e, 0xfa, 0xf2, 0xff, 0x25, 0xf0, 0xff, 0xff, 0xff, 0x0f, 0x1f, 0x44, 0,
+            0,
+        ];
+        assert_eq!(x86_64_plt_slot(&bnd, 0x2000), Some(0x2000 + 11 - 0x10));
+        // .plt.got: jmp *0x2f6a(%rip); xchg %ax,%ax
+        let got = [0xff, 0x25, 0x6a, 0x2f, 0, 0, 0x66, 0x90];
+        assert_eq!(x86_64_plt_slot(&got, 0x1070), Some(0x1076 + 0x2f6a));
+        // The .plt header (push; jmp) and an IBT lazy stub (endbr64; push; bnd jmp .plt).
+        let header = [
+            0xff, 0x35, 0xca, 0x2f, 0, 0, 0xff, 0x25, 0xcc, 0x2f, 0, 0, 0x0f, 0x1f, 0x40, 0,
+        ];
+        assert_eq!(x86_64_plt_slot(&header, 0x1020), None);
+        let stub = [
+            0xf3, 0x0f, 0x1e, 0xfa, 0x68, 0, 0, 0, 0, 0xf2, 0xe9, 0xe2, 0xff, 0xff, 0xff, 0x90,
+        ];
+        assert_eq!(x86_64_plt_slot(&stub, 0x1030), None);
+        assert_eq!(x86_64_plt_slot(&[0xff, 0x25, 0, 0], 0), None, "truncated");
+    }
 }

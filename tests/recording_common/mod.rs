@@ -24,6 +24,8 @@ pub const SAMPLE_TYPE: u64 = (PERF_SAMPLE_IP
 pub const FREQ: u64 = 99;
 pub const PERF_RECORD_MISC_USER: u16 = 2;
 pub const PERF_CONTEXT_USER: u64 = -512i64 as u64;
+pub const PERF_CONTEXT_KERNEL: u64 = -128i64 as u64;
+pub const PERF_RECORD_MISC_KERNEL: u16 = 1;
 
 /// The cpu-clock attr rprof would open: frequency 99, IP|TID|TIME|CPU|PERIOD|CALLCHAIN, sample_id_all,
 /// mmap2, comm, task.
@@ -164,6 +166,23 @@ pub fn write_spin_recording(
     binary: &Path,
     samples: u64,
 ) -> Result<u64, RecordingError> {
+    write_spin_samples(path, binary, samples, |facts, i| {
+        let ip = facts.leaf_addr + 4 + (i % 8);
+        (
+            ip,
+            vec![PERF_CONTEXT_USER, ip, facts.outer_addr + 8],
+            PERF_RECORD_MISC_USER,
+        )
+    })
+}
+
+/// [`write_spin_recording`] with each sample's (ip, callchain, misc) from `sample(facts, i)`.
+pub fn write_spin_samples(
+    path: &Path,
+    binary: &Path,
+    samples: u64,
+    sample: impl Fn(&BinaryFacts, u64) -> (u64, Vec<u64>, u16),
+) -> Result<u64, RecordingError> {
     let facts = binary_facts(binary);
     let attr = FileAttr {
         attr: attr_bytes(&cpu_clock_attr(), FREQ),
@@ -203,7 +222,7 @@ pub fn write_spin_recording(
         &SampleId { time: 1_001, ..id },
     )])?;
     for i in 0..samples {
-        let ip = facts.leaf_addr + 4 + (i % 8);
+        let (ip, callchain, misc) = sample(&facts, i);
         let s = SampleFields {
             ip,
             pid: 4242,
@@ -212,8 +231,8 @@ pub fn write_spin_recording(
             id: 7,
             cpu: (i % 2) as u32,
             period: 10_101_010,
-            callchain: vec![PERF_CONTEXT_USER, ip, facts.outer_addr + 8],
-            misc: PERF_RECORD_MISC_USER,
+            callchain,
+            misc,
         };
         let bytes = encode_sample(SAMPLE_TYPE, &s);
         // Exercise the two-part (ring wrap) path.
