@@ -86,6 +86,8 @@ type FastMap<K, V> = HashMap<K, V, ahash::RandomState>;
 #[derive(Debug, PartialEq, Eq, Hash)]
 struct ChainKey {
     pid: u32,
+    /// The process's mapping generation (see [`Session::generation`]).
+    generation: u32,
     comm: u32,
     /// The sample's CPU mode was kernel.
     kernel: bool,
@@ -98,17 +100,20 @@ struct ChainKey {
 struct Session {
     symbolizer: Symbolizer,
     build_ids: HashMap<String, Vec<u8>>,
-    maps: HashMap<u32, BTreeMap<u64, Mapping>>,
-    comm_of_tid: HashMap<u32, u32>,
+    maps: FastMap<u32, BTreeMap<u64, Mapping>>,
+    /// How many times each process's mappings changed: part of the cache keys below, so that a new mapping
+    /// retires the resolutions made before it without a scan of the caches.
+    generation: FastMap<u32, u32>,
+    comm_of_tid: FastMap<u32, u32>,
     comm_ids: HashMap<String, u32>,
-    frame_ids: HashMap<FrameInfo, FrameId>,
-    /// (pid, address, exact) -> frames leaf-most last; kernel addresses use pid u32::MAX.
-    cache: FastMap<(u32, u64, bool), Arc<[FrameId]>>,
+    frame_ids: FastMap<FrameInfo, FrameId>,
+    /// (pid, generation, address, exact) -> frames leaf-most last; kernel addresses use pid u32::MAX.
+    cache: FastMap<(u32, u32, u64, bool), Arc<[FrameId]>>,
     /// Raw stack -> index in `stacks`: most samples repeat a stack seen before, and skip resolving it.
     chains: FastMap<ChainKey, usize>,
     /// Distinct resolved stacks (comm, frames outermost first) with their counts, and their index.
     stacks: Vec<((u32, Vec<FrameId>), StackCount)>,
-    stack_ids: HashMap<(u32, Vec<FrameId>), usize>,
+    stack_ids: FastMap<(u32, Vec<FrameId>), usize>,
     /// Addresses whose frames are resolved at the end (see [`PENDING`]), and their ids.
     pending: Vec<Pending>,
     pending_ids: FastMap<(Option<Arc<ModuleKey>>, u64), FrameId>,
@@ -154,14 +159,15 @@ pub fn load(
     let mut s = Session {
         symbolizer,
         build_ids,
-        maps: HashMap::new(),
-        comm_of_tid: HashMap::new(),
+        maps: FastMap::default(),
+        generation: FastMap::default(),
+        comm_of_tid: FastMap::default(),
         comm_ids: HashMap::new(),
-        frame_ids: HashMap::new(),
+        frame_ids: FastMap::default(),
         cache: FastMap::default(),
         chains: FastMap::default(),
         stacks: Vec::new(),
-        stack_ids: HashMap::new(),
+        stack_ids: FastMap::default(),
         pending: Vec::new(),
         pending_ids: FastMap::default(),
         profile: Profile::default(),
@@ -360,15 +366,15 @@ impl Session {
                 short,
             },
         );
-        // Cached resolutions of this process may point at the old mapping.
-        self.cache.retain(|(p, _, _), _| *p != pid);
-        self.chains.retain(|k, _| k.pid != pid);
+        // Cached resolutions of this process may point at the old mapping: retire them.
+        *self.generation.entry(pid).or_default() += 1;
     }
 
     fn add_sample(&mut self, sample: Sample, comm: u32) {
         let chain = !sample.callchain.is_empty();
         let key = ChainKey {
             pid: sample.pid,
+            generation: self.generation.get(&sample.pid).copied().unwrap_or(0),
             comm,
             kernel: sample.cpu_mode == CpuMode::Kernel,
             chain,
@@ -439,7 +445,12 @@ impl Session {
     /// Frames (outermost first) for one address; `exact` is false for return addresses, which are looked up
     /// one byte back so that a call at the end of a function resolves to that function.
     fn resolve(&mut self, pid: u32, addr: u64, kernel: bool, exact: bool) -> Arc<[FrameId]> {
-        let key = (if kernel { u32::MAX } else { pid }, addr, exact);
+        let key = if kernel {
+            (u32::MAX, 0, addr, exact)
+        } else {
+            let generation = self.generation.get(&pid).copied().unwrap_or(0);
+            (pid, generation, addr, exact)
+        };
         if let Some(f) = self.cache.get(&key) {
             return Arc::clone(f);
         }
