@@ -231,8 +231,8 @@ impl KernelTable {
             let id = recorded.build_id.as_deref().map(hex).unwrap_or_default();
             let dir = buildid_dir().unwrap_or_default();
             eprintln!(
-                "rprof: warning: the recording's kernel (build id {id}) is not the running one, and {} holds \
-                 no copy of its kallsyms; kernel frames show as [unknown]",
+                "rprof: warning: the recording's kernel (build id {id}) is not the running one (another \
+                 build or another boot), and {} holds no copy of its kallsyms; kernel frames show as [unknown]",
                 dir.display()
             );
         }
