@@ -155,3 +155,60 @@ fn rprof_reads_perf_recording() {
     let folded = rprof_ok(&["report", "-i", data, "--folded"]);
     assert!(folded.contains(";main;"), "{folded}");
 }
+
+/// Check that rprof unwinds the user stacks of a `perf record --call-graph dwarf` file (REGS_USER and
+/// STACK_USER): on a call tree built without frame pointers, the hot function's samples reach main through
+/// its caller, and the self shares agree with `perf report --no-children` within 2 points.
+#[test]
+fn rprof_unwinds_perf_dwarf_recording() {
+    if !have_perf("rprof_unwinds_perf_dwarf_recording") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = build_c(
+        dir.path(),
+        "dw_calltree.c",
+        &["-O2", "-g", "-fomit-frame-pointer"],
+    );
+    let data = dir.path().join("perf.data");
+    let data = data.to_str().unwrap();
+    let st = Command::new("perf")
+        .args([
+            "record",
+            "-q",
+            "-F",
+            "999",
+            "--call-graph",
+            "dwarf",
+            "-o",
+            data,
+            "--",
+        ])
+        .arg(&bin)
+        .arg("60")
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let folded = rprof_ok(&["report", "-i", data, "--folded"]);
+    let stacks = parse_folded(&folded);
+    let (share, n) = share_of(
+        &stacks,
+        |f| f.last().is_some_and(|l| l == "hot_a"),
+        |f| contains_run(f, &["main", "work_a", "hot_a"]),
+    );
+    assert!(n >= 100, "too few hot_a samples ({n}):\n{folded}");
+    assert!(
+        share >= 0.95,
+        "only {:.1}% of hot_a samples reach main:\n{folded}",
+        share * 100.0
+    );
+    let perf = perf_self_by_symbol(data);
+    let ours = rprof_self_by_symbol(data);
+    for (sym, pct) in perf.iter().take(2) {
+        let mine = ours.get(sym).copied().unwrap_or(0.0);
+        assert!(
+            (pct - mine).abs() <= 2.0,
+            "{sym}: perf {pct}% vs rprof {mine}%\nperf {perf:?}\nrprof {ours:?}"
+        );
+    }
+}

@@ -103,6 +103,21 @@ pub struct Sample {
     /// The raw callchain, leaf first, including PERF_CONTEXT_* marker entries (>= 0xffff_ffff_ffff_f000).
     /// Empty when the attr had no CALLCHAIN.
     pub callchain: Vec<u64>,
+    /// The user registers and stack copy of a sample taken with REGS_USER and STACK_USER (`perf record
+    /// --call-graph dwarf`), to be unwound; None otherwise (rprof's own recordings store unwound callchains).
+    pub user_stack: Option<UserStack>,
+}
+
+/// What DWARF unwinding needs from a sample (x86_64).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct UserStack {
+    pub ip: u64,
+    pub sp: u64,
+    pub bp: u64,
+    /// The copy of the user stack from `sp` up.
+    pub stack: Vec<u8>,
+    /// How many bytes of `stack` the kernel filled.
+    pub dyn_size: u64,
 }
 
 /// One event read from a recording.

@@ -16,7 +16,7 @@ use linux_perf_data::linux_perf_event_reader::constants::{
     PERF_RECORD_LOST_SAMPLES, PERF_RECORD_MISC_MMAP_BUILD_ID, PERF_RECORD_MMAP2,
     PERF_RECORD_SAMPLE, PERF_SAMPLE_ADDR, PERF_SAMPLE_CALLCHAIN, PERF_SAMPLE_CPU, PERF_SAMPLE_ID,
     PERF_SAMPLE_IDENTIFIER, PERF_SAMPLE_IP, PERF_SAMPLE_PERIOD, PERF_SAMPLE_READ,
-    PERF_SAMPLE_STREAM_ID, PERF_SAMPLE_TID, PERF_SAMPLE_TIME,
+    PERF_SAMPLE_STACK_USER, PERF_SAMPLE_STREAM_ID, PERF_SAMPLE_TID, PERF_SAMPLE_TIME,
 };
 use linux_perf_data::linux_perf_event_reader::{
     get_record_id, get_record_identifier, get_record_timestamp, AttrFlags,
@@ -30,7 +30,7 @@ use super::features::{
     check_cmdline, check_event_desc, parse_build_ids, HEADER_CMDLINE, HEADER_EVENT_DESC,
 };
 use super::writer::{FileHeader, HEADER_SIZE};
-use super::{BuildIdEntry, CpuMode, Event, Meta, RecordingError, Sample};
+use super::{BuildIdEntry, CpuMode, Event, Meta, RecordingError, Sample, UserStack};
 use crate::perf::OrderedMerge;
 
 /// PERF_RECORD_AUXTRACE and the compressed record types, which this reader refuses.
@@ -336,6 +336,7 @@ fn read_simple_sample(attr: &AttrInfo, misc: u16, body: &[u8]) -> Result<Sample,
         ip: ip.unwrap_or(0),
         cpu_mode: cpu_mode(ReaderCpuMode::from_misc(misc)),
         callchain,
+        user_stack: None,
     })
 }
 
@@ -656,6 +657,13 @@ impl Reader {
     }
 
     /// Build ids from the BUILD_ID feature section.
+    /// True when some samples carry user registers and a stack copy to unwind (PERF_SAMPLE_STACK_USER).
+    pub fn has_user_stacks(&self) -> bool {
+        self.attrs
+            .iter()
+            .any(|a| a.sample_type & PERF_SAMPLE_STACK_USER != 0)
+    }
+
     pub fn build_ids(&self) -> &[BuildIdEntry] {
         &self.build_ids
     }
@@ -822,6 +830,18 @@ fn convert(attr: &AttrInfo, record: &RawEventRecord) -> Result<Option<Event>, St
                     callchain.extend(chain.get(i));
                 }
             }
+            let user_stack = s.user_regs.as_ref().zip(s.user_stack.as_ref()).and_then(
+                |(regs, (stack, dyn_size))| {
+                    use crate::perf::attr::regs;
+                    Some(UserStack {
+                        ip: regs.get(u64::from(regs::IP))?,
+                        sp: regs.get(u64::from(regs::SP))?,
+                        bp: regs.get(u64::from(regs::BP))?,
+                        stack: stack.as_slice().into_owned(),
+                        dyn_size: *dyn_size,
+                    })
+                },
+            );
             Event::Sample(Sample {
                 pid: s.pid.unwrap_or(0) as u32,
                 tid: s.tid.unwrap_or(0) as u32,
@@ -831,6 +851,7 @@ fn convert(attr: &AttrInfo, record: &RawEventRecord) -> Result<Option<Event>, St
                 ip: s.ip.unwrap_or(0),
                 cpu_mode: cpu_mode(s.cpu_mode),
                 callchain,
+                user_stack,
             })
         }
         EventRecord::Comm(c) => Event::Comm {

@@ -3,6 +3,7 @@
 use crate::addr::{FileOffset, RuntimeAddr};
 use crate::recording::{CpuMode, Event, Reader, RecordingError, Sample};
 use crate::symbols::{KernelRef, ModuleKey, Symbolizer, SymbolizerOptions, VDSO};
+use crate::unwind::dwarf::{DwarfUnwinder, UserRegs};
 use perf_event_open_sys::bindings::{PERF_CONTEXT_KERNEL, PERF_CONTEXT_MAX, PERF_CONTEXT_USER};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::Write;
@@ -117,6 +118,9 @@ struct Session {
     /// Addresses whose frames are resolved at the end (see [`PENDING`]), and their ids.
     pending: Vec<Pending>,
     pending_ids: FastMap<(Option<Arc<ModuleKey>>, u64), FrameId>,
+    /// For recordings whose samples carry user stacks (`perf record --call-graph dwarf`): unwinds them.
+    unwinder: Option<DwarfUnwinder>,
+    frames: Vec<u64>,
     profile: Profile,
 }
 
@@ -151,6 +155,7 @@ pub fn load(
         .iter()
         .map(|b| (b.path.clone(), b.build_id.clone()))
         .collect();
+    let debug_dirs = opts.debug_dirs.clone();
     let mut symbolizer = Symbolizer::new(opts);
     symbolizer.set_kernel(KernelRef {
         build_id: build_ids.get(KERNEL_NAME).cloned(),
@@ -170,6 +175,10 @@ pub fn load(
         stack_ids: FastMap::default(),
         pending: Vec::new(),
         pending_ids: FastMap::default(),
+        unwinder: reader
+            .has_user_stacks()
+            .then(|| DwarfUnwinder::new(debug_dirs)),
+        frames: Vec::new(),
         profile: Profile::default(),
     };
     let pid_set: HashSet<u32> = filter.pids.iter().copied().collect();
@@ -251,6 +260,9 @@ impl Session {
                 if exec {
                     // A new program image: the old mappings are gone, the new ones follow.
                     s.maps.remove(&pid);
+                    if let Some(unwinder) = s.unwinder.as_mut() {
+                        unwinder.exit(pid);
+                    }
                 }
                 let id = s.comm_id(&name);
                 s.comm_of_tid.insert(tid, id);
@@ -266,6 +278,9 @@ impl Session {
                 ..
             } => {
                 if cpu_mode != CpuMode::Kernel && pid >= 0 {
+                    if let Some(unwinder) = s.unwinder.as_mut() {
+                        unwinder.add_mapping(pid as u32, start, len, pgoff, &path);
+                    }
                     s.add_mapping(pid as u32, start, len, pgoff, path, build_id);
                 } else if cpu_mode == CpuMode::Kernel {
                     // The recording describes the kernel: its samples will need kallsyms. The kernel's own
@@ -290,12 +305,19 @@ impl Session {
                     if let Some(parent) = s.maps.get(&ppid).cloned() {
                         s.maps.insert(pid, parent);
                     }
+                    if let Some(unwinder) = s.unwinder.as_mut() {
+                        unwinder.fork(ppid, pid);
+                    }
                 }
                 if let Some(&c) = s.comm_of_tid.get(&ptid) {
                     s.comm_of_tid.entry(tid).or_insert(c);
                 }
             }
-            Event::Exit { .. } => {}
+            Event::Exit { pid, tid } => {
+                if let Some(unwinder) = s.unwinder.as_mut().filter(|_| pid == tid) {
+                    unwinder.exit(pid);
+                }
+            }
             Event::Sample(sample) => {
                 let comm = s.comm_for(&sample);
                 if comms.is_empty() || comms.iter().any(|c| *c == s.profile.comms[comm as usize]) {
@@ -370,7 +392,42 @@ impl Session {
         *self.generation.entry(pid).or_default() += 1;
     }
 
-    fn add_sample(&mut self, sample: Sample, comm: u32) {
+    /// Unwind a sample's user stack copy into its callchain: the kernel part stays, the user part becomes
+    /// PERF_CONTEXT_USER and the unwound frames (leaf IP first).
+    fn unwind(&mut self, sample: &mut Sample) {
+        let (Some(unwinder), Some(user)) = (self.unwinder.as_mut(), sample.user_stack.take())
+        else {
+            return;
+        };
+        let regs = UserRegs {
+            ip: user.ip,
+            sp: user.sp,
+            bp: user.bp,
+        };
+        self.frames.clear();
+        unwinder.unwind(
+            sample.pid,
+            &regs,
+            &user.stack,
+            user.dyn_size,
+            &mut self.frames,
+        );
+        if self.frames.is_empty() {
+            return;
+        }
+        if let Some(at) = sample
+            .callchain
+            .iter()
+            .position(|&a| a == PERF_CONTEXT_USER)
+        {
+            sample.callchain.truncate(at);
+        }
+        sample.callchain.push(PERF_CONTEXT_USER);
+        sample.callchain.extend_from_slice(&self.frames);
+    }
+
+    fn add_sample(&mut self, mut sample: Sample, comm: u32) {
+        self.unwind(&mut sample);
         let chain = !sample.callchain.is_empty();
         let key = ChainKey {
             pid: sample.pid,
