@@ -158,7 +158,8 @@ fn rprof_reads_perf_recording() {
 
 /// Check that rprof unwinds the user stacks of a `perf record --call-graph dwarf` file (REGS_USER and
 /// STACK_USER): on a call tree built without frame pointers, the hot function's samples reach main through
-/// its caller, and the self shares agree with `perf report --no-children` within 2 points.
+/// its caller, the self shares agree with `perf report --no-children` within 2 points, and a line on stderr
+/// tells how the unwinds ended.
 #[test]
 fn rprof_unwinds_perf_dwarf_recording() {
     if !have_perf("rprof_unwinds_perf_dwarf_recording") {
@@ -189,7 +190,11 @@ fn rprof_unwinds_perf_dwarf_recording() {
         .status()
         .unwrap();
     assert!(st.success());
-    let folded = rprof_ok(&["report", "-i", data, "--folded"]);
+    let (folded, stderr) = rprof_ok_stderr(&["report", "-i", data, "--folded"]);
+    assert!(
+        stderr.contains("DWARF-unwound"),
+        "the report says how the stacks unwound: {stderr}"
+    );
     let stacks = parse_folded(&folded);
     let (share, n) = share_of(
         &stacks,

@@ -61,6 +61,9 @@ pub fn run(a: ReportArgs) -> anyhow::Result<()> {
         demangle: true,
     };
     let profile = report::load(&a.input, &filter, opts)?;
+    if profile.unwound.unwound > 0 {
+        eprintln!("rprof report: {}", profile.unwound);
+    }
     if let Some(svg) = &a.flamegraph {
         if profile.stacks.is_empty() {
             anyhow::bail!(

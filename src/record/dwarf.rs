@@ -1,10 +1,10 @@
 //! Online DWARF unwinding while recording: samples with user registers and a stack copy come in, samples with
 //! the unwound callchain go out. Records pass through the time-ordered merge first, so that a mapping is known to
 //! the unwinder before the samples that run in it.
-use super::{human_size, RecordError, PROT_EXEC};
+use super::{RecordError, PROT_EXEC};
 use crate::perf::{self, Attr, OrderedMerge};
 use crate::recording::{self, SampleFields, Writer};
-use crate::unwind::dwarf::{DwarfUnwinder, UnwindOutcome, UserRegs};
+use crate::unwind::dwarf::{DwarfStats, DwarfUnwinder, UserRegs};
 use std::path::PathBuf;
 
 /// Online DWARF unwinding: raw samples with registers and a stack copy in, samples with a callchain out.
@@ -122,7 +122,7 @@ impl DwarfState {
             let outcome = self
                 .unwinder
                 .unwind(pid, &regs, &stack, *dyn_size, &mut self.frames);
-            self.stats.count(outcome, *dyn_size, stack.len() as u64);
+            self.stats.count(outcome, stack.len() as u64);
             if !self.frames.is_empty() {
                 callchain.push(PERF_CONTEXT_USER);
                 callchain.extend_from_slice(&self.frames);
@@ -146,60 +146,3 @@ impl DwarfState {
 }
 
 const PERF_CONTEXT_USER: u64 = perf_event_open_sys::bindings::PERF_CONTEXT_USER;
-
-/// How DWARF unwinds ended.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct DwarfStats {
-    /// Samples with user registers and a stack copy.
-    pub unwound: u64,
-    /// Unwinds that ran off the end of the stack copy.
-    pub truncated: u64,
-    /// Unwinds that stopped at a frame without unwind information.
-    pub failed: u64,
-    /// The stack copy size asked for.
-    pub copy_size: u64,
-}
-
-impl DwarfStats {
-    fn count(&mut self, outcome: UnwindOutcome, _dyn_size: u64, copy: u64) {
-        self.unwound += 1;
-        self.copy_size = self.copy_size.max(copy);
-        match outcome {
-            UnwindOutcome::Complete => {}
-            UnwindOutcome::Truncated => self.truncated += 1,
-            UnwindOutcome::Failed => self.failed += 1,
-        }
-    }
-}
-
-impl std::fmt::Display for DwarfStats {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let pct = |n: u64| n as f64 * 100.0 / self.unwound.max(1) as f64;
-        write!(
-            f,
-            "rprof record: DWARF-unwound {} user stacks: {:.1}% truncated at the {} stack copy, {:.1}% stopped \
-             at a frame without unwind info",
-            self.unwound,
-            pct(self.truncated),
-            human_size(self.copy_size),
-            pct(self.failed)
-        )?;
-        if self.truncated * 20 > self.unwound {
-            if self.copy_size < 65528 {
-                write!(f, "; try --call-graph dwarf,65528 for deeper stacks")?;
-            } else {
-                write!(
-                    f,
-                    "; 65528 bytes is the kernel's largest copy: use -g on a build with frame pointers"
-                )?;
-            }
-        }
-        if self.failed * 20 > self.unwound {
-            write!(
-                f,
-                "; install debug symbols (.debug_frame) or build with -fasynchronous-unwind-tables"
-            )?;
-        }
-        Ok(())
-    }
-}

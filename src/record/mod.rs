@@ -10,8 +10,8 @@ use crate::recording::{
 use std::collections::BTreeSet;
 
 mod dwarf;
+pub use crate::unwind::dwarf::DwarfStats;
 use dwarf::DwarfState;
-pub use dwarf::DwarfStats;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -123,7 +123,7 @@ impl std::fmt::Display for RecordSummary {
             human_size(self.bytes)
         )?;
         if let Some(d) = &self.dwarf {
-            write!(f, "\n{d}")?;
+            write!(f, "\nrprof record: {d}")?;
         }
         Ok(())
     }

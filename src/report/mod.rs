@@ -3,7 +3,7 @@
 use crate::addr::{FileOffset, RuntimeAddr};
 use crate::recording::{CpuMode, Event, Reader, RecordingError, Sample};
 use crate::symbols::{KernelRef, ModuleKey, Symbolizer, SymbolizerOptions, VDSO};
-use crate::unwind::dwarf::{DwarfUnwinder, UserRegs};
+use crate::unwind::dwarf::{DwarfStats, DwarfUnwinder, UserRegs};
 use perf_event_open_sys::bindings::{PERF_CONTEXT_KERNEL, PERF_CONTEXT_MAX, PERF_CONTEXT_USER};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::Write;
@@ -68,6 +68,8 @@ pub struct Profile {
     pub lost: u64,
     pub lost_samples: u64,
     pub throttled: u64,
+    /// How the user stack copies of the samples unwound (recordings of `perf record --call-graph dwarf`).
+    pub unwound: DwarfStats,
 }
 
 /// A memory mapping of a process, as MMAP/MMAP2 records describe it.
@@ -405,13 +407,14 @@ impl Session {
             bp: user.bp,
         };
         self.frames.clear();
-        unwinder.unwind(
+        let outcome = unwinder.unwind(
             sample.pid,
             &regs,
             &user.stack,
             user.dyn_size,
             &mut self.frames,
         );
+        self.profile.unwound.count(outcome, user.stack.len() as u64);
         if self.frames.is_empty() {
             return;
         }
