@@ -24,6 +24,20 @@ fn have_perf(test: &str) -> bool {
     false
 }
 
+/// `perf record -q -F 999 ARGS -o DIR/perf.data -- COMMAND`, asserting success; returns the file's path.
+fn perf_record(dir: &std::path::Path, args: &[&str], command: &[&str]) -> String {
+    let data = dir.join("perf.data").to_str().unwrap().to_string();
+    let st = Command::new("perf")
+        .args(["record", "-q", "-F", "999"])
+        .args(args)
+        .args(["-o", &data, "--"])
+        .args(command)
+        .status()
+        .expect("run perf record");
+    assert!(st.success(), "perf record {args:?} -- {command:?} failed");
+    data
+}
+
 /// The symbol after the `[.] ` or `[k] ` marker of a report line.
 fn symbol_column(line: &str) -> Option<&str> {
     let at = line.find("[.] ").or_else(|| line.find("[k] "))?;
@@ -124,24 +138,8 @@ fn rprof_reads_perf_recording() {
     }
     let dir = tempfile::tempdir().unwrap();
     let bin = build_c(dir.path(), "writeloop.c", FP);
-    let data = dir.path().join("perf.data");
-    let data = data.to_str().unwrap();
-    let st = Command::new("perf")
-        .args([
-            "record",
-            "-q",
-            "-F",
-            "999",
-            "-g",
-            "-o",
-            data,
-            "--",
-            bin.to_str().unwrap(),
-            "1500000",
-        ])
-        .status()
-        .unwrap();
-    assert!(st.success());
+    let data = perf_record(dir.path(), &["-g"], &[bin.to_str().unwrap(), "1500000"]);
+    let data = data.as_str();
     let perf = perf_self_by_symbol(data);
     let ours = rprof_self_by_symbol(data);
     assert!(perf.len() >= 5, "{perf:?}");
@@ -171,25 +169,12 @@ fn rprof_unwinds_perf_dwarf_recording() {
         "dw_calltree.c",
         &["-O2", "-g", "-fomit-frame-pointer"],
     );
-    let data = dir.path().join("perf.data");
-    let data = data.to_str().unwrap();
-    let st = Command::new("perf")
-        .args([
-            "record",
-            "-q",
-            "-F",
-            "999",
-            "--call-graph",
-            "dwarf",
-            "-o",
-            data,
-            "--",
-        ])
-        .arg(&bin)
-        .arg("60")
-        .status()
-        .unwrap();
-    assert!(st.success());
+    let data = perf_record(
+        dir.path(),
+        &["--call-graph", "dwarf"],
+        &[bin.to_str().unwrap(), "60"],
+    );
+    let data = data.as_str();
     let (folded, stderr) = rprof_ok_stderr(&["report", "-i", data, "--folded"]);
     assert!(
         stderr.contains("DWARF-unwound"),

@@ -154,16 +154,7 @@ fn kernel_names_from_buildid_cache() {
     let cache = dir.path().join("cache");
     let bin = build_c(dir.path(), "writeloop.c", FP);
     let data = dir.path().join("k.data");
-    let with_cache = |args: &[&str]| {
-        let out = rprof()
-            .env("PERF_BUILDID_DIR", &cache)
-            .args(args)
-            .output()
-            .expect("run rprof");
-        assert_success(&out, args);
-        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-        (text(&out.stdout), text(&out.stderr))
-    };
+    let with_cache = |args: &[&str]| rprof_ok_env("PERF_BUILDID_DIR", &cache, args);
     let data_arg = data.to_str().unwrap();
     let bin_arg = bin.to_str().unwrap();
     with_cache(&[
@@ -258,15 +249,7 @@ fn vdso_frames_from_buildid_cache() {
     let cache = dir.path().join("cache");
     let bin = build_c(dir.path(), "vdso_clock.c", FP);
     let data = dir.path().join("v.data");
-    let with_cache = |args: &[&str]| {
-        let out = rprof()
-            .env("PERF_BUILDID_DIR", &cache)
-            .args(args)
-            .output()
-            .expect("run rprof");
-        assert_success(&out, args);
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
+    let with_cache = |args: &[&str]| rprof_ok_env("PERF_BUILDID_DIR", &cache, args).0;
     let data_arg = data.to_str().unwrap();
     with_cache(&[
         "record",

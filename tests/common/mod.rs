@@ -176,6 +176,21 @@ pub fn perf_tool(test: &str) -> bool {
     ok
 }
 
+/// Run rprof with `args` and the environment variable `key` set to `value`, asserting success; returns
+/// (stdout, stderr).
+pub fn rprof_ok_env(key: &str, value: &Path, args: &[&str]) -> (String, String) {
+    let out = rprof()
+        .env(key, value)
+        .args(args)
+        .output()
+        .expect("run rprof");
+    assert_success(&out, args);
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// Run rprof with `args`, asserting success; returns (stdout, stderr).
 pub fn rprof_ok_stderr(args: &[&str]) -> (String, String) {
     let out = rprof().args(args).output().expect("run rprof");
