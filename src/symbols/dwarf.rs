@@ -7,8 +7,9 @@
 //!   and compressed in distribution debug files) are not decompressed;
 //! - where `.debug_aranges` names the compilation unit of an address, a context over that unit alone answers
 //!   it, instead of one that first indexes every unit of the file (27 ms for libc's 4,000 units here). A unit
-//!   that refers into other units (`DW_FORM_ref_addr`, as LTO and dwz output do), an address `.debug_aranges`
-//!   does not know in a file without it, go to a context over the whole file.
+//!   that refers into other units (`DW_FORM_ref_addr`, as LTO and dwz output do), and any address of a file
+//!   without `.debug_aranges`, go to a context over the whole file. An address that `.debug_aranges` does not
+//!   cover has no DWARF, as libdw has it.
 //!
 //! Split DWARF (`.dwo` files next to the compilation directory) is loaded on demand, as the `Loader` does;
 //! DWARF packages (`.dwp`) are not searched.
