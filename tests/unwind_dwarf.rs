@@ -334,6 +334,46 @@ fn show(stack: &[Frame]) -> String {
         .join(" <- ")
 }
 
+/// Of the unwound samples whose stack `is_leaf` selects, how many `is_good` accepts, with up to 5 of the others
+/// shown for the failure message.
+struct Tally {
+    leaf: usize,
+    good: usize,
+    bad: Vec<String>,
+}
+
+fn tally(
+    unwound: &[Unwound],
+    symbols: &mut Symbols,
+    is_leaf: impl Fn(&[Frame]) -> bool,
+    is_good: impl Fn(&Unwound, &[Frame]) -> bool,
+) -> Tally {
+    let mut t = Tally {
+        leaf: 0,
+        good: 0,
+        bad: Vec::new(),
+    };
+    for sample in unwound {
+        let stack = symbols.stack(sample);
+        if !is_leaf(&stack) {
+            continue;
+        }
+        t.leaf += 1;
+        if is_good(sample, &stack) {
+            t.good += 1;
+        } else if t.bad.len() < 5 {
+            t.bad
+                .push(format!("{:?}: {}", sample.outcome, show(&stack)));
+        }
+    }
+    t
+}
+
+/// True when the stack's leaf is named `name`.
+fn leaf_is(stack: &[Frame], name: &str) -> bool {
+    stack.first().is_some_and(|f| f.name == name)
+}
+
 /// Position of the first frame named `name` at or after `from`.
 fn find(stack: &[Frame], name: &str, from: usize) -> Option<usize> {
     stack[from..]
@@ -354,28 +394,28 @@ fn calltree_without_frame_pointers() {
     let mut unwinder = DwarfUnwinder::new(vec![]);
     let (unwound, micros) = replay(&events, &mut unwinder);
     let mut symbols = Symbols::new(&events);
-    let (mut hot_a, mut good, mut hot_b, mut complete) = (0, 0, 0, 0);
-    let mut bad = Vec::new();
-    for sample in &unwound {
-        let stack = symbols.stack(sample);
-        match stack.first().map(|f| f.name.as_str()) {
-            Some("hot_a") => {
-                hot_a += 1;
-                let ok = stack.get(1).is_some_and(|f| f.name == "work_a")
-                    && stack.get(2).is_some_and(|f| f.name == "main");
-                if ok {
-                    good += 1;
-                    if sample.outcome == UnwindOutcome::Complete {
-                        complete += 1;
-                    }
-                } else if bad.len() < 5 {
-                    bad.push(format!("{:?}: {}", sample.outcome, show(&stack)));
-                }
-            }
-            Some("hot_b") => hot_b += 1,
-            _ => {}
-        }
-    }
+    let reaches_main = |stack: &[Frame]| {
+        stack.get(1).is_some_and(|f| f.name == "work_a")
+            && stack.get(2).is_some_and(|f| f.name == "main")
+    };
+    let Tally {
+        leaf: hot_a,
+        good,
+        bad,
+    } = tally(
+        &unwound,
+        &mut symbols,
+        |s| leaf_is(s, "hot_a"),
+        |_, s| reaches_main(s),
+    );
+    let complete = tally(
+        &unwound,
+        &mut symbols,
+        |s| leaf_is(s, "hot_a"),
+        |u, s| reaches_main(s) && u.outcome == UnwindOutcome::Complete,
+    )
+    .good;
+    let hot_b = tally(&unwound, &mut symbols, |s| leaf_is(s, "hot_b"), |_, _| true).leaf;
     println!(
         "calltree: {} samples, hot_a {hot_a} (main<-work_a<-hot_a {good}, complete {complete}), hot_b {hot_b}",
         unwound.len()
@@ -491,26 +531,18 @@ fn through_libc_qsort() {
     let mut unwinder = DwarfUnwinder::new(vec![]);
     let (unwound, micros) = replay(&events, &mut unwinder);
     let mut symbols = Symbols::new(&events);
-    let (mut leaf, mut good) = (0, 0);
-    let mut bad = Vec::new();
-    for sample in &unwound {
-        let stack = symbols.stack(sample);
-        if stack.first().map(|f| f.name.as_str()) != Some("compare") {
-            continue;
-        }
-        leaf += 1;
-        let main = find(&stack, "main", 1);
-        let through_libc = main.is_some_and(|m| {
-            stack[1..m]
-                .iter()
-                .any(|f| f.path.contains("libc.so") || f.path.contains("libc-"))
-        });
-        if through_libc {
-            good += 1;
-        } else if bad.len() < 5 {
-            bad.push(format!("{:?}: {}", sample.outcome, show(&stack)));
-        }
-    }
+    let Tally { leaf, good, bad } = tally(
+        &unwound,
+        &mut symbols,
+        |s| leaf_is(s, "compare"),
+        |_, stack| {
+            find(stack, "main", 1).is_some_and(|m| {
+                stack[1..m]
+                    .iter()
+                    .any(|f| f.path.contains("libc.so") || f.path.contains("libc-"))
+            })
+        },
+    );
     println!(
         "qsort: {} samples, compare leaf {leaf}, through libc to main {good}, {micros:.2} us/unwind",
         unwound.len()
@@ -548,30 +580,24 @@ fn rust_generics_without_frame_pointers() {
     let mut unwinder = DwarfUnwinder::new(vec![]);
     let (unwound, micros) = replay(&events, &mut unwinder);
     let mut symbols = Symbols::new(&events);
-    let (mut hot, mut good) = (0, 0);
-    let mut bad = Vec::new();
-    for sample in &unwound {
-        let stack = symbols.stack(sample);
-        if !stack
-            .first()
-            .is_some_and(|f| f.name.starts_with("dw_generic::spin"))
-        {
-            continue;
-        }
-        hot += 1;
-        let ok = stack.iter().any(|f| f.name == "dw_generic::main")
-            && stack
-                .iter()
-                .any(|f| f.name.starts_with("dw_generic::inner"))
-            && stack
-                .iter()
-                .any(|f| f.name.starts_with("dw_generic::outer"));
-        if ok {
-            good += 1;
-        } else if bad.len() < 5 {
-            bad.push(format!("{:?}: {}", sample.outcome, show(&stack)));
-        }
-    }
+    let Tally {
+        leaf: hot,
+        good,
+        bad,
+    } = tally(
+        &unwound,
+        &mut symbols,
+        |s| {
+            s.first()
+                .is_some_and(|f| f.name.starts_with("dw_generic::spin"))
+        },
+        |_, stack| {
+            let has = |prefix: &str| stack.iter().any(|f| f.name.starts_with(prefix));
+            stack.iter().any(|f| f.name == "dw_generic::main")
+                && has("dw_generic::inner")
+                && has("dw_generic::outer")
+        },
+    );
     println!(
         "rust: {} samples, spin leaf {hot}, reach dw_generic::main {good}, {micros:.2} us/unwind",
         unwound.len()
