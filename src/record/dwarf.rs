@@ -13,7 +13,6 @@ pub(super) struct DwarfState {
     merge: OrderedMerge<(u32, u16, Vec<u8>)>,
     info: linux_perf_event_reader::RecordParseInfo,
     file_sample_type: u64,
-    frames: Vec<u64>,
     pub(super) stats: DwarfStats,
 }
 
@@ -24,7 +23,6 @@ impl DwarfState {
             merge: OrderedMerge::new(),
             info: kernel.parse_info(),
             file_sample_type: file.get_sample_type(),
-            frames: Vec::with_capacity(128),
             stats: DwarfStats::default(),
         }
     }
@@ -103,30 +101,18 @@ impl DwarfState {
     }
 
     fn rewrite(&mut self, s: &linux_perf_event_reader::SampleRecord<'_>, misc: u16) -> Vec<u8> {
-        use crate::perf::attr::regs;
         let mut callchain: Vec<u64> = match &s.callchain {
             Some(c) => (0..c.len()).filter_map(|i| c.get(i)).collect(),
             None => Vec::new(),
         };
-        let regs = s.user_regs.as_ref().and_then(|r| {
-            Some(UserRegs {
-                ip: r.get(regs::IP as u64)?,
-                sp: r.get(regs::SP as u64)?,
-                bp: r.get(regs::BP as u64)?,
-            })
-        });
+        let regs = s.user_regs.as_ref().and_then(UserRegs::from_sample);
         if let (Some(regs), Some((stack, dyn_size))) = (regs, &s.user_stack) {
             let stack = stack.as_slice();
-            self.frames.clear();
             let pid = s.pid.unwrap_or(0) as u32;
-            let outcome = self
-                .unwinder
-                .unwind(pid, &regs, &stack, *dyn_size, &mut self.frames);
+            let outcome =
+                self.unwinder
+                    .unwind_callchain(pid, &regs, &stack, *dyn_size, &mut callchain);
             self.stats.count(outcome, stack.len() as u64);
-            if !self.frames.is_empty() {
-                callchain.push(PERF_CONTEXT_USER);
-                callchain.extend_from_slice(&self.frames);
-            }
         }
         recording::encode_sample(
             self.file_sample_type,
@@ -144,5 +130,3 @@ impl DwarfState {
         )
     }
 }
-
-const PERF_CONTEXT_USER: u64 = perf_event_open_sys::bindings::PERF_CONTEXT_USER;

@@ -111,10 +111,8 @@ pub struct Sample {
 /// What DWARF unwinding needs from a sample (x86_64).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct UserStack {
-    pub ip: u64,
-    pub sp: u64,
-    pub bp: u64,
-    /// The copy of the user stack from `sp` up.
+    pub regs: crate::unwind::dwarf::UserRegs,
+    /// The copy of the user stack from `regs.sp` up.
     pub stack: Vec<u8>,
     /// How many bytes of `stack` the kernel filled.
     pub dyn_size: u64,

@@ -32,6 +32,7 @@ use super::features::{
 use super::writer::{FileHeader, HEADER_SIZE};
 use super::{BuildIdEntry, CpuMode, Event, Meta, RecordingError, Sample, UserStack};
 use crate::perf::OrderedMerge;
+use crate::unwind::dwarf::UserRegs;
 
 /// PERF_RECORD_AUXTRACE and the compressed record types, which this reader refuses.
 const PERF_RECORD_AUXTRACE: u32 = 71;
@@ -832,11 +833,8 @@ fn convert(attr: &AttrInfo, record: &RawEventRecord) -> Result<Option<Event>, St
             }
             let user_stack = s.user_regs.as_ref().zip(s.user_stack.as_ref()).and_then(
                 |(regs, (stack, dyn_size))| {
-                    use crate::perf::attr::regs;
                     Some(UserStack {
-                        ip: regs.get(u64::from(regs::IP))?,
-                        sp: regs.get(u64::from(regs::SP))?,
-                        bp: regs.get(u64::from(regs::BP))?,
+                        regs: UserRegs::from_sample(regs)?,
                         stack: stack.as_slice().into_owned(),
                         dyn_size: *dyn_size,
                     })

@@ -3,7 +3,7 @@
 use crate::addr::{FileOffset, RuntimeAddr};
 use crate::recording::{CpuMode, Event, Reader, RecordingError, Sample};
 use crate::symbols::{KernelRef, ModuleKey, Symbolizer, SymbolizerOptions, VDSO};
-use crate::unwind::dwarf::{DwarfStats, DwarfUnwinder, UserRegs};
+use crate::unwind::dwarf::{DwarfStats, DwarfUnwinder};
 use perf_event_open_sys::bindings::{PERF_CONTEXT_KERNEL, PERF_CONTEXT_MAX, PERF_CONTEXT_USER};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::Write;
@@ -122,7 +122,6 @@ struct Session {
     pending_ids: FastMap<(Option<Arc<ModuleKey>>, u64), FrameId>,
     /// For recordings whose samples carry user stacks (`perf record --call-graph dwarf`): unwinds them.
     unwinder: Option<DwarfUnwinder>,
-    frames: Vec<u64>,
     profile: Profile,
 }
 
@@ -180,7 +179,6 @@ pub fn load(
         unwinder: reader
             .has_user_stacks()
             .then(|| DwarfUnwinder::new(debug_dirs)),
-        frames: Vec::new(),
         profile: Profile::default(),
     };
     let pid_set: HashSet<u32> = filter.pids.iter().copied().collect();
@@ -401,32 +399,19 @@ impl Session {
         else {
             return;
         };
-        let regs = UserRegs {
-            ip: user.ip,
-            sp: user.sp,
-            bp: user.bp,
-        };
-        self.frames.clear();
-        let outcome = unwinder.unwind(
+        let outcome = unwinder.unwind_callchain(
             sample.pid,
-            &regs,
+            &user.regs,
             &user.stack,
             user.dyn_size,
-            &mut self.frames,
+            &mut sample.callchain,
         );
         self.profile.unwound.count(outcome, user.stack.len() as u64);
-        if self.frames.is_empty() {
-            return;
-        }
-        if let Some(at) = sample
-            .callchain
-            .iter()
-            .position(|&a| a == PERF_CONTEXT_USER)
-        {
-            sample.callchain.truncate(at);
-        }
-        sample.callchain.push(PERF_CONTEXT_USER);
-        sample.callchain.extend_from_slice(&self.frames);
+    }
+
+    /// The number of times `pid`'s mappings changed (see [`Session::generation`]).
+    fn generation_of(&self, pid: u32) -> u32 {
+        self.generation.get(&pid).copied().unwrap_or(0)
     }
 
     fn add_sample(&mut self, mut sample: Sample, comm: u32) {
@@ -434,7 +419,7 @@ impl Session {
         let chain = !sample.callchain.is_empty();
         let key = ChainKey {
             pid: sample.pid,
-            generation: self.generation.get(&sample.pid).copied().unwrap_or(0),
+            generation: self.generation_of(sample.pid),
             comm,
             kernel: sample.cpu_mode == CpuMode::Kernel,
             chain,
@@ -508,8 +493,7 @@ impl Session {
         let key = if kernel {
             (u32::MAX, 0, addr, exact)
         } else {
-            let generation = self.generation.get(&pid).copied().unwrap_or(0);
-            (pid, generation, addr, exact)
+            (pid, self.generation_of(pid), addr, exact)
         };
         if let Some(f) = self.cache.get(&key) {
             return Arc::clone(f);

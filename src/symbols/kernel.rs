@@ -99,8 +99,7 @@ pub fn store_kallsyms(dir: &Path, build_id: &[u8]) -> std::io::Result<(PathBuf, 
     if path.is_file() {
         return Ok((path, false));
     }
-    let mut data = Vec::with_capacity(8 << 20);
-    std::fs::File::open("/proc/kallsyms")?.read_to_end(&mut data)?;
+    let data = read_kallsyms_text(Path::new("/proc/kallsyms"))?;
     store(dir, "[kernel.kallsyms]", build_id, &path, &data)?;
     Ok((path, true))
 }
@@ -167,12 +166,17 @@ fn store(dir: &Path, kind: &str, build_id: &[u8], path: &Path, data: &[u8]) -> s
     Ok(())
 }
 
-/// Read and parse a kallsyms file (/proc/kallsyms reports a size of 0, so the buffer is sized for a typical
-/// kernel rather than grown from nothing).
-fn read_kallsyms(path: &Path) -> std::io::Result<KernelSymbols> {
+/// The text of a kallsyms file (/proc/kallsyms reports a size of 0, so the buffer is sized for a typical kernel
+/// rather than grown from nothing).
+fn read_kallsyms_text(path: &Path) -> std::io::Result<Vec<u8>> {
     let mut data = Vec::with_capacity(8 << 20);
     std::fs::File::open(path)?.read_to_end(&mut data)?;
-    Ok(parse_kallsyms(&data))
+    Ok(data)
+}
+
+/// Read and parse a kallsyms file.
+fn read_kallsyms(path: &Path) -> std::io::Result<KernelSymbols> {
+    Ok(parse_kallsyms(&read_kallsyms_text(path)?))
 }
 
 /// The kernel symbols for one recording: the image's from the cached copy when there is one, the rest (or

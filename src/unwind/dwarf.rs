@@ -30,12 +30,27 @@ use object::read::ReadCache;
 use object::{Object, ObjectSection, ObjectSegment, ReadRef, SegmentFlags};
 
 /// The user registers that DWARF unwinding needs (x86_64).
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct UserRegs {
     pub ip: u64,
     pub sp: u64,
     pub bp: u64,
 }
+
+impl UserRegs {
+    /// The registers of a sample's REGS_USER (rprof's register mask or perf's); None when one is missing.
+    pub fn from_sample(regs: &linux_perf_event_reader::Regs<'_>) -> Option<UserRegs> {
+        use crate::perf::attr::regs;
+        Some(UserRegs {
+            ip: regs.get(u64::from(regs::IP))?,
+            sp: regs.get(u64::from(regs::SP))?,
+            bp: regs.get(u64::from(regs::BP))?,
+        })
+    }
+}
+
+/// The callchain marker before the user part of a sample's callchain.
+const PERF_CONTEXT_USER: u64 = perf_event_open_sys::bindings::PERF_CONTEXT_USER;
 
 /// How an unwind ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -254,6 +269,24 @@ impl DwarfUnwinder {
     /// Forget process `pid` and its mappings.
     pub fn exit(&mut self, pid: u32) {
         self.processes.remove(&pid);
+    }
+
+    /// [`DwarfUnwinder::unwind`] into a sample's callchain: the unwound frames become its user part
+    /// (PERF_CONTEXT_USER, then the leaf IP and the return addresses), replacing any user part it had; the
+    /// kernel part stays.
+    pub fn unwind_callchain(
+        &mut self,
+        pid: u32,
+        regs: &UserRegs,
+        stack: &[u8],
+        dyn_size: u64,
+        callchain: &mut Vec<u64>,
+    ) -> UnwindOutcome {
+        if let Some(at) = callchain.iter().position(|&a| a == PERF_CONTEXT_USER) {
+            callchain.truncate(at);
+        }
+        callchain.push(PERF_CONTEXT_USER);
+        self.unwind(pid, regs, stack, dyn_size, callchain)
     }
 
     /// Unwind one sample of process `pid`: `regs` are the user registers and `stack` the copy of the user stack
