@@ -2,6 +2,7 @@
 //!
 //! Pipeline stages, one module each (dependencies flow downwards in this list):
 //! - [`addr`]: typed addresses (runtime, file offset, ELF virtual address).
+//! - [`buildid`]: build ids, the build-id cache, the running kernel's and vDSO's facts.
 //! - [`perf`]: perf_event_open, ioctls, mmap ring buffers, time-ordered merge. The only unsafe code.
 //! - [`tracefs`]: find/mount tracefs, create and remove probe events.
 //! - [`process`]: /proc parsers (maps, tasks, comm).
@@ -12,6 +13,7 @@
 //! - [`report`]: `rprof report`, symbolized tables, folded stacks, flame graphs.
 //! - [`probe`]: `rprof probe`, exact function counts and durations.
 pub mod addr;
+pub mod buildid;
 pub mod perf;
 pub mod probe;
 pub mod process;

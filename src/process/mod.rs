@@ -135,6 +135,26 @@ pub fn exists(pid: i32) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
 }
 
+/// Where this process reaches `path` as process `pid` sees it: `/proc/PID/root/PATH`, through the target's
+/// root directory (another one inside a container). `path` is taken as absolute.
+pub fn root_path(pid: u32, path: &Path) -> PathBuf {
+    let relative = path.strip_prefix("/").unwrap_or(path);
+    PathBuf::from(format!("/proc/{pid}/root")).join(relative)
+}
+
+/// Open a file that process `pid` maps or runs, as that process sees it: through [`root_path`], else (the
+/// process is gone, or `path` is relative) by `path` as is. Returns the file and the path it was opened as;
+/// the error is the one of opening `path` as is.
+pub fn open_target_file(pid: u32, path: &Path) -> std::io::Result<(std::fs::File, PathBuf)> {
+    if path.is_absolute() {
+        let in_root = root_path(pid, path);
+        if let Ok(file) = std::fs::File::open(&in_root) {
+            return Ok((file, in_root));
+        }
+    }
+    std::fs::File::open(path).map(|file| (file, path.to_path_buf()))
+}
+
 fn proc_path(pid: i32, rest: &str) -> PathBuf {
     PathBuf::from(format!("/proc/{pid}/{rest}"))
 }
@@ -182,5 +202,24 @@ garbage\n";
             maps(i32::MAX),
             Err(ProcessError::NoSuchProcess { .. })
         ));
+    }
+
+    /// Check that a target's file opens through its root while it lives, and by its own path otherwise.
+    #[test]
+    fn opens_target_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("bin");
+        std::fs::write(&file, b"x").unwrap();
+        let me = std::process::id();
+        let (_, opened) = open_target_file(me, &file).unwrap();
+        assert_eq!(
+            opened,
+            Path::new(&format!("/proc/{me}/root")).join(file.strip_prefix("/").unwrap())
+        );
+        let (_, opened) = open_target_file(u32::MAX, &file).unwrap();
+        assert_eq!(opened, file);
+        let missing = dir.path().join("missing");
+        let err = open_target_file(me, &missing).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
     }
 }

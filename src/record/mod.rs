@@ -4,15 +4,14 @@ use crate::perf::attr::sample;
 use crate::perf::record_type;
 use crate::perf::{self, Attr, PerfError, PerfEvent, Ring, Workload};
 use crate::process::{self, ProcessError};
-use crate::recording::{
-    self, BuildIdEntry, FileAttr, Meta, Mmap2, RecordingError, SampleId, Writer,
-};
+use crate::recording::{self, FileAttr, Meta, Mmap2, RecordingError, SampleId, Writer};
 use std::collections::BTreeSet;
 
+mod buildids;
 mod dwarf;
 pub use crate::unwind::dwarf::DwarfStats;
 use dwarf::DwarfState;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -208,7 +207,7 @@ pub fn record(
     let mut dwarf = matches!(cfg.call_graph, CallGraph::Dwarf { .. })
         .then(|| DwarfState::new(&kernel_attr, &file_attr, cfg.debug_dirs.clone()));
     // Describe what exists before sampling starts: the kernel, and the processes already running.
-    let kernel = kernel_mmap();
+    let kernel = buildids::kernel_mmap();
     if let Some(k) = &kernel {
         writer.write_record(&[&recording::encode_mmap2(
             sample_type,
@@ -267,8 +266,11 @@ pub fn record(
         d.release(&mut writer, true)?;
     }
 
-    let mut build_ids = build_ids(&state.paths);
-    build_ids.extend(kernel_build_ids(cfg.no_buildid_cache, kernel.is_some()));
+    let mut build_ids = buildids::build_ids(&state.paths);
+    build_ids.extend(buildids::kernel_build_ids(
+        cfg.no_buildid_cache,
+        kernel.is_some(),
+    ));
     let meta = meta(cfg, cpus.len());
     let bytes = writer.finish(&meta, &build_ids)?;
     Ok(RecordSummary {
@@ -545,94 +547,6 @@ fn synthesize_process(
         writer.write_record(&[&recording::encode_mmap2(sample_type, &mmap, &id)])?;
     }
     Ok(())
-}
-
-/// The kernel's text mapping as perf describes it: `[kernel.kallsyms]_text` from `_text` on.
-fn kernel_mmap() -> Option<Mmap2> {
-    let start = crate::symbols::running_text()?;
-    Some(Mmap2 {
-        pid: -1,
-        tid: 0,
-        start,
-        len: u64::MAX - start,
-        pgoff: start,
-        prot: 5,
-        flags: 2,
-        path: "[kernel.kallsyms]_text".to_string(),
-        kernel: true,
-        ..Default::default()
-    })
-}
-
-/// The BUILD_ID entries of the running kernel and its vDSO, as perf writes them. Unless `no_cache`, a copy of
-/// /proc/kallsyms and of the vDSO image is kept in the build-id cache (once per kernel build), so that `report`
-/// names the kernel's and the vDSO's frames from them, also after a reboot or on another machine (see
-/// `symbols::kernel`). kallsyms is copied only when its addresses are `visible` (not hidden by kptr_restrict).
-fn kernel_build_ids(no_cache: bool, visible: bool) -> Vec<BuildIdEntry> {
-    let mut entries = Vec::new();
-    let dir = (!no_cache).then(crate::symbols::buildid_dir).flatten();
-    let warn = |e: std::io::Error, what: &str, dir: &Path| {
-        eprintln!(
-            "rprof: warning: cannot keep a copy of {what} in {}: {e} (use -N to skip)",
-            dir.display()
-        )
-    };
-    if let Some(build_id) = crate::symbols::running_build_id() {
-        if let Some(dir) = dir.as_ref().filter(|_| visible) {
-            if let Err(e) = crate::symbols::store_kallsyms(dir, &build_id) {
-                warn(e, "/proc/kallsyms", dir);
-            }
-        }
-        entries.push(BuildIdEntry {
-            pid: -1,
-            misc: 1, // PERF_RECORD_MISC_KERNEL
-            build_id,
-            path: "[kernel.kallsyms]".to_string(),
-        });
-    }
-    let vdso = match &dir {
-        Some(dir) => crate::symbols::store_vdso(dir).unwrap_or_else(|e| {
-            warn(e, "the vDSO", dir);
-            None
-        }),
-        None => None,
-    };
-    if let Some(build_id) = vdso.or_else(|| crate::symbols::running_vdso().map(|(_, id)| id)) {
-        entries.push(BuildIdEntry {
-            pid: -1,
-            misc: 2, // PERF_RECORD_MISC_USER
-            build_id,
-            path: crate::symbols::VDSO.to_string(),
-        });
-    }
-    entries
-}
-
-fn build_ids(paths: &BTreeSet<(i32, String)>) -> Vec<BuildIdEntry> {
-    let mut seen = BTreeSet::new();
-    let mut out = Vec::new();
-    for (pid, path) in paths {
-        if !seen.insert(path.clone()) {
-            continue;
-        }
-        let opened = PathBuf::from(format!("/proc/{pid}/root{path}"));
-        let file = if opened.exists() {
-            opened
-        } else {
-            PathBuf::from(path)
-        };
-        if let Ok(info) = crate::symbols::elf_info(&file) {
-            if let Some(build_id) = info.build_id {
-                out.push(BuildIdEntry {
-                    pid: *pid,
-                    misc: 2, // PERF_RECORD_MISC_USER
-                    build_id,
-                    path: path.clone(),
-                });
-            }
-        }
-    }
-    out
 }
 
 fn meta(cfg: &RecordConfig, ncpus: usize) -> Meta {

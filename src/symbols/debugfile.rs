@@ -1,6 +1,6 @@
 //! Separate debug files: `DIR/.build-id/ab/cdef….debug` and `.gnu_debuglink` (next to the binary, in its
 //! `.debug/` subdirectory, and in `DIR/<binary's dir>/`).
-use super::elf::file_build_id;
+use crate::buildid::{debug_file_path, file_build_id};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -19,24 +19,6 @@ pub(crate) struct DebugHints<'a> {
 pub(crate) struct DebugSearch {
     pub found: Option<PathBuf>,
     pub searched: Vec<PathBuf>,
-}
-
-/// Lowercase hex of bytes.
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// The build-id path of a debug file under `dir`.
-pub(crate) fn build_id_path(dir: &Path, build_id: &[u8]) -> Option<PathBuf> {
-    if build_id.len() < 2 {
-        return None;
-    }
-    let h = hex(build_id);
-    Some(
-        dir.join(".build-id")
-            .join(&h[..2])
-            .join(format!("{}.debug", &h[2..])),
-    )
 }
 
 /// CRC-32 (the one `.gnu_debuglink` uses) of a whole file.
@@ -58,7 +40,7 @@ pub(crate) fn find_debug_file(hints: &DebugHints<'_>, debug_dirs: &[PathBuf]) ->
     let mut searched = Vec::new();
     if let Some(build_id) = hints.build_id {
         for dir in debug_dirs {
-            let Some(candidate) = build_id_path(dir, build_id) else {
+            let Some(candidate) = debug_file_path(dir, build_id) else {
                 continue;
             };
             searched.push(candidate.clone());
@@ -121,19 +103,5 @@ fn same_file(a: &Path, b: &Path) -> bool {
     match (std::fs::metadata(a), std::fs::metadata(b)) {
         (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
         _ => false,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::build_id_path;
-    use std::path::Path;
-
-    /// Check that the build-id path splits the first byte into a directory.
-    #[test]
-    fn build_id_path_layout() {
-        let p = build_id_path(Path::new("/usr/lib/debug"), &[0xab, 0xcd, 0xef, 0x01]).unwrap();
-        assert_eq!(p, Path::new("/usr/lib/debug/.build-id/ab/cdef01.debug"));
-        assert!(build_id_path(Path::new("/x"), &[1]).is_none());
     }
 }

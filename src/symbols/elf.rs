@@ -75,14 +75,6 @@ pub(crate) fn has_dwarf(file: &object::File<'_>) -> bool {
         .is_some_and(|s| s.size() > 0 && s.file_range().is_some_and(|(_, size)| size > 0))
 }
 
-/// The build id of the ELF file at `path`, if it can be read.
-pub(crate) fn file_build_id(path: &Path) -> Option<Vec<u8>> {
-    let file = std::fs::File::open(path).ok()?;
-    let cache = object::ReadCache::new(file);
-    let parsed = object::File::parse(&cache).ok()?;
-    parsed.build_id().ok().flatten().map(<[u8]>::to_vec)
-}
-
 /// A function symbol as read from a symbol table, before sorting and demangling.
 #[derive(Clone, Debug)]
 pub(crate) struct RawSymbol {

@@ -22,13 +22,12 @@ mod perfmap;
 
 pub use demangle::demangle;
 pub use kallsyms::{parse_kallsyms, KernelSymbols, Marks};
-pub use kernel::{
+pub use kernel::KernelRef;
+// The build-id facts live in `crate::buildid`; re-exported for the users of `symbols`.
+pub use crate::buildid::{
     buildid_dir, cached_kallsyms_path, cached_vdso_path, running_build_id, running_text,
-    running_vdso, store_kallsyms, store_vdso, KernelRef,
+    running_vdso, VDSO,
 };
-
-/// The name under which processes map the kernel's vDSO (and perf records it).
-pub const VDSO: &str = "[vdso]";
 pub use perfmap::{parse_perf_map, PerfMap};
 
 use binary::Binary;

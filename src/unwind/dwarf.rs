@@ -559,15 +559,8 @@ impl DwarfUnwinder {
     /// The `.debug_frame` of the separate debug file with this build-id, if one of the debug dirs has it and it
     /// is larger than `than` bytes (the size of the `.eh_frame` it would replace).
     fn debug_frame_from_debug_file(&self, build_id: &[u8], than: u64) -> Option<Vec<u8>> {
-        if build_id.len() < 2 {
-            return None;
-        }
-        let hex: String = build_id.iter().map(|b| format!("{b:02x}")).collect();
         for dir in &self.debug_dirs {
-            let path = dir
-                .join(".build-id")
-                .join(&hex[..2])
-                .join(format!("{}.debug", &hex[2..]));
+            let path = crate::buildid::debug_file_path(dir, build_id)?;
             let Ok(file) = File::open(&path) else {
                 continue;
             };
@@ -783,18 +776,7 @@ fn section_bytes<'data, R: ReadRef<'data>>(
 
 /// Copy this process's vDSO image out of `/proc/self/mem` (found through `/proc/self/maps`).
 fn read_own_vdso() -> Option<Vec<u8>> {
-    use std::io::{Read, Seek, SeekFrom};
-    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
-    let line = maps.lines().find(|l| l.ends_with("[vdso]"))?;
-    let range = line.split_whitespace().next()?;
-    let (start, end) = range.split_once('-')?;
-    let start = u64::from_str_radix(start, 16).ok()?;
-    let end = u64::from_str_radix(end, 16).ok()?;
-    let mut mem = File::open("/proc/self/mem").ok()?;
-    mem.seek(SeekFrom::Start(start)).ok()?;
-    let mut bytes = vec![0; usize::try_from(end.checked_sub(start)?).ok()?];
-    mem.read_exact(&mut bytes).ok()?;
-    Some(bytes)
+    crate::buildid::running_vdso_image()
 }
 
 /// How DWARF unwinds ended.
