@@ -196,7 +196,7 @@ pub fn find_library(name: &str, pid: Option<u32>) -> Result<PathBuf, ProbeError>
                         .and_then(|f| f.to_str())
                         .unwrap_or("");
                     if p.starts_with('/') && fits(file) {
-                        return Ok(PathBuf::from(format!("/proc/{pid}/root{p}")));
+                        return Ok(crate::process::root_path(pid, Path::new(p)));
                     }
                 }
             }

@@ -694,23 +694,17 @@ fn layout_of<'data, R: ReadRef<'data>>(obj: &object::File<'data, R>) -> FileLayo
     FileLayout { segments }
 }
 
-/// Open a mapped file: its path as is, else through the process's root (containers).
+/// Open a mapped file as the process sees it (through its root: containers), else by its path as is.
 fn open_file(pid: u32, path: &str) -> Result<(File, String), ModuleError> {
     if !path.starts_with('/') || path.starts_with("//anon") || path.starts_with("/memfd:") {
         return Err(ModuleError::NotAFile(path.to_string()));
     }
-    match File::open(path) {
-        Ok(file) => Ok((file, path.to_string())),
-        Err(first) => {
-            let in_root = format!("/proc/{pid}/root{path}");
-            File::open(Path::new(&in_root))
-                .map(|file| (file, in_root))
-                .map_err(|_| ModuleError::Open {
-                    path: path.to_string(),
-                    source: first,
-                })
-        }
-    }
+    crate::process::open_target_file(pid, Path::new(path))
+        .map(|(file, opened)| (file, opened.display().to_string()))
+        .map_err(|source| ModuleError::Open {
+            path: path.to_string(),
+            source,
+        })
 }
 
 /// The unwind-related sections of an ELF file, copied out (only CFI is kept in memory, not the whole file).
