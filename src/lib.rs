@@ -2,6 +2,7 @@
 //!
 //! Pipeline stages, one module each (dependencies flow downwards in this list):
 //! - [`addr`]: typed addresses (runtime, file offset, ELF virtual address).
+//! - [`regs`]: the user registers of a sample (below the recording and the unwinder).
 //! - [`buildid`]: build ids, the build-id cache, the running kernel's and vDSO's facts.
 //! - [`perf`]: perf_event_open, ioctls, mmap ring buffers, time-ordered merge. The only unsafe code.
 //! - [`tracefs`]: find/mount tracefs, create and remove probe events.
@@ -19,6 +20,7 @@ pub mod probe;
 pub mod process;
 pub mod record;
 pub mod recording;
+pub mod regs;
 pub mod report;
 pub mod symbols;
 pub mod tracefs;

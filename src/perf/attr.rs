@@ -17,12 +17,8 @@ pub mod sample {
     pub const IDENTIFIER: u64 = sys::PERF_SAMPLE_IDENTIFIER as u64;
 }
 
-/// x86_64 user register indices for `sample_regs_user` (arch/x86/include/uapi/asm/perf_regs.h).
-pub mod regs {
-    pub const BP: u32 = 6;
-    pub const SP: u32 = 7;
-    pub const IP: u32 = 8;
-}
+/// x86_64 user register indices for `sample_regs_user` (defined with the registers, in `crate::regs`).
+pub use crate::regs::index as regs;
 
 /// The size rprof declares for its attrs (PERF_ATTR_SIZE_VER8); perf 6.1 and kernels since 6.3 know it.
 pub const ATTR_SIZE: u32 = sys::PERF_ATTR_SIZE_VER8;

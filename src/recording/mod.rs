@@ -111,7 +111,7 @@ pub struct Sample {
 /// What DWARF unwinding needs from a sample (x86_64).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct UserStack {
-    pub regs: crate::unwind::dwarf::UserRegs,
+    pub regs: crate::regs::UserRegs,
     /// The copy of the user stack from `regs.sp` up.
     pub stack: Vec<u8>,
     /// How many bytes of `stack` the kernel filled.

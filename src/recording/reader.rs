@@ -32,7 +32,7 @@ use super::features::{
 use super::writer::{FileHeader, HEADER_SIZE};
 use super::{BuildIdEntry, CpuMode, Event, Meta, RecordingError, Sample, UserStack};
 use crate::perf::OrderedMerge;
-use crate::unwind::dwarf::UserRegs;
+use crate::regs::UserRegs;
 
 /// PERF_RECORD_AUXTRACE and the compressed record types, which this reader refuses.
 const PERF_RECORD_AUXTRACE: u32 = 71;

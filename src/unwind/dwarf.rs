@@ -29,25 +29,7 @@ use framehop::{ExplicitModuleSectionInfo, FrameAddress, Module, Unwinder};
 use object::read::ReadCache;
 use object::{Object, ObjectSection, ObjectSegment, ReadRef, SegmentFlags};
 
-/// The user registers that DWARF unwinding needs (x86_64).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct UserRegs {
-    pub ip: u64,
-    pub sp: u64,
-    pub bp: u64,
-}
-
-impl UserRegs {
-    /// The registers of a sample's REGS_USER (rprof's register mask or perf's); None when one is missing.
-    pub fn from_sample(regs: &linux_perf_event_reader::Regs<'_>) -> Option<UserRegs> {
-        use crate::perf::attr::regs;
-        Some(UserRegs {
-            ip: regs.get(u64::from(regs::IP))?,
-            sp: regs.get(u64::from(regs::SP))?,
-            bp: regs.get(u64::from(regs::BP))?,
-        })
-    }
-}
+pub use crate::regs::UserRegs;
 
 /// The callchain marker before the user part of a sample's callchain.
 const PERF_CONTEXT_USER: u64 = perf_event_open_sys::bindings::PERF_CONTEXT_USER;
