@@ -3,6 +3,7 @@
 //! Pipeline stages, one module each (dependencies flow downwards in this list):
 //! - [`addr`]: typed addresses (runtime, file offset, ELF virtual address).
 //! - [`regs`]: the user registers of a sample (below the recording and the unwinder).
+//! - [`elf_layout`]: an ELF file's PT_LOAD segments: load bias, file offsets, ELF addresses.
 //! - [`buildid`]: build ids, the build-id cache, the running kernel's and vDSO's facts.
 //! - [`perf`]: perf_event_open, ioctls, mmap ring buffers, time-ordered merge. The only unsafe code.
 //! - [`tracefs`]: find/mount tracefs, create and remove probe events.
@@ -15,6 +16,7 @@
 //! - [`probe`]: `rprof probe`, exact function counts and durations.
 pub mod addr;
 pub mod buildid;
+pub mod elf_layout;
 pub mod perf;
 pub mod probe;
 pub mod process;

@@ -56,6 +56,7 @@ fn symbol<'a>(symbols: &'a [FunctionSymbol], name: &str) -> &'a FunctionSymbol {
 fn offset_of(path: &Path, symbol: &FunctionSymbol, delta: u64) -> FileOffset {
     let info = elf_info(path).unwrap();
     let FileOffset(off) = info
+        .layout
         .file_offset(symbol.addr)
         .expect("symbol inside a PT_LOAD segment");
     FileOffset(off + delta)
@@ -511,7 +512,7 @@ fn errors_name_the_problem() {
     let exe = build("gcc", "sym_basic.c", &["-O0"], tmp.path(), "basic");
     let info = elf_info(&exe).unwrap();
     assert!(!info.is_go);
-    assert!(info.segments.iter().any(|s| s.executable));
+    assert!(info.layout.segments.iter().any(|s| s.executable));
     assert_eq!(
         info.build_id.as_ref().map(Vec::len),
         Some(20),
@@ -577,6 +578,7 @@ fn check_plt_against_objdump(exe: &Path, mut same: impl FnMut(&str, &str) -> boo
             let i = in_section.partition_point(|(a, _)| *a <= addr);
             let expected = i.checked_sub(1).map(|i| in_section[i].1.as_str());
             let offset = info
+                .layout
                 .file_offset(rprof::addr::ElfAddr(addr))
                 .expect("PLT inside a PT_LOAD segment");
             let frames = symbolizer.user(&key, offset);

@@ -123,16 +123,17 @@ pub fn resolve_user(
         }
         let addr = ElfAddr(addr);
         let Some(seg) = info
+            .layout
             .segments
             .iter()
-            .find(|s| addr.0 >= s.vaddr && addr.0 < s.vaddr + s.filesz)
+            .find(|s| addr.0 >= s.vaddr && addr.0 < s.vaddr + s.file_size)
         else {
             continue;
         };
         if !seg.executable {
             continue;
         }
-        let Some(offset) = info.file_offset(addr) else {
+        let Some(offset) = info.layout.file_offset(addr) else {
             continue;
         };
         // Prefer the plainest name: fewest leading underscores, then shortest.

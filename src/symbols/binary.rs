@@ -238,7 +238,7 @@ impl Binary {
 
     /// The frames at a file offset, outermost first; empty when unknown.
     pub fn resolve(&mut self, offset: FileOffset, opts: &SymbolizerOptions) -> Vec<Frame> {
-        let Some(addr) = self.info.elf_addr(offset) else {
+        let Some(addr) = self.info.layout.elf_addr(offset) else {
             return Vec::new();
         };
         let symbol = self.symbols.lookup(addr.0);

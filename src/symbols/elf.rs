@@ -1,10 +1,11 @@
 //! ELF files: build id, PT_LOAD segments, Go marker, function symbols (.symtab, .dynsym), and symbols
 //! synthesized for PLT entries.
-use super::{ElfInfo, LoadSegment, SymbolError};
+use super::{ElfInfo, SymbolError};
+use crate::elf_layout::ElfLayout;
 use object::read::elf::SectionHeader;
 use object::{
-    Architecture, Object, ObjectSection, ObjectSegment, ObjectSymbol, ObjectSymbolTable,
-    RelocationTarget, SegmentFlags, SymbolFlags, SymbolKind, SymbolSection,
+    Architecture, Object, ObjectSection, ObjectSymbol, ObjectSymbolTable, RelocationTarget,
+    SymbolFlags, SymbolKind, SymbolSection,
 };
 use std::collections::HashMap;
 use std::path::Path;
@@ -45,26 +46,9 @@ impl ElfData {
 
 /// Build id, PT_LOAD segments and Go marker of a parsed file.
 pub(crate) fn info_of<'d, R: object::ReadRef<'d>>(file: &object::File<'d, R>) -> ElfInfo {
-    let segments = file
-        .segments()
-        .map(|s| {
-            let (offset, filesz) = s.file_range();
-            let executable = match s.flags() {
-                SegmentFlags::Elf { p_flags } => p_flags & object::elf::PF_X != 0,
-                _ => false,
-            };
-            LoadSegment {
-                vaddr: s.address(),
-                offset,
-                filesz,
-                memsz: s.size(),
-                executable,
-            }
-        })
-        .collect();
     ElfInfo {
         build_id: file.build_id().ok().flatten().map(<[u8]>::to_vec),
-        segments,
+        layout: ElfLayout::of(file),
         is_go: file.section_by_name(".go.buildinfo").is_some(),
     }
 }

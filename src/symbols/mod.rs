@@ -82,6 +82,7 @@ pub struct ModuleKey {
 }
 
 use crate::addr::{ElfAddr, FileOffset, RuntimeAddr};
+use crate::elf_layout::ElfLayout;
 use std::path::Path;
 use std::sync::{mpsc, Arc, Mutex};
 
@@ -114,41 +115,14 @@ pub struct FunctionSymbol {
     pub size: u64,
 }
 
-/// A PT_LOAD segment.
-#[derive(Clone, Copy, Debug)]
-pub struct LoadSegment {
-    pub vaddr: u64,
-    pub offset: u64,
-    pub filesz: u64,
-    pub memsz: u64,
-    pub executable: bool,
-}
-
 /// What the probe and unwind stages need to know about an ELF file.
 #[derive(Clone, Debug)]
 pub struct ElfInfo {
     pub build_id: Option<Vec<u8>>,
-    pub segments: Vec<LoadSegment>,
+    /// The PT_LOAD segments: file offsets to and from ELF addresses.
+    pub layout: ElfLayout,
     /// A Go binary (has `.go.buildinfo`): uretprobes crash it.
     pub is_go: bool,
-}
-
-impl ElfInfo {
-    /// Uprobe offset of an ELF address: addr - segment vaddr + segment file offset.
-    pub fn file_offset(&self, addr: ElfAddr) -> Option<FileOffset> {
-        self.segments
-            .iter()
-            .find(|s| addr.0 >= s.vaddr && addr.0 < s.vaddr + s.memsz.max(s.filesz))
-            .map(|s| FileOffset(addr.0 - s.vaddr + s.offset))
-    }
-
-    /// The ELF address at a file offset (inverse of [`ElfInfo::file_offset`]).
-    pub fn elf_addr(&self, offset: FileOffset) -> Option<ElfAddr> {
-        self.segments
-            .iter()
-            .find(|s| offset.0 >= s.offset && offset.0 < s.offset + s.filesz)
-            .map(|s| ElfAddr(offset.0 - s.offset + s.vaddr))
-    }
 }
 
 /// Read an ELF file's build id, PT_LOAD segments and Go marker.

@@ -20,14 +20,14 @@
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
-use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::elf_layout::ElfLayout;
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{ExplicitModuleSectionInfo, FrameAddress, Module, Unwinder};
 use object::read::ReadCache;
-use object::{Object, ObjectSection, ObjectSegment, ReadRef, SegmentFlags};
+use object::{Object, ObjectSection, ReadRef};
 
 pub use crate::regs::UserRegs;
 
@@ -84,22 +84,6 @@ struct ModuleKey {
     bias: u64,
 }
 
-/// The PT_LOAD segments of a file, enough to turn a mapping into a load bias and a code address range.
-#[derive(Debug)]
-struct FileLayout {
-    /// (file offset, file size, virtual address, memory size, executable)
-    segments: Vec<LoadSegment>,
-}
-
-#[derive(Clone, Copy, Debug)]
-struct LoadSegment {
-    offset: u64,
-    file_size: u64,
-    vaddr: u64,
-    mem_size: u64,
-    executable: bool,
-}
-
 /// One mapping of a process; the module key is resolved on first need.
 #[derive(Clone, Debug)]
 struct Mapping {
@@ -141,7 +125,7 @@ pub struct DwarfUnwinder {
     module_cap: usize,
     processes: HashMap<u32, Process>,
     modules: HashMap<ModuleKey, CachedModule>,
-    layouts: HashMap<Arc<str>, Option<Arc<FileLayout>>>,
+    layouts: HashMap<Arc<str>, Option<Arc<ElfLayout>>>,
     /// The vDSO of this process, which is the same image as every other 64-bit process's on this kernel.
     vdso: Option<Option<Arc<[u8]>>>,
     cache: CacheX86_64,
@@ -495,7 +479,7 @@ impl DwarfUnwinder {
         &mut self,
         pid: u32,
         key: &ModuleKey,
-        layout: &FileLayout,
+        layout: &ElfLayout,
     ) -> Result<Module<Vec<u8>>, ModuleError> {
         let mut info = if &*key.path == "[vdso]" {
             let Some(Some(bytes)) = self.vdso.clone() else {
@@ -558,54 +542,9 @@ impl DwarfUnwinder {
     }
 }
 
-impl FileLayout {
-    /// The load bias of a mapping of this file at `start` with file offset `pgoff`: runtime address minus
-    /// ELF virtual address, computed with the PT_LOAD segment that contains `pgoff`.
-    fn bias(&self, start: u64, pgoff: u64) -> u64 {
-        const PAGE: u64 = 4096;
-        let contains = |s: &&LoadSegment| {
-            let first = s.offset & !(PAGE - 1);
-            first <= pgoff && pgoff < s.offset + s.file_size.max(1)
-        };
-        // The kernel maps each segment from its page-aligned offset, so an exact page match is the segment;
-        // otherwise (a mapping split by mprotect) take the last segment that contains `pgoff`.
-        let segment = self
-            .segments
-            .iter()
-            .filter(contains)
-            .max_by_key(|s| (s.offset & !(PAGE - 1) == pgoff, s.offset))
-            .or_else(|| self.segments.first());
-        match segment {
-            // runtime(vaddr) = start + (vaddr - seg.vaddr) + (seg.offset - pgoff)
-            Some(s) => start
-                .wrapping_sub(pgoff)
-                .wrapping_add(s.offset)
-                .wrapping_sub(s.vaddr),
-            None => start.wrapping_sub(pgoff),
-        }
-    }
-
-    /// The ELF virtual address range of the executable segments (all segments if none is marked executable).
-    fn code_range(&self) -> Range<u64> {
-        let exec: Vec<&LoadSegment> = self.segments.iter().filter(|s| s.executable).collect();
-        let segments: Vec<&LoadSegment> = if exec.is_empty() {
-            self.segments.iter().collect()
-        } else {
-            exec
-        };
-        let start = segments.iter().map(|s| s.vaddr).min().unwrap_or(0);
-        let end = segments
-            .iter()
-            .map(|s| s.vaddr + s.mem_size)
-            .max()
-            .unwrap_or(0);
-        start..end
-    }
-}
-
 /// Find the module key of a mapping: the file's layout (cached per path) gives the load bias.
 fn resolve_key(
-    layouts: &mut HashMap<Arc<str>, Option<Arc<FileLayout>>>,
+    layouts: &mut HashMap<Arc<str>, Option<Arc<ElfLayout>>>,
     vdso: &mut Option<Option<Arc<[u8]>>>,
     pid: u32,
     start: u64,
@@ -634,7 +573,7 @@ fn read_layout(
     vdso: &mut Option<Option<Arc<[u8]>>>,
     pid: u32,
     path: &str,
-) -> Result<FileLayout, ModuleError> {
+) -> Result<ElfLayout, ModuleError> {
     if path == "[vdso]" {
         let bytes = vdso
             .get_or_insert_with(|| read_own_vdso().map(Arc::from))
@@ -644,7 +583,7 @@ fn read_layout(
             path: path.to_string(),
             source,
         })?;
-        return Ok(layout_of(&obj));
+        return Ok(ElfLayout::of(&obj));
     }
     let (file, shown) = open_file(pid, path)?;
     let cache = ReadCache::new(file);
@@ -652,28 +591,7 @@ fn read_layout(
         path: shown,
         source,
     })?;
-    Ok(layout_of(&obj))
-}
-
-fn layout_of<'data, R: ReadRef<'data>>(obj: &object::File<'data, R>) -> FileLayout {
-    let segments = obj
-        .segments()
-        .map(|s| {
-            let (offset, file_size) = s.file_range();
-            let executable = match s.flags() {
-                SegmentFlags::Elf { p_flags } => p_flags & object::elf::PF_X != 0,
-                _ => false,
-            };
-            LoadSegment {
-                offset,
-                file_size,
-                vaddr: s.address(),
-                mem_size: s.size(),
-                executable,
-            }
-        })
-        .collect();
-    FileLayout { segments }
+    Ok(ElfLayout::of(&obj))
 }
 
 /// Open a mapped file as the process sees it (through its root: containers), else by its path as is.
@@ -874,70 +792,5 @@ mod tests {
         assert_eq!(out, vec![0x1234]);
         assert_eq!(outcome, UnwindOutcome::Complete);
         assert!(!u.processes.contains_key(&99));
-    }
-
-    /// Check that the load bias comes from the PT_LOAD segment holding the mapping's file offset.
-    #[test]
-    fn bias_uses_segment_of_pgoff() {
-        let layout = FileLayout {
-            segments: vec![
-                LoadSegment {
-                    offset: 0,
-                    file_size: 0x5f8,
-                    vaddr: 0,
-                    mem_size: 0x5f8,
-                    executable: false,
-                },
-                LoadSegment {
-                    offset: 0x1000,
-                    file_size: 0x1d5,
-                    vaddr: 0x1000,
-                    mem_size: 0x1d5,
-                    executable: true,
-                },
-                LoadSegment {
-                    offset: 0x2df0,
-                    file_size: 0x228,
-                    vaddr: 0x3df0,
-                    mem_size: 0x230,
-                    executable: false,
-                },
-            ],
-        };
-        assert_eq!(layout.bias(0x5555_5555_5000, 0x1000), 0x5555_5555_4000);
-        assert_eq!(layout.bias(0x5555_5555_7000, 0x2000), 0x5555_5555_4000);
-        assert_eq!(layout.code_range(), 0x1000..0x11d5);
-        // A Rust-style layout: the first (read-only) segment's file range reaches into the page of the code.
-        let rust = FileLayout {
-            segments: vec![
-                LoadSegment {
-                    offset: 0,
-                    file_size: 0x142f8,
-                    vaddr: 0,
-                    mem_size: 0x142f8,
-                    executable: false,
-                },
-                LoadSegment {
-                    offset: 0x14300,
-                    file_size: 0x423b0,
-                    vaddr: 0x15300,
-                    mem_size: 0x423b0,
-                    executable: true,
-                },
-            ],
-        };
-        assert_eq!(rust.bias(0x5635_f096_b000, 0x14000), 0x5635_f095_6000);
-        assert_eq!(rust.bias(0x5635_f095_6000, 0), 0x5635_f095_6000);
-        // Non-PIE: vaddr 0x401000 at offset 0x1000, mapped at its own address.
-        let fixed = FileLayout {
-            segments: vec![LoadSegment {
-                offset: 0x1000,
-                file_size: 0x100,
-                vaddr: 0x401000,
-                mem_size: 0x100,
-                executable: true,
-            }],
-        };
-        assert_eq!(fixed.bias(0x401000, 0x1000), 0);
     }
 }
