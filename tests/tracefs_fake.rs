@@ -66,7 +66,11 @@ fn add_and_list_probes() {
     let listed = t.list_probes(ProbeFile::Uprobe).unwrap();
     assert_eq!(listed.len(), 301);
     assert_eq!(
-        t.rprof_groups().unwrap(),
+        t.groups().unwrap(),
+        vec!["other".to_string(), "rprof_42".to_string()]
+    );
+    assert_eq!(
+        group::rprof_groups(&t).unwrap(),
         vec![("rprof_42".to_string(), 42)]
     );
 }
@@ -106,7 +110,7 @@ fn stale_groups_of_dead_owners() {
     )
     .unwrap();
     let t = Tracefs::at(r);
-    let removed = t.remove_stale_groups(|pid| pid == 200).unwrap();
+    let removed = group::remove_groups_of_dead_owners(&t, |pid| pid == 200).unwrap();
     assert_eq!(removed, vec!["rprof_100".to_string()]);
     let u = read(&r.join("uprobe_events"));
     assert!(u.ends_with("-:rprof_100/u0\n"));

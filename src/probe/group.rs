@@ -5,7 +5,7 @@
 //! exit by the caller. Groups left by a process that was SIGKILLed are removed by the next rprof at start,
 //! through [`remove_stale_groups`].
 use super::resolve::{Target, TargetKind};
-use crate::tracefs::{self, ProbeDef, ProbeLocation, Tracefs, TracefsError};
+use crate::tracefs::{ProbeDef, ProbeLocation, Tracefs, TracefsError};
 use std::path::PathBuf;
 use std::sync::{Mutex, Once};
 
@@ -224,8 +224,78 @@ impl Drop for ProbeGroup {
     }
 }
 
+/// Prefix of the tracefs groups owned by rprof instances: `rprof_<pid>`.
+pub const GROUP_PREFIX: &str = "rprof_";
+
+/// The group name owned by the process `pid`.
+pub fn group_name(pid: u32) -> String {
+    format!("{GROUP_PREFIX}{pid}")
+}
+
+/// The owner pid of a group named `rprof_<pid>`.
+pub fn group_owner(group: &str) -> Option<u32> {
+    group.strip_prefix(GROUP_PREFIX)?.parse().ok()
+}
+
+/// All groups named `rprof_<pid>` that hold probes, with their owner pid.
+pub fn rprof_groups(tracefs: &Tracefs) -> Result<Vec<(String, u32)>, TracefsError> {
+    Ok(tracefs
+        .groups()?
+        .into_iter()
+        .filter_map(|group| group_owner(&group).map(|pid| (group, pid)))
+        .collect())
+}
+
+/// True when `pid` is a live rprof process (a reused pid that now runs something else counts as dead).
+pub fn rprof_alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/comm")) {
+        Ok(comm) => comm.trim_end().starts_with("rprof"),
+        Err(_) => false,
+    }
+}
+
+/// Remove the `rprof_<pid>` groups whose owner is not alive according to `is_alive`; returns their names.
+pub fn remove_groups_of_dead_owners(
+    tracefs: &Tracefs,
+    is_alive: impl Fn(u32) -> bool,
+) -> Result<Vec<String>, TracefsError> {
+    let mut removed = Vec::new();
+    for (group, pid) in rprof_groups(tracefs)? {
+        if !is_alive(pid) {
+            tracefs.remove_group(&group)?;
+            removed.push(group);
+        }
+    }
+    Ok(removed)
+}
+
 /// Remove the groups of rprof processes that are gone (never our own).
 pub fn remove_stale_groups(tracefs: &Tracefs) -> Result<Vec<String>, TracefsError> {
     let me = std::process::id();
-    tracefs.remove_stale_groups(|pid| pid == me || tracefs::rprof_alive(pid))
+    remove_groups_of_dead_owners(tracefs, |pid| pid == me || rprof_alive(pid))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Check that group names map back to their owner pid.
+    #[test]
+    fn group_owner_pid() {
+        assert_eq!(group_owner(&group_name(4242)), Some(4242));
+        assert_eq!(group_owner("rprof_x"), None);
+        assert_eq!(group_owner("uprobes"), None);
+    }
+
+    /// Check that a live process that is not rprof (a reused pid) and a pid that cannot exist count as dead
+    /// owners.
+    #[test]
+    fn liveness_needs_an_rprof_process() {
+        let mut other = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let alive = rprof_alive(other.id());
+        other.kill().unwrap();
+        other.wait().unwrap();
+        assert!(!alive);
+        assert!(!rprof_alive(u32::MAX));
+    }
 }

@@ -10,7 +10,7 @@ use super::stats::Stats;
 use super::{ProbeError, ProbeOptions, RunSummary, TaskTarget};
 use crate::perf::attr::{regs, sample};
 use crate::perf::{ring, Attr, OrderedMerge, PerfError, PerfEvent, Ring, Workload};
-use crate::tracefs::{self, Tracefs};
+use crate::tracefs::Tracefs;
 use linux_perf_event_reader::{EventRecord, RecordParseInfo, RecordType};
 use std::collections::HashMap;
 use std::io::Write;
@@ -508,7 +508,7 @@ pub fn run(
         }
         TaskTarget::Command(_) => vec![workload.as_ref().map_or(-1, Workload::pid)],
     };
-    let group_name = tracefs::group_name(std::process::id());
+    let group_name = group::group_name(std::process::id());
     let (defs, planned) = group::plan(&group_name, targets, opts.count_only);
     let cpus = crate::perf::online_cpus()?.len() as u64;
     raise_nofile(planned.len() as u64 * cpus * tasks.len() as u64);

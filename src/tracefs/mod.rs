@@ -10,9 +10,6 @@ use std::path::{Path, PathBuf};
 /// The usual tracefs mount points, in the order they are tried.
 pub const TRACEFS_ROOTS: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
 
-/// Prefix of the tracefs groups owned by rprof instances: `rprof_<pid>`.
-pub const GROUP_PREFIX: &str = "rprof_";
-
 /// Errors of the tracefs layer.
 #[derive(Debug, thiserror::Error)]
 pub enum TracefsError {
@@ -132,16 +129,6 @@ pub fn parse_probe_list(text: &str) -> Vec<ListedProbe> {
             })
         })
         .collect()
-}
-
-/// The owner pid of a group named `rprof_<pid>`.
-pub fn group_owner(group: &str) -> Option<u32> {
-    group.strip_prefix(GROUP_PREFIX)?.parse().ok()
-}
-
-/// The group name owned by the process `pid`.
-pub fn group_name(pid: u32) -> String {
-    format!("{GROUP_PREFIX}{pid}")
 }
 
 /// Parse `available_filter_functions`: one `name` or `name [module]` per line; returns the names.
@@ -399,34 +386,17 @@ impl Tracefs {
             })
     }
 
-    /// All groups named `rprof_<pid>` found in the definition files, with their owner pid.
-    pub fn rprof_groups(&self) -> Result<Vec<(String, u32)>, TracefsError> {
-        let mut groups: Vec<(String, u32)> = Vec::new();
+    /// The groups of the probes in both definition files, each once, in the order they are first listed.
+    pub fn groups(&self) -> Result<Vec<String>, TracefsError> {
+        let mut groups: Vec<String> = Vec::new();
         for file in [ProbeFile::Uprobe, ProbeFile::Kprobe] {
             for p in self.list_probes(file)? {
-                if let Some(pid) = group_owner(&p.group) {
-                    if !groups.iter().any(|(g, _)| *g == p.group) {
-                        groups.push((p.group, pid));
-                    }
+                if !groups.contains(&p.group) {
+                    groups.push(p.group);
                 }
             }
         }
         Ok(groups)
-    }
-
-    /// Remove the `rprof_<pid>` groups whose owner is not alive according to `is_alive`; returns their names.
-    pub fn remove_stale_groups(
-        &self,
-        is_alive: impl Fn(u32) -> bool,
-    ) -> Result<Vec<String>, TracefsError> {
-        let mut removed = Vec::new();
-        for (group, pid) in self.rprof_groups()? {
-            if !is_alive(pid) {
-                self.remove_group(&group)?;
-                removed.push(group);
-            }
-        }
-        Ok(removed)
     }
 
     /// The kernel functions that can be probed (`available_filter_functions`).
@@ -459,14 +429,6 @@ impl Tracefs {
             .collect();
         names.sort();
         Ok(names)
-    }
-}
-
-/// True when `pid` is a live rprof process (a reused pid that now runs something else counts as dead).
-pub fn rprof_alive(pid: u32) -> bool {
-    match fs::read_to_string(format!("/proc/{pid}/comm")) {
-        Ok(comm) => comm.trim_end().starts_with("rprof"),
-        Err(_) => false,
     }
 }
 
@@ -516,14 +478,6 @@ mod tests {
         };
         assert_eq!(k.line(), "r:rprof_1/r3 vfs_read");
         assert_eq!(k.file(), ProbeFile::Kprobe);
-    }
-
-    /// Check that group names map back to their owner pid.
-    #[test]
-    fn group_owner_pid() {
-        assert_eq!(group_owner(&group_name(4242)), Some(4242));
-        assert_eq!(group_owner("rprof_x"), None);
-        assert_eq!(group_owner("uprobes"), None);
     }
 
     /// Check that field offsets are read from an event format.
