@@ -291,7 +291,10 @@ mod tests {
     /// owners.
     #[test]
     fn liveness_needs_an_rprof_process() {
-        let mut other = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let mut other = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
         let alive = rprof_alive(other.id());
         other.kill().unwrap();
         other.wait().unwrap();

@@ -204,3 +204,19 @@ pub(crate) fn parse_build_ids(section: &[u8]) -> Result<Vec<BuildIdEntry>, Strin
     }
     Ok(entries)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::parse_build_ids;
+
+    /// Check that the BUILD_ID parser rejects a record whose size runs past the section.
+    #[test]
+    fn build_id_section_bounds() {
+        let mut section = Vec::new();
+        section.extend_from_slice(&0u32.to_le_bytes());
+        section.extend_from_slice(&0u16.to_le_bytes());
+        section.extend_from_slice(&200u16.to_le_bytes());
+        section.resize(60, 0);
+        assert!(parse_build_ids(&section).is_err());
+    }
+}

@@ -1,16 +1,17 @@
 //! The recording file: perf.data (PERFILE2), written by `rprof record` and read by `rprof report`.
 //!
-//! OWNER: recording helper. Interface contract (other modules rely on exactly these names):
-//! - [`Writer`] streams raw perf records (as the kernel produced them, or synthesized by the encoders below)
-//!   into the data section and writes the header, attrs and feature sections on [`Writer::finish`].
-//! - The `encode_*` functions build records that rprof synthesizes (COMM and MMAP2 for existing processes,
-//!   samples rewritten with a DWARF-unwound callchain, FINISHED_ROUND).
-//! - [`Reader`] reads rprof's files and files written by `perf record` into [`Event`]s.
-//!   Every error names the file; no input can make it panic.
+//! [`Writer`] streams raw perf records (as the kernel produced them, or built by the `encode_*` functions:
+//! COMM and MMAP2 for existing processes, samples with a DWARF-unwound callchain, FINISHED_ROUND) into the data
+//! section, and writes the header, the attrs and the feature sections when it finishes. [`Reader`] reads
+//! rprof's files and those of `perf record` into [`Event`]s; every error names the file, and no input can make
+//! it panic.
 use std::path::PathBuf;
 
+mod convert;
+mod data_section;
 mod encode;
 mod features;
+mod header;
 mod reader;
 mod writer;
 

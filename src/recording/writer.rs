@@ -28,6 +28,7 @@ const ATTR_SIZE_VER7: usize = 128;
 const BUFFER_SIZE: usize = 4 << 20;
 
 /// The fields of `struct perf_file_header`.
+#[derive(Debug)]
 pub(crate) struct FileHeader {
     pub attr_size: u64,
     pub attrs: (u64, u64),

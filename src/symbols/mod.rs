@@ -1,16 +1,11 @@
 //! Symbolization: kernel addresses through kallsyms, user addresses through ELF symbols and DWARF (with inlined
 //! frames), separate debug files (build-id, .gnu_debuglink), /tmp/perf-PID.map for JITs, and demangling.
 //!
-//! OWNER: symbols helper. Interface contract used by `report`:
-//! - [`Symbolizer::new`] with [`SymbolizerOptions`].
-//! - [`Symbolizer::kernel`] resolves a kernel address.
-//! - [`Symbolizer::user`] resolves an offset into a mapped file to frames (outermost first, inlined frames after
-//!   the function they were inlined into). Unknown gives an empty slice, never a wrong name.
-//! - [`Symbolizer::jit`] resolves an address through /tmp/perf-PID.map.
-//!   Each (binary, offset) is resolved once and cached.
-//!
-//! Also public: [`elf_info`], [`function_symbols`] and [`demangle`] (used by `probe`), and the pure parsers
-//! [`parse_kallsyms`] and [`parse_perf_map`].
+//! [`Symbolizer`] resolves kernel addresses ([`Symbolizer::kernel`]), offsets into mapped files
+//! ([`Symbolizer::user`]: frames outermost first, inlined frames after the function they were inlined into,
+//! empty when unknown, never a wrong name) and JIT addresses ([`Symbolizer::jit`]), each (binary, address)
+//! once. [`elf_info`], [`function_symbols`] and [`demangle`] serve `probe`; [`parse_kallsyms`] and
+//! [`parse_perf_map`] are the pure parsers.
 mod binary;
 mod debugfile;
 mod demangle;
