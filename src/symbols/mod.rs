@@ -382,8 +382,7 @@ impl Symbolizer {
         }
         let mut candidates = vec![module.path.clone()];
         if module.path.is_absolute() {
-            let relative = module.path.strip_prefix("/").unwrap_or(&module.path);
-            candidates.push(PathBuf::from(format!("/proc/{}/root", module.pid)).join(relative));
+            candidates.push(crate::process::root_path(module.pid, &module.path));
         }
         let mut found = candidates
             .into_iter()
