@@ -2,7 +2,7 @@
 //!
 //! Pipeline stages, one module each (dependencies flow downwards in this list):
 //! - [`addr`]: typed addresses (runtime, file offset, ELF virtual address).
-//! - [`perf`]: perf_event_open, ioctls, mmap ring buffers, time-ordered merge. The only unsafe code.
+//! - [`perf`]: perf_event_open, ioctls, mmap ring buffers, mapped files, ordered merge. The only unsafe code.
 //! - [`tracefs`]: find/mount tracefs, create and remove probe events.
 //! - [`process`]: /proc parsers (maps, tasks, comm).
 //! - [`symbols`]: kallsyms, ELF, DWARF, debug files, perf maps, demangling.
@@ -11,7 +11,11 @@
 //! - [`record`]: `rprof record`, sampling into a recording.
 //! - [`report`]: `rprof report`, symbolized tables, folded stacks, flame graphs.
 //! - [`probe`]: `rprof probe`, exact function counts and durations.
+//!
+//! `unsafe` code is denied everywhere but in [`perf`] (and the lint enforces it).
+#![deny(unsafe_code)]
 pub mod addr;
+#[allow(unsafe_code)]
 pub mod perf;
 pub mod probe;
 pub mod process;

@@ -1,6 +1,7 @@
 //! ELF files: build id, PT_LOAD segments, Go marker, function symbols (.symtab, .dynsym), and symbols
 //! synthesized for PLT entries.
 use super::{ElfInfo, LoadSegment, SymbolError};
+use crate::perf::mapped::{MapError, MappedFile};
 use object::read::elf::SectionHeader;
 use object::{
     Architecture, Object, ObjectSection, ObjectSegment, ObjectSymbol, ObjectSymbolTable,
@@ -9,23 +10,35 @@ use object::{
 use std::collections::HashMap;
 use std::path::Path;
 
-/// An ELF file read into memory.
+/// Map `path` read-only; [`SymbolError::Io`] names the file when it cannot be opened or mapped.
+pub(crate) fn map_file(path: &Path) -> Result<MappedFile, SymbolError> {
+    MappedFile::open(path).map_err(|e| {
+        let source = match e {
+            MapError::Open { source, .. } | MapError::Map { source, .. } => source,
+            MapError::NotRegular { .. } => {
+                std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file")
+            }
+        };
+        SymbolError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    })
+}
+
+/// An ELF file mapped into memory (or, for the vDSO, read from memory).
 ///
-/// The whole file is read (no mmap: the library keeps `unsafe` in `src/perf/` only); the symbol tables are
-/// extracted from it, and DWARF shares it.
+/// Only the pages that parsing and lookups touch are read: the symbol tables are extracted from it, and DWARF
+/// borrows its uncompressed sections in place.
 pub(crate) struct ElfData {
-    pub data: std::sync::Arc<[u8]>,
+    pub data: MappedFile,
 }
 
 impl ElfData {
-    /// Read `path`; [`SymbolError::Io`] when it cannot be read.
+    /// Map `path`; [`SymbolError::Io`] when it cannot be opened or mapped.
     pub fn read(path: &Path) -> Result<ElfData, SymbolError> {
-        let data = std::fs::read(path).map_err(|source| SymbolError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
         Ok(ElfData {
-            data: std::sync::Arc::from(data),
+            data: map_file(path)?,
         })
     }
 
@@ -77,9 +90,8 @@ pub(crate) fn has_dwarf(file: &object::File<'_>) -> bool {
 
 /// The build id of the ELF file at `path`, if it can be read.
 pub(crate) fn file_build_id(path: &Path) -> Option<Vec<u8>> {
-    let file = std::fs::File::open(path).ok()?;
-    let cache = object::ReadCache::new(file);
-    let parsed = object::File::parse(&cache).ok()?;
+    let data = map_file(path).ok()?;
+    let parsed = object::File::parse(&*data).ok()?;
     parsed.build_id().ok().flatten().map(<[u8]>::to_vec)
 }
 
