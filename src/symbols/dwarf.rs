@@ -1,7 +1,7 @@
 //! DWARF line tables and inlined frames through addr2line's `Context`.
 //!
 //! The sections are loaded here rather than by addr2line's `Loader`, for speed:
-//! - the file's bytes are shared with the symbol table's reader, and sections stored uncompressed are used in
+//! - the file is mapped (shared with the symbol table's reader), and sections stored uncompressed are used in
 //!   place;
 //! - the sections symbolization never reads (location lists and macros, which describe variables and are large
 //!   and compressed in distribution debug files) are not decompressed;

@@ -1,7 +1,7 @@
 //! Symbolization: kernel addresses through kallsyms, user addresses through ELF symbols and DWARF (with inlined
 //! frames), separate debug files (build-id, .gnu_debuglink), /tmp/perf-PID.map for JITs, and demangling.
 //!
-//! OWNER: symbols helper. Interface contract used by `report`:
+//! Used by `report` and `probe`:
 //! - [`Symbolizer::new`] with [`SymbolizerOptions`].
 //! - [`Symbolizer::kernel`] resolves a kernel address.
 //! - [`Symbolizer::user`] resolves an offset into a mapped file to frames (outermost first, inlined frames after
@@ -234,8 +234,9 @@ impl Slot {
 /// A job for an [`Openers`] thread.
 type Job = Box<dyn FnOnce() + Send>;
 
-/// Threads that open binaries (symbols and DWARF) while the recording is read: at most one per core, because
-/// each holds a whole file while it parses it, and a system-wide recording samples hundreds of binaries.
+/// Threads that open binaries (symbols and DWARF) while the recording is read: at most one per core (up to 8),
+/// because parsing is CPU-bound, and a system-wide recording samples hundreds of binaries. Files are mapped, not
+/// read, so memory follows the pages parsing and lookups touch.
 struct Openers {
     jobs: mpsc::Sender<Job>,
     queue: Arc<Mutex<mpsc::Receiver<Job>>>,
