@@ -3,20 +3,21 @@
 # binary.
 #
 # Two large binaries, each recorded by `rprof record -F FREQ -g` and by `perf record -F FREQ -g`:
-# - big: a generated C program of FUNCS functions (-O0 -g, each with an always-inline helper and a struct of its
-#   own), about 660 bytes of code and DWARF a function (150,000 functions: about 100 MB). It calls every
-#   function ROUNDS times, so samples land all over the binary. Built once into $WORK/bigbin (kept between runs).
-# - rprof: rprof's own release binary (about 33 MB with line tables), running `rprof report` on big's perf
-#   recording.
+# - big: a generated C program of FUNCS functions (-O0 -g, each with an always-inline helper and a struct type of
+#   40 fields of its own), about 1.7 KB of code and DWARF a function (60,000 functions: about 100 MB). It calls
+#   every function ROUNDS times, so samples land all over the binary. Built once into $WORK/bigbin (kept
+#   between runs; about 1.5 CPU-minutes a 20,000 functions).
+# - rprof: a copy of rprof's own release binary (about 33 MB with line tables), running `rprof report` on big's
+#   perf recording.
 # On each of the four files, peak RSS (`/usr/bin/time -f %M`, KiB) of `rprof report` and `perf report --stdio`,
 # output to /dev/null, and the ratio.
 #
-# Environment: FUNCS (default 150000), ROUNDS (default 3), FREQ (default 4000), JOBS (parallel compiles, 2),
+# Environment: FUNCS (default 60000), ROUNDS (default 3), FREQ (default 4000), JOBS (parallel compiles, 2),
 # REPORT_BIN (the rprof binary whose `report` is measured, default the release build: to compare two builds),
 # REUSE=1 (keep the recordings of a previous run).
 source "$(dirname "$0")/lib.sh"
 
-FUNCS="${FUNCS:-150000}"
+FUNCS="${FUNCS:-60000}"
 ROUNDS="${ROUNDS:-3}"
 FREQ="${FREQ:-4000}"
 JOBS="${JOBS:-2}"
@@ -41,13 +42,15 @@ build_big() {
     for ((p = 0; p < parts; p++)); do
         awk -v P="$p" -v M="$PER_PART" 'BEGIN {
             for (i = 0; i < M; i++) {
-                printf "struct st_%d_%d { unsigned a, b, c, d; double e, f; const char *name; };\n", P, i
+                printf "struct st_%d_%d {", P, i
+                for (j = 0; j < 40; j++) printf " unsigned field_%d_%d_%d;", P, i, j
+                printf " };\n"
                 printf "static inline __attribute__((always_inline)) unsigned mix_%d_%d(unsigned x)\n", P, i
                 printf "{ return (x ^ (x >> 7)) * 2654435761u + %du; }\n", i
                 printf "__attribute__((noinline)) unsigned fn_%d_%d(unsigned n) {\n", P, i
-                printf "    struct st_%d_%d v = { %du, 1, 2, 3, 0.5, 1.5, \"fn_%d_%d\" };\n", P, i, i, P, i
-                printf "    unsigned s = v.a;\n    for (unsigned k = 0; k < n; k++)\n"
-                printf "        s += mix_%d_%d(s + k + v.b);\n    return s + (unsigned)v.e;\n}\n", P, i
+                printf "    struct st_%d_%d v = { %du, 1 };\n", P, i, i
+                printf "    unsigned s = v.field_%d_%d_0;\n    for (unsigned k = 0; k < n; k++)\n", P, i
+                printf "        s += mix_%d_%d(s + k + v.field_%d_%d_1);\n    return s;\n}\n", P, i, P, i
             }
             printf "unsigned (*const table_%d[])(unsigned) = {\n", P
             for (i = 0; i < M; i++) printf "    fn_%d_%d,\n", P, i
@@ -80,6 +83,8 @@ EOF
 
 build_big
 BIG="$WORK/bigbin/big"
+# The recorded rprof is a copy, so that rebuilding rprof does not change the file its recordings name.
+RPROF_TARGET="$WORK/bigbin/rprof"
 
 # Peak RSS in KiB of running "$@" with its output to /dev/null.
 peak_rss() {
@@ -100,14 +105,15 @@ record_both() { # NAME, then the workload
 if [ -z "${REUSE:-}" ] || [ ! -s "$WORK/rss.rprof.perf.data" ]; then
     echo "recording big ($ROUNDS rounds) and rprof report with rprof and with perf..." >&2
     record_both big "$BIG" "$ROUNDS"
-    record_both rprof "$RPROF" report -i "$WORK/rss.big.perf.data"
+    cp "$RPROF" "$RPROF_TARGET"
+    record_both rprof "$RPROF_TARGET" report -i "$WORK/rss.big.perf.data"
 fi
 
 rows=()
 all_ok=PASS
 for name in big rprof; do
     binary="$BIG"
-    [ "$name" = rprof ] && binary="$RPROF"
+    [ "$name" = rprof ] && binary="$RPROF_TARGET"
     for recorder in rprof perf; do
         file="$WORK/rss.$name.$recorder.data"
         samples=$("$RPROF" report -i "$file" -n 1 | sed -n 's/^# \([0-9]*\) samples.*/\1/p')
