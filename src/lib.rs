@@ -5,7 +5,7 @@
 //! - [`regs`]: the user registers of a sample (below the recording and the unwinder).
 //! - [`elf_layout`]: an ELF file's PT_LOAD segments: load bias, file offsets, ELF addresses.
 //! - [`buildid`]: build ids, the build-id cache, the running kernel's and vDSO's facts.
-//! - [`perf`]: perf_event_open, ioctls, mmap ring buffers, time-ordered merge. The only unsafe code.
+//! - [`perf`]: perf_event_open, ioctls, mmap ring buffers, mapped files. The only unsafe code.
 //! - [`tracefs`]: find/mount tracefs, create and remove probe events.
 //! - [`process`]: /proc parsers (maps, tasks, comm).
 //! - [`symbols`]: kallsyms, ELF, DWARF, debug files, perf maps, demangling.
@@ -14,9 +14,13 @@
 //! - [`record`]: `rprof record`, sampling into a recording.
 //! - [`report`]: `rprof report`, symbolized tables, folded stacks, flame graphs.
 //! - [`probe`]: `rprof probe`, exact function counts and durations.
+//!
+//! `unsafe` code is denied everywhere but in [`perf`] (and the lint enforces it).
+#![deny(unsafe_code)]
 pub mod addr;
 pub mod buildid;
 pub mod elf_layout;
+#[allow(unsafe_code)]
 pub mod perf;
 pub mod probe;
 pub mod process;

@@ -1,4 +1,5 @@
 //! The rprof binary: parses the command line, runs the command, maps errors to messages and exit codes.
+#![deny(unsafe_code)]
 use std::process::ExitCode;
 
 mod cli;

@@ -687,3 +687,31 @@ fn libc_plt_entries() {
     assert!(seen.iter().any(|s| s == "calloc@plt"), "{seen:?}");
     assert!(seen.iter().all(|s| !s.starts_with("*ABS*")), "{seen:?}");
 }
+
+/// Check the same with DWARF sections compressed by the linker (`-gz`, SHF_COMPRESSED): the only sections
+/// decompressed onto the heap, where the others are read in place from the mapped file.
+#[test]
+fn inlined_frames_compressed_dwarf() {
+    check_inlined_frames(&["-O2", "-g", "-gz"]);
+}
+
+/// Check that a binary replaced after the symbolizer opened it (a new file renamed over its path, as
+/// installers and linkers do) keeps resolving from the file that was opened: the mapped inode stays intact.
+#[test]
+fn binary_renamed_over_keeps_resolving() {
+    let tmp = tempfile::tempdir().unwrap();
+    let exe = build("gcc", "sym_basic.c", &["-O0", "-g"], tmp.path(), "basic");
+    let symbols = function_symbols(&exe, &[]).unwrap();
+    let key = module(&exe);
+    let alpha = offset_of(&exe, symbol(&symbols, "alpha"), 0);
+    let beta = offset_of(&exe, symbol(&symbols, "beta"), 1);
+    let mut symbolizer = Symbolizer::new(SymbolizerOptions::default());
+    assert_eq!(names(&symbolizer.user(&key, alpha)), ["alpha"]);
+    // Another program at the same path: `inline` has other functions at other addresses.
+    let other = build("gcc", "sym_inline.c", &["-O2", "-g"], tmp.path(), "other");
+    std::fs::rename(&other, &exe).unwrap();
+    assert_eq!(names(&symbolizer.user(&key, beta)), ["beta"]);
+    // A new symbolizer opens the new file, whose build id is not the recorded one.
+    let mut fresh = Symbolizer::new(SymbolizerOptions::default());
+    assert!(fresh.user(&key, beta).is_empty());
+}

@@ -2,6 +2,7 @@
 //! time-ordered merge of records from several buffers. This is the only module with `unsafe` code.
 pub mod attr;
 pub mod event;
+pub mod mapped;
 pub mod merge;
 pub mod ring;
 pub mod tracepoint;

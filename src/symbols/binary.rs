@@ -5,11 +5,11 @@ use super::elf::{
     dynamic_ifuncs, has_dwarf, has_symtab, info_of, plt_symbols, raw_symbols, ElfData, RawSymbol,
 };
 use super::{demangle, ElfInfo, FileOffset, Frame, SymbolError, SymbolizerOptions};
+use crate::perf::mapped::MappedFile;
 use object::Object;
 use std::cell::OnceCell;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 /// Everything read from a binary and its debug file.
 pub(crate) struct Loaded {
@@ -20,7 +20,7 @@ pub(crate) struct Loaded {
     /// a PLT stub is not wanted).
     pub plt: Vec<RawSymbol>,
     /// The bytes of the file holding DWARF (the binary or its debug file), if any.
-    pub dwarf: Option<Arc<[u8]>>,
+    pub dwarf: Option<MappedFile>,
     /// Debug-file paths looked at (for error messages).
     pub searched: Vec<PathBuf>,
 }
@@ -64,7 +64,7 @@ pub(crate) fn load_data(
     let own_dwarf = has_dwarf(&file);
     let mut symbols = raw_symbols(&file, false);
     symbols.extend(raw_symbols(&file, true));
-    let mut dwarf = own_dwarf.then(|| Arc::clone(&data.data));
+    let mut dwarf = own_dwarf.then(|| data.data.clone());
     let mut searched = Vec::new();
     if !own_symtab || !own_dwarf {
         let hints = DebugHints {
@@ -82,7 +82,7 @@ pub(crate) fn load_data(
                         symbols.extend(raw_symbols(&debug_file, false));
                     }
                     if !own_dwarf && has_dwarf(&debug_file) {
-                        dwarf = Some(Arc::clone(&debug_data.data));
+                        dwarf = Some(debug_data.data.clone());
                     }
                 }
             }
@@ -218,7 +218,7 @@ impl Binary {
         expected_build_id: Option<&[u8]>,
     ) -> Result<Binary, SymbolError> {
         let data = ElfData {
-            data: Arc::from(bytes),
+            data: MappedFile::from_vec(bytes),
         };
         let loaded = load_data(data, name, name, expected_build_id, &[])?;
         Ok(Binary::from_loaded(loaded))

@@ -1,7 +1,7 @@
 //! DWARF line tables and inlined frames through addr2line's `Context`.
 //!
 //! The sections are loaded here rather than by addr2line's `Loader`, for speed:
-//! - the file's bytes are shared with the symbol table's reader, and sections stored uncompressed are used in
+//! - the file is mapped (shared with the symbol table's reader), and sections stored uncompressed are used in
 //!   place;
 //! - the sections symbolization never reads (location lists and macros, which describe variables and are large
 //!   and compressed in distribution debug files) are not decompressed;
@@ -13,15 +13,17 @@
 //!
 //! Split DWARF (`.dwo` files next to the compilation directory) is loaded on demand, as the `Loader` does;
 //! DWARF packages (`.dwp`) are not searched.
+use crate::perf::mapped::MappedFile;
 use addr2line::{LookupContinuation, LookupResult, SplitDwarfLoad};
-use gimli::{EndianArcSlice, Reader as _, RunTimeEndian, Section as _, SectionId};
+use gimli::{EndianReader, Reader as _, RunTimeEndian, Section as _, SectionId};
 use object::{CompressionFormat, Object, ObjectSection};
 use std::collections::HashMap;
 use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-type Reader = EndianArcSlice<RunTimeEndian>;
+/// A DWARF section: a range of the mapped file, or (compressed sections only) decompressed bytes on the heap.
+type Reader = EndianReader<RunTimeEndian, MappedFile>;
 
 /// One DWARF frame: the function name as stored (maybe mangled) and its `file:line`.
 pub(crate) struct DwarfFrame {
@@ -43,7 +45,7 @@ pub(crate) struct Dwarf {
 
 impl Dwarf {
     /// Load the DWARF sections of the ELF file held in `data`; None when it cannot be parsed.
-    pub fn from_data(data: Arc<[u8]>) -> Option<Dwarf> {
+    pub fn from_data(data: MappedFile) -> Option<Dwarf> {
         let file = object::File::parse(&*data).ok()?;
         let sections = gimli::DwarfSections::load(|id| -> Result<Reader, ()> {
             Ok(load_section(&data, &file, id, false))
@@ -151,7 +153,7 @@ fn unit_context(
     dwarf.debug_info = gimli::DebugInfo::from(reader);
     // .debug_aranges names units by their offsets in the whole section: useless here.
     dwarf.debug_aranges =
-        gimli::DebugAranges::from(Reader::new(Arc::from(&[][..]), info.reader().endian()));
+        gimli::DebugAranges::from(Reader::new(no_bytes(), info.reader().endian()));
     let header = dwarf.units().next().ok()??;
     let unit = dwarf.unit(header).ok()?;
     if refers_outside(&unit) {
@@ -229,9 +231,9 @@ fn endian_of(file: &object::File<'_>) -> RunTimeEndian {
 
 /// One DWARF section of `file` (whose bytes are `data`); `dwo` picks the split-DWARF section names. Missing,
 /// unreadable and never-needed sections are empty.
-fn load_section(data: &Arc<[u8]>, file: &object::File<'_>, id: SectionId, dwo: bool) -> Reader {
+fn load_section(data: &MappedFile, file: &object::File<'_>, id: SectionId, dwo: bool) -> Reader {
     let endian = endian_of(file);
-    let empty = Reader::new(Arc::from(&[][..]), endian);
+    let empty = Reader::new(no_bytes(), endian);
     // Location lists and macros describe variables and macros: symbolization never reads them.
     if matches!(
         id,
@@ -247,26 +249,32 @@ fn load_section(data: &Arc<[u8]>, file: &object::File<'_>, id: SectionId, dwo: b
         return empty;
     };
     match section.compressed_file_range() {
-        // Stored as is: share the file's bytes.
+        // Stored as is: borrow the mapped file's bytes (read when touched).
         Ok(range) if range.format == CompressionFormat::None => {
             let bounds = usize::try_from(range.offset)
                 .ok()
                 .zip(usize::try_from(range.offset + range.uncompressed_size).ok())
                 .filter(|(_, end)| *end <= data.len());
             match bounds {
-                Some((start, end)) => Reader::new(Arc::clone(data), endian).range(start..end),
+                Some((start, end)) => Reader::new(data.clone(), endian).range(start..end),
                 None => empty,
             }
         }
+        // Compressed: the only bytes copied to the heap.
         _ => match section.uncompressed_data() {
-            Ok(bytes) => Reader::new(Arc::from(&*bytes), endian),
+            Ok(bytes) => Reader::new(MappedFile::from_vec(bytes.into_owned()), endian),
             Err(_) => empty,
         },
     }
 }
 
+/// No bytes: a missing or unneeded section.
+fn no_bytes() -> MappedFile {
+    MappedFile::from_vec(Vec::new())
+}
+
 /// Load the DWARF sections of an ELF file held in `data` (all of them; for split DWARF).
-fn load_dwarf(data: Arc<[u8]>, dwo: bool) -> Option<gimli::Dwarf<Reader>> {
+fn load_dwarf(data: MappedFile, dwo: bool) -> Option<gimli::Dwarf<Reader>> {
     let file = object::File::parse(&*data).ok()?;
     gimli::Dwarf::load(|id| -> Result<Reader, ()> { Ok(load_section(&data, &file, id, dwo)) }).ok()
 }
@@ -282,7 +290,7 @@ fn load_dwo(load: SplitDwarfLoad<Reader>) -> Option<Arc<gimli::Dwarf<Reader>>> {
     path.push(std::ffi::OsStr::from_bytes(
         &load.path.as_ref()?.to_slice().ok()?,
     ));
-    let data: Arc<[u8]> = Arc::from(std::fs::read(&path).ok()?);
+    let data = MappedFile::open(&path).ok()?;
     let mut dwo = load_dwarf(data, true)?;
     dwo.make_dwo(&load.parent);
     Some(Arc::new(dwo))

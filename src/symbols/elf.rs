@@ -2,6 +2,7 @@
 //! synthesized for PLT entries.
 use super::{ElfInfo, SymbolError};
 use crate::elf_layout::ElfLayout;
+use crate::perf::mapped::{MapError, MappedFile};
 use object::read::elf::SectionHeader;
 use object::{
     Architecture, Object, ObjectSection, ObjectSymbol, ObjectSymbolTable, RelocationTarget,
@@ -10,23 +11,35 @@ use object::{
 use std::collections::HashMap;
 use std::path::Path;
 
-/// An ELF file read into memory.
+/// Map `path` read-only; [`SymbolError::Io`] names the file when it cannot be opened or mapped.
+pub(crate) fn map_file(path: &Path) -> Result<MappedFile, SymbolError> {
+    MappedFile::open(path).map_err(|e| {
+        let source = match e {
+            MapError::Open { source, .. } | MapError::Map { source, .. } => source,
+            MapError::NotRegular { .. } => {
+                std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file")
+            }
+        };
+        SymbolError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    })
+}
+
+/// An ELF file mapped into memory (or, for the vDSO, read from memory).
 ///
-/// The whole file is read (no mmap: the library keeps `unsafe` in `src/perf/` only); the symbol tables are
-/// extracted from it, and DWARF shares it.
+/// Only the pages that parsing and lookups touch are read: the symbol tables are extracted from it, and DWARF
+/// borrows its uncompressed sections in place.
 pub(crate) struct ElfData {
-    pub data: std::sync::Arc<[u8]>,
+    pub data: MappedFile,
 }
 
 impl ElfData {
-    /// Read `path`; [`SymbolError::Io`] when it cannot be read.
+    /// Map `path`; [`SymbolError::Io`] when it cannot be opened or mapped.
     pub fn read(path: &Path) -> Result<ElfData, SymbolError> {
-        let data = std::fs::read(path).map_err(|source| SymbolError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
         Ok(ElfData {
-            data: std::sync::Arc::from(data),
+            data: map_file(path)?,
         })
     }
 

@@ -202,8 +202,9 @@ impl Slot {
 /// A job for an [`Openers`] thread.
 type Job = Box<dyn FnOnce() + Send>;
 
-/// Threads that open binaries (symbols and DWARF) while the recording is read: at most one per core, because
-/// each holds a whole file while it parses it, and a system-wide recording samples hundreds of binaries.
+/// Threads that open binaries (symbols and DWARF) while the recording is read: at most one per core (up to 8),
+/// because parsing is CPU-bound, and a system-wide recording samples hundreds of binaries. Files are mapped, not
+/// read, so memory follows the pages parsing and lookups touch.
 struct Openers {
     jobs: mpsc::Sender<Job>,
     queue: Arc<Mutex<mpsc::Receiver<Job>>>,
