@@ -10,7 +10,7 @@ use crate::recording::{
 use std::collections::BTreeSet;
 
 mod dwarf;
-pub use crate::unwind::dwarf::DwarfStats;
+use crate::unwind::dwarf::DwarfStats;
 use dwarf::DwarfState;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -121,11 +121,7 @@ impl std::fmt::Display for RecordSummary {
             self.throttled,
             self.output.display(),
             human_size(self.bytes)
-        )?;
-        if let Some(d) = &self.dwarf {
-            write!(f, "\nrprof record: {d}")?;
-        }
-        Ok(())
+        )
     }
 }
 
