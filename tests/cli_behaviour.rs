@@ -47,8 +47,9 @@ fn denied_explains_paranoid() {
     let paranoid =
         std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid").unwrap_or_default();
     if paranoid.trim().parse::<i32>().unwrap_or(2) < 2 {
-        eprintln!(
-            "denied_explains_paranoid: skipped: perf_event_paranoid < 2 lets every user sample"
+        skip(
+            "denied_explains_paranoid",
+            "perf_event_paranoid < 2 lets every user sample",
         );
         return;
     }

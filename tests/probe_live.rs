@@ -1,5 +1,6 @@
 //! Live tests of `rprof probe` on real programs built from `fixtures/` (needs root and uprobes).
 //! Without privileges they skip with a reason, unless RPROF_REQUIRE_PRIVILEGED=1 makes them fail.
+mod common;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -25,15 +26,12 @@ fn missing_privilege() -> Option<String> {
     None
 }
 
-/// True when the test may run; prints why not, or panics when privileges are required.
+/// True when the test may run; otherwise it skips (see [`common::skip`]).
 fn privileged(test: &str) -> bool {
     match missing_privilege() {
         None => true,
         Some(why) => {
-            if std::env::var("RPROF_REQUIRE_PRIVILEGED").is_ok_and(|v| v == "1") {
-                panic!("{test}: required privileges missing: {why}");
-            }
-            eprintln!("skipping {test}: {why}");
+            common::skip(test, &why);
             false
         }
     }
@@ -708,7 +706,7 @@ fn star_on_a_real_binary() {
     }
     let bash = Path::new("/usr/bin/bash");
     if !bash.exists() {
-        eprintln!("skipping star_on_a_real_binary: no /usr/bin/bash");
+        common::skip("star_on_a_real_binary", "no /usr/bin/bash");
         return;
     }
     let t0 = Instant::now();

@@ -10,17 +10,26 @@ pub fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
 }
 
-/// Whether this test may use perf_event_open and tracefs. Without root it skips (printing why), unless
-/// RPROF_REQUIRE_PRIVILEGED=1, where a skip is a failure.
+/// Whether CI forbids skipping: RPROF_REQUIRE_PRIVILEGED=1 (set by .ci/run, which installs every tool).
+pub fn require_privileged() -> bool {
+    std::env::var("RPROF_REQUIRE_PRIVILEGED").as_deref() == Ok("1")
+}
+
+/// Skip `test` because the machine lacks something (root, a tool, a file): prints one `SKIPPED` line saying
+/// what, or panics when RPROF_REQUIRE_PRIVILEGED=1 forbids skipping. The caller returns right after.
+pub fn skip(test: &str, why: &str) {
+    if require_privileged() {
+        panic!("{test}: cannot run: {why}, and RPROF_REQUIRE_PRIVILEGED=1 forbids skipping");
+    }
+    eprintln!("SKIPPED {test}: {why}");
+}
+
+/// Whether this test may use perf_event_open and tracefs. Without root it skips (see [`skip`]).
 pub fn privileged(test: &str) -> bool {
     if nix::unistd::geteuid().is_root() {
         return true;
     }
-    let why = format!("{test}: skipped: needs root for perf_event_open and tracefs");
-    if std::env::var("RPROF_REQUIRE_PRIVILEGED").as_deref() == Ok("1") {
-        panic!("{why}, and RPROF_REQUIRE_PRIVILEGED=1 forbids skipping");
-    }
-    eprintln!("{why}");
+    skip(test, "needs root for perf_event_open and tracefs");
     false
 }
 
@@ -159,19 +168,17 @@ pub fn read_line(r: &mut impl std::io::Read) -> String {
     String::from_utf8_lossy(&line).into_owned()
 }
 
-/// Whether the `perf` tool runs here. Without it the test skips (printing why), unless
-/// RPROF_REQUIRE_PRIVILEGED=1, where a skip is a failure.
+/// Whether the `perf` tool runs here. Without it the test skips (see [`skip`]).
 pub fn perf_tool(test: &str) -> bool {
     let ok = Command::new("perf")
         .arg("--version")
         .output()
         .is_ok_and(|o| o.status.success());
     if !ok {
-        let why = format!("{test}: skipped: the perf tool is not installed");
-        if std::env::var("RPROF_REQUIRE_PRIVILEGED").as_deref() == Ok("1") {
-            panic!("{why}, and RPROF_REQUIRE_PRIVILEGED=1 forbids skipping");
-        }
-        eprintln!("{why}");
+        skip(
+            test,
+            "the perf tool is not installed (apt-get install linux-perf)",
+        );
     }
     ok
 }
