@@ -236,3 +236,37 @@ pub fn vm_rss_kib(pid: u32) -> Option<u64> {
         .find_map(|l| l.strip_prefix("VmRSS:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
 }
+
+/// CPU time (user + system) a process has used so far, from /proc/PID/stat (None once it is gone).
+pub fn cpu_time(pid: u32) -> Option<std::time::Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (which may hold spaces): state is field 3, utime 14, stime 15.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .ok()
+        .flatten()
+        .unwrap_or(100) as u64;
+    Some(std::time::Duration::from_millis(ticks * 1000 / hz))
+}
+
+/// Wait until process `pid` has used `work` more CPU time than it had at the call: sizes a sampling window by
+/// work done rather than by wall time, so a busy machine gets the same number of samples, only later. Panics
+/// after 120 s of wall time or if the process ends first.
+pub fn wait_for_cpu(pid: u32, work: std::time::Duration) {
+    let start = cpu_time(pid).expect("the process is running");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        let used = cpu_time(pid).expect("the process is still running");
+        if used >= start + work {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "process {pid} used only {:?} of CPU in 120 s",
+            used - start
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
