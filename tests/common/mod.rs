@@ -270,3 +270,20 @@ pub fn wait_for_cpu(pid: u32, work: std::time::Duration) {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+/// The one child process of `pid` (a recorder's workload), waiting up to 30 s for it to appear.
+pub fn only_child(pid: u32) -> u32 {
+    let path = format!("/proc/{pid}/task/{pid}/children");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        if let Some(child) = text.split_whitespace().next() {
+            return child.parse().expect("a pid");
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "process {pid} started no child in 30 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
