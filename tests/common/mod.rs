@@ -17,11 +17,14 @@ pub fn require_privileged() -> bool {
 
 /// Skip `test` because the machine lacks something (root, a tool, a file): prints one `SKIPPED` line saying
 /// what, or panics when RPROF_REQUIRE_PRIVILEGED=1 forbids skipping. The caller returns right after.
+/// The line goes to stderr directly, not through `eprintln!`, which the test harness captures and hides for
+/// tests that pass: a skip must show in `cargo test`'s output.
 pub fn skip(test: &str, why: &str) {
     if require_privileged() {
         panic!("{test}: cannot run: {why}, and RPROF_REQUIRE_PRIVILEGED=1 forbids skipping");
     }
-    eprintln!("SKIPPED {test}: {why}");
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {why}");
 }
 
 /// Whether this test may use perf_event_open and tracefs. Without root it skips (see [`skip`]).
