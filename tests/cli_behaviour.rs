@@ -249,6 +249,10 @@ fn signals_and_target_exit_leave_valid_files() {
                 .spawn()
                 .unwrap(),
         );
+        // Held stopped until sampling is on, so the 10 rounds of "target-exits" are all sampled however long
+        // rprof takes to start on a busy machine.
+        let target_pid = nix::unistd::Pid::from_raw(target.0.id() as i32);
+        nix::sys::signal::kill(target_pid, nix::sys::signal::SIGSTOP).unwrap();
         let data = dir.path().join(format!("{how}.data"));
         let mut rec = KillOnDrop(
             rprof()
@@ -268,6 +272,7 @@ fn signals_and_target_exit_leave_valid_files() {
         );
         let started = read_line(rec.0.stderr.as_mut().unwrap());
         assert!(started.contains("sampling"), "{started}");
+        nix::sys::signal::kill(target_pid, nix::sys::signal::SIGCONT).unwrap();
         if how != "target-exits" {
             // 300 ms of the target's CPU time: ~300 samples at 999 Hz however busy the machine is.
             wait_for_cpu(target.0.id(), Duration::from_millis(300));
@@ -284,7 +289,7 @@ fn signals_and_target_exit_leave_valid_files() {
         assert!(status.success(), "{how}: rprof exited with {status}");
         let folded = rprof_ok(&["report", "-i", data.to_str().unwrap(), "--folded"]);
         let samples: u64 = parse_folded(&folded).iter().map(|s| s.1).sum();
-        // ~300 samples for the signals (300 ms of CPU), more for the 10 rounds; ask for far fewer.
+        // ~300 samples for the signals (300 ms of CPU), ~400 for the 10 rounds; ask for far fewer.
         assert!(samples >= 50, "{how}: only {samples} samples\n{folded}");
         assert!(folded.contains("hot_a"), "{how}: {folded}");
     }
