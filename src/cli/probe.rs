@@ -7,12 +7,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// Count and time functions exactly with uprobes/uretprobes, kprobes and tracepoints.
-///
-/// Examples: `rprof probe -x ./app 'func_*' -- ./app`, `rprof probe c:malloc -p 1234 -d 10`,
-/// `rprof probe 'syscall:write' -- ./app`, `rprof probe 't:sched:sched_switch' -d 5`.
 #[derive(Args, Debug)]
 #[command(
-    after_help = "Exit status: with -- COMMAND, the command's own (128+N when signal N killed it); otherwise 0. 1 \
+    after_help = "Examples:\n  rprof probe -x ./app 'func_*' -- ./app\n  rprof probe c:malloc -p 1234 -d 10\n  \
+                  rprof probe 'syscall:write' -- ./app\n  rprof probe 't:sched:sched_switch' -d 5\n\n\
+                  Exit status: with -- COMMAND, the command's own (128+N when signal N killed it); otherwise 0. 1 \
                   when rprof itself fails, 2 for a usage error."
 )]
 pub struct ProbeArgs {
