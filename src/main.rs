@@ -4,17 +4,15 @@ use std::process::ExitCode;
 
 mod cli;
 
+/// The launched workload's exit status when rprof succeeded (0 without one), 1 when rprof failed, 2 (from
+/// clap) for a usage error.
 fn main() -> ExitCode {
     match cli::run() {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(status) => ExitCode::from(status),
+        // The reader of stdout went away (`rprof report --folded | head -1`): a normal way for output to end.
+        // Broken pipes elsewhere (a file, a FIFO) are errors like any other.
+        Err(err) if cli::is_stdout_closed(&err) => ExitCode::SUCCESS,
         Err(err) => {
-            // A closed pipe (`rprof report --folded | head`) is a normal way for output to end.
-            if err.chain().any(|e| {
-                e.downcast_ref::<std::io::Error>()
-                    .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
-            }) {
-                return ExitCode::SUCCESS;
-            }
             eprintln!("rprof: {}", one_line(&err));
             ExitCode::FAILURE
         }

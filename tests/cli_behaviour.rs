@@ -34,8 +34,127 @@ fn bad_targets_and_outputs() {
     assert!(e.contains("cannot execute /nonexistent/prog"), "{e}");
     let e = rprof_err(&["record", "-o", "/nonexistent-dir/x.data", "--", "true"]);
     assert!(e.contains("/nonexistent-dir/x.data"), "{e}");
-    let e = rprof_err(&["record", "-e", "cycles", "-o", out, "--", "true"]);
-    assert!(e.contains("cycles"), "{e}");
+}
+
+/// Run rprof expecting clap's usage error: exit status 2, and a message naming each of `names` (the flags).
+fn usage_error(args: &[&str], names: &[&str]) {
+    let out = rprof().args(args).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "rprof {args:?}: {err}");
+    assert!(err.starts_with("error: "), "rprof {args:?}: {err}");
+    for name in names {
+        assert!(
+            err.contains(name),
+            "rprof {args:?}: {name} not named:\n{err}"
+        );
+    }
+}
+
+/// Check that conflicting targets, a missing target or pattern, and bad values of --call-graph, -e, -C, the
+/// seconds and counts are usage errors (exit 2) naming the flag, before anything runs.
+#[test]
+fn bad_arguments_are_usage_errors() {
+    for (args, names) in [
+        (
+            &["record", "-a", "-p", "1"][..],
+            &["--all-cpus", "--pid"][..],
+        ),
+        (&["record", "-a", "-t", "1"], &["--all-cpus", "--tid"]),
+        (&["record", "-a", "--", "true"], &["--all-cpus", "COMMAND"]),
+        (&["record", "-p", "1", "-t", "1"], &["--pid", "--tid"]),
+        (&["record", "-p", "1", "--", "true"], &["--pid", "COMMAND"]),
+        (&["record", "-t", "1", "--", "true"], &["--tid", "COMMAND"]),
+        (&["record", "-C", "0", "-p", "1"], &["--cpu", "--pid"]),
+        (&["record", "-C", "0", "--", "true"], &["--cpu", "COMMAND"]),
+        (&["record", "-q"], &["-p PID"]),
+        (&["record", "-C", "0-x"], &["--cpu", "0-x", "0-3"]),
+        (&["record", "-C", "3-1"], &["--cpu"]),
+        (
+            &["record", "--call-graph", "lbr", "-a"],
+            &["--call-graph", "fp or dwarf"],
+        ),
+        (
+            &["record", "--call-graph", "dwarf,65536", "-a"],
+            &["--call-graph", "8..=65528"],
+        ),
+        (
+            &["record", "--call-graph", "dwarf,big", "-a"],
+            &["--call-graph", "8..=65528"],
+        ),
+        (
+            &["record", "-e", "cycles", "-a"],
+            &["--event", "cycles", "cpu-clock"],
+        ),
+        (&["record", "-d", "0", "-a"], &["--duration", "seconds"]),
+        (&["record", "-d", "soon", "-a"], &["--duration", "seconds"]),
+        (&["record", "-F", "0", "-a"], &["--freq"]),
+        (&["record", "-c", "0", "-a"], &["--count"]),
+        (
+            &["record", "-m", "100", "-a"],
+            &["--mmap-pages", "power of two"],
+        ),
+        (&["probe"], &["PATTERN"]),
+        (&["probe", "-x", "/bin/true"], &["PATTERN"]),
+        (
+            &["probe", "syscall:write", "-d", "0"],
+            &["--duration", "seconds"],
+        ),
+        (
+            &["probe", "syscall:write", "-i", "inf"],
+            &["--interval", "seconds"],
+        ),
+        (
+            &["probe", "syscall:write", "-p", "1", "--", "true"],
+            &["--pid", "COMMAND"],
+        ),
+        (
+            &["probe", "syscall:write", "--mmap-pages", "3"],
+            &["--mmap-pages", "power of two"],
+        ),
+    ] {
+        usage_error(args, names);
+    }
+}
+
+/// Check that rprof exits with the workload's status when it succeeded (as `perf record` does), 128+N when
+/// signal N killed the workload, and 1 when rprof itself failed.
+#[test]
+fn exit_status_is_the_workloads() {
+    if !privileged("exit_status_is_the_workloads") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("x.data");
+    let data = data.to_str().unwrap();
+    let status = |args: &[&str]| {
+        let out = rprof().args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(!err.contains("panicked"), "rprof {args:?}: {err}");
+        (out.status.code(), err)
+    };
+    let record = |cmd: &[&str]| {
+        let mut args = vec!["record", "-q", "-o", data, "--"];
+        args.extend_from_slice(cmd);
+        status(&args)
+    };
+    assert_eq!(record(&["true"]).0, Some(0));
+    assert_eq!(record(&["false"]).0, Some(1));
+    assert_eq!(record(&["sh", "-c", "exit 7"]).0, Some(7));
+    assert_eq!(record(&["sh", "-c", "kill -KILL $$"]).0, Some(128 + 9));
+    // The recording is complete whatever the workload's status.
+    rprof_ok(&["report", "-i", data]);
+    let (code, err) = status(&["probe", "syscall:write", "--", "sh", "-c", "echo x; exit 3"]);
+    assert_eq!(code, Some(3), "{err}");
+    // rprof's own failures are 1, even when the workload would have succeeded.
+    let (code, err) = status(&["record", "-o", "/nonexistent-dir/x.data", "--", "true"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.starts_with("rprof: ") && err.contains("/nonexistent-dir/x.data"),
+        "{err}"
+    );
+    let (code, err) = status(&["probe", "-x", "/nonexistent/bin", "f", "--", "true"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("/nonexistent/bin"), "{err}");
 }
 
 /// Check that an unprivileged user gets the perf_event_paranoid explanation.
@@ -47,8 +166,9 @@ fn denied_explains_paranoid() {
     let paranoid =
         std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid").unwrap_or_default();
     if paranoid.trim().parse::<i32>().unwrap_or(2) < 2 {
-        eprintln!(
-            "denied_explains_paranoid: skipped: perf_event_paranoid < 2 lets every user sample"
+        skip(
+            "denied_explains_paranoid",
+            "perf_event_paranoid < 2 lets every user sample",
         );
         return;
     }
@@ -129,6 +249,10 @@ fn signals_and_target_exit_leave_valid_files() {
                 .spawn()
                 .unwrap(),
         );
+        // Held stopped until sampling is on, so the 10 rounds of "target-exits" are all sampled however long
+        // rprof takes to start on a busy machine.
+        let target_pid = nix::unistd::Pid::from_raw(target.0.id() as i32);
+        nix::sys::signal::kill(target_pid, nix::sys::signal::SIGSTOP).unwrap();
         let data = dir.path().join(format!("{how}.data"));
         let mut rec = KillOnDrop(
             rprof()
@@ -148,7 +272,11 @@ fn signals_and_target_exit_leave_valid_files() {
         );
         let started = read_line(rec.0.stderr.as_mut().unwrap());
         assert!(started.contains("sampling"), "{started}");
-        std::thread::sleep(Duration::from_millis(1000));
+        nix::sys::signal::kill(target_pid, nix::sys::signal::SIGCONT).unwrap();
+        if how != "target-exits" {
+            // 300 ms of the target's CPU time: ~300 samples at 999 Hz however busy the machine is.
+            wait_for_cpu(target.0.id(), Duration::from_millis(300));
+        }
         let rec_pid = nix::unistd::Pid::from_raw(rec.0.id() as i32);
         match how {
             "sigterm" => nix::sys::signal::kill(rec_pid, nix::sys::signal::SIGTERM).unwrap(),
@@ -161,40 +289,95 @@ fn signals_and_target_exit_leave_valid_files() {
         assert!(status.success(), "{how}: rprof exited with {status}");
         let folded = rprof_ok(&["report", "-i", data.to_str().unwrap(), "--folded"]);
         let samples: u64 = parse_folded(&folded).iter().map(|s| s.1).sum();
-        // ~1000 samples with a core to itself; the tests share 2 cores, so ask for far fewer.
+        // ~300 samples for the signals (300 ms of CPU), ~400 for the 10 rounds; ask for far fewer.
         assert!(samples >= 50, "{how}: only {samples} samples\n{folded}");
         assert!(folded.contains("hot_a"), "{how}: {folded}");
     }
 }
 
-/// Check that `rprof report --folded | head -1` ends quietly with status 0.
+/// Record the many-stacks fixture: ~600 samples, nearly each a deep stack of its own (megabytes folded).
+fn record_many_stacks(dir: &std::path::Path) -> String {
+    let bin = build_c(dir, "many_stacks.c", FP);
+    record_to(
+        dir,
+        "many.data",
+        &["-F", "999", "-g", "--", bin.to_str().unwrap(), "2000"],
+    )
+}
+
+/// Check that `rprof report --folded | head -1` ends quietly with status 0 (not an error, not killed by
+/// SIGPIPE), with a real broken pipe: the output is far larger than the pipe buffer and the reader closes after
+/// one line.
 #[test]
 fn broken_pipe_is_success() {
     if !privileged("broken_pipe_is_success") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let data = record_calltree(dir.path(), "p.data", "20");
-    let script = format!(
-        "set -o pipefail; '{}' report -i '{}' --folded | head -c 1 >/dev/null",
-        env!("CARGO_BIN_EXE_rprof"),
-        data
+    let data = record_many_stacks(dir.path());
+    let full = rprof_ok(&["report", "-i", &data, "--folded"]);
+    assert!(
+        full.len() >= 256 * 1024,
+        "the folded output ({} bytes, {} lines) must be far over the 64 KiB pipe buffer for the pipe to break",
+        full.len(),
+        full.lines().count()
     );
-    let out = Command::new("bash")
-        .arg("-c")
-        .arg(&script)
+    let mut child = rprof()
+        .args(["report", "-i", &data, "--folded"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let first = read_line(child.stdout.as_mut().unwrap());
+    assert!(first.starts_with("many_stacks;"), "{first}");
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{}: {err}", out.status);
+    assert!(err.is_empty(), "{err}");
+}
+
+/// Check that a broken pipe that is not stdout's (a flame graph written to a FIFO whose reader leaves) is an
+/// error naming the file, exit status 1.
+#[test]
+fn broken_pipe_elsewhere_is_an_error() {
+    if !privileged("broken_pipe_elsewhere_is_an_error") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let data = record_many_stacks(dir.path());
+    let svg = dir.path().join("full.svg");
+    rprof_ok(&["report", "-i", &data, "--flamegraph", svg.to_str().unwrap()]);
+    let size = std::fs::metadata(&svg).unwrap().len();
+    assert!(
+        size >= 256 * 1024,
+        "the SVG ({size} bytes) must be far over the pipe buffer"
+    );
+    let fifo = dir.path().join("fifo.svg");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || {
+            let mut r = std::fs::File::open(&fifo).unwrap();
+            let mut byte = [0u8; 1];
+            std::io::Read::read_exact(&mut r, &mut byte).unwrap();
+        })
+    };
+    let out = rprof()
+        .args([
+            "report",
+            "-i",
+            &data,
+            "--flamegraph",
+            fifo.to_str().unwrap(),
+        ])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        out.stderr.is_empty(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    reader.join().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{}: {err}", out.status);
+    assert!(err.contains(fifo.to_str().unwrap()), "{err}");
+    assert!(err.contains("Broken pipe"), "{err}");
 }
 
 /// Check that `-a -d 1` samples the whole system, including a process started without rprof.

@@ -4,24 +4,9 @@ use common::*;
 use std::collections::HashMap;
 use std::process::Command;
 
-/// Whether `perf` is installed; without it these tests skip (printing why), unless RPROF_REQUIRE_PRIVILEGED=1.
+/// Whether these tests can run: root and the `perf` tool; otherwise they skip (see [`skip`]).
 fn have_perf(test: &str) -> bool {
-    if !privileged(test) {
-        return false;
-    }
-    if Command::new("perf")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
-    {
-        return true;
-    }
-    let why = format!("{test}: skipped: `perf` is not installed (apt-get install linux-perf)");
-    if std::env::var("RPROF_REQUIRE_PRIVILEGED").as_deref() == Ok("1") {
-        panic!("{why}");
-    }
-    eprintln!("{why}");
-    false
+    privileged(test) && perf_tool(test)
 }
 
 /// `perf record -q -F 999 ARGS -o DIR/perf.data -- COMMAND`, asserting success; returns the file's path.

@@ -4,6 +4,7 @@
 //! initramfs holding a static rprof, and runs `tests/vm/scenario.sh` inside. The scenario prints one
 //! `RPROF-VM-RESULT name=STEP status=pass|fail secs=S detail=...` line per step on the serial console; this test
 //! parses them and requires every step to pass. Needs root and network to the Debian mirror (first run only).
+mod common;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -86,11 +87,10 @@ fn parses_result_lines() {
 #[test]
 fn kprobes_in_qemu() {
     if !nix::unistd::geteuid().is_root() {
-        let reason = "kprobe_vm needs root (apt-get, mknod) and network to the Debian mirror";
-        if std::env::var("RPROF_REQUIRE_PRIVILEGED").as_deref() == Ok("1") {
-            panic!("{reason}, and RPROF_REQUIRE_PRIVILEGED=1 is set");
-        }
-        eprintln!("skipping kprobes_in_qemu: {reason}");
+        common::skip(
+            "kprobes_in_qemu",
+            "needs root (apt-get, mknod) and network to the Debian mirror",
+        );
         return;
     }
     let root = env!("CARGO_MANIFEST_DIR");

@@ -1,4 +1,5 @@
 //! Symbolization of real programs built from `fixtures/sym_*` with gcc, g++ and rustc.
+mod common;
 use rprof::addr::FileOffset;
 use rprof::symbols::{
     demangle, elf_info, function_symbols, Frame, FunctionSymbol, ModuleKey, SymbolError,
@@ -215,7 +216,8 @@ fn check_inlined_frames(flags: &[&str]) {
 fn libc_inline_chains_match_addr2line() {
     let libc = Path::new("/usr/lib/x86_64-linux-gnu/libc.so.6");
     let Some(build_id) = elf_info(libc).ok().and_then(|i| i.build_id) else {
-        eprintln!("SKIP: no {} with a build id", libc.display());
+        let why = format!("no {} with a build id", libc.display());
+        common::skip("libc_inline_chains_match_addr2line", &why);
         return;
     };
     let hex: String = build_id.iter().map(|b| format!("{b:02x}")).collect();
@@ -225,15 +227,8 @@ fn libc_inline_chains_match_addr2line() {
         &hex[2..]
     ));
     if !debug.exists() {
-        assert!(
-            std::env::var_os("RPROF_REQUIRE_PRIVILEGED").is_none(),
-            "{} is missing: install libc6-dbg",
-            debug.display()
-        );
-        eprintln!(
-            "SKIP: {} is missing (apt-get install libc6-dbg)",
-            debug.display()
-        );
+        let why = format!("{} is missing (apt-get install libc6-dbg)", debug.display());
+        common::skip("libc_inline_chains_match_addr2line", &why);
         return;
     }
     let symbols = function_symbols(libc, &[PathBuf::from("/usr/lib/debug")]).unwrap();
@@ -653,7 +648,7 @@ fn plt_entries_named_like_objdump() {
 fn libc_plt_entries() {
     let libc = Path::new("/usr/lib/x86_64-linux-gnu/libc.so.6");
     if !libc.exists() {
-        eprintln!("SKIP: no {}", libc.display());
+        common::skip("libc_plt_entries", &format!("no {}", libc.display()));
         return;
     }
     let symbols = function_symbols(libc, &[PathBuf::from("/usr/lib/debug")]).unwrap();

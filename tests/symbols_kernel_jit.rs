@@ -1,4 +1,5 @@
 //! Kernel symbols from the live /proc/kallsyms and JIT symbols from /tmp/perf-PID.map.
+mod common;
 use rprof::addr::RuntimeAddr;
 use rprof::symbols::{Symbolizer, SymbolizerOptions};
 
@@ -17,12 +18,10 @@ fn kernel_resolves_ksys_write() {
         .expect("ksys_write in /proc/kallsyms");
     let mut symbolizer = Symbolizer::new(SymbolizerOptions::default());
     if addr == 0 {
-        let reason = "kallsyms addresses are hidden (kptr_restrict); run as root";
-        assert!(
-            std::env::var("RPROF_REQUIRE_PRIVILEGED").as_deref() != Ok("1"),
-            "{reason}"
+        common::skip(
+            "kernel_resolves_ksys_write",
+            "kallsyms addresses are hidden (kptr_restrict); run as root",
         );
-        eprintln!("skipping: {reason}");
         assert_eq!(symbolizer.kernel(0), None, "hidden kallsyms gives no names");
         return;
     }

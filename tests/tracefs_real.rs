@@ -1,16 +1,19 @@
 //! The tracefs layer on the real tracefs (needs root): create, list, id and remove uprobes on a built fixture.
+mod common;
 use rprof::tracefs::{ProbeDef, ProbeFile, ProbeLocation, Tracefs};
 use std::process::Command;
 
 /// Check that uprobes (several points in one event) are created, get an id and a format, and are removed.
 #[test]
 fn real_tracefs_roundtrip() {
-    let require = std::env::var("RPROF_REQUIRE_PRIVILEGED").is_ok_and(|v| v == "1");
     let t = match Tracefs::find_or_mount() {
         Ok(t) if nix::unistd::geteuid().is_root() && t.root().join("uprobe_events").exists() => t,
         other => {
-            assert!(!require, "tracefs with uprobes needed: {:?}", other.err());
-            eprintln!("skipping real_tracefs_roundtrip: needs root and tracefs with uprobe_events");
+            let why = format!(
+                "needs root and tracefs with uprobe_events ({:?})",
+                other.err()
+            );
+            common::skip("real_tracefs_roundtrip", &why);
             return;
         }
     };

@@ -1,6 +1,7 @@
 //! DWARF unwinding on real samples: fixtures are built here, recorded with the installed `perf record
 //! --call-graph dwarf`, and the recording (REGS_USER + STACK_USER samples, MMAP2, FORK, EXIT) is fed into
 //! `DwarfUnwinder`. Frames are symbolized with a small nearest-symbol lookup over the ELF symbol tables.
+mod common;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -91,8 +92,12 @@ fn record(dir: &Path, exe: &Path, args: &[&str], stack_size: u32) -> Option<Vec<
         let privilege = stderr.contains("perf_event_paranoid")
             || stderr.contains("Permission denied")
             || stderr.contains("Access to performance monitoring");
-        if privilege && std::env::var("RPROF_REQUIRE_PRIVILEGED").as_deref() != Ok("1") {
-            eprintln!("SKIP: perf record lacks the privilege to sample: {stderr}");
+        if privilege {
+            let why = format!(
+                "perf record lacks the privilege to sample: {}",
+                stderr.trim()
+            );
+            common::skip(&format!("unwind_dwarf on {}", exe.display()), &why);
             return None;
         }
         panic!("perf record failed: {stderr}");

@@ -1,6 +1,9 @@
 //! Command-line parsing (clap) and the mapping of arguments onto the library's plain config structs.
 use clap::{Parser, Subcommand};
 
+mod advice;
+mod output;
+mod parse;
 pub mod probe;
 pub mod record;
 pub mod report;
@@ -24,12 +27,21 @@ pub enum Command {
     Probe(probe::ProbeArgs),
 }
 
-/// Parse the command line and run the chosen command.
-pub fn run() -> anyhow::Result<()> {
+pub use output::is_stdout_closed;
+
+/// Parse the command line and run the chosen command. Returns rprof's exit status: the launched command's when
+/// there was one, else 0.
+pub fn run() -> anyhow::Result<u8> {
     let cli = Cli::parse();
     match cli.command {
         Command::Record(a) => record::run(a),
         Command::Report(a) => report::run(a),
         Command::Probe(a) => probe::run(a),
     }
+}
+
+/// rprof's exit status for a workload's: its exit code, or 128+N when signal N killed it (as the shell and
+/// `perf record` report it); 0 when there was no workload or it was still running at the end.
+fn exit_status(workload: Option<i32>) -> u8 {
+    workload.map_or(0, |code| u8::try_from(code).unwrap_or(u8::MAX))
 }

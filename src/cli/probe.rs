@@ -1,17 +1,23 @@
-//! `rprof probe` arguments. OWNER: probe helper.
+//! `rprof probe` arguments and their mapping onto [`rprof::probe::ProbeOptions`].
+use super::output::Stdout;
+use super::parse;
 use clap::Args;
 use rprof::probe::{self, Format, ProbeOptions, TaskTarget};
 use std::path::PathBuf;
 use std::time::Duration;
 
 /// Count and time functions exactly with uprobes/uretprobes, kprobes and tracepoints.
-///
-/// Examples: `rprof probe -x ./app 'func_*' -- ./app`, `rprof probe c:malloc -p 1234 -d 10`,
-/// `rprof probe 'syscall:write' -- ./app`, `rprof probe 't:sched:sched_switch' -d 5`.
 #[derive(Args, Debug)]
+#[command(
+    after_help = "Examples:\n  rprof probe -x ./app 'func_*' -- ./app\n  rprof probe c:malloc -p 1234 -d 10\n  \
+                  rprof probe 'syscall:write' -- ./app\n  rprof probe 't:sched:sched_switch' -d 5\n\n\
+                  Exit status: with -- COMMAND, the command's own (128+N when signal N killed it); otherwise 0. 1 \
+                  when rprof itself fails, 2 for a usage error."
+)]
 pub struct ProbeArgs {
     /// Patterns: functions in -x BINARY (globs on mangled and demangled names), `LIB:PATTERN` (e.g. c:malloc),
     /// `syscall:GLOB`, `t:CATEGORY:EVENT`, or, without -x, kernel functions.
+    #[arg(required = true, value_name = "PATTERN")]
     pub patterns: Vec<String>,
     /// The binary or shared library whose functions the patterns name.
     #[arg(short = 'x', long = "exe", value_name = "BINARY")]
@@ -26,11 +32,11 @@ pub struct ProbeArgs {
     #[arg(short = 'p', long, value_name = "PID", conflicts_with = "command")]
     pub pid: Option<i32>,
     /// Stop after this many seconds.
-    #[arg(short = 'd', long, value_name = "SECONDS")]
-    pub duration: Option<f64>,
+    #[arg(short = 'd', long, value_name = "SECONDS", value_parser = parse::seconds)]
+    pub duration: Option<Duration>,
     /// Print a report every SECONDS, resetting the counts.
-    #[arg(short = 'i', long, value_name = "SECONDS")]
-    pub interval: Option<f64>,
+    #[arg(short = 'i', long, value_name = "SECONDS", value_parser = parse::seconds)]
+    pub interval: Option<Duration>,
     /// Print a timestamp (UTC) with each report.
     #[arg(short = 'T', long = "timestamp")]
     pub timestamps: bool,
@@ -53,7 +59,7 @@ pub struct ProbeArgs {
     #[arg(long, requires = "stacks")]
     pub folded: bool,
     /// Data pages per CPU ring buffer (a power of two).
-    #[arg(long, value_name = "PAGES", default_value_t = 1024)]
+    #[arg(long, value_name = "PAGES", default_value = "1024", value_parser = parse::pages)]
     pub mmap_pages: usize,
     /// A directory searched for separate debug files (repeatable; default /usr/lib/debug).
     #[arg(long = "debug-dir", value_name = "DIR")]
@@ -63,17 +69,9 @@ pub struct ProbeArgs {
     pub command: Vec<String>,
 }
 
-fn seconds(what: &str, s: Option<f64>) -> anyhow::Result<Option<Duration>> {
-    match s {
-        None => Ok(None),
-        Some(v) if v.is_finite() && v > 0.0 => Ok(Some(Duration::from_secs_f64(v))),
-        Some(v) => anyhow::bail!("{what} must be a positive number of seconds, not {v}"),
-    }
-}
-
 impl ProbeArgs {
     /// The library's options for these arguments.
-    pub fn options(self) -> anyhow::Result<ProbeOptions> {
+    pub fn options(self) -> ProbeOptions {
         let target = match (self.pid, self.command.is_empty()) {
             (Some(pid), _) => TaskTarget::Pid(pid),
             (None, false) => TaskTarget::Command(self.command),
@@ -94,8 +92,8 @@ impl ProbeArgs {
             regex: self.regex,
             list: self.list,
             target,
-            duration: seconds("-d", self.duration)?,
-            interval: seconds("-i", self.interval)?,
+            duration: self.duration,
+            interval: self.interval,
             timestamps: self.timestamps,
             count_only: self.count,
             format,
@@ -107,14 +105,13 @@ impl ProbeArgs {
         if !self.debug_dirs.is_empty() {
             opts.debug_dirs = self.debug_dirs;
         }
-        Ok(opts)
+        opts
     }
 }
 
-pub fn run(args: ProbeArgs) -> anyhow::Result<()> {
-    let opts = args.options()?;
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
-    probe::run(&opts, &mut out)?;
-    Ok(())
+/// Probe; returns the launched command's exit status (0 without one).
+pub fn run(args: ProbeArgs) -> anyhow::Result<u8> {
+    let opts = args.options();
+    let summary = probe::run(&opts, &mut Stdout::lock())?;
+    Ok(super::exit_status(summary.exit_code))
 }

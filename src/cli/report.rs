@@ -1,4 +1,6 @@
 //! `rprof report` arguments and their mapping onto the report library.
+use super::advice;
+use super::output::Stdout;
 use anyhow::Context;
 use clap::Args;
 use rprof::report::{self, Filter, TableOptions};
@@ -48,7 +50,7 @@ pub struct ReportArgs {
     pub debug_dir: Vec<PathBuf>,
 }
 
-pub fn run(a: ReportArgs) -> anyhow::Result<()> {
+pub fn run(a: ReportArgs) -> anyhow::Result<u8> {
     let filter = Filter {
         pids: a.pid.clone(),
         tids: a.tid.clone(),
@@ -62,7 +64,7 @@ pub fn run(a: ReportArgs) -> anyhow::Result<()> {
     };
     let profile = report::load(&a.input, &filter, opts)?;
     if profile.unwound.unwound > 0 {
-        eprintln!("rprof report: {}", profile.unwound);
+        eprintln!("rprof report: {}", advice::dwarf_summary(&profile.unwound));
     }
     if let Some(svg) = &a.flamegraph {
         if profile.stacks.is_empty() {
@@ -82,10 +84,9 @@ pub fn run(a: ReportArgs) -> anyhow::Result<()> {
             svg.display(),
             profile.samples
         );
-        return Ok(());
+        return Ok(0);
     }
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, Stdout::lock());
     if a.folded {
         report::write_folded(&profile, &mut out)?;
     } else {
@@ -96,5 +97,5 @@ pub fn run(a: ReportArgs) -> anyhow::Result<()> {
         report::write_table(&profile, &t, &mut out)?;
     }
     out.flush()?;
-    Ok(())
+    Ok(0)
 }

@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 
 mod buildids;
 mod dwarf;
-pub use crate::unwind::dwarf::DwarfStats;
+use crate::unwind::dwarf::DwarfStats;
 use dwarf::DwarfState;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -120,11 +120,7 @@ impl std::fmt::Display for RecordSummary {
             self.throttled,
             self.output.display(),
             human_size(self.bytes)
-        )?;
-        if let Some(d) = &self.dwarf {
-            write!(f, "\nrprof record: {d}")?;
-        }
-        Ok(())
+        )
     }
 }
 

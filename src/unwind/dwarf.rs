@@ -699,41 +699,6 @@ impl DwarfStats {
     }
 }
 
-impl std::fmt::Display for DwarfStats {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let pct = |n: u64| n as f64 * 100.0 / self.unwound.max(1) as f64;
-        write!(
-            f,
-            "DWARF-unwound {} user stacks: {:.1}% truncated at the {}-byte stack copy, {:.1}% stopped at a \
-             frame without unwind info",
-            self.unwound,
-            pct(self.truncated),
-            self.copy_size,
-            pct(self.failed)
-        )?;
-        if self.truncated * 20 > self.unwound {
-            if self.copy_size < 65528 {
-                write!(
-                    f,
-                    "; record with --call-graph dwarf,65528 for deeper stacks"
-                )?;
-            } else {
-                write!(
-                    f,
-                    "; 65528 bytes is the kernel's largest copy: use -g on a build with frame pointers"
-                )?;
-            }
-        }
-        if self.failed * 20 > self.unwound {
-            write!(
-                f,
-                "; install debug symbols (.debug_frame) or build with -fasynchronous-unwind-tables"
-            )?;
-        }
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

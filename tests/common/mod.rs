@@ -10,17 +10,29 @@ pub fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
 }
 
-/// Whether this test may use perf_event_open and tracefs. Without root it skips (printing why), unless
-/// RPROF_REQUIRE_PRIVILEGED=1, where a skip is a failure.
+/// Whether CI forbids skipping: RPROF_REQUIRE_PRIVILEGED=1 (set by .ci/run, which installs every tool).
+pub fn require_privileged() -> bool {
+    std::env::var("RPROF_REQUIRE_PRIVILEGED").as_deref() == Ok("1")
+}
+
+/// Skip `test` because the machine lacks something (root, a tool, a file): prints one `SKIPPED` line saying
+/// what, or panics when RPROF_REQUIRE_PRIVILEGED=1 forbids skipping. The caller returns right after.
+/// The line goes to stderr directly, not through `eprintln!`, which the test harness captures and hides for
+/// tests that pass: a skip must show in `cargo test`'s output.
+pub fn skip(test: &str, why: &str) {
+    if require_privileged() {
+        panic!("{test}: cannot run: {why}, and RPROF_REQUIRE_PRIVILEGED=1 forbids skipping");
+    }
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {why}");
+}
+
+/// Whether this test may use perf_event_open and tracefs. Without root it skips (see [`skip`]).
 pub fn privileged(test: &str) -> bool {
     if nix::unistd::geteuid().is_root() {
         return true;
     }
-    let why = format!("{test}: skipped: needs root for perf_event_open and tracefs");
-    if std::env::var("RPROF_REQUIRE_PRIVILEGED").as_deref() == Ok("1") {
-        panic!("{why}, and RPROF_REQUIRE_PRIVILEGED=1 forbids skipping");
-    }
-    eprintln!("{why}");
+    skip(test, "needs root for perf_event_open and tracefs");
     false
 }
 
@@ -159,19 +171,17 @@ pub fn read_line(r: &mut impl std::io::Read) -> String {
     String::from_utf8_lossy(&line).into_owned()
 }
 
-/// Whether the `perf` tool runs here. Without it the test skips (printing why), unless
-/// RPROF_REQUIRE_PRIVILEGED=1, where a skip is a failure.
+/// Whether the `perf` tool runs here. Without it the test skips (see [`skip`]).
 pub fn perf_tool(test: &str) -> bool {
     let ok = Command::new("perf")
         .arg("--version")
         .output()
         .is_ok_and(|o| o.status.success());
     if !ok {
-        let why = format!("{test}: skipped: the perf tool is not installed");
-        if std::env::var("RPROF_REQUIRE_PRIVILEGED").as_deref() == Ok("1") {
-            panic!("{why}, and RPROF_REQUIRE_PRIVILEGED=1 forbids skipping");
-        }
-        eprintln!("{why}");
+        skip(
+            test,
+            "the perf tool is not installed (apt-get install linux-perf)",
+        );
     }
     ok
 }
@@ -228,4 +238,55 @@ pub fn vm_rss_kib(pid: u32) -> Option<u64> {
         .lines()
         .find_map(|l| l.strip_prefix("VmRSS:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+/// CPU time (user + system) a process has used so far, from /proc/PID/stat (None once it is gone).
+pub fn cpu_time(pid: u32) -> Option<std::time::Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (which may hold spaces): state is field 3, utime 14, stime 15.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .ok()
+        .flatten()
+        .unwrap_or(100) as u64;
+    Some(std::time::Duration::from_millis(ticks * 1000 / hz))
+}
+
+/// Wait until process `pid` has used `work` more CPU time than it had at the call: sizes a sampling window by
+/// work done rather than by wall time, so a busy machine gets the same number of samples, only later. Panics
+/// after 120 s of wall time or if the process ends first.
+pub fn wait_for_cpu(pid: u32, work: std::time::Duration) {
+    let start = cpu_time(pid).expect("the process is running");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        let used = cpu_time(pid).expect("the process is still running");
+        if used >= start + work {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "process {pid} used only {:?} of CPU in 120 s",
+            used - start
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// The one child process of `pid` (a recorder's workload), waiting up to 30 s for it to appear.
+pub fn only_child(pid: u32) -> u32 {
+    let path = format!("/proc/{pid}/task/{pid}/children");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        if let Some(child) = text.split_whitespace().next() {
+            return child.parse().expect("a pid");
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "process {pid} started no child in 30 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
 }

@@ -96,7 +96,9 @@ pub fn perf_available(test: &str) -> bool {
             !require_privileged(),
             "{test}: perf is not installed but RPROF_REQUIRE_PRIVILEGED=1"
         );
-        eprintln!("SKIP {test}: perf is not installed");
+        // Straight to stderr: the harness hides `eprintln!` of passing tests, and a skip must show.
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr(), "SKIPPED {test}: perf is not installed");
     }
     ok
 }

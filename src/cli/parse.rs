@@ -1,0 +1,128 @@
+//! clap value parsers. Each turns one argument into its typed value, or into a message that says what is wrong
+//! and what works; clap puts the flag's name in front and exits with its usage status (2).
+use rprof::record::CallGraph;
+use std::time::Duration;
+
+/// The kernel copies at most 65528 bytes of user stack per sample (a record is at most 64 KiB).
+pub const MAX_STACK_COPY: u32 = 65528;
+
+/// A positive, finite number of seconds, e.g. `5` or `0.5`.
+pub fn seconds(s: &str) -> Result<Duration, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(Duration::from_secs_f64(v)),
+        _ => Err("give a positive number of seconds, like 5 or 0.5".to_string()),
+    }
+}
+
+/// `fp`, or `dwarf[,SIZE]` with SIZE in 8..=65528 bytes (rounded down to a multiple of 8; default 16384).
+pub fn call_graph(s: &str) -> Result<CallGraph, String> {
+    let (mode, size) = match s.split_once(',') {
+        Some((m, sz)) => (m, Some(sz)),
+        None => (s, None),
+    };
+    match (mode, size) {
+        ("fp", None) => Ok(CallGraph::Fp),
+        ("dwarf", None) => Ok(CallGraph::Dwarf { stack_size: 16384 }),
+        ("dwarf", Some(sz)) => match sz.parse::<u32>() {
+            Ok(n) if (8..=MAX_STACK_COPY).contains(&n) => {
+                Ok(CallGraph::Dwarf { stack_size: n & !7 })
+            }
+            _ => Err(format!(
+                "the DWARF stack copy size must be 8..={MAX_STACK_COPY} bytes, like dwarf,16384"
+            )),
+        },
+        _ => Err("use fp or dwarf[,SIZE]".to_string()),
+    }
+}
+
+/// The sampling clock: CPU time of the CPU (`cpu-clock`) or of the task (`task-clock`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Clock {
+    Cpu,
+    Task,
+}
+
+/// `cpu-clock` or `task-clock`, the software clocks rprof samples.
+pub fn clock_event(s: &str) -> Result<Clock, String> {
+    match s {
+        "cpu-clock" => Ok(Clock::Cpu),
+        "task-clock" => Ok(Clock::Task),
+        _ => Err(
+            "rprof samples the software clocks cpu-clock and task-clock (hardware events need a PMU)"
+                .to_string(),
+        ),
+    }
+}
+
+/// A list of CPUs, as `0,1` or `0-3` or `0-1,3`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CpuList(pub Vec<u32>);
+
+/// Parse a CPU list such as `0-1,3`.
+pub fn cpu_list(s: &str) -> Result<CpuList, String> {
+    match rprof::perf::parse_cpu_list(s) {
+        Some(cpus) if !cpus.is_empty() => Ok(CpuList(cpus)),
+        _ => Err("give CPUs as a list like 0,1 or 0-3 or 0-1,3".to_string()),
+    }
+}
+
+/// A count above zero (a frequency or a period).
+pub fn above_zero(s: &str) -> Result<u64, String> {
+    match s.parse::<u64>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err("give a whole number above 0".to_string()),
+    }
+}
+
+/// A number of ring buffer pages: a power of two.
+pub fn pages(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if n.is_power_of_two() => Ok(n),
+        _ => Err("the number of ring buffer pages must be a power of two, like 128".to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seconds_take_positive_finite_numbers() {
+        assert_eq!(seconds("2.5"), Ok(Duration::from_millis(2500)));
+        for bad in ["0", "-1", "inf", "NaN", "", "1s"] {
+            assert!(seconds(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn call_graph_modes_and_sizes() {
+        assert_eq!(call_graph("fp"), Ok(CallGraph::Fp));
+        assert_eq!(
+            call_graph("dwarf"),
+            Ok(CallGraph::Dwarf { stack_size: 16384 })
+        );
+        assert_eq!(
+            call_graph("dwarf,65535"),
+            Err("the DWARF stack copy size must be 8..=65528 bytes, like dwarf,16384".to_string())
+        );
+        assert_eq!(
+            call_graph("dwarf,1001"),
+            Ok(CallGraph::Dwarf { stack_size: 1000 })
+        );
+        for bad in ["lbr", "fp,8", "dwarf,", "dwarf,4", "dwarf,x"] {
+            assert!(call_graph(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn cpu_lists_events_and_counts() {
+        assert_eq!(cpu_list("0-1,3"), Ok(CpuList(vec![0, 1, 3])));
+        assert!(cpu_list("3-1").is_err());
+        assert!(cpu_list("").is_err());
+        assert_eq!(clock_event("task-clock"), Ok(Clock::Task));
+        assert!(clock_event("cycles").is_err());
+        assert!(above_zero("0").is_err());
+        assert!(pages("100").is_err());
+        assert_eq!(pages("64"), Ok(64));
+    }
+}
