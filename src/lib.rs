@@ -2,7 +2,8 @@
 //!
 //! Pipeline stages, one module each (dependencies flow downwards in this list):
 //! - [`addr`]: typed addresses (runtime, file offset, ELF virtual address).
-//! - [`perf`]: perf_event_open, ioctls, mmap ring buffers, time-ordered merge. The only unsafe code.
+//! - [`merge`]: the time-ordered merge of records from several buffers (a generic sort).
+//! - [`perf`]: perf_event_open, ioctls, mmap ring buffers, the event set and its run loop. The only unsafe code.
 //! - [`tracefs`]: find/mount tracefs, create and remove probe events.
 //! - [`process`]: /proc parsers (maps, tasks, comm).
 //! - [`symbols`]: kallsyms, ELF, DWARF, debug files, perf maps, demangling.
@@ -12,6 +13,7 @@
 //! - [`report`]: `rprof report`, symbolized tables, folded stacks, flame graphs.
 //! - [`probe`]: `rprof probe`, exact function counts and durations.
 pub mod addr;
+pub mod merge;
 pub mod perf;
 pub mod probe;
 pub mod process;

@@ -31,7 +31,7 @@ use super::features::{
 };
 use super::writer::{FileHeader, HEADER_SIZE};
 use super::{BuildIdEntry, CpuMode, Event, Meta, RecordingError, Sample, UserStack};
-use crate::perf::OrderedMerge;
+use crate::merge::OrderedMerge;
 use crate::unwind::dwarf::UserRegs;
 
 /// PERF_RECORD_AUXTRACE and the compressed record types, which this reader refuses.
