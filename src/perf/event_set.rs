@@ -221,3 +221,56 @@ pub fn raise_nofile(need: u64) {
         let _ = setrlimit(Resource::RLIMIT_NOFILE, hard, hard);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::perf::attr::sample;
+
+    /// Check that a set opens an attr on every CPU for this thread, skips an attr the kernel refuses when
+    /// told to, and finds the info of the event behind each sample by its id.
+    #[test]
+    fn opens_skips_and_finds_infos() {
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("opens_skips_and_finds_infos: skipped: needs root for perf_event_open");
+            return;
+        }
+        let clock = Attr::software_clock(true)
+            .period(100_000)
+            .sample_type(sample::IDENTIFIER | sample::TID | sample::TIME)
+            .sample_id_all();
+        let bogus = Attr::tracepoint(u64::MAX).sample_type(sample::IDENTIFIER);
+        let cpus = crate::perf::online_cpus().unwrap();
+        let me = nix::unistd::gettid().as_raw();
+        let mut refusals = Vec::new();
+        let mut set = EventSet::open(
+            &[(clock, "clock"), (bogus, "bogus")],
+            &cpus,
+            &[me],
+            8,
+            &mut |i, _| {
+                refusals.push(i);
+                Refused::Skip
+            },
+        )
+        .unwrap();
+        assert_eq!(refusals, vec![1]);
+        assert!(set.opened(0) && !set.opened(1));
+        assert_eq!(set.len(), cpus.len());
+        set.enable().unwrap();
+        let mut x = 0u64;
+        for i in 0..20_000_000u64 {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(i));
+        }
+        set.disable();
+        let (mut samples, mut named) = (0, 0);
+        set.read(|infos, rec| {
+            if rec.kind == crate::perf::record_type::SAMPLE {
+                samples += 1;
+                named += usize::from(infos.of(&rec) == Some(&"clock"));
+            }
+        });
+        assert!(samples > 0, "no samples after 20M iterations");
+        assert_eq!(named, samples);
+    }
+}
