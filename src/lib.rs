@@ -5,7 +5,9 @@
 //! - [`regs`]: the user registers of a sample (below the recording and the unwinder).
 //! - [`elf_layout`]: an ELF file's PT_LOAD segments: load bias, file offsets, ELF addresses.
 //! - [`buildid`]: build ids, the build-id cache, the running kernel's and vDSO's facts.
-//! - [`perf`]: perf_event_open, ioctls, mmap ring buffers, mapped files. The only unsafe code.
+//! - [`merge`]: the time-ordered merge of records from several buffers (a generic sort).
+//! - [`perf`]: perf_event_open, ioctls, mmap ring buffers, mapped files, the event set and its run loop. The
+//!   only unsafe code.
 //! - [`tracefs`]: find/mount tracefs, create and remove probe events.
 //! - [`process`]: /proc parsers (maps, tasks, comm).
 //! - [`symbols`]: kallsyms, ELF, DWARF, debug files, perf maps, demangling.
@@ -20,6 +22,7 @@
 pub mod addr;
 pub mod buildid;
 pub mod elf_layout;
+pub mod merge;
 #[allow(unsafe_code)]
 pub mod perf;
 pub mod probe;

@@ -1,17 +1,19 @@
-//! The perf_event_open layer: attrs, event fds and ioctls, mmap ring buffers, workload launch, and the
-//! time-ordered merge of records from several buffers. This is the only module with `unsafe` code.
+//! The perf_event_open layer: attrs, event fds and ioctls, mmap ring buffers, workload launch, the set of
+//! events of a session and its run loop. This is the only module with `unsafe` code.
 pub mod attr;
 pub mod event;
+pub mod event_set;
 pub mod mapped;
-pub mod merge;
 pub mod ring;
+pub mod run_loop;
 pub mod tracepoint;
 pub mod workload;
 
 pub use attr::Attr;
 pub use event::PerfEvent;
-pub use merge::OrderedMerge;
+pub use event_set::{EventInfos, EventSet, Refused};
 pub use ring::{RawRecord, Ring};
+pub use run_loop::{Handler, StopSignals, StopWhen, Stopped};
 pub use workload::Workload;
 
 use std::path::PathBuf;
@@ -67,6 +69,8 @@ pub enum PerfError {
         program: String,
         source: std::io::Error,
     },
+    #[error("cannot install the handler of SIGINT, SIGTERM and SIGHUP: {0}")]
+    Signal(std::io::Error),
     #[error("cannot start the workload: {0}")]
     Spawn(std::io::Error),
     #[error("cannot read {path}: {source}")]

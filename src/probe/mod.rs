@@ -2,16 +2,19 @@
 //!
 //! Stages: [`pattern`] classifies and matches patterns; [`resolve`] turns them into [`resolve::Target`]s (one per
 //! address); [`group`] creates the tracefs probes in the group `rprof_<pid>` and guarantees their removal;
-//! [`live`] opens one perf event per probe, CPU and task, merges the per-CPU ring buffers by time and feeds the
+//! [`events`] opens one perf event per probe, CPU and task; [`session`] runs them in `perf`'s loop (shared
+//! with `rprof record`); [`live`] decodes the records into the time-ordered merge and feeds the
 //! [`pairing`] shadow stacks, which fill [`stats`]; [`output`] prints tables, histograms, CSV and JSON;
 //! [`stacks`] counts the distinct stacks at entry (`-g`).
 pub mod addrmap;
+pub mod events;
 pub mod group;
 pub mod live;
 pub mod output;
 pub mod pairing;
 pub mod pattern;
 pub mod resolve;
+pub mod session;
 pub mod stacks;
 pub mod stats;
 
@@ -181,7 +184,7 @@ pub fn run(opts: &ProbeOptions, out: &mut dyn std::io::Write) -> Result<RunSumma
         return Ok(RunSummary::default());
     }
     let tracefs = tracefs.ok_or(ProbeError::NoTracefs)?;
-    live::run(opts, &tracefs, &targets, out)
+    session::run(opts, &tracefs, &targets, out)
 }
 
 /// `-l`: one line per target: name, where, aliases.

@@ -2,7 +2,8 @@
 //! the unwound callchain go out. Records pass through the time-ordered merge first, so that a mapping is known to
 //! the unwinder before the samples that run in it.
 use super::{RecordError, PROT_EXEC};
-use crate::perf::{self, Attr, OrderedMerge};
+use crate::merge::OrderedMerge;
+use crate::perf::{self, Attr};
 use crate::recording::{self, SampleFields, Writer};
 use crate::unwind::dwarf::{DwarfStats, DwarfUnwinder, UserRegs};
 use std::path::PathBuf;

@@ -1,19 +1,26 @@
 //! `rprof record`: open CPU-clock sampling events on a command, processes, threads or the whole system, read
 //! the ring buffers until told to stop, and stream the records into a perf.data recording.
-use crate::perf::attr::sample;
-use crate::perf::record_type;
-use crate::perf::{self, Attr, PerfError, PerfEvent, Ring, Workload};
+//!
+//! [`attrs`] builds the attrs and lists the tasks; [`stream`] counts and writes the records (through
+//! [`dwarf`]'s online unwinder in DWARF mode); [`summary`] is what the session produced. The event set and
+//! the loop are `perf`'s, shared with `rprof probe`.
+use crate::perf::{self, EventSet, PerfError, Refused, StopSignals, StopWhen, Workload};
 use crate::process::{self, ProcessError};
-use crate::recording::{self, FileAttr, Meta, Mmap2, RecordingError, SampleId, Writer};
-use std::collections::BTreeSet;
+use crate::recording::{
+    self, FileAttr, Meta, Mmap2, RecordingError, SampleId, Writer,
+};
 
+mod attrs;
 mod buildids;
 mod dwarf;
-use crate::unwind::dwarf::DwarfStats;
+mod stream;
+mod summary;
 use dwarf::DwarfState;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+use stream::{Collected, Stream};
+pub use summary::{human_size, RecordSummary};
 
 /// What to sample.
 #[derive(Clone, Debug)]
@@ -91,48 +98,6 @@ impl Default for RecordConfig {
     }
 }
 
-/// What a recording session produced.
-#[derive(Clone, Debug, Default)]
-pub struct RecordSummary {
-    pub samples: u64,
-    /// Records the kernel could not write because the buffer was full (PERF_RECORD_LOST).
-    pub lost: u64,
-    /// Samples dropped inside the kernel (PERF_RECORD_LOST_SAMPLES).
-    pub lost_samples: u64,
-    /// Times the kernel throttled sampling (PERF_RECORD_THROTTLE).
-    pub throttled: u64,
-    pub output: PathBuf,
-    pub bytes: u64,
-    /// The launched command's exit code, when there was one.
-    pub exit_code: Option<i32>,
-    /// DWARF mode: how the unwinds ended.
-    pub dwarf: Option<DwarfStats>,
-}
-
-impl std::fmt::Display for RecordSummary {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "rprof record: {} samples, {} lost events, {} lost samples, throttled {} times; wrote {} ({})",
-            self.samples,
-            self.lost,
-            self.lost_samples,
-            self.throttled,
-            self.output.display(),
-            human_size(self.bytes)
-        )
-    }
-}
-
-/// Format a byte count as B / KiB / MiB.
-pub fn human_size(bytes: u64) -> String {
-    match bytes {
-        b if b < 1024 => format!("{b} B"),
-        b if b < 1024 * 1024 => format!("{:.1} KiB", b as f64 / 1024.0),
-        b => format!("{:.1} MiB", b as f64 / (1024.0 * 1024.0)),
-    }
-}
-
 /// Errors of `rprof record`.
 #[derive(Debug, thiserror::Error)]
 pub enum RecordError {
@@ -146,8 +111,8 @@ pub enum RecordError {
     Config(String),
 }
 
-/// Sample until `stop` is set, the duration passes, or the target exits; write the recording.
-/// `on_start` is called once sampling is on, with the number of perf events opened.
+/// Sample until `stop` is set, SIGINT, SIGTERM or SIGHUP arrives, the duration passes, or the target exits;
+/// write the recording. `on_start` is called once sampling is on, with the number of perf events opened.
 pub fn record(
     cfg: &RecordConfig,
     stop: &AtomicBool,
@@ -158,36 +123,29 @@ pub fn record(
             "--user-only and --kernel-only exclude each other; pick one".into(),
         ));
     }
+    let signals = StopSignals::register()?;
     let cpus = match &cfg.cpus {
         Some(c) => c.clone(),
         None => perf::online_cpus()?,
     };
-    let kernel_attr = build_attr(cfg);
-    let file_attr = file_attr_for(cfg, kernel_attr);
+    let kernel_attr = attrs::build_attr(cfg);
+    let file_attr = attrs::file_attr_for(cfg, kernel_attr);
     let mut workload = match &cfg.target {
         Target::Command(argv) => Some(Workload::prepare(argv)?),
         _ => None,
     };
-    let events_by_cpu = open_events(cfg, &kernel_attr, &cpus, workload.as_ref())?;
-    let mut rings = Vec::new();
-    let mut ids = Vec::new();
-    for (_cpu, events) in events_by_cpu {
-        let mut events = events.into_iter();
-        let Some(first) = events.next() else { continue };
-        ids.push(first.id());
-        let ring = Ring::new(first, cfg.mmap_pages)?;
-        let mut rest = Vec::new();
-        for e in events {
-            e.set_output(ring.event())?;
-            ids.push(e.id());
-            rest.push(e);
-        }
-        rings.push((ring, rest));
-    }
+    let tasks = attrs::tasks(cfg, workload.as_ref())?;
+    let mut events = EventSet::open(
+        &[(kernel_attr, ())],
+        &cpus,
+        &tasks,
+        cfg.mmap_pages,
+        &mut |_, _| Refused::Fail,
+    )?;
 
     let attr = FileAttr {
         attr: file_attr.to_bytes(),
-        ids,
+        ids: events.ids().to_vec(),
         name: if cfg.task_clock {
             "task-clock"
         } else {
@@ -197,72 +155,48 @@ pub fn record(
     };
     // The output is created once the target is known to exist and before sampling starts: a bad -p leaves no
     // file behind, and an unwritable -o fails before anything is sampled.
-    let mut writer = Writer::create(&cfg.output, vec![attr])?;
+    let mut stream = Stream {
+        writer: Writer::create(&cfg.output, vec![attr])?,
+        st: Collected::default(),
+        dwarf: matches!(cfg.call_graph, CallGraph::Dwarf { .. })
+            .then(|| DwarfState::new(&kernel_attr, &file_attr, cfg.debug_dirs.clone())),
+    };
     let sample_type = file_attr.get_sample_type();
-    let mut state = Collected::default();
-    let mut dwarf = matches!(cfg.call_graph, CallGraph::Dwarf { .. })
-        .then(|| DwarfState::new(&kernel_attr, &file_attr, cfg.debug_dirs.clone()));
     // Describe what exists before sampling starts: the kernel, and the processes already running.
     let kernel = buildids::kernel_mmap();
     if let Some(k) = &kernel {
-        writer.write_record(&[&recording::encode_mmap2(
+        stream.writer.write_record(&[&recording::encode_mmap2(
             sample_type,
             k,
             &SampleId::default(),
         )])?;
     }
     for pid in synth_pids(cfg) {
-        synthesize_process(&mut writer, sample_type, pid, &mut state, dwarf.as_mut())?;
+        let Stream { writer, st, dwarf } = &mut stream;
+        synthesize_process(writer, sample_type, pid, st, dwarf.as_mut())?;
     }
 
-    // Start.
     match workload.as_mut() {
         Some(w) => w.start()?, // enable_on_exec does the rest
-        None => {
-            for (ring, rest) in &rings {
-                ring.event().enable()?;
-                for e in rest {
-                    e.enable()?;
-                }
-            }
-        }
+        None => events.enable()?,
     }
-    on_start(rings.iter().map(|(_, rest)| 1 + rest.len()).sum());
-    let started = Instant::now();
-    let mut target_gone = false;
-    loop {
-        let ring_list: Vec<&Ring> = rings.iter().map(|(r, _)| r).collect();
-        let all_hup = perf::ring::poll_rings(&ring_list, 100)?;
-        drain(&mut rings, &mut writer, &mut state, &mut dwarf)?;
-        if stop.load(Ordering::Relaxed) || target_gone {
-            break;
-        }
-        if cfg.duration.is_some_and(|d| started.elapsed() >= d) {
-            break;
-        }
-        // The target's end: read once more after it (its last records may still be in flight).
-        target_gone = match workload.as_mut() {
-            Some(w) => w.try_wait().is_some(),
-            None => match &cfg.target {
-                Target::Pids(p) | Target::Tids(p) => {
-                    all_hup || !p.iter().any(|&pid| process::exists(pid))
-                }
-                _ => false,
-            },
-        };
-    }
-    for (ring, rest) in &rings {
-        let _ = ring.event().disable();
-        for e in rest {
-            let _ = e.disable();
-        }
-    }
-    drain(&mut rings, &mut writer, &mut state, &mut dwarf)?;
-    if let Some(d) = dwarf.as_mut() {
-        d.release(&mut writer, true)?;
-    }
+    on_start(events.len());
+    let watched = match &cfg.target {
+        Target::Pids(p) | Target::Tids(p) => p.as_slice(),
+        _ => &[],
+    };
+    let when = StopWhen {
+        flag: Some(stop),
+        duration: cfg.duration,
+        workload: workload.as_mut(),
+        pids: watched,
+        tick: None,
+    };
+    perf::run_loop::run(&mut events, &signals, when, &mut stream)?;
+    drop(events);
 
-    let mut build_ids = buildids::build_ids(&state.paths);
+    let Stream { writer, st, dwarf } = stream;
+    let mut build_ids = buildids::build_ids(&st.paths);
     build_ids.extend(buildids::kernel_build_ids(
         cfg.no_buildid_cache,
         kernel.is_some(),
@@ -270,10 +204,10 @@ pub fn record(
     let meta = meta(cfg, cpus.len());
     let bytes = writer.finish(&meta, &build_ids)?;
     Ok(RecordSummary {
-        samples: state.samples,
-        lost: state.lost,
-        lost_samples: state.lost_samples,
-        throttled: state.throttled,
+        samples: st.samples,
+        lost: st.lost,
+        lost_samples: st.lost_samples,
+        throttled: st.throttled,
         output: cfg.output.clone(),
         bytes,
         dwarf: dwarf.map(|d| d.stats),
@@ -284,180 +218,7 @@ pub fn record(
     })
 }
 
-/// The attr handed to the kernel.
-fn build_attr(cfg: &RecordConfig) -> Attr {
-    let mut st = sample::IP | sample::TID | sample::TIME | sample::PERIOD;
-    // As perf does: the CPU of each sample only when sampling CPUs rather than tasks (8 bytes a sample).
-    if matches!(cfg.target, Target::System) || cfg.cpus.is_some() {
-        st |= sample::CPU;
-    }
-    let mut attr = Attr::software_clock(cfg.task_clock);
-    attr = match cfg.rate {
-        Rate::Frequency(hz) => attr.frequency(hz),
-        Rate::Period(p) => attr.period(p),
-    };
-    match cfg.call_graph {
-        CallGraph::None => {}
-        CallGraph::Fp => st |= sample::CALLCHAIN,
-        CallGraph::Dwarf { stack_size } => {
-            st |= sample::CALLCHAIN | sample::REGS_USER | sample::STACK_USER;
-            attr = attr
-                .regs_user(
-                    (1 << perf::attr::regs::IP)
-                        | (1 << perf::attr::regs::SP)
-                        | (1 << perf::attr::regs::BP),
-                )
-                .stack_user(stack_size);
-        }
-    }
-    attr = attr
-        .sample_type(st)
-        .side_band()
-        .sample_id_all()
-        .exclude(cfg.kernel_only, cfg.user_only)
-        .wakeup_watermark((cfg.mmap_pages * perf::ring::page_size() / 2) as u32);
-    if matches!(cfg.call_graph, CallGraph::Dwarf { .. }) {
-        attr = attr.callchain_user(false);
-    }
-    match cfg.target {
-        Target::Command(_) => attr.inherit().enable_on_exec(),
-        Target::Pids(_) => attr.inherit(),
-        Target::Tids(_) | Target::System => attr,
-    }
-}
-
-/// The attr stored in the file: what the samples in the file contain (DWARF mode stores the unwound
-/// callchain in place of registers and stack copies).
-fn file_attr_for(cfg: &RecordConfig, kernel: Attr) -> Attr {
-    match cfg.call_graph {
-        CallGraph::Dwarf { .. } => kernel
-            .sample_type(kernel.get_sample_type() & !(sample::REGS_USER | sample::STACK_USER))
-            .regs_user(0)
-            .stack_user(0)
-            .callchain_user(true),
-        _ => kernel,
-    }
-}
-
-type EventsByCpu = Vec<(u32, Vec<PerfEvent>)>;
-
-/// Open one event per (task, CPU); returns them grouped by CPU (each CPU gets one ring buffer).
-fn open_events(
-    cfg: &RecordConfig,
-    attr: &Attr,
-    cpus: &[u32],
-    workload: Option<&Workload>,
-) -> Result<EventsByCpu, RecordError> {
-    let tasks: Vec<i32> = match &cfg.target {
-        Target::Command(_) => vec![workload.expect("command target has a workload").pid()],
-        Target::Pids(pids) => {
-            let mut tids = Vec::new();
-            for &pid in pids {
-                tids.extend(process::threads(pid)?);
-            }
-            tids
-        }
-        Target::Tids(tids) => {
-            for &tid in tids {
-                if !process::exists(tid) {
-                    return Err(ProcessError::NoSuchProcess { pid: tid }.into());
-                }
-            }
-            tids.clone()
-        }
-        Target::System => vec![-1],
-    };
-    let mut out = Vec::new();
-    for &cpu in cpus {
-        let mut events = Vec::new();
-        for &task in &tasks {
-            match PerfEvent::open(attr, task, cpu as i32) {
-                Ok(e) => events.push(e),
-                // A thread that exited between listing and opening is not an error.
-                Err(PerfError::NoSuchProcess { .. }) if matches!(cfg.target, Target::Pids(_)) => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
-        out.push((cpu, events));
-    }
-    if out.iter().all(|(_, e)| e.is_empty()) {
-        let pid = tasks.first().copied().unwrap_or(-1);
-        return Err(ProcessError::NoSuchProcess { pid }.into());
-    }
-    Ok(out)
-}
-
-/// Counters and facts gathered while streaming records.
-#[derive(Default)]
-struct Collected {
-    samples: u64,
-    lost: u64,
-    lost_samples: u64,
-    throttled: u64,
-    /// Executable files that were mapped (for the BUILD_ID section).
-    paths: BTreeSet<(i32, String)>,
-}
-
 pub(crate) const PROT_EXEC: u32 = libc::PROT_EXEC as u32;
-
-/// Read every ring once and append its records; end the round with FINISHED_ROUND. In DWARF mode records go
-/// through the time-ordered merge first, so that a mapping is known before the samples that run in it.
-fn drain(
-    rings: &mut [(Ring, Vec<PerfEvent>)],
-    writer: &mut Writer,
-    st: &mut Collected,
-    dwarf: &mut Option<DwarfState>,
-) -> Result<(), RecordError> {
-    let mut result = Ok(());
-    let mut any = 0;
-    for (ring, _) in rings.iter_mut() {
-        any += ring.read(|rec| {
-            if result.is_err() {
-                return;
-            }
-            match rec.kind {
-                record_type::SAMPLE => st.samples += 1,
-                record_type::LOST => st.lost += body_u64(&rec, 8),
-                record_type::LOST_SAMPLES => st.lost_samples += body_u64(&rec, 0),
-                record_type::THROTTLE => st.throttled += 1,
-                record_type::MMAP2 => note_mmap2(&rec, st),
-                _ => {}
-            }
-            result = match dwarf {
-                Some(d) => {
-                    d.queue(&rec);
-                    Ok(())
-                }
-                None => writer.write_record(&rec.parts()),
-            };
-        });
-    }
-    result?;
-    if let Some(d) = dwarf {
-        d.release(writer, false)?;
-    }
-    if any > 0 {
-        writer.write_record(&[&recording::encode_finished_round()])?;
-    }
-    Ok(())
-}
-
-fn body_u64(rec: &perf::RawRecord<'_>, offset: usize) -> u64 {
-    let body = rec.body();
-    body.get(offset..offset + 8)
-        .map(|b| u64::from_ne_bytes(b.as_slice().as_ref().try_into().unwrap_or([0; 8])))
-        .unwrap_or(0)
-}
-
-fn note_mmap2(rec: &perf::RawRecord<'_>, st: &mut Collected) {
-    use linux_perf_event_reader::Mmap2Record;
-    if let Ok(m) = Mmap2Record::parse::<byteorder::NativeEndian>(rec.body(), rec.misc) {
-        let path = String::from_utf8_lossy(&m.path.as_slice()).into_owned();
-        if m.protection & PROT_EXEC != 0 && path.starts_with('/') {
-            st.paths.insert((m.pid, path));
-        }
-    }
-}
 
 /// Which processes to describe with synthesized COMM/MMAP2 records.
 fn synth_pids(cfg: &RecordConfig) -> Vec<i32> {

@@ -27,7 +27,7 @@ use super::encode::PERF_RECORD_FINISHED_ROUND;
 use super::header::{check_header, parse_patched, read_feature_table, read_meta, section_end};
 use super::writer::{FileHeader, HEADER_SIZE};
 use super::{BuildIdEntry, Event, Meta, RecordingError};
-use crate::perf::OrderedMerge;
+use crate::merge::OrderedMerge;
 
 /// How a record finds its attr (as linux-perf-data does it).
 enum AttrLookup {

@@ -1,0 +1,153 @@
+//! The one event loop of `rprof record` and `rprof probe`: poll the rings, hand each record to the caller, end
+//! the round, and stop on one set of conditions (SIGINT, SIGTERM, SIGHUP, the duration, the target's end);
+//! then disable the events, read what is left and end the last round.
+use super::{EventInfos, EventSet, PerfError, RawRecord, Workload};
+use signal_hook::SigId;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The signals that end a session: SIGINT (Ctrl-C), SIGTERM, SIGHUP (the terminal closed). Registered for as
+/// long as this value lives; while it does, they set a flag instead of killing rprof, so the recording is
+/// finished, the report printed and the probes removed.
+pub struct StopSignals {
+    flag: Arc<AtomicBool>,
+    ids: Vec<SigId>,
+}
+
+impl StopSignals {
+    pub const SIGNALS: [i32; 3] = [
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
+    ];
+
+    pub fn register() -> Result<StopSignals, PerfError> {
+        let flag = Arc::new(AtomicBool::new(false));
+        let mut ids = Vec::new();
+        for sig in Self::SIGNALS {
+            let id =
+                signal_hook::flag::register(sig, Arc::clone(&flag)).map_err(PerfError::Signal)?;
+            ids.push(id);
+        }
+        Ok(StopSignals { flag, ids })
+    }
+
+    /// Whether one of the signals arrived.
+    pub fn raised(&self) -> bool {
+        self.flag.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for StopSignals {
+    fn drop(&mut self) {
+        for id in self.ids.drain(..) {
+            signal_hook::low_level::unregister(id);
+        }
+    }
+}
+
+/// When to stop, besides the signals.
+pub struct StopWhen<'a> {
+    /// A flag the caller sets (e.g. its own signal handler).
+    pub flag: Option<&'a AtomicBool>,
+    /// `-d`: this long after the loop starts.
+    pub duration: Option<Duration>,
+    /// The launched command exited (the loop reaps it).
+    pub workload: Option<&'a mut Workload>,
+    /// `-p`/`-t`: these processes or threads are all gone (or every ring hung up).
+    pub pids: &'a [i32],
+    /// Call [`Handler::tick`] this often (probe's `-i` reports); not at the end, which the caller reports.
+    pub tick: Option<Duration>,
+}
+
+/// Why the loop ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stopped {
+    Signal,
+    Duration,
+    TargetGone,
+}
+
+/// What the caller does with the records.
+pub trait Handler<I> {
+    type Error: From<PerfError>;
+
+    /// One record read from a ring.
+    fn record(&mut self, infos: &EventInfos<I>, rec: RawRecord<'_>) -> Result<(), Self::Error>;
+
+    /// Every ring has been read once and `records` were read: release what is now in order. `last`: the
+    /// final round, after the events were disabled (release everything).
+    fn end_round(&mut self, records: usize, last: bool) -> Result<(), Self::Error>;
+
+    /// The periodic tick ([`StopWhen::tick`]).
+    fn tick(&mut self) -> Result<(), Self::Error> {
+        Ok(())
+    }
+}
+
+/// Longest wait in poll; a signal interrupts it at once.
+const POLL_MS: u64 = 100;
+
+/// Run `events` (already enabled, or enabled on exec) until a stop condition, feeding `handler`.
+pub fn run<I, H: Handler<I>>(
+    events: &mut EventSet<I>,
+    signals: &StopSignals,
+    mut when: StopWhen<'_>,
+    handler: &mut H,
+) -> Result<Stopped, H::Error> {
+    let start = Instant::now();
+    let deadline = when.duration.map(|d| start + d);
+    let mut next_tick = when.tick.map(|t| start + t);
+    let stopped = loop {
+        let now = Instant::now();
+        let mut wait = Duration::from_millis(POLL_MS);
+        for t in [deadline, next_tick].into_iter().flatten() {
+            wait = wait.min(t.saturating_duration_since(now));
+        }
+        let all_hup = events.poll(wait.as_millis().max(1) as u16)?;
+        read_round(events, handler, false)?;
+        if signals.raised() || when.flag.is_some_and(|f| f.load(Ordering::Relaxed)) {
+            break Stopped::Signal;
+        }
+        let now = Instant::now();
+        if deadline.is_some_and(|d| now >= d) {
+            break Stopped::Duration;
+        }
+        let gone = match when.workload.as_deref_mut() {
+            Some(w) => w.try_wait().is_some(),
+            None if !when.pids.is_empty() => {
+                all_hup || !when.pids.iter().any(|&p| crate::process::exists(p))
+            }
+            None => false,
+        };
+        if gone {
+            break Stopped::TargetGone;
+        }
+        if let (Some(at), Some(every)) = (next_tick, when.tick) {
+            if now >= at {
+                handler.tick()?;
+                next_tick = Some(at + every);
+            }
+        }
+    };
+    events.disable();
+    read_round(events, handler, true)?;
+    Ok(stopped)
+}
+
+/// Read every ring once and end the round. The first handler error stops the handing out of records.
+fn read_round<I, H: Handler<I>>(
+    events: &mut EventSet<I>,
+    handler: &mut H,
+    last: bool,
+) -> Result<(), H::Error> {
+    let mut result = Ok(());
+    let records = events.read(|infos, rec| {
+        if result.is_ok() {
+            result = handler.record(infos, rec);
+        }
+    });
+    result?;
+    handler.end_round(records, last)
+}

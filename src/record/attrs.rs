@@ -1,0 +1,88 @@
+//! The attrs of `rprof record`: the one handed to the kernel, the one stored in the file, and the tasks they
+//! are opened on.
+use super::{CallGraph, Rate, RecordConfig, RecordError, Target};
+use crate::perf::attr::sample;
+use crate::perf::{self, Attr, Workload};
+use crate::process::{self, ProcessError};
+
+/// The attr handed to the kernel.
+pub(super) fn build_attr(cfg: &RecordConfig) -> Attr {
+    let mut st = sample::IP | sample::TID | sample::TIME | sample::PERIOD;
+    // As perf does: the CPU of each sample only when sampling CPUs rather than tasks (8 bytes a sample).
+    if matches!(cfg.target, Target::System) || cfg.cpus.is_some() {
+        st |= sample::CPU;
+    }
+    let mut attr = Attr::software_clock(cfg.task_clock);
+    attr = match cfg.rate {
+        Rate::Frequency(hz) => attr.frequency(hz),
+        Rate::Period(p) => attr.period(p),
+    };
+    match cfg.call_graph {
+        CallGraph::None => {}
+        CallGraph::Fp => st |= sample::CALLCHAIN,
+        CallGraph::Dwarf { stack_size } => {
+            st |= sample::CALLCHAIN | sample::REGS_USER | sample::STACK_USER;
+            attr = attr
+                .regs_user(
+                    (1 << perf::attr::regs::IP)
+                        | (1 << perf::attr::regs::SP)
+                        | (1 << perf::attr::regs::BP),
+                )
+                .stack_user(stack_size);
+        }
+    }
+    attr = attr
+        .sample_type(st)
+        .side_band()
+        .sample_id_all()
+        .exclude(cfg.kernel_only, cfg.user_only)
+        .wakeup_watermark((cfg.mmap_pages * perf::ring::page_size() / 2) as u32);
+    if matches!(cfg.call_graph, CallGraph::Dwarf { .. }) {
+        attr = attr.callchain_user(false);
+    }
+    match cfg.target {
+        Target::Command(_) => attr.inherit().enable_on_exec(),
+        Target::Pids(_) => attr.inherit(),
+        Target::Tids(_) | Target::System => attr,
+    }
+}
+
+/// The attr stored in the file: what the samples in the file contain (DWARF mode stores the unwound
+/// callchain in place of registers and stack copies).
+pub(super) fn file_attr_for(cfg: &RecordConfig, kernel: Attr) -> Attr {
+    match cfg.call_graph {
+        CallGraph::Dwarf { .. } => kernel
+            .sample_type(kernel.get_sample_type() & !(sample::REGS_USER | sample::STACK_USER))
+            .regs_user(0)
+            .stack_user(0)
+            .callchain_user(true),
+        _ => kernel,
+    }
+}
+
+/// The tasks to open the events on: the launched command, the threads of the processes now (`inherit`
+/// follows the later ones), the threads given, or every task (-1).
+pub(super) fn tasks(
+    cfg: &RecordConfig,
+    workload: Option<&Workload>,
+) -> Result<Vec<i32>, RecordError> {
+    Ok(match &cfg.target {
+        Target::Command(_) => vec![workload.expect("command target has a workload").pid()],
+        Target::Pids(pids) => {
+            let mut tids = Vec::new();
+            for &pid in pids {
+                tids.extend(process::threads(pid)?);
+            }
+            tids
+        }
+        Target::Tids(tids) => {
+            for &tid in tids {
+                if !process::exists(tid) {
+                    return Err(ProcessError::NoSuchProcess { pid: tid }.into());
+                }
+            }
+            tids.clone()
+        }
+        Target::System => vec![-1],
+    })
+}

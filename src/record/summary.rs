@@ -1,0 +1,45 @@
+//! What a recording session produced, as `rprof record` prints it at the end.
+use crate::unwind::dwarf::DwarfStats;
+use std::path::PathBuf;
+
+/// What a recording session produced.
+#[derive(Clone, Debug, Default)]
+pub struct RecordSummary {
+    pub samples: u64,
+    /// Records the kernel could not write because the buffer was full (PERF_RECORD_LOST).
+    pub lost: u64,
+    /// Samples dropped inside the kernel (PERF_RECORD_LOST_SAMPLES).
+    pub lost_samples: u64,
+    /// Times the kernel throttled sampling (PERF_RECORD_THROTTLE).
+    pub throttled: u64,
+    pub output: PathBuf,
+    pub bytes: u64,
+    /// The launched command's exit code, when there was one.
+    pub exit_code: Option<i32>,
+    /// DWARF mode: how the unwinds ended.
+    pub dwarf: Option<DwarfStats>,
+}
+
+impl std::fmt::Display for RecordSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "rprof record: {} samples, {} lost events, {} lost samples, throttled {} times; wrote {} ({})",
+            self.samples,
+            self.lost,
+            self.lost_samples,
+            self.throttled,
+            self.output.display(),
+            human_size(self.bytes)
+        )
+    }
+}
+
+/// Format a byte count as B / KiB / MiB.
+pub fn human_size(bytes: u64) -> String {
+    match bytes {
+        b if b < 1024 => format!("{b} B"),
+        b if b < 1024 * 1024 => format!("{:.1} KiB", b as f64 / 1024.0),
+        b => format!("{:.1} MiB", b as f64 / (1024.0 * 1024.0)),
+    }
+}
