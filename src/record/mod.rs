@@ -539,8 +539,7 @@ fn synthesize_process(
             st.paths.insert((pid, mmap.path.clone()));
         }
         if let Some(d) = dwarf.as_deref_mut() {
-            d.unwinder
-                .add_mapping(pid as u32, mmap.start, mmap.len, mmap.pgoff, &mmap.path);
+            d.add_mapping(&mmap);
         }
         writer.write_record(&[&recording::encode_mmap2(sample_type, &mmap, &id)])?;
     }
