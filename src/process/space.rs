@@ -185,7 +185,8 @@ impl AddressSpace {
 /// Every process's address space, by pid.
 #[derive(Debug, Default)]
 pub struct AddressSpaces {
-    spaces: HashMap<u32, AddressSpace>,
+    /// Looked up once or more per sample: ahash, not SipHash.
+    spaces: HashMap<u32, AddressSpace, ahash::RandomState>,
     last_generation: u64,
 }
 

@@ -374,3 +374,64 @@ impl DwarfUnwinder {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::process::{AddressSpaces, TaskEvent};
+
+    fn map(spaces: &mut AddressSpaces, pid: u32, start: u64, path: &str) {
+        spaces.apply(TaskEvent::Mmap {
+            pid,
+            mapping: Mapping {
+                start,
+                end: start + 0x10_0000,
+                pgoff: 0,
+                path: Arc::from(path),
+                file: None,
+                build_id: None,
+                prot: 5,
+            },
+        });
+    }
+
+    /// Check that an unknown process unwinds with frame pointers only and gets no state, and that a module
+    /// leaves a process's unwinder when another file is mapped over it (dlclose + dlopen at one address).
+    #[test]
+    fn modules_follow_the_address_space() {
+        let mut u = DwarfUnwinder::new(vec![]);
+        let regs = UserRegs {
+            ip: 0x1234,
+            sp: 0x1000,
+            bp: 0,
+        };
+        let mut out = Vec::new();
+        let outcome = u.unwind(99, None, &regs, &[0u8; 16], 16, &mut out);
+        assert_eq!((out, outcome), (vec![0x1234], UnwindOutcome::Complete));
+        assert!(!u.processes.contains_key(&99));
+
+        // This test's own executable stands for a library (it is an ELF file with CFI).
+        let exe = std::fs::read_link("/proc/self/exe").unwrap();
+        let exe = exe.to_str().unwrap();
+        let mut spaces = AddressSpaces::new();
+        map(&mut spaces, 7, 0x7f00_0000_0000, exe);
+        let space = spaces.get(7);
+        let regs = UserRegs {
+            ip: 0x7f00_0000_0000 + 0x2000,
+            ..regs
+        };
+        u.unwind(7, space, &regs, &[0u8; 16], 16, &mut Vec::new());
+        assert_eq!(u.processes[&7].loaded.len(), 1, "the module is loaded");
+        map(&mut spaces, 7, 0x7f00_0000_0000, "/nonexistent/other.so");
+        u.unwind(7, spaces.get(7), &regs, &[0u8; 16], 16, &mut Vec::new());
+        assert!(
+            u.processes[&7].loaded.is_empty(),
+            "the replaced module is gone"
+        );
+        assert_eq!(
+            u.cached_modules(),
+            1,
+            "the cache keeps it for other processes"
+        );
+    }
+}
