@@ -9,12 +9,12 @@
 //! - [`perf`]: perf_event_open, ioctls, mmap ring buffers, mapped files, the event set and its run loop. The
 //!   only unsafe code.
 //! - [`tracefs`]: find/mount tracefs, create and remove probe events.
-//! - [`process`]: /proc parsers (maps, tasks, comm).
+//! - [`process`]: /proc parsers (maps, tasks, comm) and the one per-process address-space model.
 //! - [`symbols`]: kallsyms, ELF, DWARF, debug files, perf maps, demangling.
 //! - [`unwind`]: frame-pointer callchains and DWARF unwinding.
 //! - [`recording`]: the perf.data (PERFILE2) writer and reader.
 //! - [`record`]: `rprof record`, sampling into a recording.
-//! - [`report`]: `rprof report`, symbolized tables, folded stacks, flame graphs.
+//! - [`report`]: `rprof report`, the one stack resolver (also used by `probe -g`), tables, folded stacks, flame graphs.
 //! - [`probe`]: `rprof probe`, exact function counts and durations.
 //!
 //! `unsafe` code is denied everywhere but in [`perf`] (and the lint enforces it).

@@ -12,24 +12,13 @@ use linux_perf_data::{PerfFileReader, PerfFileRecord};
 use linux_perf_event_reader::constants::{PERF_REG_X86_BP, PERF_REG_X86_IP, PERF_REG_X86_SP};
 use linux_perf_event_reader::EventRecord;
 use object::{Object, ObjectSegment, ObjectSymbol, SymbolKind};
+use rprof::process::{AddressSpaces, TaskEvent};
 use rprof::unwind::dwarf::{DwarfUnwinder, UnwindOutcome, UserRegs};
 
 /// One event of a perf recording, in file order.
 enum Event {
-    Map {
-        pid: u32,
-        start: u64,
-        len: u64,
-        pgoff: u64,
-        path: String,
-    },
-    Fork {
-        parent: u32,
-        child: u32,
-    },
-    Exit {
-        pid: u32,
-    },
+    /// A change of a process's mappings (MMAP, MMAP2, COMM exec, FORK, EXIT).
+    Task(TaskEvent),
     Sample {
         pid: u32,
         regs: UserRegs,
@@ -120,50 +109,31 @@ fn read_events(path: &Path) -> Vec<Event> {
         let PerfFileRecord::EventRecord { record, .. } = record else {
             continue;
         };
-        match record.parse().expect("parse record") {
-            EventRecord::Mmap(m) => events.push(Event::Map {
-                pid: m.pid as u32,
-                start: m.address,
-                len: m.length,
-                pgoff: m.page_offset,
-                path: String::from_utf8_lossy(&m.path.as_slice()).into_owned(),
-            }),
-            EventRecord::Mmap2(m) => events.push(Event::Map {
-                pid: m.pid as u32,
-                start: m.address,
-                len: m.length,
-                pgoff: m.page_offset,
-                path: String::from_utf8_lossy(&m.path.as_slice()).into_owned(),
-            }),
-            EventRecord::Fork(f) if f.pid != f.ppid => events.push(Event::Fork {
-                parent: f.ppid as u32,
-                child: f.pid as u32,
-            }),
-            EventRecord::Exit(e) if e.pid == e.tid => {
-                events.push(Event::Exit { pid: e.pid as u32 })
-            }
-            EventRecord::Sample(s) => {
-                let (Some(regs), Some((stack, dyn_size)), Some(pid)) =
-                    (s.user_regs, s.user_stack, s.pid)
-                else {
-                    continue;
-                };
-                let (Some(ip), Some(sp), Some(bp)) = (
-                    regs.get(PERF_REG_X86_IP),
-                    regs.get(PERF_REG_X86_SP),
-                    regs.get(PERF_REG_X86_BP),
-                ) else {
-                    continue;
-                };
-                events.push(Event::Sample {
-                    pid: pid as u32,
-                    regs: UserRegs { ip, sp, bp },
-                    stack: stack.as_slice().into_owned(),
-                    dyn_size,
-                });
-            }
-            _ => {}
+        let record = record.parse().expect("parse record");
+        if let Some(task) = TaskEvent::from_record(&record) {
+            events.push(Event::Task(task));
+            continue;
         }
+        let EventRecord::Sample(s) = record else {
+            continue;
+        };
+        let (Some(regs), Some((stack, dyn_size)), Some(pid)) = (s.user_regs, s.user_stack, s.pid)
+        else {
+            continue;
+        };
+        let (Some(ip), Some(sp), Some(bp)) = (
+            regs.get(PERF_REG_X86_IP),
+            regs.get(PERF_REG_X86_SP),
+            regs.get(PERF_REG_X86_BP),
+        ) else {
+            continue;
+        };
+        events.push(Event::Sample {
+            pid: pid as u32,
+            regs: UserRegs { ip, sp, bp },
+            stack: stack.as_slice().into_owned(),
+            dyn_size,
+        });
     }
     events
 }
@@ -172,18 +142,16 @@ fn read_events(path: &Path) -> Vec<Event> {
 /// time of one unwind in microseconds.
 fn replay(events: &[Event], unwinder: &mut DwarfUnwinder) -> (Vec<Unwound>, f64) {
     let mut unwound = Vec::new();
+    let mut spaces = AddressSpaces::new();
     let mut spent = std::time::Duration::ZERO;
     for event in events {
         match event {
-            Event::Map {
-                pid,
-                start,
-                len,
-                pgoff,
-                path,
-            } => unwinder.add_mapping(*pid, *start, *len, *pgoff, path),
-            Event::Fork { parent, child } => unwinder.fork(*parent, *child),
-            Event::Exit { pid } => unwinder.exit(*pid),
+            Event::Task(task) => {
+                if let TaskEvent::Exit { pid } = task {
+                    unwinder.forget(*pid);
+                }
+                spaces.apply(task.clone());
+            }
             Event::Sample {
                 pid,
                 regs,
@@ -192,7 +160,8 @@ fn replay(events: &[Event], unwinder: &mut DwarfUnwinder) -> (Vec<Unwound>, f64)
             } => {
                 let mut frames = Vec::new();
                 let t = Instant::now();
-                let outcome = unwinder.unwind(*pid, regs, stack, *dyn_size, &mut frames);
+                let space = spaces.get(*pid);
+                let outcome = unwinder.unwind(*pid, space, regs, stack, *dyn_size, &mut frames);
                 spent += t.elapsed();
                 unwound.push(Unwound {
                     pid: *pid,
@@ -232,18 +201,11 @@ impl Symbols {
         let mut maps: HashMap<u32, Vec<(u64, u64, u64, String)>> = HashMap::new();
         for event in events {
             match event {
-                Event::Map {
-                    pid,
-                    start,
-                    len,
-                    pgoff,
-                    path,
-                } => {
-                    maps.entry(*pid)
-                        .or_default()
-                        .push((*start, start + len, *pgoff, path.clone()))
-                }
-                Event::Fork { parent, child } => {
+                Event::Task(TaskEvent::Mmap { pid, mapping: m }) => maps
+                    .entry(*pid)
+                    .or_default()
+                    .push((m.start, m.end, m.pgoff, m.path.to_string())),
+                Event::Task(TaskEvent::Fork { parent, child }) => {
                     let inherited = maps.get(parent).cloned().unwrap_or_default();
                     maps.entry(*child).or_default().extend(inherited);
                 }

@@ -2,11 +2,11 @@
 //!
 //! The functions of one binary share a few tracefs events (one event holds many probe points, so that 1,000
 //! probes need a handful of perf events and close in a second). A hit then names its function by its runtime
-//! address (`__probe_ip` / `__probe_func` in the event's raw data). This module keeps each process's mappings
-//! of the probed binaries, from `/proc/PID/maps` at start and from MMAP2 / COMM(exec) / FORK / EXIT records
-//! after, and translates `runtime address -> file offset -> target`.
+//! address (`__probe_ip` / `__probe_func` in the event's raw data). This module keeps the probed binaries and
+//! their probed offsets, and translates `runtime address -> file offset -> target` through the process's
+//! mappings in the shared address-space model ([`crate::process::AddressSpace`]).
 use super::resolve::{Target, TargetKind};
-use crate::process::MapEntry;
+use crate::process::{AddressSpace, Mapping};
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
@@ -20,20 +20,11 @@ pub struct BinaryId {
     pub inode: u64,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Mapping {
-    start: u64,
-    end: u64,
-    pgoff: u64,
-    bin: u32,
-}
-
-/// Mappings of the probed binaries per process, and the targets by (binary, file offset).
+/// The probed binaries, and the targets by (binary, file offset).
 #[derive(Debug, Default)]
 pub struct AddrMap {
     binaries: Vec<BinaryId>,
     offsets: HashMap<(u32, u64), u32>,
-    procs: HashMap<u32, Vec<Mapping>>,
 }
 
 impl AddrMap {
@@ -86,71 +77,24 @@ impl AddrMap {
             .map(|b| b as u32)
     }
 
-    /// A process mapped `len` bytes of binary `bin` from file offset `pgoff` at `start`.
-    pub fn add_mapping(&mut self, pid: u32, start: u64, len: u64, pgoff: u64, bin: u32) {
-        let maps = self.procs.entry(pid).or_default();
-        let m = Mapping {
-            start,
-            end: start + len,
-            pgoff,
-            bin,
-        };
-        // A new mapping replaces whatever it overlaps.
-        maps.retain(|o| o.end <= m.start || o.start >= m.end);
-        maps.push(m);
+    /// The probed binary a mapping is of, if any.
+    fn binary_of_mapping(&self, m: &Mapping) -> Option<u32> {
+        let (major, minor, inode) = m.file.map_or((0, 0, 0), |f| (f.major, f.minor, f.inode));
+        self.binary_of(m.path.as_bytes(), major, minor, inode)
     }
 
-    /// Add the probed binaries' mappings listed in `/proc/PID/maps`.
-    pub fn add_proc_maps(&mut self, pid: u32, maps: &[MapEntry]) {
-        for e in maps {
-            if let Some(bin) = self.binary_of(e.path.as_bytes(), e.dev_major, e.dev_minor, e.inode)
-            {
-                self.add_mapping(pid, e.start, e.end - e.start, e.offset, bin);
-            }
-        }
-    }
-
-    /// Read `/proc/PID/maps` now (a process that exists before probing starts).
-    pub fn synthesize(&mut self, pid: u32) {
-        if let Ok(maps) = crate::process::maps(pid as i32) {
-            self.add_proc_maps(pid, &maps);
-        }
-    }
-
-    /// The process replaced its memory (exec).
-    pub fn exec(&mut self, pid: u32) {
-        self.procs.remove(&pid);
-    }
-
-    /// A new process `child` starts with a copy of `parent`'s mappings.
-    pub fn fork(&mut self, parent: u32, child: u32) {
-        if let Some(maps) = self.procs.get(&parent).cloned() {
-            self.procs.insert(child, maps);
-        }
-    }
-
-    /// The process ended.
-    pub fn exit(&mut self, pid: u32) {
-        self.procs.remove(&pid);
-    }
-
-    /// The target probed at runtime address `addr` in process `pid`.
-    pub fn lookup(&self, pid: u32, addr: u64) -> Option<u32> {
-        let m = self
-            .procs
-            .get(&pid)?
-            .iter()
-            .find(|m| addr >= m.start && addr < m.end)?;
-        self.offsets
-            .get(&(m.bin, addr - m.start + m.pgoff))
-            .copied()
+    /// The target probed at runtime address `addr` of a process whose mappings are `space`.
+    pub fn lookup(&self, space: Option<&AddressSpace>, addr: u64) -> Option<u32> {
+        let m = space?.find(addr)?;
+        let bin = self.binary_of_mapping(m)?;
+        self.offsets.get(&(bin, m.file_offset(addr))).copied()
     }
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::addr::{ElfAddr, FileOffset};
+    use crate::process::AddressSpaces;
 
     fn target(path: &str, off: u64) -> Target {
         Target {
@@ -164,7 +108,8 @@ mod tests {
         }
     }
 
-    /// Check that runtime addresses translate through mappings, forks, execs and exits.
+    /// Check that runtime addresses translate through the mappings of the probed binary, by path or by
+    /// device and inode, and not through other files.
     #[test]
     fn translates_runtime_addresses() {
         let targets = vec![
@@ -172,34 +117,23 @@ mod tests {
             target("/nonexistent/bin", 0x1200),
         ];
         let mut m = AddrMap::new(&targets);
-        let bin = m.binary_of(b"/nonexistent/bin", 0, 0, 0).unwrap();
+        assert!(m.binary_of(b"/nonexistent/bin", 0, 0, 0).is_some());
         assert_eq!(m.binary_of(b"/other", 0, 0, 0), None);
-        m.add_mapping(10, 0x5555_0000_1000, 0x1000, 0x1000, bin);
-        assert_eq!(m.lookup(10, 0x5555_0000_1139), Some(0));
-        assert_eq!(m.lookup(10, 0x5555_0000_1200), Some(1));
-        assert_eq!(m.lookup(10, 0x5555_0000_1201), None);
-        assert_eq!(m.lookup(11, 0x5555_0000_1139), None);
-        m.fork(10, 11);
-        assert_eq!(m.lookup(11, 0x5555_0000_1139), Some(0));
-        m.exec(11);
-        assert_eq!(m.lookup(11, 0x5555_0000_1139), None);
-        m.exit(10);
-        assert_eq!(m.lookup(10, 0x5555_0000_1139), None);
-    }
-
-    /// Check that /proc/PID/maps lines of the probed binary are taken, matched by inode too.
-    #[test]
-    fn takes_proc_maps() {
-        let targets = vec![target("/nonexistent/bin", 0x1139)];
-        let mut m = AddrMap::new(&targets);
         m.binaries[0].inode = 77;
         m.binaries[0].major = 8;
         let maps = crate::process::parse_maps(
-            b"7f0000001000-7f0000002000 r-xp 00001000 08:00 77 /proc/1/root/nonexistent/bin\n\
+            b"555500001000-555500002000 r-xp 00001000 00:00 0 /nonexistent/bin\n\
+              7f0000001000-7f0000002000 r-xp 00001000 08:00 77 /proc/1/root/nonexistent/bin\n\
               7f0000003000-7f0000004000 r-xp 00001000 08:00 78 /lib/other.so\n",
         );
-        m.add_proc_maps(5, &maps);
-        assert_eq!(m.lookup(5, 0x7f00_0000_1139), Some(0));
-        assert_eq!(m.lookup(5, 0x7f00_0000_3139), None);
+        let mut spaces = AddressSpaces::new();
+        spaces.add_proc_maps(10, &maps);
+        let space = spaces.get(10);
+        assert_eq!(m.lookup(space, 0x5555_0000_1139), Some(0));
+        assert_eq!(m.lookup(space, 0x5555_0000_1200), Some(1));
+        assert_eq!(m.lookup(space, 0x5555_0000_1201), None);
+        assert_eq!(m.lookup(space, 0x7f00_0000_1139), Some(0));
+        assert_eq!(m.lookup(space, 0x7f00_0000_3139), None);
+        assert_eq!(m.lookup(spaces.get(11), 0x5555_0000_1139), None);
     }
 }

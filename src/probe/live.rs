@@ -8,11 +8,12 @@ use super::stats::Stats;
 use crate::merge::OrderedMerge;
 use crate::perf::attr::regs;
 use crate::perf::{EventInfos, RawRecord};
+use crate::process::{AddressSpaces, TaskEvent};
 use linux_perf_event_reader::{EventRecord, RecordParseInfo, RecordType};
+use std::collections::HashSet;
 
 use crate::perf::record_type::{
-    COMM as PERF_RECORD_COMM, EXIT as PERF_RECORD_EXIT, FORK as PERF_RECORD_FORK,
-    LOST as PERF_RECORD_LOST, MMAP2 as PERF_RECORD_MMAP2, SAMPLE as PERF_RECORD_SAMPLE,
+    EXIT as PERF_RECORD_EXIT, LOST as PERF_RECORD_LOST, SAMPLE as PERF_RECORD_SAMPLE,
 };
 
 /// What probe knows about one perf event.
@@ -40,22 +41,8 @@ pub(super) enum Item {
         sp: Option<u64>,
         stack: Option<Box<[u64]>>,
     },
-    /// A mapping of a probed binary (`bin`) and/or, for `-g`, of any file (`path`).
-    Mmap {
-        pid: u32,
-        start: u64,
-        len: u64,
-        pgoff: u64,
-        bin: Option<u32>,
-        path: Option<Box<str>>,
-    },
-    Exec {
-        pid: u32,
-    },
-    Fork {
-        parent: u32,
-        child: u32,
-    },
+    /// A change of a process's mappings (MMAP2, COMM exec, FORK).
+    Task(TaskEvent),
     Exit {
         pid: u32,
         tid: u32,
@@ -140,40 +127,13 @@ pub(super) fn decode(
                 tid: e.tid as u32,
             },
         ),
-        (PERF_RECORD_FORK, Ok(EventRecord::Fork(f)))
-            if f.pid != f.ppid && (want_paths || !addrs.is_empty()) =>
-        {
-            merge.push(
-                f.timestamp,
-                Item::Fork {
-                    parent: f.ppid as u32,
-                    child: f.pid as u32,
-                },
-            )
-        }
-        (PERF_RECORD_COMM, Ok(EventRecord::Comm(c))) if c.is_execve => {
-            merge.push(time, Item::Exec { pid: c.pid as u32 })
-        }
-        (PERF_RECORD_MMAP2, Ok(EventRecord::Mmap2(m))) => {
-            let (major, minor, inode) = match &m.file_id {
-                linux_perf_event_reader::Mmap2FileId::InodeAndVersion(i) => {
-                    (i.major, i.minor, i.inode)
-                }
-                linux_perf_event_reader::Mmap2FileId::BuildId(_) => (0, 0, 0),
+        (_, Ok(record)) if want_paths || !addrs.is_empty() => {
+            let time = match &record {
+                EventRecord::Fork(f) => f.timestamp,
+                _ => time,
             };
-            let path = m.path.as_slice();
-            let bin = addrs.binary_of(&path, major, minor, inode);
-            if bin.is_some() || want_paths {
-                let path = want_paths.then(|| String::from_utf8_lossy(&path).into());
-                let item = Item::Mmap {
-                    pid: m.pid as u32,
-                    start: m.address,
-                    len: m.length,
-                    pgoff: m.page_offset,
-                    bin,
-                    path,
-                };
-                merge.push(time, item);
+            if let Some(task) = TaskEvent::from_record(&record) {
+                merge.push(time, Item::Task(task));
             }
         }
         _ => {}
@@ -186,6 +146,10 @@ pub(super) struct Sink {
     pub(super) pairer: Pairer,
     pub(super) stacks: StackCounter,
     pub(super) addrs: AddrMap,
+    /// Every process's mappings.
+    pub(super) spaces: AddressSpaces,
+    /// Processes whose mappings were read from /proc on their first hit.
+    pub(super) synthesized: HashSet<u32>,
     pub(super) timed: bool,
     /// User hits whose address matched no probed function (a process whose mappings were missed).
     pub(super) unresolved: u64,
@@ -203,9 +167,13 @@ impl Sink {
                 sp,
                 stack,
             } => {
+                // A process whose mappings came before we looked (or were missed): read them now.
+                if self.spaces.get(pid).is_none() && self.synthesized.insert(pid) {
+                    self.spaces.synthesize(pid);
+                }
                 let target = match target {
                     Some(t) => t,
-                    None => match self.addrs.lookup(pid, addr) {
+                    None => match self.addrs.lookup(self.spaces.get(pid), addr) {
                         Some(t) => t,
                         None => {
                             self.unresolved += 1;
@@ -224,36 +192,14 @@ impl Sink {
                     Role::Entry | Role::Hit => self.stats.funcs[target as usize].enter(),
                 }
                 if let Some(chain) = stack {
-                    self.stacks.add(target, pid, &chain);
+                    self.stacks.add(target, pid, self.spaces.get(pid), &chain);
                 }
             }
-            Item::Mmap {
-                pid,
-                start,
-                len,
-                pgoff,
-                bin,
-                path,
-            } => {
-                if let Some(bin) = bin {
-                    self.addrs.add_mapping(pid, start, len, pgoff, bin);
-                }
-                if let Some(path) = path {
-                    self.stacks.add_mapping(pid, start, len, pgoff, &path);
-                }
-            }
-            Item::Exec { pid } => {
-                self.addrs.exec(pid);
-                self.stacks.exec(pid);
-            }
-            Item::Fork { parent, child } => {
-                self.addrs.fork(parent, child);
-                self.stacks.fork(parent, child);
-            }
+            Item::Task(task) => self.spaces.apply(task),
             Item::Exit { pid, tid } => {
                 self.pairer.thread_exit(&mut self.stats, tid);
                 if pid == tid {
-                    self.addrs.exit(pid);
+                    self.spaces.apply(TaskEvent::Exit { pid });
                 }
             }
         }

@@ -15,8 +15,10 @@ use crate::merge::OrderedMerge;
 use crate::perf::{
     self, EventInfos, Handler, PerfError, RawRecord, StopSignals, StopWhen, Workload,
 };
+use crate::process::AddressSpaces;
 use crate::tracefs::Tracefs;
 use linux_perf_event_reader::RecordParseInfo;
+use std::collections::HashSet;
 use std::io::Write;
 use std::time::{Instant, SystemTime};
 
@@ -82,16 +84,18 @@ pub fn run(
         pairer: Pairer::new(),
         stacks: StackCounter::new(),
         addrs: AddrMap::new(targets),
+        spaces: AddressSpaces::new(),
+        synthesized: HashSet::new(),
         timed: !opts.count_only && targets.iter().any(Target::can_time),
         unresolved: 0,
     };
     // Processes that exist already: their mappings of the probed binaries come from /proc.
     if !sink.addrs.is_empty() {
         match &opts.target {
-            TaskTarget::Pid(p) => sink.addrs.synthesize(*p as u32),
+            TaskTarget::Pid(p) => sink.spaces.synthesize(*p as u32),
             TaskTarget::SystemWide => {
                 for pid in crate::process::all_pids() {
-                    sink.addrs.synthesize(pid as u32);
+                    sink.spaces.synthesize(pid as u32);
                 }
             }
             TaskTarget::Command(_) => {}
@@ -130,7 +134,7 @@ pub fn run(
     };
     perf::run_loop::run(&mut events, &signals, when, &mut live)?;
     drop(events);
-    let Live { sink, out, .. } = live;
+    let Live { mut sink, out, .. } = live;
     write_report(out, opts, &names, &sink, &sink.stats)?;
     if sink.unresolved > 0 {
         eprintln!(

@@ -1,18 +1,15 @@
 //! `-g`: distinct user and kernel stacks at function entry, counted (stackcount), printed as text or folded.
-use crate::addr::FileOffset;
-use crate::process::MapEntry;
-use crate::symbols::{ModuleKey, Symbolizer, SymbolizerOptions};
+use crate::process::AddressSpace;
+use crate::report::{folded_name, FrameId, StackResolver};
+use crate::symbols::SymbolizerOptions;
 use std::collections::HashMap;
 use std::io::{self, Write};
-use std::path::PathBuf;
+use std::sync::Arc;
 
 /// Distinct stacks kept at most; more are counted in [`StackCounter::dropped`].
 pub const MAX_STACKS: usize = 100_000;
 
-/// Callchain context markers (PERF_CONTEXT_*): values at or above this are markers, not addresses.
-const PERF_CONTEXT_MAX: u64 = (-4095i64) as u64;
-const PERF_CONTEXT_KERNEL: u64 = (-128i64) as u64;
-const PERF_CONTEXT_USER: u64 = (-512i64) as u64;
+use perf_event_open_sys::bindings::PERF_CONTEXT_USER;
 
 /// Insert the caller's return address `ret` (read at SP at function entry) after the first user frame, unless
 /// the kernel already put it there. A frame-pointer walk that starts at a function's first instruction skips the
@@ -28,33 +25,59 @@ pub fn add_entry_caller(chain: &mut Vec<u64>, ret: u64) {
     chain.insert(ip + 1, ret);
 }
 
-/// One stack key: target, process, raw callchain (with its context markers).
-type Key = (u32, u32, Box<[u64]>);
+/// A raw stack of a process: (pid, address-space generation, callchain with its context markers).
+type RawStack = (u32, u64, Box<[u64]>);
 
-/// Counts of distinct stacks per target, in bounded memory.
-#[derive(Default)]
+/// Counts of distinct stacks per target, in bounded memory. Each new raw stack is resolved into frames when it is
+/// counted, with the process's mappings of that moment, by the same [`StackResolver`] as `rprof report`.
 pub struct StackCounter {
-    counts: HashMap<Key, u64>,
+    resolver: StackResolver,
+    /// (pid, address-space generation, raw callchain) -> frames, leaf first (some symbolized at the end).
+    chains: HashMap<RawStack, Arc<[FrameId]>>,
+    /// (target, frames leaf first) -> hits.
+    counts: HashMap<(u32, Arc<[FrameId]>), u64>,
     /// Hits whose stack was not kept because [`MAX_STACKS`] distinct stacks were already counted.
     pub dropped: u64,
-    maps: HashMap<u32, Vec<MapEntry>>,
-    /// Processes whose maps are complete (read from /proc, or followed since their exec).
-    complete: std::collections::HashSet<u32>,
+}
+
+impl Default for StackCounter {
+    fn default() -> Self {
+        StackCounter::new()
+    }
 }
 
 impl StackCounter {
     /// An empty counter.
     pub fn new() -> StackCounter {
-        StackCounter::default()
+        StackCounter {
+            resolver: StackResolver::new(SymbolizerOptions::default(), HashMap::new()),
+            chains: HashMap::new(),
+            counts: HashMap::new(),
+            dropped: 0,
+        }
     }
 
-    /// Count one entry of `target` in process `pid` with this callchain.
-    pub fn add(&mut self, target: u32, pid: u32, chain: &[u64]) {
-        // The process is alive now: remember its maps to symbolize its user addresses later.
-        self.maps
-            .entry(pid)
-            .or_insert_with(|| crate::process::maps(pid as i32).unwrap_or_default());
-        let key: Key = (target, pid, chain.into());
+    /// Count one entry of `target` in process `pid`, whose mappings are `space`, with this callchain.
+    pub fn add(&mut self, target: u32, pid: u32, space: Option<&AddressSpace>, chain: &[u64]) {
+        let key = (
+            pid,
+            space.map_or(0, AddressSpace::generation),
+            Box::from(chain),
+        );
+        let frames = match self.chains.get(&key) {
+            Some(frames) => Arc::clone(frames),
+            None => {
+                let mut frames = Vec::with_capacity(chain.len());
+                self.resolver
+                    .resolve_chain(pid, space, false, chain, &mut frames);
+                let frames: Arc<[FrameId]> = Arc::from(frames);
+                if self.chains.len() < MAX_STACKS {
+                    self.chains.insert(key, Arc::clone(&frames));
+                }
+                frames
+            }
+        };
+        let key = (target, frames);
         if let Some(n) = self.counts.get_mut(&key) {
             *n += 1;
         } else if self.counts.len() < MAX_STACKS {
@@ -64,49 +87,20 @@ impl StackCounter {
         }
     }
 
-    /// A process mapped `path` (an MMAP2 record): kept to symbolize its addresses at the end.
-    pub fn add_mapping(&mut self, pid: u32, start: u64, len: u64, pgoff: u64, path: &str) {
-        let maps = self.maps.entry(pid).or_default();
-        maps.retain(|o| o.end <= start || o.start >= start + len);
-        maps.push(MapEntry {
-            start,
-            end: start + len,
-            read: true,
-            write: false,
-            exec: true,
-            private: true,
-            offset: pgoff,
-            dev_major: 0,
-            dev_minor: 0,
-            inode: 0,
-            path: path.to_string(),
-        });
-    }
-
-    /// The process exec'd: its old maps are gone, and the records that follow describe it completely.
-    pub fn exec(&mut self, pid: u32) {
-        self.maps.remove(&pid);
-        self.complete.insert(pid);
-    }
-
-    /// A new process starts with its parent's maps.
-    pub fn fork(&mut self, parent: u32, child: u32) {
-        if let Some(m) = self.maps.get(&parent).cloned() {
-            self.maps.insert(child, m);
-        }
-        if self.complete.contains(&parent) {
-            self.complete.insert(child);
-        }
-    }
-
     /// Print the stacks: per target, each stack innermost frame first then its count (stackcount's layout),
-    /// or folded (`target;outermost;...;innermost count`) for flame graphs.
-    pub fn write(&self, w: &mut dyn Write, names: &[String], folded: bool) -> io::Result<()> {
-        let mut sym = Resolver::default();
+    /// or folded (`outermost;...;innermost count`, frames named as `rprof report --folded` names them).
+    pub fn write(&mut self, w: &mut dyn Write, names: &[String], folded: bool) -> io::Result<()> {
+        self.resolver.finish();
         // Merge stacks that symbolize the same (different pids, addresses in the same function).
         let mut lines: HashMap<(u32, Vec<String>), u64> = HashMap::new();
-        for ((target, pid, chain), n) in &self.counts {
-            let frames = sym.frames(&self.maps, *pid, chain);
+        let mut ids = Vec::new();
+        for ((target, frames), n) in &self.counts {
+            ids.clear();
+            self.resolver.expand(frames, false, &mut ids);
+            let frames: Vec<String> = ids
+                .iter()
+                .map(|&id| folded_name(self.resolver.frame(id)))
+                .collect();
             *lines.entry((*target, frames)).or_default() += n;
         }
         let mut lines: Vec<((u32, Vec<String>), u64)> = lines.into_iter().collect();
@@ -148,81 +142,10 @@ impl StackCounter {
     }
 }
 
-/// Symbolizes callchains through the shared [`Symbolizer`] (kallsyms, ELF, DWARF, debug files).
-struct Resolver {
-    symbolizer: Symbolizer,
-}
-
-impl Default for Resolver {
-    fn default() -> Self {
-        let opts = SymbolizerOptions {
-            inlines: false,
-            ..SymbolizerOptions::default()
-        };
-        Resolver {
-            symbolizer: Symbolizer::new(opts),
-        }
-    }
-}
-
-impl Resolver {
-    fn frames(
-        &mut self,
-        maps: &HashMap<u32, Vec<MapEntry>>,
-        pid: u32,
-        chain: &[u64],
-    ) -> Vec<String> {
-        let mut out = Vec::new();
-        let mut kernel = false;
-        for &addr in chain {
-            if addr >= PERF_CONTEXT_MAX {
-                kernel = addr == PERF_CONTEXT_KERNEL;
-                if addr == PERF_CONTEXT_USER {
-                    kernel = false;
-                }
-                continue;
-            }
-            let name = if kernel {
-                self.symbolizer
-                    .kernel(addr)
-                    .map(|s| format!("{s}_[k]"))
-                    .unwrap_or_else(|| format!("0x{addr:x}_[k]"))
-            } else {
-                self.user(maps.get(&pid), pid, addr)
-            };
-            out.push(name);
-        }
-        out
-    }
-
-    fn user(&mut self, maps: Option<&Vec<MapEntry>>, pid: u32, addr: u64) -> String {
-        let Some(m) = maps.and_then(|m| m.iter().find(|e| addr >= e.start && addr < e.end)) else {
-            return format!("0x{addr:x}");
-        };
-        if !m.path.starts_with('/') {
-            return format!("{}+0x{:x}", m.path, addr - m.start);
-        }
-        let offset = FileOffset(addr - m.start + m.offset);
-        let key = ModuleKey {
-            path: PathBuf::from(&m.path),
-            pid,
-            build_id: None,
-        };
-        match self.symbolizer.user(&key, offset).first() {
-            Some(f) => f.name.clone(),
-            None => {
-                let base = std::path::Path::new(&m.path)
-                    .file_name()
-                    .map(|f| f.to_string_lossy().into_owned());
-                format!("{}+0x{:x}", base.unwrap_or_default(), offset.0)
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use perf_event_open_sys::bindings::PERF_CONTEXT_KERNEL;
 
     /// Check that the caller is inserted after the probed IP once, and not twice.
     #[test]

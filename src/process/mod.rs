@@ -2,6 +2,9 @@
 //! them name the file they could not read.
 use std::path::{Path, PathBuf};
 
+mod space;
+pub use space::{AddressSpace, AddressSpaces, FileId, Mapping, TaskEvent};
+
 /// Errors reading /proc.
 #[derive(Debug, thiserror::Error)]
 pub enum ProcessError {

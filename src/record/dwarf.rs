@@ -1,16 +1,20 @@
 //! Online DWARF unwinding while recording: samples with user registers and a stack copy come in, samples with
 //! the unwound callchain go out. Records pass through the time-ordered merge first, so that a mapping is known to
 //! the unwinder before the samples that run in it.
-use super::{RecordError, PROT_EXEC};
+use super::RecordError;
 use crate::merge::OrderedMerge;
 use crate::perf::{self, Attr};
+use crate::process::{AddressSpaces, FileId, Mapping, TaskEvent};
 use crate::recording::{self, SampleFields, Writer};
 use crate::unwind::dwarf::{DwarfStats, DwarfUnwinder, UserRegs};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// Online DWARF unwinding: raw samples with registers and a stack copy in, samples with a callchain out.
 pub(super) struct DwarfState {
-    pub(super) unwinder: DwarfUnwinder,
+    unwinder: DwarfUnwinder,
+    /// The processes' mappings, fed with every user mapping of the recording.
+    spaces: AddressSpaces,
     merge: OrderedMerge<(u32, u16, Vec<u8>)>,
     info: linux_perf_event_reader::RecordParseInfo,
     file_sample_type: u64,
@@ -21,6 +25,7 @@ impl DwarfState {
     pub(super) fn new(kernel: &Attr, file: &Attr, debug_dirs: Vec<PathBuf>) -> DwarfState {
         DwarfState {
             unwinder: DwarfUnwinder::new(debug_dirs),
+            spaces: AddressSpaces::new(),
             merge: OrderedMerge::new(),
             info: kernel.parse_info(),
             file_sample_type: file.get_sample_type(),
@@ -51,7 +56,29 @@ impl DwarfState {
         Ok(())
     }
 
-    /// Feed side-band records to the unwinder; return the rewritten record for samples.
+    /// A mapping synthesized from /proc/PID/maps (and written to the recording as this MMAP2).
+    pub(super) fn add_mapping(&mut self, mmap: &recording::Mmap2) {
+        let mapping = Mapping {
+            start: mmap.start,
+            end: mmap.start.saturating_add(mmap.len),
+            pgoff: mmap.pgoff,
+            path: Arc::from(mmap.path.as_str()),
+            file: Some(FileId {
+                major: mmap.maj,
+                minor: mmap.min,
+                inode: mmap.ino,
+            }),
+            build_id: None,
+            prot: mmap.prot,
+        };
+        self.spaces.apply(TaskEvent::Mmap {
+            pid: mmap.pid as u32,
+            mapping,
+        });
+    }
+
+    /// Feed side-band records to the address spaces (every user mapping, as report does when it reads the
+    /// recording); return the rewritten record for samples.
     fn process(&mut self, kind: u32, misc: u16, bytes: &[u8]) -> Option<Vec<u8>> {
         use linux_perf_event_reader::{EventRecord, RawData, RawEventRecord, RecordType};
         let raw = RawEventRecord::new(
@@ -60,45 +87,17 @@ impl DwarfState {
             RawData::Single(&bytes[8..]),
             self.info,
         );
-        match raw.parse().ok()? {
-            EventRecord::Mmap2(m) => {
-                if m.protection & PROT_EXEC != 0 {
-                    let path = String::from_utf8_lossy(&m.path.as_slice()).into_owned();
-                    self.unwinder.add_mapping(
-                        m.pid as u32,
-                        m.address,
-                        m.length,
-                        m.page_offset,
-                        &path,
-                    );
-                }
-                None
-            }
-            EventRecord::Mmap(m) => {
-                if !m.is_executable {
-                    return None;
-                }
-                let path = String::from_utf8_lossy(&m.path.as_slice()).into_owned();
-                self.unwinder
-                    .add_mapping(m.pid as u32, m.address, m.length, m.page_offset, &path);
-                None
-            }
-            EventRecord::Fork(f) if f.pid != f.ppid => {
-                self.unwinder.fork(f.ppid as u32, f.pid as u32);
-                None
-            }
-            EventRecord::Exit(e) if e.pid == e.tid => {
-                self.unwinder.exit(e.pid as u32);
-                None
-            }
-            EventRecord::Comm(c) if c.is_execve => {
-                // A new program image: its mappings arrive next.
-                self.unwinder.exit(c.pid as u32);
-                None
-            }
-            EventRecord::Sample(s) => Some(self.rewrite(&s, misc)),
-            _ => None,
+        let record = raw.parse().ok()?;
+        if let EventRecord::Sample(s) = &record {
+            return Some(self.rewrite(s, misc));
         }
+        if let Some(event) = TaskEvent::from_record(&record) {
+            if let TaskEvent::Exit { pid } = event {
+                self.unwinder.forget(pid);
+            }
+            self.spaces.apply(event);
+        }
+        None
     }
 
     fn rewrite(&mut self, s: &linux_perf_event_reader::SampleRecord<'_>, misc: u16) -> Vec<u8> {
@@ -110,9 +109,15 @@ impl DwarfState {
         if let (Some(regs), Some((stack, dyn_size))) = (regs, &s.user_stack) {
             let stack = stack.as_slice();
             let pid = s.pid.unwrap_or(0) as u32;
-            let outcome =
-                self.unwinder
-                    .unwind_callchain(pid, &regs, &stack, *dyn_size, &mut callchain);
+            let space = self.spaces.get(pid);
+            let outcome = self.unwinder.unwind_callchain(
+                pid,
+                space,
+                &regs,
+                &stack,
+                *dyn_size,
+                &mut callchain,
+            );
             self.stats.count(outcome, stack.len() as u64);
         }
         recording::encode_sample(

@@ -6,9 +6,7 @@
 //! the loop are `perf`'s, shared with `rprof probe`.
 use crate::perf::{self, EventSet, PerfError, Refused, StopSignals, StopWhen, Workload};
 use crate::process::{self, ProcessError};
-use crate::recording::{
-    self, FileAttr, Meta, Mmap2, RecordingError, SampleId, Writer,
-};
+use crate::recording::{self, FileAttr, Meta, Mmap2, RecordingError, SampleId, Writer};
 
 mod attrs;
 mod buildids;
@@ -298,8 +296,7 @@ fn synthesize_process(
             st.paths.insert((pid, mmap.path.clone()));
         }
         if let Some(d) = dwarf.as_deref_mut() {
-            d.unwinder
-                .add_mapping(pid as u32, mmap.start, mmap.len, mmap.pgoff, &mmap.path);
+            d.add_mapping(&mmap);
         }
         writer.write_record(&[&recording::encode_mmap2(sample_type, &mmap, &id)])?;
     }

@@ -1,17 +1,19 @@
 //! `rprof report`: replay a recording (rprof's or perf's), symbolize each sample's stack, aggregate, and print a
 //! top table, folded stacks or an SVG flame graph.
-use crate::addr::{FileOffset, RuntimeAddr};
+use crate::process::{AddressSpaces, Mapping, TaskEvent};
 use crate::recording::{CpuMode, Event, Reader, RecordingError, Sample};
-use crate::symbols::{KernelRef, ModuleKey, Symbolizer, SymbolizerOptions, VDSO};
+use crate::symbols::{KernelRef, SymbolizerOptions};
 use crate::unwind::dwarf::{DwarfStats, DwarfUnwinder};
-use perf_event_open_sys::bindings::{PERF_CONTEXT_KERNEL, PERF_CONTEXT_MAX, PERF_CONTEXT_USER};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use resolve::{FastMap, KERNEL_NAME};
+use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 mod output;
+mod resolve;
 pub use output::{write_flamegraph, write_folded, write_table, TableOptions};
+pub use resolve::{folded_name, is_jit_like, StackResolver};
 
 /// Errors of the report stage.
 #[derive(Debug, thiserror::Error)]
@@ -72,25 +74,12 @@ pub struct Profile {
     pub unwound: DwarfStats,
 }
 
-/// A memory mapping of a process, as MMAP/MMAP2 records describe it.
-#[derive(Clone, Debug)]
-struct Mapping {
-    end: u64,
-    pgoff: u64,
-    module: Arc<ModuleKey>,
-    /// The file name shown in reports.
-    short: Arc<str>,
-}
-
-/// The maps hashed once or more per sample: SipHash (std's default) costs more there than everything else.
-type FastMap<K, V> = HashMap<K, V, ahash::RandomState>;
-
 /// A raw stack as sampled: what [`Session::add_sample`] resolves, and the key of its cache.
 #[derive(Debug, PartialEq, Eq, Hash)]
 struct ChainKey {
     pid: u32,
-    /// The process's mapping generation (see [`Session::generation`]).
-    generation: u32,
+    /// The process's address-space generation: a changed mapping retires the stacks resolved before it.
+    generation: u64,
     comm: u32,
     /// The sample's CPU mode was kernel.
     kernel: bool,
@@ -101,48 +90,19 @@ struct ChainKey {
 
 /// The state of replaying a recording.
 struct Session {
-    symbolizer: Symbolizer,
-    build_ids: HashMap<String, Vec<u8>>,
-    maps: FastMap<u32, BTreeMap<u64, Mapping>>,
-    /// How many times each process's mappings changed: part of the cache keys below, so that a new mapping
-    /// retires the resolutions made before it without a scan of the caches.
-    generation: FastMap<u32, u32>,
+    resolver: StackResolver,
+    spaces: AddressSpaces,
     comm_of_tid: FastMap<u32, u32>,
     comm_ids: HashMap<String, u32>,
-    frame_ids: FastMap<FrameInfo, FrameId>,
-    /// (pid, generation, address, exact) -> frames leaf-most last; kernel addresses use pid u32::MAX.
-    cache: FastMap<(u32, u32, u64, bool), Arc<[FrameId]>>,
     /// Raw stack -> index in `stacks`: most samples repeat a stack seen before, and skip resolving it.
     chains: FastMap<ChainKey, usize>,
-    /// Distinct resolved stacks (comm, frames outermost first) with their counts, and their index.
+    /// Distinct resolved stacks (comm, frames outermost first, some pending) with their counts, and their index.
     stacks: Vec<((u32, Vec<FrameId>), StackCount)>,
     stack_ids: FastMap<(u32, Vec<FrameId>), usize>,
-    /// Addresses whose frames are resolved at the end (see [`PENDING`]), and their ids.
-    pending: Vec<Pending>,
-    pending_ids: FastMap<(Option<Arc<ModuleKey>>, u64), FrameId>,
     /// For recordings whose samples carry user stacks (`perf record --call-graph dwarf`): unwinds them.
     unwinder: Option<DwarfUnwinder>,
     profile: Profile,
 }
-
-/// Frame ids with this bit stand for a kernel address or an address in a mapped file (an index into
-/// [`Session::pending`]) whose frames are looked up once the whole recording is read. Meanwhile the symbolizer
-/// reads kallsyms and loads each binary's DWARF on threads of their own, instead of holding up the first sample
-/// that needs them.
-const PENDING: FrameId = 1 << 31;
-
-/// An address to symbolize at the end.
-#[derive(Clone)]
-enum Pending {
-    Kernel(u64),
-    User(Arc<ModuleKey>, FileOffset, Arc<str>),
-}
-
-/// The kernel's name in BUILD_ID entries and mappings (`[kernel.kallsyms]_text`).
-const KERNEL_NAME: &str = "[kernel.kallsyms]";
-
-/// Kernel addresses on x86_64 live in the upper half.
-const KERNEL_START: u64 = 0xffff_8000_0000_0000;
 
 /// Read, symbolize and aggregate a recording.
 pub fn load(
@@ -157,25 +117,20 @@ pub fn load(
         .map(|b| (b.path.clone(), b.build_id.clone()))
         .collect();
     let debug_dirs = opts.debug_dirs.clone();
-    let mut symbolizer = Symbolizer::new(opts);
-    symbolizer.set_kernel(KernelRef {
-        build_id: build_ids.get(KERNEL_NAME).cloned(),
+    let kernel_build_id = build_ids.get(KERNEL_NAME).cloned();
+    let mut resolver = StackResolver::new(opts, build_ids);
+    resolver.symbolizer().set_kernel(KernelRef {
+        build_id: kernel_build_id,
         text: None,
     });
     let mut s = Session {
-        symbolizer,
-        build_ids,
-        maps: FastMap::default(),
-        generation: FastMap::default(),
+        resolver,
+        spaces: AddressSpaces::new(),
         comm_of_tid: FastMap::default(),
         comm_ids: HashMap::new(),
-        frame_ids: FastMap::default(),
-        cache: FastMap::default(),
         chains: FastMap::default(),
         stacks: Vec::new(),
         stack_ids: FastMap::default(),
-        pending: Vec::new(),
-        pending_ids: FastMap::default(),
         unwinder: reader
             .has_user_stacks()
             .then(|| DwarfUnwinder::new(debug_dirs)),
@@ -249,73 +204,39 @@ fn read_batches(
 impl Session {
     /// Apply one event (samples already filtered by pid and tid).
     fn handle(&mut self, event: Event, comms: &[String]) {
+        if let Some(task) = task_event(&event, &self.resolver) {
+            if let (TaskEvent::Exit { pid }, Some(unwinder)) = (&task, self.unwinder.as_mut()) {
+                unwinder.forget(*pid);
+            }
+            self.spaces.apply(task);
+        }
         let s = self;
         match event {
-            Event::Comm {
-                pid,
-                tid,
-                name,
-                exec,
-            } => {
-                if exec {
-                    // A new program image: the old mappings are gone, the new ones follow.
-                    s.maps.remove(&pid);
-                    if let Some(unwinder) = s.unwinder.as_mut() {
-                        unwinder.exit(pid);
-                    }
-                }
+            Event::Comm { tid, name, .. } => {
                 let id = s.comm_id(&name);
                 s.comm_of_tid.insert(tid, id);
             }
             Event::Mmap {
-                pid,
-                start,
-                len,
-                pgoff,
                 path,
-                build_id,
-                cpu_mode,
+                pgoff,
+                cpu_mode: CpuMode::Kernel,
                 ..
             } => {
-                if cpu_mode != CpuMode::Kernel && pid >= 0 {
-                    if let Some(unwinder) = s.unwinder.as_mut() {
-                        unwinder.add_mapping(pid as u32, start, len, pgoff, &path);
-                    }
-                    s.add_mapping(pid as u32, start, len, pgoff, path, build_id);
-                } else if cpu_mode == CpuMode::Kernel {
-                    // The recording describes the kernel: its samples will need kallsyms. The kernel's own
-                    // mapping (`[kernel.kallsyms]_text`) starts at `_text`, its offset, which gives the KASLR
-                    // offset against a cached copy of kallsyms.
-                    if path.starts_with(KERNEL_NAME) {
-                        s.symbolizer.set_kernel(KernelRef {
-                            build_id: s.build_ids.get(KERNEL_NAME).cloned(),
-                            text: Some(pgoff),
-                        });
-                    }
-                    s.symbolizer.prefetch_kernel();
+                // The recording describes the kernel: its samples will need kallsyms. The kernel's own mapping
+                // (`[kernel.kallsyms]_text`) starts at `_text`, its offset, which gives the KASLR offset against
+                // a cached copy of kallsyms.
+                if path.starts_with(KERNEL_NAME) {
+                    let build_id = s.resolver.build_id(KERNEL_NAME).cloned();
+                    s.resolver.symbolizer().set_kernel(KernelRef {
+                        build_id,
+                        text: Some(pgoff),
+                    });
                 }
+                s.resolver.symbolizer().prefetch_kernel();
             }
-            Event::Fork {
-                pid,
-                ppid,
-                tid,
-                ptid,
-            } => {
-                if pid != ppid && !s.maps.contains_key(&pid) {
-                    if let Some(parent) = s.maps.get(&ppid).cloned() {
-                        s.maps.insert(pid, parent);
-                    }
-                    if let Some(unwinder) = s.unwinder.as_mut() {
-                        unwinder.fork(ppid, pid);
-                    }
-                }
+            Event::Fork { tid, ptid, .. } => {
                 if let Some(&c) = s.comm_of_tid.get(&ptid) {
                     s.comm_of_tid.entry(tid).or_insert(c);
-                }
-            }
-            Event::Exit { pid, tid } => {
-                if let Some(unwinder) = s.unwinder.as_mut().filter(|_| pid == tid) {
-                    unwinder.exit(pid);
                 }
             }
             Event::Sample(sample) => {
@@ -327,6 +248,7 @@ impl Session {
             Event::Lost { count } => s.profile.lost += count,
             Event::LostSamples { count } => s.profile.lost_samples += count,
             Event::Throttle { throttled } => s.profile.throttled += throttled as u64,
+            Event::Mmap { .. } | Event::Exit { .. } => {}
         }
     }
 
@@ -347,49 +269,10 @@ impl Session {
             .or_else(|| self.comm_of_tid.get(&sample.pid))
         {
             Some(&c) => c,
+            // The idle task, as perf names it.
+            None if sample.pid == 0 => self.comm_id("swapper"),
             None => self.comm_id(&format!(":{}", sample.tid)),
         }
-    }
-
-    fn add_mapping(
-        &mut self,
-        pid: u32,
-        start: u64,
-        len: u64,
-        pgoff: u64,
-        path: String,
-        build_id: Option<Vec<u8>>,
-    ) {
-        let end = start.saturating_add(len);
-        let maps = self.maps.entry(pid).or_default();
-        // Drop mappings this one overlaps (it replaced them).
-        let overlapping: Vec<u64> = maps
-            .range(..end)
-            .rev()
-            .take_while(|(_, m)| m.end > start)
-            .map(|(&s, _)| s)
-            .collect();
-        for s in overlapping {
-            maps.remove(&s);
-        }
-        let build_id = build_id.or_else(|| self.build_ids.get(&path).cloned());
-        let short: Arc<str> = Arc::from(short_name(&path));
-        let module = Arc::new(ModuleKey {
-            path: PathBuf::from(path),
-            pid,
-            build_id,
-        });
-        maps.insert(
-            start,
-            Mapping {
-                end,
-                pgoff,
-                module,
-                short,
-            },
-        );
-        // Cached resolutions of this process may point at the old mapping: retire them.
-        *self.generation.entry(pid).or_default() += 1;
     }
 
     /// Unwind a sample's user stack copy into its callchain: the kernel part stays, the user part becomes
@@ -401,6 +284,7 @@ impl Session {
         };
         let outcome = unwinder.unwind_callchain(
             sample.pid,
+            self.spaces.get(sample.pid),
             &user.regs,
             &user.stack,
             user.dyn_size,
@@ -409,17 +293,12 @@ impl Session {
         self.profile.unwound.count(outcome, user.stack.len() as u64);
     }
 
-    /// The number of times `pid`'s mappings changed (see [`Session::generation`]).
-    fn generation_of(&self, pid: u32) -> u32 {
-        self.generation.get(&pid).copied().unwrap_or(0)
-    }
-
     fn add_sample(&mut self, mut sample: Sample, comm: u32) {
         self.unwind(&mut sample);
         let chain = !sample.callchain.is_empty();
         let key = ChainKey {
             pid: sample.pid,
-            generation: self.generation_of(sample.pid),
+            generation: self.spaces.generation(sample.pid),
             comm,
             kernel: sample.cpu_mode == CpuMode::Kernel,
             chain,
@@ -456,194 +335,72 @@ impl Session {
     /// The frames of a raw stack, outermost first.
     fn resolve_stack(&mut self, key: &ChainKey) -> Vec<FrameId> {
         let mut stack: Vec<FrameId> = Vec::with_capacity(key.addrs.len() + 4);
-        if !key.chain {
-            let ip = key.addrs[0];
-            let kernel = key.kernel || ip >= KERNEL_START;
-            stack.extend(self.resolve(key.pid, ip, kernel, true).iter());
+        let space = self.spaces.get(key.pid);
+        if key.chain {
+            self.resolver
+                .resolve_chain(key.pid, space, key.kernel, &key.addrs, &mut stack);
         } else {
-            let mut kernel = key.kernel;
-            let mut first = true;
-            for &addr in &key.addrs {
-                if addr >= PERF_CONTEXT_MAX {
-                    match addr {
-                        PERF_CONTEXT_KERNEL => kernel = true,
-                        PERF_CONTEXT_USER => {
-                            // The first user address is where user code was stopped (the interrupted
-                            // instruction, or the one after `syscall`), not a return address.
-                            kernel = false;
-                            first = true;
-                        }
-                        _ => {}
-                    }
-                    continue;
-                }
-                let frames = self.resolve(key.pid, addr, kernel || addr >= KERNEL_START, first);
-                // `frames` is outermost first; the callchain is leaf first.
-                stack.extend(frames.iter().rev());
-                first = false;
-            }
+            self.resolver
+                .resolve_ip(key.pid, space, key.kernel, key.addrs[0], &mut stack);
         }
         stack.reverse();
         stack
     }
 
-    /// Frames (outermost first) for one address; `exact` is false for return addresses, which are looked up
-    /// one byte back so that a call at the end of a function resolves to that function.
-    fn resolve(&mut self, pid: u32, addr: u64, kernel: bool, exact: bool) -> Arc<[FrameId]> {
-        let key = if kernel {
-            (u32::MAX, 0, addr, exact)
-        } else {
-            (pid, self.generation_of(pid), addr, exact)
-        };
-        if let Some(f) = self.cache.get(&key) {
-            return Arc::clone(f);
-        }
-        let lookup = if exact { addr } else { addr.saturating_sub(1) };
-        let ids: Arc<[FrameId]> = if kernel {
-            self.symbolizer.prefetch_kernel();
-            Arc::from([self.pending_id(None, lookup, || Pending::Kernel(lookup))])
-        } else {
-            self.resolve_user(pid, lookup)
-        };
-        self.cache.insert(key, Arc::clone(&ids));
-        ids
-    }
-
-    fn resolve_user(&mut self, pid: u32, addr: u64) -> Arc<[FrameId]> {
-        let mapping = self
-            .maps
-            .get(&pid)
-            .and_then(|m| m.range(..=addr).next_back())
-            .filter(|(_, m)| addr < m.end)
-            .map(|(&start, m)| (start, m.clone()));
-        // Files, and the vDSO (the symbolizer finds its image).
-        let file = mapping
-            .as_ref()
-            .filter(|(_, m)| m.module.path.starts_with("/") || m.module.path == Path::new(VDSO));
-        if let Some((start, m)) = file {
-            let offset = FileOffset(addr - start + m.pgoff);
-            let id = self.pending_id(Some(&m.module), offset.0, || {
-                Pending::User(Arc::clone(&m.module), offset, Arc::clone(&m.short))
-            });
-            return Arc::from([id]);
-        }
-        // Anonymous memory (JIT code), [vdso]-like pseudo files, or no mapping at all.
-        let frame = match self.symbolizer.jit(pid, RuntimeAddr(addr)) {
-            Some(name) => FrameInfo {
-                name: name.to_string(),
-                module: format!("perf-{pid}.map"),
-                kernel: false,
-            },
-            None => FrameInfo {
-                name: "[unknown]".into(),
-                module: mapping
-                    .map(|(_, m)| m.short.to_string())
-                    .unwrap_or_else(|| "[unknown]".into()),
-                kernel: false,
-            },
-        };
-        Arc::from([self.frame_id(frame)])
-    }
-
-    /// The id standing for an address to resolve at the end (`module` None: the kernel).
-    fn pending_id(
-        &mut self,
-        module: Option<&Arc<ModuleKey>>,
-        addr: u64,
-        new: impl FnOnce() -> Pending,
-    ) -> FrameId {
-        let key = (module.cloned(), addr);
-        if let Some(&id) = self.pending_ids.get(&key) {
-            return id;
-        }
-        if let Some(module) = module {
-            self.symbolizer.prefetch(module);
-        }
-        let id = PENDING | self.pending.len() as FrameId;
-        self.pending.push(new());
-        self.pending_ids.insert(key, id);
-        id
-    }
-
-    /// The frames (outermost first) of a pending address, through the symbolizer.
-    fn resolve_pending(&mut self, index: usize) -> Vec<FrameId> {
-        let (module, offset, short) = match self.pending[index].clone() {
-            Pending::Kernel(addr) => {
-                let name = self.symbolizer.kernel(addr);
-                let frame = FrameInfo {
-                    name: name
-                        .map(|n| n.to_string())
-                        .unwrap_or_else(|| "[unknown]".into()),
-                    module: KERNEL_NAME.into(),
-                    kernel: true,
-                };
-                return vec![self.frame_id(frame)];
-            }
-            Pending::User(module, offset, short) => (module, offset, short),
-        };
-        let frames = self.symbolizer.user(&module, offset);
-        if frames.is_empty() {
-            let unknown = FrameInfo {
-                name: "[unknown]".into(),
-                module: short.to_string(),
-                kernel: false,
-            };
-            return vec![self.frame_id(unknown)];
-        }
-        frames
-            .iter()
-            .map(|f| FrameInfo {
-                name: match &f.location {
-                    Some(loc) => format!("{} {}", f.name, loc),
-                    None => f.name.clone(),
-                },
-                module: short.to_string(),
-                kernel: false,
-            })
-            .map(|f| self.frame_id(f))
-            .collect()
-    }
-
     /// Resolve the pending addresses and merge the stacks that turn out to be the same.
     fn finish(mut self) -> Profile {
-        let expanded: Vec<Vec<FrameId>> = (0..self.pending.len())
-            .map(|i| self.resolve_pending(i))
-            .collect();
+        self.resolver.finish();
         let mut stacks: HashMap<(u32, Vec<FrameId>), StackCount> = HashMap::new();
         for ((comm, stack), count) in std::mem::take(&mut self.stacks) {
             let mut frames = Vec::with_capacity(stack.len() + 2);
-            for id in stack {
-                if id & PENDING != 0 {
-                    frames.extend_from_slice(&expanded[(id & !PENDING) as usize]);
-                } else {
-                    frames.push(id);
-                }
-            }
+            self.resolver.expand(&stack, true, &mut frames);
             let entry = stacks.entry((comm, frames)).or_default();
             entry.samples += count.samples;
             entry.period += count.period;
         }
         self.profile.stacks = stacks;
+        self.profile.frames = self.resolver.into_frames();
         self.profile
-    }
-
-    fn frame_id(&mut self, f: FrameInfo) -> FrameId {
-        if let Some(&id) = self.frame_ids.get(&f) {
-            return id;
-        }
-        let id = self.profile.frames.len() as FrameId;
-        self.profile.frames.push(f.clone());
-        self.frame_ids.insert(f, id);
-        id
     }
 }
 
-/// The file name of a path (what reports show as the object).
-fn short_name(path: &str) -> String {
-    Path::new(path)
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| path.to_string())
+/// The address-space change a recording's event makes, if any (kernel mappings are not part of a process).
+fn task_event(event: &Event, resolver: &StackResolver) -> Option<TaskEvent> {
+    match event {
+        Event::Comm {
+            pid, exec: true, ..
+        } => Some(TaskEvent::Exec { pid: *pid }),
+        Event::Mmap {
+            pid,
+            start,
+            len,
+            pgoff,
+            path,
+            build_id,
+            cpu_mode,
+            ..
+        } if *cpu_mode != CpuMode::Kernel && *pid >= 0 => {
+            let build_id = build_id.as_ref().or_else(|| resolver.build_id(path));
+            Some(TaskEvent::Mmap {
+                pid: *pid as u32,
+                mapping: Mapping {
+                    start: *start,
+                    end: start.saturating_add(*len),
+                    pgoff: *pgoff,
+                    path: Arc::from(path.as_str()),
+                    file: None,
+                    build_id: build_id.map(|b| Arc::from(b.as_slice())),
+                    prot: 0,
+                },
+            })
+        }
+        Event::Fork { pid, ppid, .. } if pid != ppid => Some(TaskEvent::Fork {
+            parent: *ppid,
+            child: *pid,
+        }),
+        Event::Exit { pid, tid } if pid == tid => Some(TaskEvent::Exit { pid: *pid }),
+        _ => None,
+    }
 }
 
 /// Write the report in the chosen form to `out`.

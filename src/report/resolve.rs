@@ -1,0 +1,353 @@
+//! The one callchain -> frames resolver, used by `report` and by `probe -g`: PERF_CONTEXT markers split the
+//! kernel part from the user part, return addresses are looked up one byte back (the leaf and the first user
+//! address after the kernel part exactly), inlined functions become frames of their own, JIT code is named
+//! through `/tmp/perf-PID.map`, and what stays unknown is `[unknown]` with its module.
+//!
+//! Kernel addresses and addresses in mapped files get a *pending* frame id: they are symbolized at the end
+//! ([`StackResolver::finish`]), while the symbolizer reads kallsyms and loads each binary on threads of its own,
+//! instead of holding up the first sample that needs them.
+use super::{FrameId, FrameInfo};
+use crate::addr::{FileOffset, RuntimeAddr};
+use crate::process::{AddressSpace, Mapping};
+use crate::symbols::{ModuleKey, Symbolizer, SymbolizerOptions, VDSO};
+use crate::unwind::fp::{self, ChainPart};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The maps hashed once or more per sample: SipHash (std's default) costs more there than everything else.
+pub(super) type FastMap<K, V> = HashMap<K, V, ahash::RandomState>;
+
+/// The kernel's name in BUILD_ID entries and mappings (`[kernel.kallsyms]_text`).
+pub const KERNEL_NAME: &str = "[kernel.kallsyms]";
+
+/// Kernel addresses on x86_64 live in the upper half.
+const KERNEL_START: u64 = 0xffff_8000_0000_0000;
+
+/// Frame ids with this bit stand for a kernel address or an address in a mapped file (an index into
+/// `pending`) whose frames are looked up in [`StackResolver::finish`].
+const PENDING: FrameId = 1 << 31;
+
+/// A file mapped by a process: (pid, path, build id).
+type MappedFile = (u32, Arc<str>, Option<Arc<[u8]>>);
+
+/// An address to symbolize at the end.
+#[derive(Clone)]
+enum Pending {
+    Kernel(u64),
+    User(Arc<ModuleKey>, FileOffset, Arc<str>),
+}
+
+/// Resolves raw stacks of processes into interned frames.
+pub struct StackResolver {
+    symbolizer: Symbolizer,
+    /// Build ids by path, from the recording's BUILD_ID section.
+    build_ids: HashMap<String, Vec<u8>>,
+    frames: Vec<FrameInfo>,
+    frame_ids: FastMap<FrameInfo, FrameId>,
+    /// (pid, generation, address, exact) -> frames outermost first; kernel addresses use pid u32::MAX.
+    cache: FastMap<(u32, u64, u64, bool), Arc<[FrameId]>>,
+    /// The symbolizer's module of each (pid, path, build id).
+    modules: FastMap<MappedFile, Arc<ModuleKey>>,
+    pending: Vec<Pending>,
+    pending_ids: FastMap<(Option<Arc<ModuleKey>>, u64), FrameId>,
+    /// The frames of each pending id, once [`StackResolver::finish`] ran.
+    expanded: Vec<Vec<FrameId>>,
+}
+
+impl StackResolver {
+    /// A resolver with a new symbolizer; `build_ids` are the recorded build ids by path (may be empty).
+    pub fn new(opts: SymbolizerOptions, build_ids: HashMap<String, Vec<u8>>) -> StackResolver {
+        StackResolver {
+            symbolizer: Symbolizer::new(opts),
+            build_ids,
+            frames: Vec::new(),
+            frame_ids: FastMap::default(),
+            cache: FastMap::default(),
+            modules: FastMap::default(),
+            pending: Vec::new(),
+            pending_ids: FastMap::default(),
+            expanded: Vec::new(),
+        }
+    }
+
+    /// The symbolizer (to say which kernel the addresses come from, or start loading it early).
+    pub fn symbolizer(&mut self) -> &mut Symbolizer {
+        &mut self.symbolizer
+    }
+
+    /// The recorded build id of a path.
+    pub fn build_id(&self, path: &str) -> Option<&Vec<u8>> {
+        self.build_ids.get(path)
+    }
+
+    /// Append the frames of a callchain (leaf first, with PERF_CONTEXT_* markers) of process `pid` to `out`,
+    /// leaf first; `kernel` tells whether the addresses before any marker are kernel addresses.
+    pub fn resolve_chain(
+        &mut self,
+        pid: u32,
+        space: Option<&AddressSpace>,
+        kernel: bool,
+        chain: &[u64],
+        out: &mut Vec<FrameId>,
+    ) {
+        for part in fp::split(chain, kernel) {
+            let ChainPart {
+                addr,
+                kernel,
+                exact,
+            } = part;
+            let frames = self.resolve(pid, space, addr, kernel || addr >= KERNEL_START, exact);
+            // `frames` is outermost first; the callchain is leaf first.
+            out.extend(frames.iter().rev());
+        }
+    }
+
+    /// Append the frames (leaf first) of a sample without a callchain: its IP alone.
+    pub fn resolve_ip(
+        &mut self,
+        pid: u32,
+        space: Option<&AddressSpace>,
+        kernel: bool,
+        ip: u64,
+        out: &mut Vec<FrameId>,
+    ) {
+        let frames = self.resolve(pid, space, ip, kernel || ip >= KERNEL_START, true);
+        out.extend(frames.iter().rev());
+    }
+
+    /// Frames (outermost first) for one address; `exact` is false for return addresses, which are looked up
+    /// one byte back so that a call at the end of a function resolves to that function.
+    fn resolve(
+        &mut self,
+        pid: u32,
+        space: Option<&AddressSpace>,
+        addr: u64,
+        kernel: bool,
+        exact: bool,
+    ) -> Arc<[FrameId]> {
+        let key = if kernel {
+            (u32::MAX, 0, addr, exact)
+        } else {
+            (pid, space.map_or(0, AddressSpace::generation), addr, exact)
+        };
+        if let Some(f) = self.cache.get(&key) {
+            return Arc::clone(f);
+        }
+        let lookup = if exact { addr } else { addr.saturating_sub(1) };
+        let ids: Arc<[FrameId]> = if kernel {
+            self.symbolizer.prefetch_kernel();
+            Arc::from([self.pending_id(None, lookup, || Pending::Kernel(lookup))])
+        } else {
+            let mapping = space.and_then(|s| s.find(lookup));
+            Arc::from([self.resolve_user(pid, mapping, lookup)])
+        };
+        self.cache.insert(key, Arc::clone(&ids));
+        ids
+    }
+
+    fn resolve_user(&mut self, pid: u32, mapping: Option<&Mapping>, addr: u64) -> FrameId {
+        let path = mapping.map_or("", |m| &*m.path);
+        // JIT code: anonymous memory, memfd and deleted files are looked up in the JIT's perf map first.
+        if mapping.is_none() || is_jit_like(path) {
+            if let Some(name) = self.symbolizer.jit(pid, RuntimeAddr(addr)) {
+                let frame = FrameInfo {
+                    name: name.to_string(),
+                    module: format!("perf-{pid}.map"),
+                    kernel: false,
+                };
+                return self.frame_id(frame);
+            }
+        }
+        let Some(m) = mapping else {
+            return self.unknown("[unknown]".into());
+        };
+        // Files, and the vDSO (the symbolizer finds its image).
+        let is_file = (path.starts_with('/') && !path.starts_with("//")) || path == VDSO;
+        if !is_file {
+            return self.unknown(short_name(path));
+        }
+        let module = self.module(pid, m);
+        let offset = FileOffset(m.file_offset(addr));
+        let short: Arc<str> = Arc::from(short_name(path));
+        self.pending_id(Some(&module), offset.0, || {
+            Pending::User(Arc::clone(&module), offset, short)
+        })
+    }
+
+    fn unknown(&mut self, module: String) -> FrameId {
+        self.frame_id(FrameInfo {
+            name: "[unknown]".into(),
+            module,
+            kernel: false,
+        })
+    }
+
+    /// The symbolizer's module for a mapping of process `pid`.
+    fn module(&mut self, pid: u32, m: &Mapping) -> Arc<ModuleKey> {
+        let key = (pid, Arc::clone(&m.path), m.build_id.clone());
+        if let Some(module) = self.modules.get(&key) {
+            return Arc::clone(module);
+        }
+        let build_id = m
+            .build_id
+            .as_ref()
+            .map(|b| b.to_vec())
+            .or_else(|| self.build_ids.get(&*m.path).cloned());
+        let module = Arc::new(ModuleKey {
+            path: PathBuf::from(&*m.path),
+            pid,
+            build_id,
+        });
+        self.modules.insert(key, Arc::clone(&module));
+        module
+    }
+
+    /// The id standing for an address to resolve at the end (`module` None: the kernel).
+    fn pending_id(
+        &mut self,
+        module: Option<&Arc<ModuleKey>>,
+        addr: u64,
+        new: impl FnOnce() -> Pending,
+    ) -> FrameId {
+        let key = (module.cloned(), addr);
+        if let Some(&id) = self.pending_ids.get(&key) {
+            return id;
+        }
+        if let Some(module) = module {
+            self.symbolizer.prefetch(module);
+        }
+        let id = PENDING | self.pending.len() as FrameId;
+        self.pending.push(new());
+        self.pending_ids.insert(key, id);
+        id
+    }
+
+    /// Symbolize the pending addresses; after this, [`StackResolver::expand`] gives final frames.
+    pub fn finish(&mut self) {
+        for index in self.expanded.len()..self.pending.len() {
+            let frames = self.resolve_pending(index);
+            self.expanded.push(frames);
+        }
+    }
+
+    /// The final frames of a stack of ids (pending ones replaced by their frames, outermost first); call
+    /// [`StackResolver::finish`] first. Works on stacks in either order as long as `outermost_first` says which.
+    pub fn expand(&self, stack: &[FrameId], outermost_first: bool, out: &mut Vec<FrameId>) {
+        for &id in stack {
+            if id & PENDING == 0 {
+                out.push(id);
+                continue;
+            }
+            let frames = &self.expanded[(id & !PENDING) as usize];
+            match outermost_first {
+                true => out.extend_from_slice(frames),
+                false => out.extend(frames.iter().rev()),
+            }
+        }
+    }
+
+    /// The frame an id (not pending) stands for.
+    pub fn frame(&self, id: FrameId) -> &FrameInfo {
+        &self.frames[id as usize]
+    }
+
+    /// All frames, indexed by id.
+    pub fn into_frames(self) -> Vec<FrameInfo> {
+        self.frames
+    }
+
+    /// The frames (outermost first) of a pending address, through the symbolizer.
+    fn resolve_pending(&mut self, index: usize) -> Vec<FrameId> {
+        let (module, offset, short) = match self.pending[index].clone() {
+            Pending::Kernel(addr) => {
+                let name = self.symbolizer.kernel(addr);
+                let frame = FrameInfo {
+                    name: name
+                        .map(|n| n.to_string())
+                        .unwrap_or_else(|| "[unknown]".into()),
+                    module: KERNEL_NAME.into(),
+                    kernel: true,
+                };
+                return vec![self.frame_id(frame)];
+            }
+            Pending::User(module, offset, short) => (module, offset, short),
+        };
+        let frames = self.symbolizer.user(&module, offset);
+        if frames.is_empty() {
+            return vec![self.unknown(short.to_string())];
+        }
+        frames
+            .iter()
+            .map(|f| FrameInfo {
+                name: match &f.location {
+                    Some(loc) => format!("{} {}", f.name, loc),
+                    None => f.name.clone(),
+                },
+                module: short.to_string(),
+                kernel: false,
+            })
+            .map(|f| self.frame_id(f))
+            .collect()
+    }
+
+    fn frame_id(&mut self, f: FrameInfo) -> FrameId {
+        if let Some(&id) = self.frame_ids.get(&f) {
+            return id;
+        }
+        let id = self.frames.len() as FrameId;
+        self.frames.push(f.clone());
+        self.frame_ids.insert(f, id);
+        id
+    }
+}
+
+/// Mappings whose code may be JIT code named in `/tmp/perf-PID.map`: anonymous memory (`//anon` as perf names
+/// it, `[anon:NAME]` named by prctl, empty in /proc/PID/maps), memfd files and deleted files.
+pub fn is_jit_like(path: &str) -> bool {
+    path.is_empty()
+        || path.starts_with("//anon")
+        || path.starts_with("[anon:")
+        || path.starts_with("/memfd:")
+        || path.ends_with(" (deleted)")
+}
+
+/// The file name of a path (what reports show as the object).
+pub(super) fn short_name(path: &str) -> String {
+    Path::new(path)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| path.to_string())
+}
+
+/// How folded stacks and stack listings spell a frame: its name, `[unknown] (module)` when unknown.
+pub fn folded_name(frame: &FrameInfo) -> String {
+    let name = if frame.name == "[unknown]" {
+        format!("[unknown] ({})", frame.module)
+    } else {
+        frame.name.clone()
+    };
+    name.replace(';', ":")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Check that JIT-like mapping names are told from files.
+    #[test]
+    fn jit_like_paths() {
+        for p in [
+            "//anon",
+            "[anon:v8]",
+            "/memfd:jit (deleted)",
+            "/tmp/x.so (deleted)",
+            "",
+        ] {
+            assert!(is_jit_like(p), "{p}");
+        }
+        for p in ["/usr/lib/libc.so.6", "[vdso]", "[heap]"] {
+            assert!(!is_jit_like(p), "{p}");
+        }
+    }
+}
