@@ -623,10 +623,15 @@ fn module_cache_stays_within_cap() {
     let calltree = build_c(dir.path(), "dw_calltree");
     let qsort = build_c(dir.path(), "dw_qsort");
     let recurse = build_c(dir.path(), "dw_recurse");
-    // Three processes: three executables and libc at three load addresses.
+    // Three processes: three executables and libc at three load addresses. Every process's unwinds must reach
+    // libc (`__libc_start_call_main`): dw_recurse's 100 frames of about 180 bytes need more than 8 KiB of copy.
     let mut events = Vec::new();
-    for (exe, arg) in [(&calltree, "15"), (&qsort, "2"), (&recurse, "30")] {
-        let Some(recorded) = record(dir.path(), exe, &[arg], 8192) else {
+    for (exe, arg, copy) in [
+        (&calltree, "15", 8192),
+        (&qsort, "2", 8192),
+        (&recurse, "30", 65528),
+    ] {
+        let Some(recorded) = record(dir.path(), exe, &[arg], copy) else {
             return;
         };
         events.extend(recorded);

@@ -177,8 +177,8 @@ pub fn parse_kallsyms(data: &[u8]) -> KernelSymbols {
     if all.iter().all(|(addr, _, _)| *addr == 0) {
         return KernelSymbols::default();
     }
-    // Stable: of several names at one address, the first in the file stays first. The file is sorted but
-    // for module and BPF symbols after the core kernel's.
+    // Stable: several names at one address keep their order in the file. The file is sorted but for module and
+    // BPF symbols after the core kernel's.
     if !all.is_sorted_by_key(|(addr, _, _)| *addr) {
         all.sort_by_key(|(addr, _, _)| *addr);
     }
@@ -187,8 +187,12 @@ pub fn parse_kallsyms(data: &[u8]) -> KernelSymbols {
         if name_start == name_end {
             continue; // not text
         }
-        if entries.last().is_some_and(|e| e.start == addr) {
-            continue; // An alias at the same address: keep the first name.
+        // Aliases at one address (`__pi___x86_indirect_thunk_rax`, `__x86_indirect_thunk_rax`): the last name
+        // in the file wins, as in perf, where each earlier alias ends where the next begins and so has no size.
+        if let Some(last) = entries.last_mut().filter(|e| e.start == addr) {
+            last.name_start = name_start;
+            last.name_end = name_end;
+            continue;
         }
         let end = all[i + 1..]
             .iter()
@@ -251,6 +255,22 @@ ffffffffc0001000 t mod_fn\t[some_module]\n";
             "far past the last symbol"
         );
         assert_eq!(syms.lookup(0x1000), None, "below the first symbol");
+    }
+
+    /// Check that of several text names at one address the last one in the file names it, as perf does, and that
+    /// a data symbol there does not.
+    #[test]
+    fn last_alias_names_the_address() {
+        let data = b"ffffffff82270000 T __pi___x86_indirect_thunk_rax\n\
+ffffffff82270000 T __x86_indirect_thunk_rax\n\
+ffffffff82270000 D some_data\n\
+ffffffff82270020 T next_fn\n";
+        let syms = parse_kallsyms(data);
+        assert_eq!(syms.len(), 2);
+        assert_eq!(
+            syms.lookup(0xffffffff82270010).map(|s| &**s),
+            Some("__x86_indirect_thunk_rax")
+        );
     }
 
     /// Check that kallsyms with hidden (all-zero) addresses gives no symbols.
