@@ -604,8 +604,30 @@ impl Session {
             .collect()
     }
 
+    /// Look the pending addresses in files up in the symbolizer (which keeps the answers) grouped by file and
+    /// in order of offset, so that each part of a file's DWARF is visited once and released after: pending
+    /// addresses come in the order samples met them, all over each file. Frame ids are then given in the
+    /// first-met order, as before, so the outputs do not depend on this.
+    fn resolve_in_order(&mut self) {
+        let mut user: Vec<(&Arc<ModuleKey>, FileOffset)> = self
+            .pending
+            .iter()
+            .filter_map(|p| match p {
+                Pending::User(module, offset, _) => Some((module, *offset)),
+                Pending::Kernel(_) => None,
+            })
+            .collect();
+        user.sort_by(|(ma, oa), (mb, ob)| {
+            (&ma.path, &ma.build_id, ma.pid, oa.0).cmp(&(&mb.path, &mb.build_id, mb.pid, ob.0))
+        });
+        for (module, offset) in user {
+            self.symbolizer.user(module, offset);
+        }
+    }
+
     /// Resolve the pending addresses and merge the stacks that turn out to be the same.
     fn finish(mut self) -> Profile {
+        self.resolve_in_order();
         let expanded: Vec<Vec<FrameId>> = (0..self.pending.len())
             .map(|i| self.resolve_pending(i))
             .collect();

@@ -17,7 +17,7 @@ use crate::perf::mapped::MappedFile;
 use addr2line::{LookupContinuation, LookupResult, SplitDwarfLoad};
 use gimli::{EndianReader, Reader as _, RunTimeEndian, Section as _, SectionId};
 use object::{CompressionFormat, Object, ObjectSection};
-use std::collections::HashMap;
+use std::collections::HashSet;
 use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -31,14 +31,25 @@ pub(crate) struct DwarfFrame {
     pub location: Option<String>,
 }
 
+/// How many per-unit contexts are kept (the least recently used is dropped): a context holds its unit's
+/// parsed functions and line table. Making one reads the whole unit's `.debug_info`, so the mapped pages of
+/// the sections are released each time one is made (see [`MappedFile::release`]): they hold what the units
+/// before read. Callers that look addresses up in order (report does) visit each unit once.
+const UNITS_KEPT: usize = 4;
+
 /// The DWARF of one file (the binary itself or its separate debug file).
 pub(crate) struct Dwarf {
     sections: gimli::DwarfSections<Reader>,
     /// Address ranges and the `.debug_info` offset of the unit covering each, sorted by start (from
     /// `.debug_aranges`; empty when the file has none).
     aranges: Vec<(Range<u64>, usize)>,
-    /// Contexts over one unit, by the unit's offset (None: the unit refers into others; use `whole`).
-    units: HashMap<usize, Option<addr2line::Context<Reader>>>,
+    /// The file the sections are mapped from, and the part of it that holds the sections used in place.
+    data: MappedFile,
+    mapped: Range<usize>,
+    /// Contexts over one unit with the unit's offset, the most recently used last; at most [`UNITS_KEPT`].
+    units: Vec<(usize, addr2line::Context<Reader>)>,
+    /// Units that refer into others (answered by `whole`).
+    outside: HashSet<usize>,
     /// The context over every unit, made on first need.
     whole: Option<Option<addr2line::Context<Reader>>>,
 }
@@ -51,11 +62,24 @@ impl Dwarf {
             Ok(load_section(&data, &file, id, false))
         })
         .ok()?;
+        let mut mapped = data.len()..0;
+        let _ = sections.borrow(|r| {
+            if let Some(start) = (r.bytes().as_ptr() as usize).checked_sub(data.as_ptr() as usize) {
+                if !r.is_empty() && start + r.len() <= data.len() {
+                    mapped.start = mapped.start.min(start);
+                    mapped.end = mapped.end.max(start + r.len());
+                }
+            }
+        });
+        let mapped = mapped.start.min(mapped.end)..mapped.end;
         let aranges = unit_ranges(&sections.debug_aranges);
         Some(Dwarf {
             sections,
             aranges,
-            units: HashMap::new(),
+            data,
+            mapped,
+            units: Vec::new(),
+            outside: HashSet::new(),
             whole: None,
         })
     }
@@ -76,14 +100,25 @@ impl Dwarf {
             // As libdw does, an address .debug_aranges does not cover has no DWARF.
             Some(found?.1)
         };
-        if let Some(unit) = unit {
-            let sections = &self.sections;
-            let own = self
-                .units
-                .entry(unit)
-                .or_insert_with(|| unit_context(sections, unit));
-            if own.is_some() {
-                return self.units.get(&unit)?.as_ref();
+        if let Some(unit) = unit.filter(|u| !self.outside.contains(u)) {
+            if let Some(i) = self.units.iter().position(|(u, _)| *u == unit) {
+                let used = self.units.remove(i);
+                self.units.push(used);
+                return self.units.last().map(|(_, ctx)| ctx);
+            }
+            // The pages the units before read (their whole `.debug_info`, names, line programs) go.
+            self.data.release(&self.data[self.mapped.clone()]);
+            match unit_context(&self.sections, unit) {
+                Some(ctx) => {
+                    if self.units.len() == UNITS_KEPT {
+                        self.units.remove(0);
+                    }
+                    self.units.push((unit, ctx));
+                    return self.units.last().map(|(_, ctx)| ctx);
+                }
+                None => {
+                    self.outside.insert(unit);
+                }
             }
         }
         let sections = &self.sections;
