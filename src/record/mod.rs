@@ -6,9 +6,7 @@
 //! the loop are `perf`'s, shared with `rprof probe`.
 use crate::perf::{self, EventSet, PerfError, Refused, StopSignals, StopWhen, Workload};
 use crate::process::{self, ProcessError};
-use crate::recording::{
-    self, FileAttr, Meta, Mmap2, RecordingError, SampleId, Writer,
-};
+use crate::recording::{self, FileAttr, Meta, Mmap2, RecordingError, SampleId, Writer};
 
 mod attrs;
 mod buildids;
