@@ -31,10 +31,11 @@ pub(crate) struct DwarfFrame {
     pub location: Option<String>,
 }
 
-/// How many per-unit contexts are kept (the least recently used is dropped): a context holds its unit's
-/// parsed functions and line table. Making one reads the whole unit's `.debug_info`, so the mapped pages of
-/// the sections are released each time one is made (see [`MappedFile::release`]): they hold what the units
-/// before read. Callers that look addresses up in order (report does) visit each unit once.
+/// How many units' parsed DWARF is kept: per-unit contexts (the least recently used is dropped), and units
+/// answered by the whole file's context (which is then made anew). A context holds its units' parsed functions
+/// and line tables. Reading a unit reads all its `.debug_info`, so the mapped pages of the sections are
+/// released each time a unit is read for the first time (see [`MappedFile::release`]): they hold what the
+/// units before read. Callers that look addresses up in order (report does) visit each unit once.
 const UNITS_KEPT: usize = 4;
 
 /// The DWARF of one file (the binary itself or its separate debug file).
@@ -52,6 +53,8 @@ pub(crate) struct Dwarf {
     outside: HashSet<usize>,
     /// The context over every unit, made on first need.
     whole: Option<Option<addr2line::Context<Reader>>>,
+    /// The units `whole` answered for since it was made (at most [`UNITS_KEPT`]).
+    whole_units: Vec<usize>,
 }
 
 impl Dwarf {
@@ -81,6 +84,7 @@ impl Dwarf {
             units: Vec::new(),
             outside: HashSet::new(),
             whole: None,
+            whole_units: Vec::new(),
         })
     }
 
@@ -100,35 +104,52 @@ impl Dwarf {
             // As libdw does, an address .debug_aranges does not cover has no DWARF.
             Some(found?.1)
         };
-        if let Some(unit) = unit.filter(|u| !self.outside.contains(u)) {
+        if let Some(unit) = unit {
             if let Some(i) = self.units.iter().position(|(u, _)| *u == unit) {
                 let used = self.units.remove(i);
                 self.units.push(used);
                 return self.units.last().map(|(_, ctx)| ctx);
             }
-            // The pages the units before read (their whole `.debug_info`, names, line programs) go.
-            self.data.release(&self.data[self.mapped.clone()]);
-            match unit_context(&self.sections, unit) {
-                Some(ctx) => {
-                    if self.units.len() == UNITS_KEPT {
-                        self.units.remove(0);
+            if !self.outside.contains(&unit) {
+                self.release_pages();
+                match unit_context(&self.sections, unit) {
+                    Some(ctx) => {
+                        if self.units.len() == UNITS_KEPT {
+                            self.units.remove(0);
+                        }
+                        self.units.push((unit, ctx));
+                        return self.units.last().map(|(_, ctx)| ctx);
                     }
-                    self.units.push((unit, ctx));
-                    return self.units.last().map(|(_, ctx)| ctx);
-                }
-                None => {
-                    self.outside.insert(unit);
+                    None => {
+                        self.outside.insert(unit);
+                    }
                 }
             }
+            // The whole file's context keeps what it parsed of every unit it answered for: it is made anew
+            // past UNITS_KEPT units.
+            if !self.whole_units.contains(&unit) {
+                if self.whole_units.len() == UNITS_KEPT {
+                    self.whole = None;
+                    self.whole_units.clear();
+                }
+                self.release_pages();
+                self.whole_units.push(unit);
+            }
         }
-        let sections = &self.sections;
-        self.whole
-            .get_or_insert_with(|| {
-                let mut dwarf = sections.borrow(|r| r.clone());
-                dwarf.populate_abbreviations_cache(gimli::AbbreviationsCacheStrategy::Duplicates);
-                addr2line::Context::from_dwarf(dwarf).ok()
-            })
-            .as_ref()
+        if self.whole.is_none() {
+            let mut dwarf = self.sections.borrow(|r| r.clone());
+            dwarf.populate_abbreviations_cache(gimli::AbbreviationsCacheStrategy::Duplicates);
+            self.whole = Some(addr2line::Context::from_dwarf(dwarf).ok());
+            // Making it read the header of every unit, all over the sections.
+            self.release_pages();
+        }
+        self.whole.as_ref()?.as_ref()
+    }
+
+    /// Release the mapped pages of the sections: they hold what the units looked at so far read (all of each
+    /// unit's `.debug_info`, names, line programs).
+    fn release_pages(&self) {
+        self.data.release(&self.data[self.mapped.clone()]);
     }
 
     /// The frames at ELF address `addr`, outermost function first, then the functions inlined into it.
