@@ -26,7 +26,7 @@
 //! What is done about the rest: only regular files are mapped (a FIFO or device has no stable contents), the
 //! length mapped is the length `fstat` gives on the open descriptor, and [`MappedFile::changed`] tells whether
 //! the file's size or modification time moved since it was mapped, for callers that want to re-check.
-use memmap2::{Mmap, MmapOptions};
+use memmap2::{Mmap, MmapOptions, UncheckedAdvice};
 use std::fs::File;
 use std::ops::Deref;
 use std::os::unix::fs::MetadataExt;
@@ -119,6 +119,30 @@ impl MappedFile {
     /// True when this is a file mapping (false for heap bytes).
     pub fn is_mapped(&self) -> bool {
         matches!(*self.inner, Backing::Map { .. })
+    }
+
+    /// Tell the kernel that the pages holding `bytes` (a part of this file's bytes) are not needed for now, so
+    /// that they leave rprof's resident set; touched again, they are read again from the file (from the page
+    /// cache, where they usually still are). Does nothing for heap bytes, or for bytes that are not part of
+    /// this file's. The pages at either end are released whole, with whatever else they hold.
+    pub fn release(&self, bytes: &[u8]) {
+        let Backing::Map { map, .. } = &*self.inner else {
+            return;
+        };
+        let start = (bytes.as_ptr() as usize).wrapping_sub(map.as_ptr() as usize);
+        if bytes.is_empty() || start >= map.len() || bytes.len() > map.len() - start {
+            return;
+        }
+        // SAFETY: MADV_DONTNEED is unsafe in general because it discards a private mapping's own pages (those
+        // written to, copy-on-write): the memory would then read back as the file's bytes (or zeros for
+        // anonymous memory) under live borrows. This map is private and read-only (see `open`): nothing ever
+        // writes to it, so it has no pages of its own, only the file's pages from the page cache. Dropping
+        // them from the page tables changes no byte any borrow can see: the next access faults the same page
+        // of the file in again. (If the file is changed underneath, the bytes may change or a truncated page
+        // raise SIGBUS on that access, as for any first access: see the module documentation.) The range lies
+        // inside the map (checked above); memmap2 aligns its start down to a page boundary.
+        let _ =
+            unsafe { map.unchecked_advise_range(UncheckedAdvice::DontNeed, start, bytes.len()) };
     }
 
     /// True when the mapped file's size or modification time differs from when it was mapped (or it cannot be
@@ -226,6 +250,24 @@ mod tests {
         file.flush().unwrap();
         assert!(mapped.changed());
         assert_eq!(&*mapped, b"\x7fELF first");
+    }
+
+    /// Check that released pages read back the file's bytes, and that ranges outside the file are ignored.
+    #[test]
+    fn release_keeps_bytes() {
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        let data: Vec<u8> = (0..200_000u32).map(|i| (i % 253) as u8).collect();
+        file.write_all(&data).unwrap();
+        file.flush().unwrap();
+        let mapped = MappedFile::open(file.path()).unwrap();
+        assert_eq!(&*mapped, &data[..]);
+        mapped.release(&mapped[5000..150_000]);
+        mapped.release(&mapped[..]);
+        mapped.release(&data[..10]);
+        assert_eq!(&*mapped, &data[..]);
+        let heap = MappedFile::from_vec(vec![7; 10]);
+        heap.release(&heap[..]);
+        assert_eq!(&*heap, &[7; 10]);
     }
 
     /// Check that heap bytes behave as a file's: deref, clone, never changed.

@@ -225,6 +225,7 @@ impl StackResolver {
 
     /// Symbolize the pending addresses; after this, [`StackResolver::expand`] gives final frames.
     pub fn finish(&mut self) {
+        self.resolve_in_order();
         for index in self.expanded.len()..self.pending.len() {
             let frames = self.resolve_pending(index);
             self.expanded.push(frames);
@@ -255,6 +256,26 @@ impl StackResolver {
     /// All frames, indexed by id.
     pub fn into_frames(self) -> Vec<FrameInfo> {
         self.frames
+    }
+
+    /// Look the pending addresses in files up in the symbolizer (which keeps the answers) grouped by file and
+    /// in order of offset, so that each part of a file's DWARF is visited once and released after: pending
+    /// addresses come in the order samples met them, all over each file. Frame ids are then given in the
+    /// first-met order, as before, so the outputs do not depend on this.
+    fn resolve_in_order(&mut self) {
+        let mut user: Vec<(&Arc<ModuleKey>, FileOffset)> = self.pending[self.expanded.len()..]
+            .iter()
+            .filter_map(|p| match p {
+                Pending::User(module, offset, _) => Some((module, *offset)),
+                Pending::Kernel(_) => None,
+            })
+            .collect();
+        user.sort_by(|(ma, oa), (mb, ob)| {
+            (&ma.path, &ma.build_id, ma.pid, oa.0).cmp(&(&mb.path, &mb.build_id, mb.pid, ob.0))
+        });
+        for (module, offset) in user {
+            self.symbolizer.user(module, offset);
+        }
     }
 
     /// The frames (outermost first) of a pending address, through the symbolizer.

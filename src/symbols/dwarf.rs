@@ -17,7 +17,7 @@ use crate::perf::mapped::MappedFile;
 use addr2line::{LookupContinuation, LookupResult, SplitDwarfLoad};
 use gimli::{EndianReader, Reader as _, RunTimeEndian, Section as _, SectionId};
 use object::{CompressionFormat, Object, ObjectSection};
-use std::collections::HashMap;
+use std::collections::HashSet;
 use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -31,16 +31,30 @@ pub(crate) struct DwarfFrame {
     pub location: Option<String>,
 }
 
+/// How many units' parsed DWARF is kept: per-unit contexts (the least recently used is dropped), and units
+/// answered by the whole file's context (which is then made anew). A context holds its units' parsed functions
+/// and line tables. Reading a unit reads all its `.debug_info`, so the mapped pages of the sections are
+/// released each time a unit is read for the first time (see [`MappedFile::release`]): they hold what the
+/// units before read. Callers that look addresses up in order (report does) visit each unit once.
+const UNITS_KEPT: usize = 4;
+
 /// The DWARF of one file (the binary itself or its separate debug file).
 pub(crate) struct Dwarf {
     sections: gimli::DwarfSections<Reader>,
     /// Address ranges and the `.debug_info` offset of the unit covering each, sorted by start (from
     /// `.debug_aranges`; empty when the file has none).
     aranges: Vec<(Range<u64>, usize)>,
-    /// Contexts over one unit, by the unit's offset (None: the unit refers into others; use `whole`).
-    units: HashMap<usize, Option<addr2line::Context<Reader>>>,
+    /// The file the sections are mapped from, and the part of it that holds the sections used in place.
+    data: MappedFile,
+    mapped: Range<usize>,
+    /// Contexts over one unit with the unit's offset, the most recently used last; at most [`UNITS_KEPT`].
+    units: Vec<(usize, addr2line::Context<Reader>)>,
+    /// Units that refer into others (answered by `whole`).
+    outside: HashSet<usize>,
     /// The context over every unit, made on first need.
     whole: Option<Option<addr2line::Context<Reader>>>,
+    /// The units `whole` answered for since it was made (at most [`UNITS_KEPT`]).
+    whole_units: Vec<usize>,
 }
 
 impl Dwarf {
@@ -51,12 +65,26 @@ impl Dwarf {
             Ok(load_section(&data, &file, id, false))
         })
         .ok()?;
+        let mut mapped = data.len()..0;
+        let _ = sections.borrow(|r| {
+            if let Some(start) = (r.bytes().as_ptr() as usize).checked_sub(data.as_ptr() as usize) {
+                if !r.is_empty() && start + r.len() <= data.len() {
+                    mapped.start = mapped.start.min(start);
+                    mapped.end = mapped.end.max(start + r.len());
+                }
+            }
+        });
+        let mapped = mapped.start.min(mapped.end)..mapped.end;
         let aranges = unit_ranges(&sections.debug_aranges);
         Some(Dwarf {
             sections,
             aranges,
-            units: HashMap::new(),
+            data,
+            mapped,
+            units: Vec::new(),
+            outside: HashSet::new(),
             whole: None,
+            whole_units: Vec::new(),
         })
     }
 
@@ -77,23 +105,51 @@ impl Dwarf {
             Some(found?.1)
         };
         if let Some(unit) = unit {
-            let sections = &self.sections;
-            let own = self
-                .units
-                .entry(unit)
-                .or_insert_with(|| unit_context(sections, unit));
-            if own.is_some() {
-                return self.units.get(&unit)?.as_ref();
+            if let Some(i) = self.units.iter().position(|(u, _)| *u == unit) {
+                let used = self.units.remove(i);
+                self.units.push(used);
+                return self.units.last().map(|(_, ctx)| ctx);
+            }
+            if !self.outside.contains(&unit) {
+                self.release_pages();
+                match unit_context(&self.sections, unit) {
+                    Some(ctx) => {
+                        if self.units.len() == UNITS_KEPT {
+                            self.units.remove(0);
+                        }
+                        self.units.push((unit, ctx));
+                        return self.units.last().map(|(_, ctx)| ctx);
+                    }
+                    None => {
+                        self.outside.insert(unit);
+                    }
+                }
+            }
+            // The whole file's context keeps what it parsed of every unit it answered for: it is made anew
+            // past UNITS_KEPT units.
+            if !self.whole_units.contains(&unit) {
+                if self.whole_units.len() == UNITS_KEPT {
+                    self.whole = None;
+                    self.whole_units.clear();
+                }
+                self.release_pages();
+                self.whole_units.push(unit);
             }
         }
-        let sections = &self.sections;
-        self.whole
-            .get_or_insert_with(|| {
-                let mut dwarf = sections.borrow(|r| r.clone());
-                dwarf.populate_abbreviations_cache(gimli::AbbreviationsCacheStrategy::Duplicates);
-                addr2line::Context::from_dwarf(dwarf).ok()
-            })
-            .as_ref()
+        if self.whole.is_none() {
+            let mut dwarf = self.sections.borrow(|r| r.clone());
+            dwarf.populate_abbreviations_cache(gimli::AbbreviationsCacheStrategy::Duplicates);
+            self.whole = Some(addr2line::Context::from_dwarf(dwarf).ok());
+            // Making it read the header of every unit, all over the sections.
+            self.release_pages();
+        }
+        self.whole.as_ref()?.as_ref()
+    }
+
+    /// Release the mapped pages of the sections: they hold what the units looked at so far read (all of each
+    /// unit's `.debug_info`, names, line programs).
+    fn release_pages(&self) {
+        self.data.release(&self.data[self.mapped.clone()]);
     }
 
     /// The frames at ELF address `addr`, outermost function first, then the functions inlined into it.

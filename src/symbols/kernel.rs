@@ -38,6 +38,9 @@ fn read_kallsyms(path: &Path) -> std::io::Result<KernelSymbols> {
 pub(crate) struct KernelTable {
     cached: Option<Cached>,
     live: Live,
+    /// The running kernel has the recorded build id and `_text`: its /proc/kallsyms names the image as the
+    /// cached copy does, so loading it replaces the copy (one table in memory, not two).
+    live_is_recorded: bool,
 }
 
 /// A cached kallsyms copy and how to map recorded addresses onto it.
@@ -61,16 +64,22 @@ enum Live {
 impl KernelTable {
     /// Decide the sources for `recorded` and load what is sure to be needed.
     pub fn load(recorded: &KernelRef) -> KernelTable {
-        let same_kernel = match (&recorded.build_id, running_build_id()) {
+        let (same_kernel, live_is_recorded) = match (&recorded.build_id, running_build_id()) {
             (Some(recorded_id), Some(running)) => {
-                *recorded_id == running
+                let running_text = if *recorded_id == running && recorded.text.is_some() {
+                    running_text()
+                } else {
+                    None
+                };
+                let same = *recorded_id == running
                     && match recorded.text {
-                        Some(text) => running_text().is_none_or(|t| t == text),
+                        Some(text) => running_text.is_none_or(|t| t == text),
                         None => true,
-                    }
+                    };
+                (same, same && running_text.is_some())
             }
             // An older recording without the kernel's build id, or a kernel without notes: trust the live one.
-            _ => true,
+            _ => (true, false),
         };
         let cached = recorded
             .build_id
@@ -94,7 +103,11 @@ impl KernelTable {
                 dir.display()
             );
         }
-        KernelTable { cached, live }
+        KernelTable {
+            cached,
+            live,
+            live_is_recorded,
+        }
     }
 
     /// The text symbol at a recorded kernel address.
@@ -106,6 +119,9 @@ impl KernelTable {
             }
         }
         if matches!(self.live, Live::Deferred) {
+            if self.live_is_recorded {
+                self.cached = None;
+            }
             let symbols = read_kallsyms(Path::new("/proc/kallsyms")).unwrap_or_default();
             self.live = Live::Loaded(symbols);
         }
@@ -155,6 +171,7 @@ ffffffffc0001000 t mod_fn\t[some_module]\n";
         let mut table = KernelTable {
             cached: Some(cached),
             live: Live::Refused,
+            live_is_recorded: false,
         };
         let name = |t: &mut KernelTable, a: u64| t.lookup(a).map(|s| s.to_string());
         assert_eq!(
