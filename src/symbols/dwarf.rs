@@ -31,10 +31,10 @@ pub(crate) struct DwarfFrame {
     pub location: Option<String>,
 }
 
-/// How many per-unit contexts are kept (the least recently used is dropped). A context holds its units'
-/// parsed functions and line tables. Reading a unit reads all its `.debug_info`, so the mapped pages of the sections are
-/// released each time a unit is read for the first time (see [`MappedFile::release`]): they hold what the
-/// units before read. Callers that look addresses up in order (report does) visit each unit once.
+/// How many per-unit contexts are kept (the least recently used is dropped). A context holds its unit's
+/// parsed functions and line table. Reading a unit reads all its `.debug_info`, so the mapped pages of the
+/// sections are released each time a unit is read for the first time (see [`MappedFile::release`]): they hold
+/// what the units before read. Callers that look addresses up in order (report does) visit each unit once.
 const UNITS_KEPT: usize = 4;
 
 /// How many units the whole file's context answers for before it is made anew. Making it reads every unit's
