@@ -26,7 +26,7 @@
 //! What is done about the rest: only regular files are mapped (a FIFO or device has no stable contents), the
 //! length mapped is the length `fstat` gives on the open descriptor, and [`MappedFile::changed`] tells whether
 //! the file's size or modification time moved since it was mapped, for callers that want to re-check.
-use memmap2::{Mmap, MmapOptions, UncheckedAdvice};
+use memmap2::{Advice, Mmap, MmapOptions, UncheckedAdvice};
 use std::fs::File;
 use std::ops::Deref;
 use std::os::unix::fs::MetadataExt;
@@ -143,6 +143,19 @@ impl MappedFile {
         // inside the map (checked above); memmap2 aligns its start down to a page boundary.
         let _ =
             unsafe { map.unchecked_advise_range(UncheckedAdvice::DontNeed, start, bytes.len()) };
+    }
+
+    /// Tell the kernel that `bytes` (a part of this file's bytes) will be read in no particular order, so that
+    /// touching one page does not read or map the pages around it. Does nothing for heap bytes.
+    pub fn advise_random(&self, bytes: &[u8]) {
+        let Backing::Map { map, .. } = &*self.inner else {
+            return;
+        };
+        let start = (bytes.as_ptr() as usize).wrapping_sub(map.as_ptr() as usize);
+        if bytes.is_empty() || start >= map.len() || bytes.len() > map.len() - start {
+            return;
+        }
+        let _ = map.advise_range(Advice::Random, start, bytes.len());
     }
 
     /// True when the mapped file's size or modification time differs from when it was mapped (or it cannot be

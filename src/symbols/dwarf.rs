@@ -31,12 +31,16 @@ pub(crate) struct DwarfFrame {
     pub location: Option<String>,
 }
 
-/// How many units' parsed DWARF is kept: per-unit contexts (the least recently used is dropped), and units
-/// answered by the whole file's context (which is then made anew). A context holds its units' parsed functions
-/// and line tables. Reading a unit reads all its `.debug_info`, so the mapped pages of the sections are
-/// released each time a unit is read for the first time (see [`MappedFile::release`]): they hold what the
-/// units before read. Callers that look addresses up in order (report does) visit each unit once.
+/// How many per-unit contexts are kept (the least recently used is dropped). A context holds its unit's
+/// parsed functions and line table. Reading a unit reads all its `.debug_info`, so the mapped pages of the
+/// sections are released each time a unit is read for the first time (see [`MappedFile::release`]): they hold
+/// what the units before read. Callers that look addresses up in order (report does) visit each unit once.
 const UNITS_KEPT: usize = 4;
+
+/// How many units the whole file's context answers for before it is made anew. Making it reads every unit's
+/// header, line program header and ranges (tens of milliseconds and megabytes of pages for a large binary), so
+/// it is kept much longer than a unit's own context.
+const WHOLE_UNITS_KEPT: usize = 64;
 
 /// The DWARF of one file (the binary itself or its separate debug file).
 pub(crate) struct Dwarf {
@@ -53,7 +57,7 @@ pub(crate) struct Dwarf {
     outside: HashSet<usize>,
     /// The context over every unit, made on first need.
     whole: Option<Option<addr2line::Context<Reader>>>,
-    /// The units `whole` answered for since it was made (at most [`UNITS_KEPT`]).
+    /// The units `whole` answered for since it was made (at most [`WHOLE_UNITS_KEPT`]).
     whole_units: Vec<usize>,
 }
 
@@ -75,6 +79,8 @@ impl Dwarf {
             }
         });
         let mapped = mapped.start.min(mapped.end)..mapped.end;
+        // Units and names lie all over the sections: no reading ahead around each page touched.
+        data.advise_random(&data[mapped.clone()]);
         let aranges = unit_ranges(&sections.debug_aranges);
         Some(Dwarf {
             sections,
@@ -126,9 +132,9 @@ impl Dwarf {
                 }
             }
             // The whole file's context keeps what it parsed of every unit it answered for: it is made anew
-            // past UNITS_KEPT units.
+            // past WHOLE_UNITS_KEPT units.
             if !self.whole_units.contains(&unit) {
-                if self.whole_units.len() == UNITS_KEPT {
+                if self.whole_units.len() == WHOLE_UNITS_KEPT {
                     self.whole = None;
                     self.whole_units.clear();
                 }
