@@ -126,13 +126,9 @@ impl MappedFile {
     /// cache, where they usually still are). Does nothing for heap bytes, or for bytes that are not part of
     /// this file's. The pages at either end are released whole, with whatever else they hold.
     pub fn release(&self, bytes: &[u8]) {
-        let Backing::Map { map, .. } = &*self.inner else {
+        let Some((map, start)) = self.map_range(bytes) else {
             return;
         };
-        let start = (bytes.as_ptr() as usize).wrapping_sub(map.as_ptr() as usize);
-        if bytes.is_empty() || start >= map.len() || bytes.len() > map.len() - start {
-            return;
-        }
         // SAFETY: MADV_DONTNEED is unsafe in general because it discards a private mapping's own pages (those
         // written to, copy-on-write): the memory would then read back as the file's bytes (or zeros for
         // anonymous memory) under live borrows. This map is private and read-only (see `open`): nothing ever
@@ -148,14 +144,21 @@ impl MappedFile {
     /// Tell the kernel that `bytes` (a part of this file's bytes) will be read in no particular order, so that
     /// touching one page does not read or map the pages around it. Does nothing for heap bytes.
     pub fn advise_random(&self, bytes: &[u8]) {
+        if let Some((map, start)) = self.map_range(bytes) {
+            let _ = map.advise_range(Advice::Random, start, bytes.len());
+        }
+    }
+
+    /// The map and the offset in it of `bytes`, when they are a non-empty part of this file's mapped bytes.
+    fn map_range(&self, bytes: &[u8]) -> Option<(&Mmap, usize)> {
         let Backing::Map { map, .. } = &*self.inner else {
-            return;
+            return None;
         };
         let start = (bytes.as_ptr() as usize).wrapping_sub(map.as_ptr() as usize);
         if bytes.is_empty() || start >= map.len() || bytes.len() > map.len() - start {
-            return;
+            return None;
         }
-        let _ = map.advise_range(Advice::Random, start, bytes.len());
+        Some((map, start))
     }
 
     /// True when the mapped file's size or modification time differs from when it was mapped (or it cannot be

@@ -39,6 +39,20 @@ pub struct Mapping {
 }
 
 impl Mapping {
+    /// The mapping an MMAP or MMAP2 record describes (`len` bytes of `path` from `pgoff` at `start`), without
+    /// file identity or build id.
+    fn of_record(start: u64, len: u64, pgoff: u64, path: &[u8], prot: u32) -> Mapping {
+        Mapping {
+            start,
+            end: start.saturating_add(len),
+            pgoff,
+            path: Arc::from(String::from_utf8_lossy(path).as_ref()),
+            file: None,
+            build_id: None,
+            prot,
+        }
+    }
+
     /// The file offset of runtime address `addr` (inside this mapping).
     pub fn file_offset(&self, addr: u64) -> u64 {
         (addr - self.start).wrapping_add(self.pgoff)
@@ -81,34 +95,27 @@ impl TaskEvent {
                     ),
                     Mmap2FileId::BuildId(id) => (None, Some(Arc::from(id.as_slice()))),
                 };
+                let path = m.path.as_slice();
+                let mapping =
+                    Mapping::of_record(m.address, m.length, m.page_offset, &path, m.protection);
                 Some(TaskEvent::Mmap {
                     pid: m.pid as u32,
                     mapping: Mapping {
-                        start: m.address,
-                        end: m.address.saturating_add(m.length),
-                        pgoff: m.page_offset,
-                        path: Arc::from(String::from_utf8_lossy(&m.path.as_slice()).as_ref()),
                         file,
                         build_id,
-                        prot: m.protection,
+                        ..mapping
                     },
                 })
             }
             EventRecord::Mmap(m) if m.cpu_mode != CpuMode::Kernel && m.pid >= 0 => {
+                let prot = match m.is_executable {
+                    true => PROT_READ_EXEC,
+                    false => libc::PROT_READ as u32,
+                };
+                let path = m.path.as_slice();
                 Some(TaskEvent::Mmap {
                     pid: m.pid as u32,
-                    mapping: Mapping {
-                        start: m.address,
-                        end: m.address.saturating_add(m.length),
-                        pgoff: m.page_offset,
-                        path: Arc::from(String::from_utf8_lossy(&m.path.as_slice()).as_ref()),
-                        file: None,
-                        build_id: None,
-                        prot: match m.is_executable {
-                            true => PROT_READ_EXEC,
-                            false => libc::PROT_READ as u32,
-                        },
-                    },
+                    mapping: Mapping::of_record(m.address, m.length, m.page_offset, &path, prot),
                 })
             }
             EventRecord::Comm(c) if c.is_execve => Some(TaskEvent::Exec { pid: c.pid as u32 }),
