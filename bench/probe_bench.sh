@@ -1,52 +1,116 @@
-#!/bin/sh
-# Cost per call of probing one function (uprobe + uretprobe), as the fixture measures it for itself:
-# no probes, `perf stat -e` on the same probes (the trap-only floor), bpftrace with uprobe+uretprobe
-# aggregation, and rprof probe. Then rprof's RSS over a long run at full call rate, and its disk writes.
-# Usage: bench/probe_bench.sh [CALLS] [RSS_SECONDS]   (as root; defaults 1000000 and 60; RSS_SECONDS=0 skips)
-set -eu
+#!/usr/bin/env bash
+# rprof probe against bpftrace (and perf's trap floor) on the same workloads, in one run. Every figure is the
+# cost per call as the target measures it (ns), and each ratio compares two figures of this run.
+#   1. a binary only the target maps, entry + return, CALLS calls of func_a (rprof chooses the tracefs ring;
+#      also forced onto perf events);
+#   2. nested probes: mid() and the two leaf() calls it makes, CALLS/10 mid() calls;
+#   3. c:malloc + c:free with -- CMD (rprof chooses perf events: other processes map libc), and what a
+#      bystander process calling malloc/free meanwhile pays (its CPU time per call; bar: under 5% slower);
+#   4. --count, entry only, against bpftrace's count();
+#   5. rprof's and bpftrace's own CPU time in case 1, per million calls.
+# Then rprof's RSS over a long run at full call rate.
+# Usage: bench/probe_bench.sh [CALLS] [RSS_SECONDS]   (as root; defaults 1000000 and 30; RSS_SECONDS=0 skips)
+source "$(dirname "$0")/lib.sh"
 CALLS=${1:-1000000}
-RSS_SECONDS=${2:-60}
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-RPROF=${RPROF:-$ROOT/target/release/rprof}
-WORK=$(mktemp -d)
-trap 'perf probe -q -d "probe_probe_bench:*" >/dev/null 2>&1 || true; rm -rf "$WORK"' EXIT INT TERM
-
-[ -x "$RPROF" ] || (cd "$ROOT" && cargo build --release -q)
+RSS_SECONDS=${2:-30}
+command -v bpftrace >/dev/null || die "bpftrace is needed (apt-get install bpftrace)"
+need_perf
+build_rprof
 BIN=$WORK/probe_bench
-cc -O2 -pthread -o "$BIN" "$ROOT/fixtures/probe_fixture.c"
+gcc -O2 -pthread -o "$BIN" "$ROOT/fixtures/probe_fixture.c"
 mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing
+LIBC=$(ldd "$BIN" | awk '/libc.so/ {print $3}')
+cleanup() { perf probe -q -d 'probe_probe_bench:*' >/dev/null 2>&1 || true; }
+trap cleanup EXIT
 
-per_call() { sed -n 's/.*ns_per_call \([0-9.]*\).*/\1/p' | head -1; }
+# The first "KEY value" of stdin.
+field() { sed -n "s/.*$1 \\([0-9.]*\\).*/\\1/p" | head -1; }
 
-none=$("$BIN" loop "$CALLS" | per_call)
+# Run a command in the background and print "<its stdout> cpu_s <its own CPU seconds>" (utime+stime of the
+# process, polled until it exits; the workload it launches is not counted).
+with_cpu() {
+    local out=$WORK/with_cpu.out tick cpu=0 s
+    tick=$(getconf CLK_TCK)
+    "$@" >"$out" 2>"$WORK/with_cpu.err" &
+    local pid=$!
+    while kill -0 $pid 2>/dev/null; do
+        s=$(awk '{print $14 + $15}' /proc/$pid/stat 2>/dev/null || true)
+        [ -n "$s" ] && cpu=$s
+        sleep 0.05
+    done
+    wait $pid || true
+    echo "$(cat "$out") cpu_s $(awk -v c="$cpu" -v t="$tick" 'BEGIN { printf "%.2f", c / t }')"
+}
 
+bt_timed() { # PROBES... : bpftrace's usual latency script on these functions
+    local prog="" f
+    for f in "$@"; do
+        prog="$prog uprobe:$f { @s[tid, \"$f\"] = nsecs; } uretprobe:$f /@s[tid, \"$f\"]/ { @lat[\"$f\"] = hist(nsecs - @s[tid, \"$f\"]); delete(@s[tid, \"$f\"]); }"
+    done
+    echo "$prog"
+}
+
+echo "== 1. private binary, entry + return, $CALLS calls of func_a"
+none=$("$BIN" loop "$CALLS" | field ns_per_call)
 perf probe -q -x "$BIN" func_a >/dev/null 2>&1
 perf probe -q -x "$BIN" 'func_a%return' >/dev/null 2>&1
-perf_floor=$(perf stat -e probe_probe_bench:func_a -e probe_probe_bench:func_a__return -- "$BIN" loop "$CALLS" 2>/dev/null | per_call)
-perf probe -q -d 'probe_probe_bench:*' >/dev/null 2>&1 || true
+floor=$(perf stat -e probe_probe_bench:func_a -e probe_probe_bench:func_a__return -- "$BIN" loop "$CALLS" 2>/dev/null | field ns_per_call)
+cleanup
+bt=$(with_cpu bpftrace -q -e "$(bt_timed "$BIN:func_a")" -c "$BIN loop $CALLS")
+bt_ns=$(echo "$bt" | field ns_per_call); bt_cpu=$(echo "$bt" | field cpu_s)
+rp=$(with_cpu "$RPROF" probe -x "$BIN" func_a --csv -- "$BIN" loop "$CALLS")
+rp_ns=$(echo "$rp" | field ns_per_call); rp_cpu=$(echo "$rp" | field cpu_s)
+rp_count=$(grep -o '^func_a,[0-9]*' "$WORK/with_cpu.out" | cut -d, -f2)
+rp_lost=$(sed -n 's/.* \([0-9]*\) events were lost.*/\1/p' "$WORK/with_cpu.err")
+rp_engine=$(grep -o 'engine[s]*: [^,]*' "$WORK/with_cpu.err" | head -1)
+rp_cost=$(grep -o 'probe cost about [^ ]*' "$WORK/with_cpu.err" | head -1)
+pf=$(RPROF_PROBE_ENGINE=perf "$RPROF" probe -x "$BIN" func_a --csv -- "$BIN" loop "$CALLS" 2>/dev/null)
+pf_ns=$(echo "$pf" | field ns_per_call)
+echo "no probes:             $none"
+echo "perf stat trap floor:  $floor"
+echo "bpftrace:              $bt_ns"
+echo "rprof ($rp_engine):  $rp_ns   counted ${rp_count:-?} of $CALLS, lost ${rp_lost:-0}, $rp_cost"
+echo "rprof (engine: perf):  $pf_ns"
+echo "ratio rprof / bpftrace:          $(ratio "$rp_ns" "$bt_ns")   (bar <= 1.0, aim 0.9)"
+echo "ratio rprof perf / bpftrace:     $(ratio "$pf_ns" "$bt_ns")"
+echo "ratio rprof / trap floor:        $(ratio "$rp_ns" "$floor")"
 
-if command -v bpftrace >/dev/null; then
-    bpf=$(bpftrace -q -e "uprobe:$BIN:func_a { @s[tid] = nsecs; } uretprobe:$BIN:func_a /@s[tid]/ { @lat = hist(nsecs - @s[tid]); delete(@s[tid]); }" \
-        -c "$BIN loop $CALLS" 2>/dev/null | per_call)
-else
-    bpf=""
-    echo "bpftrace not installed (apt-get install bpftrace): skipping it" >&2
-fi
+echo "== 2. nested: mid() and leaf() (twice per mid), $((CALLS / 10)) mid() calls"
+n=$((CALLS / 10))
+bt2=$(bpftrace -q -e "$(bt_timed "$BIN:mid" "$BIN:leaf")" -c "$BIN nested $n" 2>/dev/null | field ns_per_call)
+rp2=$("$RPROF" probe -x "$BIN" mid leaf --csv -- "$BIN" nested "$n" 2>/dev/null | field ns_per_call)
+echo "bpftrace: $bt2   rprof: $rp2   ratio $(ratio "$rp2" "$bt2") (per mid() call)"
 
-"$RPROF" probe -x "$BIN" func_a --csv -- "$BIN" loop "$CALLS" >"$WORK/rprof.out" 2>"$WORK/rprof.err"
-rprof=$(per_call <"$WORK/rprof.out")
-count=$(sed -n 's/^func_a,\([0-9]*\),.*/\1/p' "$WORK/rprof.out")
-lost=$(sed -n 's/.* \([0-9]*\) events were lost.*/\1/p' "$WORK/rprof.err")
+echo "== 3. c:malloc + c:free, -- CMD, $((CALLS / 2)) pairs; a bystander calling malloc/free meanwhile"
+m=$((CALLS / 2))
+bt3=$(bpftrace -q -e "$(bt_timed "$LIBC:malloc" "$LIBC:free") " -c "$BIN mallocloop $m" 2>/dev/null | field ns_per_call)
+rp3=$("$RPROF" probe c:malloc c:free --csv -- "$BIN" mallocloop "$m" 2>"$WORK/m.err" | field ns_per_call)
+echo "bpftrace: $bt3   rprof ($(grep -o 'engine[s]*: [^,]*' "$WORK/m.err" | head -1)): $rp3   ratio $(ratio "$rp3" "$bt3") (bar <= 1.3)"
+# The bystander: CPU ns per malloc/free pair, alone beside an unprobed target, then beside a probed one.
+bystander() { "$BIN" mallocloop 3000000 | field cpu_ns_per_call; }
+"$BIN" mallocloop 4000000000 >/dev/null & target=$!
+alone=$(bystander)
+"$RPROF" probe c:malloc c:free -p $target -d 30 >/dev/null 2>&1 & rpid=$!
+sleep 2
+beside_rprof=$(bystander)
+kill -INT $rpid; wait $rpid || true
+RPROF_PROBE_ENGINE=tracefs "$RPROF" probe c:malloc c:free -p $target -d 30 >/dev/null 2>&1 & rpid=$!
+sleep 2
+beside_ring=$(bystander)
+kill -INT $rpid; wait $rpid || true
+kill $target; wait $target 2>/dev/null || true
+echo "bystander CPU ns per pair: alone $alone, beside rprof's target $beside_rprof ($(awk -v a="$alone" -v b="$beside_rprof" 'BEGIN { printf "%+.1f%%", (b / a - 1) * 100 }'), bar < +5%)"
+echo "   (with --engine tracefs forced: $beside_ring, $(awk -v a="$alone" -v b="$beside_ring" 'BEGIN { printf "%+.0f%%", (b / a - 1) * 100 }'): why auto uses perf events for shared files)"
 
-echo "calls:               $CALLS (rprof counted ${count:-?}, lost ${lost:-0})"
-echo "no probes:           $none ns/call"
-echo "perf stat floor:     $perf_floor ns/call"
-echo "bpftrace:            ${bpf:-n/a} ns/call"
-echo "rprof probe:         $rprof ns/call"
-awk -v r="$rprof" -v p="$perf_floor" -v b="${bpf:-0}" 'BEGIN {
-    printf "rprof / perf floor:  %.3f\n", r / p
-    if (b > 0) printf "rprof / bpftrace:    %.3f (bar: <= 1.0)\n", r / b
-}'
+echo "== 4. --count, entry only, $CALLS calls"
+bt4=$(bpftrace -q -e "uprobe:$BIN:func_a { @ = count(); }" -c "$BIN loop $CALLS" 2>/dev/null | field ns_per_call)
+rp4=$("$RPROF" probe -x "$BIN" func_a --count -- "$BIN" loop "$CALLS" 2>"$WORK/c.err")
+rp4_ns=$(echo "$rp4" | field ns_per_call)
+rp4_count=$(echo "$rp4" | awk '$1 == "func_a" {print $2}')
+echo "bpftrace: $bt4   rprof (counters): $rp4_ns   ratio $(ratio "$rp4_ns" "$bt4") (bar <= 1.0); counted ${rp4_count:-?}"
+
+echo "== 5. own CPU time in case 1 (per million calls)"
+echo "bpftrace: $(awk -v c="$bt_cpu" -v n="$CALLS" 'BEGIN { printf "%.2f s", c * 1e6 / n }')   rprof: $(awk -v c="$rp_cpu" -v n="$CALLS" 'BEGIN { printf "%.2f s", c * 1e6 / n }')"
 
 if [ "$RSS_SECONDS" -gt 0 ]; then
     "$BIN" spin $((RSS_SECONDS * 1000 + 3000)) 0 >/dev/null &
@@ -59,13 +123,10 @@ if [ "$RSS_SECONDS" -gt 0 ]; then
     while kill -0 $rp 2>/dev/null; do
         now=$(awk '/VmRSS/ {print $2}' /proc/$rp/status 2>/dev/null || true)
         [ -n "$now" ] && last=$now
-        wb=$(awk '/^write_bytes/ {print $2}' /proc/$rp/io 2>/dev/null || true)
-        [ -n "$wb" ] && written=$wb
-        sleep 5
+        sleep 2
     done
     wait $rp || true
     kill $target 2>/dev/null || true
     calls=$(awk '/^func_a / {print $2}' "$WORK/rss.out")
-    echo "RSS over ${RSS_SECONDS}s at full rate: ${first} kB -> ${last} kB (growth $(( (last - first) )) kB, bar < 5120 kB); ${calls:-?} calls"
-    echo "bytes written to disk by rprof: ${written:-?}"
+    echo "== RSS over ${RSS_SECONDS}s at full rate: ${first} kB -> ${last} kB (growth $((last - first)) kB, bar < 5120 kB); ${calls:-?} calls"
 fi

@@ -56,6 +56,7 @@ fn add_and_list_probes() {
                 path: "/usr/lib/very/long/path/libfoo.so".into(),
                 offset: 0x1000 + i,
             },
+            fetch: Vec::new(),
         })
         .collect();
     t.add_probes(&defs).unwrap();

@@ -40,6 +40,7 @@ fn real_tracefs_roundtrip() {
                     path: bin.clone(),
                     offset: off,
                 },
+                fetch: vec!["sp=%sp".into()],
             })
         })
         .collect();

@@ -61,6 +61,13 @@ pub struct ProbeArgs {
     /// Data pages per CPU ring buffer (a power of two).
     #[arg(long, value_name = "PAGES", default_value = "1024", value_parser = parse::pages)]
     pub mmap_pages: usize,
+    /// Which engine reads the probe events: auto (the tracefs ring when only the targets map the probed file,
+    /// perf events otherwise, counters for --count), perf, or tracefs.
+    #[arg(long, value_name = "ENGINE", env = "RPROF_PROBE_ENGINE", default_value = "auto", hide = true)]
+    pub engine: probe::EngineChoice,
+    /// Read the tracefs ring with read(2) even where the kernel can map it.
+    #[arg(long, env = "RPROF_RING_READ", hide = true)]
+    pub ring_read: bool,
     /// A directory searched for separate debug files (repeatable; default /usr/lib/debug).
     #[arg(long = "debug-dir", value_name = "DIR")]
     pub debug_dirs: Vec<PathBuf>,
@@ -100,6 +107,8 @@ impl ProbeArgs {
             stacks: self.stacks,
             folded: self.folded,
             mmap_pages: self.mmap_pages,
+            engine: self.engine,
+            ring_read: self.ring_read,
             ..ProbeOptions::default()
         };
         if !self.debug_dirs.is_empty() {

@@ -52,6 +52,18 @@ impl Attr {
         Attr { raw }
     }
 
+    /// The software `dummy` event: it counts nothing and samples nothing, and carries side-band records.
+    pub fn dummy() -> Attr {
+        Attr::new(sys::PERF_TYPE_SOFTWARE, sys::PERF_COUNT_SW_DUMMY as u64)
+    }
+
+    /// Timestamps from CLOCK_MONOTONIC (the tracefs `mono` clock) instead of perf's local clock.
+    pub fn clock_monotonic(mut self) -> Attr {
+        self.raw.set_use_clockid(1);
+        self.raw.clockid = libc::CLOCK_MONOTONIC;
+        self
+    }
+
     /// A software clock event: `cpu-clock` (per-CPU hrtimer) or `task-clock` (per-task).
     pub fn software_clock(task_clock: bool) -> Attr {
         let config = if task_clock {

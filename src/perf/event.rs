@@ -79,6 +79,22 @@ impl PerfEvent {
         check(rc, "SET_OUTPUT")
     }
 
+    /// The value of a counting event (with `inherit`, the children's counts included).
+    pub fn read_count(&self) -> Result<u64, PerfError> {
+        let mut b = [0u8; 8];
+        match nix::unistd::read(&self.fd, &mut b) {
+            Ok(8) => Ok(u64::from_ne_bytes(b)),
+            Ok(n) => Err(PerfError::Ioctl {
+                what: "read of a counter",
+                source: std::io::Error::other(format!("{n} bytes instead of 8")),
+            }),
+            Err(e) => Err(PerfError::Ioctl {
+                what: "read of a counter",
+                source: e.into(),
+            }),
+        }
+    }
+
     /// Set a tracepoint filter expression (e.g. "common_pid == 42").
     pub fn set_filter(&self, filter: &str) -> Result<(), PerfError> {
         let c = std::ffi::CString::new(filter).map_err(|e| PerfError::Ioctl {

@@ -3,6 +3,7 @@
 //! by the id the kernel puts in its records. `rprof record` and `rprof probe` both sample through it.
 use super::{ring, Attr, PerfError, PerfEvent, RawRecord, Ring};
 use std::collections::HashMap;
+use std::os::fd::BorrowedFd;
 
 /// What to do when the kernel refuses to open one of the attrs (the first time it is tried).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -158,10 +159,11 @@ impl<I> EventSet<I> {
         }
     }
 
-    /// Wait up to `timeout_ms` for data; returns whether every ring hung up (all traced tasks are gone).
-    pub fn poll(&self, timeout_ms: u16) -> Result<bool, PerfError> {
+    /// Wait up to `timeout_ms` for data in a ring or on one of `extra`; returns whether every ring hung up
+    /// (all traced tasks are gone).
+    pub fn poll(&self, extra: &[BorrowedFd<'_>], timeout_ms: u16) -> Result<bool, PerfError> {
         let rings: Vec<&Ring> = self.rings.iter().collect();
-        ring::poll_rings(&rings, timeout_ms)
+        ring::poll_rings(&rings, extra, timeout_ms)
     }
 
     /// Read every ring once, handing each record and the event infos to `f`. Returns the records read.

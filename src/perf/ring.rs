@@ -171,13 +171,18 @@ pub fn page_size() -> usize {
         .unwrap_or(4096)
 }
 
-/// Wait until one of the rings has data (or hung up), or `timeout_ms` passes. Returns whether every fd hung up
-/// (all traced tasks are gone).
-pub fn poll_rings(rings: &[&Ring], timeout_ms: u16) -> Result<bool, PerfError> {
+/// Wait until one of the rings or `extra` has data (or a ring hung up), or `timeout_ms` passes. Returns whether
+/// every ring hung up (all traced tasks are gone).
+pub fn poll_rings(
+    rings: &[&Ring],
+    extra: &[BorrowedFd<'_>],
+    timeout_ms: u16,
+) -> Result<bool, PerfError> {
     use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
     let mut fds: Vec<PollFd> = rings
         .iter()
         .map(|r| PollFd::new(r.as_fd(), PollFlags::POLLIN))
+        .chain(extra.iter().map(|fd| PollFd::new(*fd, PollFlags::POLLIN)))
         .collect();
     match poll(&mut fds, PollTimeout::from(timeout_ms)) {
         Ok(_) => {}
@@ -185,8 +190,9 @@ pub fn poll_rings(rings: &[&Ring], timeout_ms: u16) -> Result<bool, PerfError> {
         Err(e) => return Err(PerfError::Poll(e.into())),
     }
     let hup = PollFlags::POLLHUP | PollFlags::POLLERR;
-    Ok(!fds.is_empty()
-        && fds
+    let rings = &fds[..rings.len()];
+    Ok(!rings.is_empty()
+        && rings
             .iter()
             .all(|p| p.revents().is_some_and(|r| r.intersects(hup))))
 }

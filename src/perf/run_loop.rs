@@ -3,6 +3,7 @@
 //! then disable the events, read what is left and end the last round.
 use super::{EventInfos, EventSet, PerfError, RawRecord, Workload};
 use signal_hook::SigId;
+use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -80,6 +81,12 @@ pub trait Handler<I> {
     /// final round, after the events were disabled (release everything).
     fn end_round(&mut self, records: usize, last: bool) -> Result<(), Self::Error>;
 
+    /// More descriptors to wait on beside the perf rings (the tracefs ring of `rprof probe`); the handler reads
+    /// their data in [`Handler::end_round`].
+    fn extra_fds(&self) -> Vec<BorrowedFd<'_>> {
+        Vec::new()
+    }
+
     /// The periodic tick ([`StopWhen::tick`]).
     fn tick(&mut self) -> Result<(), Self::Error> {
         Ok(())
@@ -105,7 +112,7 @@ pub fn run<I, H: Handler<I>>(
         for t in [deadline, next_tick].into_iter().flatten() {
             wait = wait.min(t.saturating_duration_since(now));
         }
-        let all_hup = events.poll(wait.as_millis().max(1) as u16)?;
+        let all_hup = events.poll(&handler.extra_fds(), wait.as_millis().max(1) as u16)?;
         read_round(events, handler, false)?;
         if signals.raised() || when.flag.is_some_and(|f| f.load(Ordering::Relaxed)) {
             break Stopped::Signal;

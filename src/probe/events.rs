@@ -1,25 +1,87 @@
-//! Opening the perf events of `rprof probe`: one attr per planned probe event (tracepoint id, sample bits,
-//! side-band records on the first), opened for each CPU and task in one [`EventSet`].
+//! Opening the perf events of `rprof probe`: a side-band event (mmaps, forks, exits) and one sampled event per
+//! planned probe event read through perf, opened for each CPU and task in one [`EventSet`]; and the table of
+//! every probe event's fields by type id, which decodes perf samples and tracefs ring events alike.
 use super::group::{PlannedEvent, Role};
-use super::live::EventInfo;
+use super::live::{EventInfo, EventTypes, PerfParse};
 use super::resolve::Target;
 use super::{ProbeError, ProbeOptions, TaskTarget};
-use crate::perf::attr::{regs, sample};
+use crate::perf::attr::sample;
 use crate::perf::{ring, Attr, EventSet, PerfError, Refused};
 use crate::tracefs::Tracefs;
 use linux_perf_event_reader::RecordParseInfo;
+use std::collections::HashMap;
 
-/// The open events of a probe session.
+/// The open perf events of a probe session.
 pub(super) struct Opened {
-    pub(super) events: EventSet<EventInfo>,
-    /// Parse info for non-sample records (EXIT, LOST): their fixed fields parse the same under any attr.
-    pub(super) any_parse: Option<RecordParseInfo>,
+    pub(super) events: EventSet<RecordParseInfo>,
+    pub(super) parse: PerfParse,
     /// Per target: false when the kernel refused its probe.
     pub(super) usable: Vec<bool>,
 }
 
-/// Open one perf event per planned probe event, CPU and task. Returns the events, the parse info of their
-/// non-sample records, and which targets are usable (a probe the kernel refuses is skipped with a warning).
+/// Each planned event's fields, by type id: where the probed address and the stack pointer are.
+pub(super) fn event_types(
+    tracefs: &Tracefs,
+    planned: &[PlannedEvent],
+) -> Result<EventTypes, ProbeError> {
+    let mut by_type = HashMap::new();
+    let mut pid_field = None;
+    for p in planned {
+        let id = tracefs.event_id(&p.group, &p.event)?;
+        if pid_field.is_none() {
+            pid_field = tracefs.field_offset(&p.group, &p.event, "common_pid")?;
+        }
+        let (mut addr_field, mut sp_field) = (None, None);
+        if p.user {
+            let field = if p.role == Role::Return {
+                "__probe_func"
+            } else {
+                "__probe_ip"
+            };
+            if p.members.len() > 1 {
+                addr_field = Some(
+                    tracefs
+                        .field_offset(&p.group, &p.event, field)?
+                        .unwrap_or(8),
+                );
+            }
+            sp_field = tracefs.field_offset(&p.group, &p.event, "sp")?;
+        }
+        let target = (p.members.len() == 1).then(|| p.members[0]);
+        let info = EventInfo {
+            target,
+            role: p.role,
+            addr_field,
+            sp_field,
+        };
+        by_type.insert(id as u16, info);
+    }
+    Ok(EventTypes {
+        by_type,
+        pid_field: pid_field.unwrap_or(4),
+    })
+}
+
+/// The sample bits of the events read through perf: the time and the event's data (which holds the thread id,
+/// the probed address and the fetch arguments), nothing more; with `-g`, the stack at entry and the event id
+/// (entries and returns then differ in layout).
+fn sample_bits(stacks: bool, role: Role, user: bool) -> u64 {
+    let mut bits = sample::TIME | sample::RAW;
+    if stacks {
+        bits |= sample::IDENTIFIER;
+        if role != Role::Return {
+            bits |= sample::CALLCHAIN;
+            if user {
+                // The return address at SP: the caller, which a frame-pointer walk at function entry skips.
+                bits |= sample::STACK_USER;
+            }
+        }
+    }
+    bits
+}
+
+/// Open the side-band event and one perf event per planned event not read through the tracefs ring, for each
+/// CPU and task. A probe the kernel refuses is skipped with a warning and its targets marked unusable.
 pub(super) fn open_events(
     opts: &ProbeOptions,
     tracefs: &Tracefs,
@@ -31,84 +93,52 @@ pub(super) fn open_events(
     let page = ring::page_size();
     let pages = opts.mmap_pages.max(1).next_power_of_two();
     let watermark = (pages * page / 4) as u32;
-    let any_user = planned.iter().any(|p| p.user);
-    let mut plan: Vec<(Attr, EventInfo)> = Vec::new();
-    for (n, p) in planned.iter().enumerate() {
-        let id = tracefs.event_id(&p.group, &p.event)?;
-        let mut bits = sample::IDENTIFIER | sample::TID | sample::TIME;
-        let mut addr_field = None;
-        if p.user {
-            bits |= sample::REGS_USER | sample::RAW;
-            let field = if p.role == Role::Return {
-                "__probe_func"
-            } else {
-                "__probe_ip"
-            };
-            addr_field = Some(
-                tracefs
-                    .field_offset(&p.group, &p.event, field)?
-                    .unwrap_or(8),
-            );
-        }
-        if opts.stacks && p.role != Role::Return {
-            bits |= sample::CALLCHAIN;
-            if p.user {
-                // The return address at SP: the caller, which a frame-pointer walk at function entry skips.
-                bits |= sample::STACK_USER;
-            }
-        }
-        let mut attr = Attr::tracepoint(id)
-            .sample_type(bits)
+    let common = |attr: Attr| {
+        let mut attr = attr
             .sample_id_all()
+            .clock_monotonic()
             .wakeup_watermark(watermark);
-        if p.user {
-            attr = attr.regs_user(1 << regs::SP);
-            if bits & sample::STACK_USER != 0 {
-                attr = attr.stack_user(8);
-            }
-        }
-        if opts.stacks {
-            attr = attr.max_stack(127);
-        }
         if opts.target != TaskTarget::SystemWide {
             attr = attr.inherit();
         }
         if matches!(opts.target, TaskTarget::Command(_)) {
             attr = attr.enable_on_exec();
         }
-        if n == 0 {
-            // One event per task and CPU reports mmaps (to map user addresses back to functions) and thread
-            // exits (to close the open calls of threads that end mid-call).
-            if any_user || opts.stacks {
-                attr = attr.side_band();
-            } else if !opts.count_only {
-                attr = attr.task_events();
+        attr
+    };
+    let id_bits = if opts.stacks { sample::IDENTIFIER } else { 0 };
+    // Mmaps (to map user addresses back to functions), forks (threads to processes) and exits (to close the
+    // open calls of threads that end mid-call).
+    let side = common(Attr::dummy().sample_type(sample::TIME | id_bits).side_band());
+    let mut plan: Vec<(Attr, RecordParseInfo)> = vec![(side, side.parse_info())];
+    let mut members: Vec<&PlannedEvent> = Vec::new();
+    for p in planned.iter().filter(|p| !p.ring) {
+        let id = tracefs.event_id(&p.group, &p.event)?;
+        let mut attr = common(Attr::tracepoint(id).sample_type(sample_bits(
+            opts.stacks,
+            p.role,
+            p.user,
+        )));
+        if opts.stacks {
+            attr = attr.max_stack(127);
+            if p.user && p.role != Role::Return {
+                attr = attr.stack_user(8);
             }
         }
-        let target = if p.members.len() == 1 && !p.user {
-            Some(p.members[0])
-        } else {
-            None
-        };
-        let info = EventInfo {
-            target,
-            role: p.role,
-            addr_field,
-            has_sp: p.user,
-            parse: attr.parse_info(),
-        };
-        plan.push((attr, info));
+        plan.push((attr, attr.parse_info()));
+        members.push(p);
     }
     let mut usable = vec![true; targets.len()];
-    // A probe the kernel refuses (other than the first, which carries the side-band records) is skipped.
-    let mut refused = |pi: usize, e: &PerfError| {
+    // A probe the kernel refuses is skipped (the side-band event is needed, and counted tracepoints too).
+    let mut refused = |i: usize, e: &PerfError| {
         let PerfError::Open { source, .. } = e else {
             return Refused::Fail;
         };
-        if pi == 0 || plan[pi].1.role == Role::Hit {
+        if i == 0 || members[i - 1].role == Role::Hit {
             return Refused::Fail;
         }
-        let names: Vec<&str> = planned[pi]
+        let p = members[i - 1];
+        let names: Vec<&str> = p
             .members
             .iter()
             .take(3)
@@ -116,17 +146,21 @@ pub(super) fn open_events(
             .collect();
         eprintln!(
             "rprof: warning: skipping {} target(s) ({}...): the kernel refused the probe ({source})",
-            planned[pi].members.len(),
+            p.members.len(),
             names.join(", ")
         );
-        for &m in &planned[pi].members {
+        for &m in &p.members {
             usable[m as usize] = false;
         }
         Refused::Skip
     };
     let events = EventSet::open(&plan, &cpus, tasks, pages, &mut refused)?;
     Ok(Opened {
-        any_parse: plan.first().map(|(_, info)| info.parse),
+        parse: PerfParse {
+            any: plan[0].1,
+            samples: plan.get(1).map(|p| p.1),
+            by_id: opts.stacks,
+        },
         events,
         usable,
     })

@@ -5,6 +5,7 @@
 //! exit by the caller. Groups left by a process that was SIGKILLed are removed by the next rprof at start,
 //! through [`remove_stale_groups`].
 use super::resolve::{Target, TargetKind};
+use crate::tracefs::instance::Instance;
 use crate::tracefs::{ProbeDef, ProbeLocation, Tracefs, TracefsError};
 use std::path::PathBuf;
 use std::sync::{Mutex, Once};
@@ -19,6 +20,8 @@ fn install_panic_hook() {
         std::panic::set_hook(Box::new(move |info| {
             let groups = LIVE_GROUPS.lock().map(|g| g.clone()).unwrap_or_default();
             for (root, group) in groups {
+                // The instance of the same name first: its enabled events keep the probes busy.
+                let _ = std::fs::remove_dir(root.join("instances").join(&group));
                 let _ = Tracefs::at(root).remove_group(&group);
             }
             previous(info);
@@ -50,27 +53,41 @@ pub struct PlannedEvent {
     /// The targets whose probe points this event holds. With more than one (user functions), a hit names its
     /// target by the runtime address in its raw data.
     pub members: Vec<u32>,
-    /// True for uprobes/uretprobes: samples carry the user SP and the probed address.
+    /// True for uprobes/uretprobes: their data holds the probed address and (timed) the user SP.
     pub user: bool,
+    /// Read through the tracefs instance's ring (false: through perf events).
+    pub ring: bool,
 }
 
+/// The fetch argument that carries the user stack pointer, which pairing matches returns to entries by.
+pub const SP_FETCH: &str = "sp=%sp";
+
 /// The probe definitions to create and the events to open for `targets`. User functions of one binary share
-/// events `u<N>` (entries) and `ur<N>` (returns), up to [`POINTS_PER_EVENT`] functions each; kernel function `i`
-/// gets `k<i>` and `kr<i>`; syscalls and tracepoints use the kernel's own events. No return probes with
-/// `count_only`.
+/// events `u<N>` (entries) and `ur<N>` (returns), up to [`POINTS_PER_EVENT`] functions each (one function
+/// per event with `one_per_target`, for counters); kernel function `i` gets `k<i>` and `kr<i>`; syscalls and
+/// tracepoints use the kernel's own events. No return probes with `count_only`; timed user probes fetch the
+/// stack pointer ([`SP_FETCH`]).
 pub fn plan(
     group: &str,
     targets: &[Target],
     count_only: bool,
+    one_per_target: bool,
 ) -> (Vec<ProbeDef>, Vec<PlannedEvent>) {
     let mut defs = Vec::new();
     let mut events = Vec::new();
+    let per_event = if one_per_target { 1 } else { POINTS_PER_EVENT };
     let add = |defs: &mut Vec<ProbeDef>, event: &str, is_return: bool, location: &ProbeLocation| {
+        let user = matches!(location, ProbeLocation::User { .. });
         defs.push(ProbeDef {
             group: group.to_string(),
             event: event.to_string(),
             is_return,
             location: location.clone(),
+            fetch: if user && !count_only {
+                vec![SP_FETCH.to_string()]
+            } else {
+                Vec::new()
+            },
         });
     };
     // User functions, chunked per binary.
@@ -80,7 +97,7 @@ pub fn plan(
             match chunks
                 .iter_mut()
                 .rev()
-                .find(|(p, m)| p == path && m.len() < POINTS_PER_EVENT)
+                .find(|(p, m)| p == path && m.len() < per_event)
             {
                 Some((_, m)) => m.push(i as u32),
                 None => chunks.push((path.clone(), vec![i as u32])),
@@ -108,6 +125,7 @@ pub fn plan(
             role: Role::Entry,
             members: members.clone(),
             user: true,
+            ring: false,
         });
         if !count_only {
             events.push(PlannedEvent {
@@ -116,6 +134,7 @@ pub fn plan(
                 role: Role::Return,
                 members,
                 user: true,
+                ring: false,
             });
         }
     }
@@ -135,6 +154,7 @@ pub fn plan(
                     role: Role::Entry,
                     members: one.clone(),
                     user: false,
+                    ring: false,
                 });
                 if !count_only {
                     add(&mut defs, &ret, true, &loc);
@@ -144,6 +164,7 @@ pub fn plan(
                         role: Role::Return,
                         members: one,
                         user: false,
+                        ring: false,
                     });
                 }
             }
@@ -154,6 +175,7 @@ pub fn plan(
                     role,
                     members: one.clone(),
                     user: false,
+                    ring: false,
                 };
                 events.push(ev(format!("sys_enter_{name}"), Role::Entry));
                 if !count_only {
@@ -166,6 +188,7 @@ pub fn plan(
                 role: Role::Hit,
                 members: one,
                 user: false,
+                ring: false,
             }),
         }
     }
@@ -273,6 +296,26 @@ pub fn remove_groups_of_dead_owners(
 pub fn remove_stale_groups(tracefs: &Tracefs) -> Result<Vec<String>, TracefsError> {
     let me = std::process::id();
     remove_groups_of_dead_owners(tracefs, |pid| pid == me || rprof_alive(pid))
+}
+
+/// Remove the tracefs instances `rprof_<pid>` of rprof processes that are gone, then their groups (an event
+/// enabled in an instance keeps its probe busy). Returns what was removed.
+pub fn remove_stale(tracefs: &Tracefs) -> Result<Vec<String>, TracefsError> {
+    let me = std::process::id();
+    let mut removed = Vec::new();
+    if tracefs.instance_supported() {
+        for name in tracefs.instances()? {
+            let Some(owner) = group_owner(&name) else {
+                continue;
+            };
+            if owner != me && !rprof_alive(owner) {
+                Instance::open_existing(tracefs, &name)?.remove()?;
+                removed.push(format!("instances/{name}"));
+            }
+        }
+    }
+    removed.extend(remove_stale_groups(tracefs)?);
+    Ok(removed)
 }
 
 #[cfg(test)]

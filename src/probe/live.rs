@@ -6,91 +6,114 @@ use super::pairing::Pairer;
 use super::stacks::{self, StackCounter};
 use super::stats::Stats;
 use crate::merge::OrderedMerge;
-use crate::perf::attr::regs;
 use crate::perf::{EventInfos, RawRecord};
 use crate::process::{AddressSpaces, TaskEvent};
-use linux_perf_event_reader::{EventRecord, RecordParseInfo, RecordType};
-use std::collections::HashSet;
+use linux_perf_event_reader::{EventRecord, RecordParseInfo};
+use std::collections::{HashMap, HashSet};
 
 use crate::perf::record_type::{
     EXIT as PERF_RECORD_EXIT, LOST as PERF_RECORD_LOST, SAMPLE as PERF_RECORD_SAMPLE,
 };
 
-/// What probe knows about one perf event.
-#[derive(Clone, Copy)]
+/// What probe knows about one tracefs event, found by its type id (`common_type`, the first field of its data).
+#[derive(Clone, Copy, Debug)]
 pub(super) struct EventInfo {
-    /// The target, when the event stands for one (kernel functions, syscalls, tracepoints).
+    /// The target, when the event stands for one (kernel functions, syscalls, tracepoints, lone user functions).
     pub(super) target: Option<u32>,
     pub(super) role: Role,
-    /// Offset in the raw data of the probed address (`__probe_ip` / `__probe_func`), for shared user events.
+    /// Offset in the data of the probed address (`__probe_ip` / `__probe_func`), for shared user events.
     pub(super) addr_field: Option<usize>,
-    /// The event's samples carry the user SP (uprobes and uretprobes).
-    pub(super) has_sp: bool,
-    pub(super) parse: RecordParseInfo,
+    /// Offset in the data of the `sp` fetch argument (timed user probes).
+    pub(super) sp_field: Option<usize>,
+}
+
+/// The probe's events by type id, and where every event's data holds the thread id (`common_pid`).
+pub(super) struct EventTypes {
+    pub(super) by_type: HashMap<u16, EventInfo>,
+    pub(super) pid_field: usize,
+}
+
+fn read_u64(data: &[u8], at: usize) -> Option<u64> {
+    Some(u64::from_ne_bytes(data.get(at..at + 8)?.try_into().ok()?))
+}
+
+impl EventTypes {
+    /// The item of one event's data (from a perf RAW sample or the tracefs ring); None for other events.
+    pub(super) fn item(&self, data: &[u8], stack: Option<Box<[u64]>>) -> Option<Item> {
+        let kind = u16::from_ne_bytes(data.get(..2)?.try_into().ok()?);
+        let info = self.by_type.get(&kind)?;
+        let tid = i32::from_ne_bytes(
+            data.get(self.pid_field..self.pid_field + 4)?
+                .try_into()
+                .ok()?,
+        );
+        let addr = match info.addr_field {
+            Some(off) => read_u64(data, off)?,
+            None => 0,
+        };
+        let sp = info.sp_field.and_then(|off| read_u64(data, off));
+        Some(Item::Sample {
+            target: info.target,
+            addr,
+            role: info.role,
+            tid: tid as u32,
+            sp,
+            stack,
+        })
+    }
 }
 
 /// An event read from a ring, waiting in the time-ordered merge.
 pub(super) enum Item {
-    /// A hit of `target`, or of the user function at runtime address `addr`.
+    /// A hit of `target`, or of the user function at runtime address `addr`, in thread `tid`.
     Sample {
         target: Option<u32>,
         addr: u64,
         role: Role,
-        pid: u32,
         tid: u32,
         sp: Option<u64>,
         stack: Option<Box<[u64]>>,
     },
     /// A change of a process's mappings (MMAP2, COMM exec, FORK).
     Task(TaskEvent),
-    Exit {
-        pid: u32,
-        tid: u32,
-    },
+    /// A new thread `tid` of process `pid` (FORK).
+    Thread { pid: u32, tid: u32 },
+    Exit { pid: u32, tid: u32 },
 }
 
-/// Decode one record into the merge; counts lost events. `any` parses the non-sample records (EXIT, LOST):
-/// their fixed fields parse the same under any attr.
-#[allow(clippy::too_many_arguments)]
+/// How the perf records of a probe session parse: one layout for all (no IDENTIFIER), or per event id (`-g`,
+/// whose entry samples carry stacks and whose returns do not).
+pub(super) struct PerfParse {
+    /// The side-band event's: non-sample records parse the same under every attr of the session.
+    pub(super) any: RecordParseInfo,
+    /// The probe events' samples, when they all have one layout (None with `by_id`, or no perf probe events).
+    pub(super) samples: Option<RecordParseInfo>,
+    pub(super) by_id: bool,
+}
+
+/// Decode one perf record into the merge; counts lost events.
 pub(super) fn decode(
     rec: RawRecord<'_>,
-    infos: &EventInfos<EventInfo>,
-    any: Option<RecordParseInfo>,
+    infos: &EventInfos<RecordParseInfo>,
+    parse: &PerfParse,
+    types: &EventTypes,
     merge: &mut OrderedMerge<Item>,
     stats: &mut Stats,
-    addrs: &AddrMap,
-    want_paths: bool,
 ) {
     if rec.kind == PERF_RECORD_SAMPLE {
-        let Some(id) = linux_perf_event_reader::get_record_identifier::<byteorder::NativeEndian>(
-            RecordType(rec.kind),
-            rec.body(),
-            true,
-        ) else {
+        let info = match (&parse.samples, parse.by_id) {
+            (Some(p), false) => p,
+            (_, true) => match infos.of(&rec) {
+                Some(p) => p,
+                None => return,
+            },
+            (None, false) => return,
+        };
+        let Ok(EventRecord::Sample(s)) = rec.event(info).parse() else {
             return;
         };
-        let Some(info) = infos.get(id) else { return };
-        let Ok(EventRecord::Sample(s)) = rec.event(&info.parse).parse() else {
+        let (Some(time), Some(raw)) = (s.timestamp, s.raw) else {
             return;
-        };
-        let (Some(time), Some(tid)) = (s.timestamp, s.tid) else {
-            return;
-        };
-        let sp = if info.has_sp {
-            s.user_regs.as_ref().and_then(|r| r.get(regs::SP as u64))
-        } else {
-            None
-        };
-        let addr = match (info.addr_field, &s.raw) {
-            (Some(off), Some(raw)) => {
-                let mut b = [0u8; 8];
-                let mut d = *raw;
-                if d.skip(off).is_err() || d.read_exact(&mut b).is_err() {
-                    return;
-                }
-                u64::from_ne_bytes(b)
-            }
-            _ => 0,
         };
         let stack = s.callchain.map(|c| {
             let mut chain: Vec<u64> = (0..c.len()).filter_map(|i| c.get(i)).collect();
@@ -102,21 +125,12 @@ pub(super) fn decode(
             }
             chain.into_boxed_slice()
         });
-        let pid = s.pid.unwrap_or(0) as u32;
-        let item = Item::Sample {
-            target: info.target,
-            addr,
-            role: info.role,
-            pid,
-            tid: tid as u32,
-            sp,
-            stack,
-        };
-        merge.push(time, item);
+        if let Some(item) = types.item(&raw.as_slice(), stack) {
+            merge.push(time, item);
+        }
         return;
     }
-    let Some(p) = &any else { return };
-    let raw = rec.event(p);
+    let raw = rec.event(&parse.any);
     let time = raw.timestamp().unwrap_or(0);
     match (rec.kind, raw.parse()) {
         (PERF_RECORD_LOST, Ok(EventRecord::Lost(l))) => stats.lost += l.count,
@@ -127,9 +141,18 @@ pub(super) fn decode(
                 tid: e.tid as u32,
             },
         ),
-        (_, Ok(record)) if want_paths || !addrs.is_empty() => {
+        (_, Ok(record)) => {
             let time = match &record {
-                EventRecord::Fork(f) => f.timestamp,
+                EventRecord::Fork(f) => {
+                    merge.push(
+                        f.timestamp,
+                        Item::Thread {
+                            pid: f.pid as u32,
+                            tid: f.tid as u32,
+                        },
+                    );
+                    f.timestamp
+                }
                 _ => time,
             };
             if let Some(task) = TaskEvent::from_record(&record) {
@@ -150,6 +173,8 @@ pub(super) struct Sink {
     pub(super) spaces: AddressSpaces,
     /// Processes whose mappings were read from /proc on their first hit.
     pub(super) synthesized: HashSet<u32>,
+    /// The process of each thread seen (from FORK records, or /proc on a thread's first hit).
+    pub(super) threads: HashMap<u32, u32>,
     pub(super) timed: bool,
     /// User hits whose address matched no probed function (a process whose mappings were missed).
     pub(super) unresolved: u64,
@@ -162,13 +187,24 @@ impl Sink {
                 target,
                 addr,
                 role,
-                pid,
                 tid,
                 sp,
                 stack,
             } => {
+                let needs_pid = target.is_none() || stack.is_some();
+                let pid = if needs_pid {
+                    match self.pid_of(tid) {
+                        Some(p) => p,
+                        None => {
+                            self.unresolved += 1;
+                            return;
+                        }
+                    }
+                } else {
+                    0
+                };
                 // A process whose mappings came before we looked (or were missed): read them now.
-                if self.spaces.get(pid).is_none() && self.synthesized.insert(pid) {
+                if needs_pid && self.spaces.get(pid).is_none() && self.synthesized.insert(pid) {
                     self.spaces.synthesize(pid);
                 }
                 let target = match target {
@@ -196,13 +232,27 @@ impl Sink {
                 }
             }
             Item::Task(task) => self.spaces.apply(task),
+            Item::Thread { pid, tid } => {
+                self.threads.insert(tid, pid);
+            }
             Item::Exit { pid, tid } => {
+                self.threads.remove(&tid);
                 self.pairer.thread_exit(&mut self.stats, tid);
                 if pid == tid {
                     self.spaces.apply(TaskEvent::Exit { pid });
                 }
             }
         }
+    }
+
+    /// The process of thread `tid`: known from a FORK record, or read from /proc (kept for its next hits).
+    fn pid_of(&mut self, tid: u32) -> Option<u32> {
+        if let Some(&pid) = self.threads.get(&tid) {
+            return Some(pid);
+        }
+        let pid = crate::process::tgid(tid as i32).ok()? as u32;
+        self.threads.insert(tid, pid);
+        Some(pid)
     }
 
     /// Release what the merge holds (all of it with `drain`).

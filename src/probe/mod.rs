@@ -2,11 +2,15 @@
 //!
 //! Stages: [`pattern`] classifies and matches patterns; [`resolve`] turns them into [`resolve::Target`]s (one per
 //! address); [`group`] creates the tracefs probes in the group `rprof_<pid>` and guarantees their removal;
-//! [`events`] opens one perf event per probe, CPU and task; [`session`] runs them in `perf`'s loop (shared
-//! with `rprof record`); [`live`] decodes the records into the time-ordered merge and feeds the
-//! [`pairing`] shadow stacks, which fill [`stats`]; [`output`] prints tables, histograms, CSV and JSON;
-//! [`stacks`] counts the distinct stacks at entry (`-g`).
+//! [`engine`] chooses per probe event between the tracefs instance ring ([`ring`]) and per-task perf events
+//! ([`events`]), or counters for `--count` ([`count`]); [`cost`] measures the probe's own cost per call;
+//! [`session`] runs them in `perf`'s loop (shared with `rprof record`); [`live`] decodes perf samples and ring
+//! events alike into the time-ordered merge and feeds the [`pairing`] shadow stacks, which fill [`stats`];
+//! [`output`] prints tables, histograms, CSV and JSON; [`stacks`] counts the distinct stacks at entry (`-g`).
 pub mod addrmap;
+pub mod cost;
+pub mod count;
+pub mod engine;
 pub mod events;
 pub mod group;
 pub mod live;
@@ -14,10 +18,12 @@ pub mod output;
 pub mod pairing;
 pub mod pattern;
 pub mod resolve;
+pub mod ring;
 pub mod session;
 pub mod stacks;
 pub mod stats;
 
+pub use engine::EngineChoice;
 pub use output::Format;
 pub use pattern::Spec;
 pub use resolve::{Target, TargetKind};
@@ -101,8 +107,12 @@ pub struct ProbeOptions {
     pub stacks: bool,
     /// `--folded`: print those stacks folded for flame graphs.
     pub folded: bool,
-    /// Data pages per CPU ring buffer.
+    /// Data pages per CPU ring buffer (perf's and the tracefs instance's).
     pub mmap_pages: usize,
+    /// Which engine reads the probe events.
+    pub engine: EngineChoice,
+    /// Read the tracefs ring with read(2) even where the kernel can map it.
+    pub ring_read: bool,
     /// Roots searched for separate debug files.
     pub debug_dirs: Vec<PathBuf>,
 }
@@ -123,6 +133,8 @@ impl Default for ProbeOptions {
             stacks: false,
             folded: false,
             mmap_pages: 1024,
+            engine: EngineChoice::Auto,
+            ring_read: false,
             debug_dirs: vec![PathBuf::from("/usr/lib/debug")],
         }
     }

@@ -33,6 +33,8 @@ pub struct Report<'a> {
     pub open_calls: usize,
     /// Also list targets with a count of 0.
     pub show_zero: bool,
+    /// The probe's own cost per call, measured at start.
+    pub probe_cost_ns: Option<u64>,
 }
 
 impl Report<'_> {
@@ -132,6 +134,17 @@ pub fn write_table(w: &mut dyn Write, report: &Report) -> io::Result<()> {
 
 fn write_footer(w: &mut dyn Write, report: &Report) -> io::Result<()> {
     let s = report.stats;
+    if let Some(ns) = report.probe_cost_ns {
+        if report.timed {
+            writeln!(
+                w,
+                "durations include about {} of probe cost per call (measured at start)",
+                human_ns(ns)
+            )?;
+        } else {
+            writeln!(w, "each counted call cost about {} (measured at start)", human_ns(ns))?;
+        }
+    }
     if s.lost > 0 {
         writeln!(
             w,
@@ -214,6 +227,7 @@ pub fn write_json(w: &mut dyn Write, report: &Report) -> io::Result<()> {
         "unpaired": report.stats.unpaired(),
         "orphan_returns": report.stats.orphan_returns,
         "open_calls": report.open_calls,
+        "probe_cost_ns": report.probe_cost_ns,
         "functions": functions,
     });
     writeln!(w, "{doc}")
@@ -325,6 +339,7 @@ mod tests {
             timestamp: None,
             open_calls: 0,
             show_zero: false,
+            probe_cost_ns: None,
         };
         let mut out = Vec::new();
         write_csv(&mut out, &r).unwrap();
@@ -377,6 +392,7 @@ mod tests {
             timestamp: None,
             open_calls: 0,
             show_zero: false,
+            probe_cost_ns: None,
         };
         let mut out = Vec::new();
         write_table(&mut out, &r).unwrap();

@@ -77,6 +77,8 @@ pub struct ProbeDef {
     /// `r:` (uretprobe / kretprobe) instead of `p:`.
     pub is_return: bool,
     pub location: ProbeLocation,
+    /// Fetch arguments, `NAME=ARG` (`sp=%sp`, `ret=$retval`); every point of one event must have the same.
+    pub fetch: Vec<String>,
 }
 
 impl ProbeDef {
@@ -91,7 +93,7 @@ impl ProbeDef {
     /// The definition line, without the newline.
     pub fn line(&self) -> String {
         let kind = if self.is_return { 'r' } else { 'p' };
-        match &self.location {
+        let mut line = match &self.location {
             ProbeLocation::User { path, offset } => {
                 format!(
                     "{kind}:{}/{} {}:0x{offset:x}",
@@ -103,7 +105,12 @@ impl ProbeDef {
             ProbeLocation::Kernel { symbol } => {
                 format!("{kind}:{}/{} {symbol}", self.group, self.event)
             }
+        };
+        for arg in &self.fetch {
+            line.push(' ');
+            line.push_str(arg);
         }
+        line
     }
 }
 
@@ -466,8 +473,9 @@ mod tests {
                 path: "/usr/bin/x".into(),
                 offset: 0x1139,
             },
+            fetch: vec!["sp=%sp".into()],
         };
-        assert_eq!(u.line(), "p:rprof_1/e3 /usr/bin/x:0x1139");
+        assert_eq!(u.line(), "p:rprof_1/e3 /usr/bin/x:0x1139 sp=%sp");
         let k = ProbeDef {
             group: "rprof_1".into(),
             event: "r3".into(),
@@ -475,6 +483,7 @@ mod tests {
             location: ProbeLocation::Kernel {
                 symbol: "vfs_read".into(),
             },
+            fetch: Vec::new(),
         };
         assert_eq!(k.line(), "r:rprof_1/r3 vfs_read");
         assert_eq!(k.file(), ProbeFile::Kprobe);

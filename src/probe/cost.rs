@@ -1,0 +1,171 @@
+//! The probe's own cost per call, measured once at start on a function of rprof's own binary with the same
+//! kind of probe and engine as the targets, so the summary can say how much of each duration is the probe
+//! (`durations include about 2.10us of probe cost per call`).
+use super::group::SP_FETCH;
+use super::live::PerfParse;
+use super::resolve::TargetKind;
+use super::ring::RingEngine;
+use crate::perf::attr::sample;
+use crate::perf::{Attr, EventSet, PerfEvent, Refused};
+use crate::tracefs::{ProbeDef, ProbeLocation, Tracefs};
+use std::time::Instant;
+
+/// The function whose calls are timed with and without its probes.
+#[inline(never)]
+pub fn calibration_target(x: u64) -> u64 {
+    std::hint::black_box(x.wrapping_mul(31) ^ 7)
+}
+
+/// Calls per timed batch, and batches (the fastest batch counts: the others were interrupted).
+const CALLS: u64 = 1000;
+const BATCHES: usize = 3;
+
+/// The calibration probes of a session (none when rprof's own function could not be found).
+pub(super) struct Calibration {
+    pub(super) defs: Vec<ProbeDef>,
+    group: String,
+}
+
+/// Event names of the calibration probes.
+const ENTRY: &str = "cal";
+const RETURN: &str = "calr";
+
+/// The probes on [`calibration_target`] in rprof's own executable: an entry (and a return when `timed`), with
+/// the fetch arguments of the targets' probes.
+pub(super) fn plan(group: &str, count_only: bool, counters: bool) -> Calibration {
+    let timed = !count_only;
+    let none = Calibration {
+        defs: Vec::new(),
+        group: group.to_string(),
+    };
+    let Ok(exe) = std::fs::read_link("/proc/self/exe") else {
+        return none;
+    };
+    let Ok(found) = super::resolve::resolve_user(
+        &exe,
+        "rprof::probe::cost::calibration_target",
+        false,
+        &[],
+    ) else {
+        return none;
+    };
+    let Some(TargetKind::User { path, offset, .. }) = found.into_iter().next().map(|t| t.kind)
+    else {
+        return none;
+    };
+    let fetch = if counters || !timed {
+        Vec::new()
+    } else {
+        vec![SP_FETCH.to_string()]
+    };
+    let def = |event: &str, is_return| ProbeDef {
+        group: group.to_string(),
+        event: event.to_string(),
+        is_return,
+        location: ProbeLocation::User {
+            path: path.clone(),
+            offset: offset.0,
+        },
+        fetch: fetch.clone(),
+    };
+    let mut defs = vec![def(ENTRY, false)];
+    if timed {
+        defs.push(def(RETURN, true));
+    }
+    Calibration {
+        defs,
+        group: group.to_string(),
+    }
+}
+
+/// The fastest of [`BATCHES`] batches of [`CALLS`] calls, in ns per call.
+fn per_call() -> f64 {
+    let mut best = f64::MAX;
+    for _ in 0..BATCHES {
+        let t = Instant::now();
+        let mut x = 1u64;
+        for _ in 0..CALLS {
+            x = calibration_target(x);
+        }
+        std::hint::black_box(x);
+        best = best.min(t.elapsed().as_nanos() as f64 / CALLS as f64);
+    }
+    best
+}
+
+/// Time the calls unprobed, then with the probes `on` sets up (and whatever it returns keeps alive); the
+/// difference. (Opening a perf event on a uprobe already installs its breakpoint, enabled or not, so the bare
+/// calls are timed before anything is opened.)
+fn difference<G>(on: impl FnOnce() -> Option<G>, off: impl FnOnce(G)) -> Option<u64> {
+    let bare = per_call();
+    let guard = on()?;
+    let probed = per_call();
+    off(guard);
+    if std::env::var_os("RPROF_DEBUG_COST").is_some() {
+        eprintln!("rprof: calibration: {bare:.1} ns per call bare, {probed:.1} probed");
+    }
+    Some((probed - bare).max(0.0) as u64)
+}
+
+impl Calibration {
+    fn ids(&self, tracefs: &Tracefs) -> Vec<u64> {
+        self.defs
+            .iter()
+            .filter_map(|d| tracefs.event_id(&self.group, &d.event).ok())
+            .collect()
+    }
+
+    /// `--count`: the cost of one counted call (a counter on this thread).
+    pub(super) fn measure_counter(&self, tracefs: &Tracefs) -> Option<u64> {
+        let id = *self.ids(tracefs).first()?;
+        difference(
+            || {
+                let ev = PerfEvent::open(&Attr::tracepoint(id).period(0), 0, -1).ok()?;
+                ev.enable().ok()?;
+                Some(ev)
+            },
+            drop,
+        )
+    }
+
+    /// The cost of one call with entry and return probes through the tracefs ring (before its tasks are set).
+    pub(super) fn measure_ring(&self, tracefs: &Tracefs, ring: &mut RingEngine) -> Option<u64> {
+        if self.ids(tracefs).len() != self.defs.len() || self.defs.is_empty() {
+            return None;
+        }
+        let events: Vec<&str> = self.defs.iter().map(|d| d.event.as_str()).collect();
+        let ring = std::cell::RefCell::new(ring);
+        difference(
+            || ring.borrow_mut().calibrate_on(&self.group, &events).ok(),
+            |()| ring.borrow_mut().calibrate_off(&self.group, &events),
+        )
+    }
+
+    /// The cost of one call with entry and return probes through perf events on this thread, with the
+    /// session's sample layout.
+    pub(super) fn measure_perf(&self, tracefs: &Tracefs, parse: &PerfParse) -> Option<u64> {
+        let ids = self.ids(tracefs);
+        if ids.len() != self.defs.len() || ids.is_empty() {
+            return None;
+        }
+        let tid = nix::unistd::gettid().as_raw();
+        let cpus = crate::perf::online_cpus().ok()?;
+        let bits = sample::TIME | sample::RAW | if parse.by_id { sample::IDENTIFIER } else { 0 };
+        let specs: Vec<(Attr, ())> = ids
+            .iter()
+            .map(|&id| {
+                let attr = Attr::tracepoint(id).sample_type(bits).clock_monotonic();
+                (attr, ())
+            })
+            .collect();
+        difference(
+            || {
+                let set =
+                    EventSet::open(&specs, &cpus, &[tid], 128, &mut |_, _| Refused::Fail).ok()?;
+                set.enable().ok()?;
+                Some(set)
+            },
+            drop,
+        )
+    }
+}

@@ -1,0 +1,3 @@
+//! The live `rprof probe` suite (tests/probe_suite) with every probe event on perf events.
+const ENGINE: Option<&str> = Some("perf");
+include!("probe_suite/mod.rs");

@@ -1,0 +1,3 @@
+//! The live `rprof probe` suite (tests/probe_suite) with every probe event on the tracefs instance ring.
+const ENGINE: Option<&str> = Some("tracefs");
+include!("probe_suite/mod.rs");
