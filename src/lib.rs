@@ -6,9 +6,10 @@
 //! - [`elf_layout`]: an ELF file's PT_LOAD segments: load bias, file offsets, ELF addresses.
 //! - [`buildid`]: build ids, the build-id cache, the running kernel's and vDSO's facts.
 //! - [`merge`]: the time-ordered merge of records from several buffers (a generic sort).
-//! - [`perf`]: perf_event_open, ioctls, mmap ring buffers, mapped files, the event set and its run loop. The
-//!   only unsafe code.
-//! - [`tracefs`]: find/mount tracefs, create and remove probe events.
+//! - [`tracefs`]: find/mount tracefs, create and remove probe events, instances, the ftrace ring-buffer page
+//!   format.
+//! - [`perf`]: perf_event_open, ioctls, mmap ring buffers (perf's and ftrace's), mapped files, the event set and
+//!   its run loop. The only unsafe code.
 //! - [`process`]: /proc parsers (maps, tasks, comm) and the one per-process address-space model.
 //! - [`symbols`]: kallsyms, ELF, DWARF, debug files, perf maps, demangling.
 //! - [`unwind`]: frame-pointer callchains and DWARF unwinding.

@@ -1,7 +1,9 @@
 //! The tracefs layer and the kprobe path on a fake tracefs tree (plain files in a temp dir).
 use rprof::probe::group;
 use rprof::probe::resolve::{resolve_kernel, resolve_syscalls, resolve_tracepoints, TargetKind};
-use rprof::tracefs::{ProbeDef, ProbeFile, ProbeLocation, Tracefs, TracefsError};
+use rprof::tracefs::{
+    CpuStats, Instance, ProbeDef, ProbeFile, ProbeLocation, Tracefs, TracefsError,
+};
 use std::fs;
 use std::path::Path;
 
@@ -168,4 +170,109 @@ fn syscalls_and_tracepoints() {
     assert_eq!(tp.len(), 2);
     assert_eq!(t.event_id("sched", "sched_wakeup").unwrap(), 301);
     assert!(t.event_id("sched", "nope").is_err());
+}
+
+/// Fill an instance directory the way the kernel does on mkdir (only the files these tests use).
+fn fake_instance_files(dir: &Path) {
+    fs::write(dir.join("trace_clock"), "[local] global counter mono\n").unwrap();
+    fs::write(dir.join("buffer_size_kb"), "1410\n").unwrap();
+    fs::write(dir.join("set_event_pid"), "99\n").unwrap();
+    fs::write(dir.join("tracing_on"), "1\n").unwrap();
+    fs::create_dir_all(dir.join("options")).unwrap();
+    fs::write(dir.join("options/event-fork"), "0\n").unwrap();
+    let ev = dir.join("events/syscalls/sys_enter_getppid");
+    fs::create_dir_all(&ev).unwrap();
+    fs::write(ev.join("enable"), "0\n").unwrap();
+    fs::create_dir_all(dir.join("per_cpu/cpu1")).unwrap();
+    fs::write(
+        dir.join("per_cpu/cpu1/stats"),
+        "entries: 5\noverrun: 7\ncommit overrun: 0\nbytes: 80\noldest event ts: 1.5\nnow ts: 2.5\n\
+         dropped events: 1\nread events: 40\n",
+    )
+    .unwrap();
+}
+
+/// Check the instance layer on a fake tree: creation (and its refusals), listing, every setting written to the
+/// instance's own files, the clock check, CPU stats, and removal.
+#[test]
+fn instances() {
+    let d = fake_tree(false);
+    let t = Tracefs::at(d.path());
+    assert!(!t.instance_supported());
+    assert!(t.instances().unwrap().is_empty());
+    let err = Instance::create(&t, "rprof_1").unwrap_err();
+    assert!(matches!(err, TracefsError::NoInstances { .. }), "{err}");
+    fs::create_dir(d.path().join("instances")).unwrap();
+    let inst = Instance::create(&t, "rprof_1").unwrap();
+    assert_eq!(inst.path(), d.path().join("instances/rprof_1"));
+    assert_eq!(inst.name(), "rprof_1");
+    let err = Instance::create(&t, "rprof_1").unwrap_err();
+    assert!(matches!(err, TracefsError::InstanceExists { .. }), "{err}");
+    assert!(err.to_string().contains("rmdir"), "{err}");
+    for bad in ["", "a/b", ".."] {
+        let err = Instance::create(&t, bad).unwrap_err();
+        assert!(matches!(err, TracefsError::InstanceName { .. }), "{err}");
+    }
+    assert_eq!(t.instances().unwrap(), vec!["rprof_1".to_string()]);
+
+    let dir = inst.path().to_path_buf();
+    fake_instance_files(&dir);
+    inst.set_clock("mono").unwrap();
+    assert!(read(&dir.join("trace_clock")).starts_with("mono"));
+    let err = inst.set_clock("tai").unwrap_err();
+    assert!(matches!(err, TracefsError::NoClock { .. }), "{err}");
+    assert!(err.to_string().contains("global"), "{err}");
+    inst.set_buffer_kb(4096).unwrap();
+    assert_eq!(read(&dir.join("buffer_size_kb")), "4096\n");
+    assert!(
+        !inst.set_buffer_percent(0).unwrap(),
+        "no buffer_percent file"
+    );
+    fs::write(dir.join("buffer_percent"), "50\n").unwrap();
+    assert!(inst.set_buffer_percent(0).unwrap());
+    assert!(read(&dir.join("buffer_percent")).starts_with("0\n"));
+    inst.set_event_pids(&[12, 34]).unwrap();
+    assert_eq!(
+        read(&dir.join("set_event_pid")),
+        "12 34",
+        "the list is replaced"
+    );
+    inst.set_event_pids(&[]).unwrap();
+    assert_eq!(read(&dir.join("set_event_pid")), "");
+    inst.set_event_fork(true).unwrap();
+    assert_eq!(read(&dir.join("options/event-fork")), "1\n");
+    inst.enable_event("syscalls", "sys_enter_getppid", true)
+        .unwrap();
+    assert_eq!(
+        read(&dir.join("events/syscalls/sys_enter_getppid/enable")),
+        "1\n"
+    );
+    assert!(inst.enable_event("syscalls", "nope", true).is_err());
+    inst.set_tracing_on(false).unwrap();
+    assert_eq!(read(&dir.join("tracing_on")), "0\n");
+    let stats = inst.cpu_stats(1).unwrap();
+    assert_eq!(
+        stats,
+        CpuStats {
+            entries: 5,
+            overrun: 7,
+            commit_overrun: 0,
+            bytes: 80,
+            dropped_events: 1,
+            read_events: 40,
+        }
+    );
+    assert!(inst.cpu_stats(0).is_err());
+
+    assert!(Instance::open_existing(&t, "rprof_1").is_ok());
+    let err = Instance::open_existing(&t, "rprof_2").unwrap_err();
+    assert!(matches!(err, TracefsError::NoSuchInstance { .. }), "{err}");
+    // A plain directory with files cannot be removed (the kernel's can): the error names it.
+    let err = inst.remove().unwrap_err();
+    assert!(err.to_string().contains("instances/rprof_1"), "{err}");
+    fs::remove_dir_all(&dir).unwrap();
+    fs::create_dir(&dir).unwrap();
+    inst.remove().unwrap();
+    assert!(!dir.exists());
+    inst.remove().unwrap();
 }

@@ -3,6 +3,7 @@
 pub mod attr;
 pub mod event;
 pub mod event_set;
+pub mod ftrace_ring;
 pub mod mapped;
 pub mod ring;
 pub mod run_loop;
@@ -12,6 +13,7 @@ pub mod workload;
 pub use attr::Attr;
 pub use event::PerfEvent;
 pub use event_set::{EventInfos, EventSet, Refused};
+pub use ftrace_ring::{FtraceRings, Lost, RingMode};
 pub use ring::{RawRecord, Ring};
 pub use run_loop::{Handler, StopSignals, StopWhen, Stopped};
 pub use workload::Workload;
@@ -75,6 +77,21 @@ pub enum PerfError {
     Spawn(std::io::Error),
     #[error("cannot read {path}: {source}")]
     Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot open {path}: {source}; the tracefs instance must exist, and reading its rings needs root")]
+    TraceOpen {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("TRACE_MMAP_IOCTL_GET_READER on {path} failed: {source}; open the rings in read mode (force_read) instead")]
+    TraceIoctl {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot read ring-buffer pages from {path}: {source}; was the tracefs instance removed while being read?")]
+    TraceRead {
         path: PathBuf,
         source: std::io::Error,
     },

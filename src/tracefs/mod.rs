@@ -1,8 +1,15 @@
-//! tracefs: find or mount it, create and remove uprobe/kprobe events, read event ids, list tracepoints.
+//! tracefs: find or mount it, create and remove uprobe/kprobe events, read event ids, list tracepoints, manage
+//! instances ([`instance`]) and parse their ring-buffer pages ([`page`]; read by `perf::ftrace_ring`).
 //!
 //! Every function takes the tracefs root from [`Tracefs`], so tests can run the whole layer on a fake tree (a
 //! temporary directory holding plain files named like the kernel's). Probe definition files are only ever opened
 //! for appending: opening `uprobe_events` with `O_TRUNC` would delete every probe on the machine.
+pub mod instance;
+pub mod page;
+
+pub use instance::{CpuStats, Instance};
+pub use page::PageLayout;
+
 use std::fs::{self, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -38,6 +45,35 @@ pub enum TracefsError {
     NoUprobes { path: PathBuf },
     #[error("bad event id in {path}: {text:?}")]
     BadId { path: PathBuf, text: String },
+    #[error("this tracefs has no {path} directory, so no private trace instance can be made (instances need Linux 3.11 or later)")]
+    NoInstances { path: PathBuf },
+    #[error("bad tracefs instance name {name:?}: use a non-empty name without `/`")]
+    InstanceName { name: String },
+    #[error("the tracefs instance {path} already exists; remove it with `rmdir {path}` (if no tracer uses it) or pick another name")]
+    InstanceExists { path: PathBuf },
+    #[error("there is no tracefs instance {path}; create it first (or list them with `ls {}`)", path.parent().map(|p| p.display().to_string()).unwrap_or_default())]
+    NoSuchInstance { path: PathBuf },
+    #[error("cannot create the tracefs instance {path}: {error}; creating instances needs root (CAP_SYS_ADMIN)")]
+    InstanceCreate {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("cannot remove the tracefs instance {path}: {error}; close every file open in it (its trace_pipe_raw readers), then `rmdir {path}`")]
+    InstanceRemove {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("the trace clock {clock:?} is not offered by {path} (it offers: {available}); pick one of those")]
+    NoClock {
+        clock: String,
+        path: PathBuf,
+        available: String,
+    },
+    #[error("cannot resize the ring buffer with {path}: {error}; a buffer cannot be resized while its per-CPU rings are memory-mapped, so set the size before opening them")]
+    Resize {
+        path: PathBuf,
+        error: std::io::Error,
+    },
 }
 
 /// Which definition file a dynamic probe lives in.
