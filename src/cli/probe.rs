@@ -63,10 +63,16 @@ pub struct ProbeArgs {
     pub mmap_pages: usize,
     /// Which engine reads the probe events: auto (the tracefs ring when only the targets map the probed file,
     /// perf events otherwise, counters for --count), perf, or tracefs.
-    #[arg(long, value_name = "ENGINE", env = "RPROF_PROBE_ENGINE", default_value = "auto", hide = true)]
+    #[arg(
+        long,
+        value_name = "ENGINE",
+        env = "RPROF_PROBE_ENGINE",
+        default_value = "auto",
+        hide = true
+    )]
     pub engine: probe::EngineChoice,
     /// Read the tracefs ring with read(2) even where the kernel can map it.
-    #[arg(long, env = "RPROF_RING_READ", hide = true)]
+    #[arg(long, env = "RPROF_RING_READ", hide = true, value_parser = clap::builder::BoolishValueParser::new())]
     pub ring_read: bool,
     /// A directory searched for separate debug files (repeatable; default /usr/lib/debug).
     #[arg(long = "debug-dir", value_name = "DIR")]

@@ -41,12 +41,9 @@ pub(super) fn plan(group: &str, count_only: bool, counters: bool) -> Calibration
     let Ok(exe) = std::fs::read_link("/proc/self/exe") else {
         return none;
     };
-    let Ok(found) = super::resolve::resolve_user(
-        &exe,
-        "rprof::probe::cost::calibration_target",
-        false,
-        &[],
-    ) else {
+    let Ok(found) =
+        super::resolve::resolve_user(&exe, "rprof::probe::cost::calibration_target", false, &[])
+    else {
         return none;
     };
     let Some(TargetKind::User { path, offset, .. }) = found.into_iter().next().map(|t| t.kind)

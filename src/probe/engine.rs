@@ -148,6 +148,8 @@ pub fn describe(planned: &[PlannedEvent], ring_mode: Option<&str>) -> String {
     match (ring, perf) {
         (0, _) => "engine: perf".to_string(),
         (_, 0) => format!("engine: {ring_name}"),
-        _ => format!("engines: {ring_name} for {ring} events, perf for {perf} (files other processes map)"),
+        _ => format!(
+            "engines: {ring_name} for {ring} events, perf for {perf} (files other processes map)"
+        ),
     }
 }

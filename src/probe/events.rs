@@ -109,16 +109,17 @@ pub(super) fn open_events(
     let id_bits = if opts.stacks { sample::IDENTIFIER } else { 0 };
     // Mmaps (to map user addresses back to functions), forks (threads to processes) and exits (to close the
     // open calls of threads that end mid-call).
-    let side = common(Attr::dummy().sample_type(sample::TIME | id_bits).side_band());
+    let side = common(
+        Attr::dummy()
+            .sample_type(sample::TIME | id_bits)
+            .side_band(),
+    );
     let mut plan: Vec<(Attr, RecordParseInfo)> = vec![(side, side.parse_info())];
     let mut members: Vec<&PlannedEvent> = Vec::new();
     for p in planned.iter().filter(|p| !p.ring) {
         let id = tracefs.event_id(&p.group, &p.event)?;
-        let mut attr = common(Attr::tracepoint(id).sample_type(sample_bits(
-            opts.stacks,
-            p.role,
-            p.user,
-        )));
+        let mut attr =
+            common(Attr::tracepoint(id).sample_type(sample_bits(opts.stacks, p.role, p.user)));
         if opts.stacks {
             attr = attr.max_stack(127);
             if p.user && p.role != Role::Return {

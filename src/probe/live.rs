@@ -77,8 +77,14 @@ pub(super) enum Item {
     /// A change of a process's mappings (MMAP2, COMM exec, FORK).
     Task(TaskEvent),
     /// A new thread `tid` of process `pid` (FORK).
-    Thread { pid: u32, tid: u32 },
-    Exit { pid: u32, tid: u32 },
+    Thread {
+        pid: u32,
+        tid: u32,
+    },
+    Exit {
+        pid: u32,
+        tid: u32,
+    },
 }
 
 /// How the perf records of a probe session parse: one layout for all (no IDENTIFIER), or per event id (`-g`,
@@ -142,19 +148,22 @@ pub(super) fn decode(
             },
         ),
         (_, Ok(record)) => {
-            let time = match &record {
-                EventRecord::Fork(f) => {
-                    merge.push(
-                        f.timestamp,
-                        Item::Thread {
-                            pid: f.pid as u32,
-                            tid: f.tid as u32,
-                        },
-                    );
-                    f.timestamp
-                }
-                _ => time,
+            // Threads and their processes: from forks, and from the COMM record of an exec (a launched command
+            // was forked before the events existed).
+            let (time, thread) = match &record {
+                EventRecord::Fork(f) => (f.timestamp, Some((f.pid, f.tid))),
+                EventRecord::Comm(c) => (time, Some((c.pid, c.tid))),
+                _ => (time, None),
             };
+            if let Some((pid, tid)) = thread {
+                merge.push(
+                    time,
+                    Item::Thread {
+                        pid: pid as u32,
+                        tid: tid as u32,
+                    },
+                );
+            }
             if let Some(task) = TaskEvent::from_record(&record) {
                 merge.push(time, Item::Task(task));
             }

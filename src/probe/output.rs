@@ -142,7 +142,11 @@ fn write_footer(w: &mut dyn Write, report: &Report) -> io::Result<()> {
                 human_ns(ns)
             )?;
         } else {
-            writeln!(w, "each counted call cost about {} (measured at start)", human_ns(ns))?;
+            writeln!(
+                w,
+                "each counted call cost about {} (measured at start)",
+                human_ns(ns)
+            )?;
         }
     }
     if s.lost > 0 {

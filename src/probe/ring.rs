@@ -85,7 +85,10 @@ impl RingEngine {
 
     /// The ring descriptors to poll.
     pub(super) fn fds(&self) -> Vec<BorrowedFd<'_>> {
-        self.rings.as_ref().map(FtraceRings::fds).unwrap_or_default()
+        self.rings
+            .as_ref()
+            .map(FtraceRings::fds)
+            .unwrap_or_default()
     }
 
     /// Read every CPU's ring once into the merge; returns the events read.
@@ -124,7 +127,11 @@ impl RingEngine {
     }
 
     /// Enable the calibration events for this thread alone (before the targets' are set).
-    pub(super) fn calibrate_on(&mut self, group: &str, events: &[&str]) -> Result<(), TracefsError> {
+    pub(super) fn calibrate_on(
+        &mut self,
+        group: &str,
+        events: &[&str],
+    ) -> Result<(), TracefsError> {
         let tid = nix::unistd::gettid().as_raw() as u32;
         self.instance.set_event_pids(&[tid])?;
         for e in events {

@@ -16,7 +16,9 @@ use super::stacks::StackCounter;
 use super::stats::Stats;
 use super::{cost, ProbeError, ProbeOptions, RunSummary, TaskTarget};
 use crate::merge::OrderedMerge;
-use crate::perf::{self, EventInfos, Handler, PerfError, RawRecord, StopSignals, StopWhen, Workload};
+use crate::perf::{
+    self, EventInfos, Handler, PerfError, RawRecord, StopSignals, StopWhen, Workload,
+};
 use crate::process::AddressSpaces;
 use crate::tracefs::Tracefs;
 use linux_perf_event_reader::RecordParseInfo;
@@ -125,9 +127,8 @@ fn run_counters(
         cost_note(probe_cost, "per counted call"),
         s.started.elapsed().as_secs_f64()
     );
-    let mut empty: perf::EventSet<()> = perf::EventSet::open(&[], &[], &[], 1, &mut |_, _| {
-        perf::Refused::Fail
-    })?;
+    let mut empty: perf::EventSet<()> =
+        perf::EventSet::open(&[], &[], &[], 1, &mut |_, _| perf::Refused::Fail)?;
     let mut handler = CountLoop {
         counters: &mut counters,
         s_opts: s.opts,
@@ -170,7 +171,15 @@ impl Handler<()> for CountLoop<'_> {
     }
     fn tick(&mut self) -> Result<(), ProbeError> {
         let stats = self.counters.take()?;
-        write_report(self.out, self.s_opts, self.names, &stats, false, 0, self.cost)
+        write_report(
+            self.out,
+            self.s_opts,
+            self.names,
+            &stats,
+            false,
+            0,
+            self.cost,
+        )
     }
 }
 
@@ -230,9 +239,9 @@ fn run_sampled(
     let mut ring = None;
     if want_ring
         && !(opts.engine == EngineChoice::Auto
-            && planned.iter().all(|p| {
-                engine::shared_file(p, s.targets, &shared).is_some_and(|f| f.others > 0)
-            }))
+            && planned
+                .iter()
+                .all(|p| engine::shared_file(p, s.targets, &shared).is_some_and(|f| f.others > 0)))
     {
         match RingEngine::create(s.tracefs, &s.group_name, opts) {
             Ok(r) => ring = Some(r),
@@ -317,6 +326,9 @@ fn run_sampled(
             }
             TaskTarget::Command(_) => {}
         }
+    }
+    if let Some(w) = &s.workload {
+        sink.threads.insert(w.pid() as u32, w.pid() as u32);
     }
     start(s)?;
     if s.workload.is_none() {

@@ -244,7 +244,12 @@ impl Instance {
     /// Whether children of the threads in `set_event_pid` join the list when they are forked
     /// (`options/event-fork`).
     pub fn set_event_fork(&self, on: bool) -> Result<(), TracefsError> {
-        self.write("options/event-fork", flag(on))
+        self.set_option("event-fork", on)
+    }
+
+    /// Set a trace option (`options/NAME`), e.g. `overwrite` (off: a full ring drops new events).
+    pub fn set_option(&self, name: &str, on: bool) -> Result<(), TracefsError> {
+        self.write(Path::new("options").join(name), flag(on))
     }
 
     /// Enable or disable the event `GROUP/EVENT` in this instance.

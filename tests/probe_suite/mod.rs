@@ -1,7 +1,6 @@
 // Live tests of `rprof probe` on real programs built from `fixtures/` (needs root and uprobes), included by
 // tests/probe_live*.rs, each of which sets ENGINE (None: rprof's own choice) for every rprof it runs.
 // Without privileges they skip with a reason, unless RPROF_REQUIRE_PRIVILEGED=1 makes them fail.
-mod common;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
