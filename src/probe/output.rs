@@ -138,7 +138,8 @@ fn write_footer(w: &mut dyn Write, report: &Report) -> io::Result<()> {
         if report.timed {
             writeln!(
                 w,
-                "durations include about {} of probe cost per call (measured at start)",
+                "probe cost about {} per call (entry and return probes, measured at start); durations include \
+                 part of it",
                 human_ns(ns)
             )?;
         } else {

@@ -340,10 +340,7 @@ fn run_sampled(
          Ctrl-C to end",
         defs.len(),
         events.len(),
-        cost_note(
-            probe_cost,
-            if timed { "per call (inside every duration)" } else { "per call" }
-        ),
+        cost_note(probe_cost, "per call"),
         s.started.elapsed().as_secs_f64()
     );
     let mut live = Live {

@@ -842,7 +842,7 @@ fn engine_is_named_and_probe_cost_shown() {
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no func_a row: {out}"));
     assert_eq!(count, 3000, "{out}");
-    assert!(out.contains("durations include about"), "no probe cost line: {out}");
+    assert!(out.contains("probe cost about"), "no probe cost line: {out}");
 
     let (out, err) = run_env(&["probe", "c:malloc", "--csv", "--", path(&f.c), "malloc", "500"], &[]);
     assert!((500..600).contains(&row(&csv_rows(&out), "malloc").1), "{out}");
