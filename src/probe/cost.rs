@@ -131,10 +131,12 @@ impl Calibration {
             return None;
         }
         let events: Vec<&str> = self.defs.iter().map(|d| d.event.as_str()).collect();
-        let ring = std::cell::RefCell::new(ring);
         difference(
-            || ring.borrow_mut().calibrate_on(&self.group, &events).ok(),
-            |()| ring.borrow_mut().calibrate_off(&self.group, &events),
+            || {
+                ring.calibrate_on(&self.group, &events).ok()?;
+                Some(ring)
+            },
+            |ring| ring.calibrate_off(&self.group, &events),
         )
     }
 
