@@ -3,7 +3,6 @@
 //! (`durations include about 2.10us of probe cost per call`).
 use super::group::SP_FETCH;
 use super::live::PerfParse;
-use super::resolve::TargetKind;
 use super::ring::RingEngine;
 use crate::perf::attr::sample;
 use crate::perf::{Attr, EventSet, PerfEvent, Refused};
@@ -38,15 +37,8 @@ pub(super) fn plan(group: &str, count_only: bool, counters: bool) -> Calibration
         defs: Vec::new(),
         group: group.to_string(),
     };
-    let Ok(exe) = std::fs::read_link("/proc/self/exe") else {
-        return none;
-    };
-    let Ok(found) =
-        super::resolve::resolve_user(&exe, "rprof::probe::cost::calibration_target", false, &[])
-    else {
-        return none;
-    };
-    let Some(TargetKind::User { path, offset, .. }) = found.into_iter().next().map(|t| t.kind)
+    let Some((path, offset)) =
+        own_file_offset(calibration_target as fn(u64) -> u64 as usize as u64)
     else {
         return none;
     };
@@ -61,7 +53,7 @@ pub(super) fn plan(group: &str, count_only: bool, counters: bool) -> Calibration
         is_return,
         location: ProbeLocation::User {
             path: path.clone(),
-            offset: offset.0,
+            offset,
         },
         fetch: fetch.clone(),
     };
@@ -73,6 +65,17 @@ pub(super) fn plan(group: &str, count_only: bool, counters: bool) -> Calibration
         defs,
         group: group.to_string(),
     }
+}
+
+/// The file and file offset of an address of rprof's own code, from /proc/self/maps: what a uprobe on it needs,
+/// without reading the symbol table (which takes seconds for a large binary on a slow machine).
+fn own_file_offset(addr: u64) -> Option<(std::path::PathBuf, u64)> {
+    let maps = crate::process::maps(std::process::id() as i32).ok()?;
+    let m = maps
+        .iter()
+        .find(|m| m.exec && m.start <= addr && addr < m.end)
+        .filter(|m| m.path.starts_with('/') && !m.path.ends_with(" (deleted)"))?;
+    Some((m.path.clone().into(), addr - m.start + m.offset))
 }
 
 /// The fastest of [`BATCHES`] batches of [`CALLS`] calls, in ns per call.
