@@ -77,6 +77,10 @@ pub struct ProbeArgs {
     /// A directory searched for separate debug files (repeatable; default /usr/lib/debug).
     #[arg(long = "debug-dir", value_name = "DIR")]
     pub debug_dirs: Vec<PathBuf>,
+    /// Leave the launched COMMAND running when rprof ends or dies (by default it gets SIGTERM when rprof ends
+    /// first, and SIGKILL when rprof is killed).
+    #[arg(long = "keep-workload", requires = "command")]
+    pub keep_workload: bool,
     /// The command to launch and follow, after `--`.
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
@@ -115,6 +119,7 @@ impl ProbeArgs {
             mmap_pages: self.mmap_pages,
             engine: self.engine,
             ring_read: self.ring_read,
+            keep_workload: self.keep_workload,
             ..ProbeOptions::default()
         };
         if !self.debug_dirs.is_empty() {

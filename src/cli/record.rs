@@ -16,6 +16,10 @@ use std::time::Duration;
     override_usage = "rprof record [OPTIONS] <-p PID[,PID] | -t TID | -a | -C CPUS | -- COMMAND [ARGS]...>",
     after_help = "Examples:\n  rprof record -F 99 -g -p 1234\n  rprof record -g -- ./prog args\n  \
                   rprof record -a -g -d 5\n  rprof record --call-graph dwarf -- ./release-build\n\n\
+                  If rprof is killed (SIGKILL, the OOM killer) the recording keeps everything but the last \
+                  quarter second or so: records reach the file four times a second, and `rprof report` (or \
+                  `perf report`) reads an unfinished file with a warning; it lacks build ids and the command \
+                  line. SIGINT, SIGTERM and SIGHUP finish the file properly.\n\n\
                   Exit status: with -- COMMAND, the command's own (128+N when signal N killed it), as perf record \
                   does; otherwise 0. 1 when rprof itself fails, 2 for a usage error."
 )]
@@ -75,6 +79,10 @@ pub struct RecordArgs {
     /// report uses to name kernel frames.
     #[arg(short = 'N', long = "no-buildid-cache")]
     pub no_buildid_cache: bool,
+    /// Leave the launched COMMAND running when rprof ends or dies (by default it gets SIGTERM when rprof ends
+    /// first, and SIGKILL when rprof is killed).
+    #[arg(long = "keep-workload", requires = "command")]
+    pub keep_workload: bool,
     /// Print nothing but errors.
     #[arg(short = 'q', long = "quiet")]
     pub quiet: bool,
@@ -118,6 +126,7 @@ pub fn config(a: &RecordArgs) -> RecordConfig {
         cmdline: std::env::args().collect(),
         debug_dirs: a.debug_dir.clone(),
         no_buildid_cache: a.no_buildid_cache,
+        keep_workload: a.keep_workload,
     }
 }
 

@@ -63,6 +63,9 @@ pub fn run(a: ReportArgs) -> anyhow::Result<u8> {
         demangle: true,
     };
     let profile = report::load(&a.input, &filter, opts)?;
+    if let Some(salvaged) = &profile.salvaged {
+        eprintln!("rprof report: warning: {}", salvaged.warning());
+    }
     if profile.unwound.unwound > 0 {
         eprintln!("rprof report: {}", advice::dwarf_summary(&profile.unwound));
     }

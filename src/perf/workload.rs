@@ -1,5 +1,7 @@
 //! Launching the profiled command: fork a child that waits on a pipe, open the events on it, then let it exec.
 //! (perf's `evlist__prepare_workload` does the same.) Exec failures come back through a close-on-exec pipe.
+//! Unless it is kept, the command gets SIGKILL when rprof dies, even by SIGKILL (`PR_SET_PDEATHSIG`, set in
+//! the child before exec), and SIGTERM when rprof ends before it.
 use super::PerfError;
 use nix::sys::signal::{kill, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
@@ -15,11 +17,14 @@ pub struct Workload {
     exec_status: Option<std::fs::File>,
     program: String,
     reaped: Option<WaitStatus>,
+    /// `--keep-workload`: leave the command running when rprof ends or dies.
+    keep: bool,
 }
 
 impl Workload {
-    /// Fork a child that will exec `argv` once [`Workload::start`] is called.
-    pub fn prepare(argv: &[String]) -> Result<Workload, PerfError> {
+    /// Fork a child that will exec `argv` once [`Workload::start`] is called. Unless `keep`, the child dies
+    /// with rprof.
+    pub fn prepare(argv: &[String], keep: bool) -> Result<Workload, PerfError> {
         let program = argv.first().cloned().unwrap_or_default();
         let exec_err = |source| PerfError::Exec {
             program: program.clone(),
@@ -40,12 +45,23 @@ impl Workload {
             .map_err(|e| PerfError::Spawn(e.into()))?;
         let (st_r, st_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
             .map_err(|e| PerfError::Spawn(e.into()))?;
+        let parent = nix::unistd::getpid();
         // SAFETY: rprof is single-threaded when it launches the workload (record/probe call this before
-        // starting any thread). The child only reads a pipe, calls execvp and writes an errno before _exit.
+        // starting any thread). The child only calls prctl, reads a pipe, calls execvp and writes an errno
+        // before _exit.
         match unsafe { nix::unistd::fork() }.map_err(|e| PerfError::Spawn(e.into()))? {
             ForkResult::Child => {
                 drop(go_w);
                 drop(st_r);
+                // The signal comes when the thread that forked us ends: rprof's main thread, which lives as long
+                // as rprof. If rprof died before prctl, getppid no longer names it.
+                if !keep
+                    && (nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).is_err()
+                        || nix::unistd::getppid() != parent)
+                {
+                    // SAFETY: _exit ends the forked child without running the parent's atexit handlers.
+                    unsafe { libc::_exit(126) };
+                }
                 let mut go = std::fs::File::from(go_r);
                 let mut byte = [0u8; 1];
                 if !matches!(go.read(&mut byte), Ok(1)) {
@@ -68,6 +84,7 @@ impl Workload {
                     exec_status: Some(st_r.into()),
                     program,
                     reaped: None,
+                    keep,
                 })
             }
         }
@@ -125,7 +142,7 @@ impl Drop for Workload {
             // Never started: the child is blocked on the pipe; closing it makes the child exit.
             self.go = None;
             let _ = waitpid(self.pid, None);
-        } else if self.try_wait().is_none() {
+        } else if !self.keep && self.try_wait().is_none() {
             let _ = kill(self.pid, Signal::SIGTERM);
             let _ = waitpid(self.pid, None);
         }

@@ -115,6 +115,8 @@ pub struct ProbeOptions {
     pub ring_read: bool,
     /// Roots searched for separate debug files.
     pub debug_dirs: Vec<PathBuf>,
+    /// Leave the launched command running when rprof ends or dies.
+    pub keep_workload: bool,
 }
 
 impl Default for ProbeOptions {
@@ -136,6 +138,7 @@ impl Default for ProbeOptions {
             engine: EngineChoice::Auto,
             ring_read: false,
             debug_dirs: vec![PathBuf::from("/usr/lib/debug")],
+            keep_workload: false,
         }
     }
 }

@@ -61,7 +61,7 @@ pub fn run(
     let signals = StopSignals::register()?;
     // Fork the command before anything else starts (the child waits for us before exec).
     let workload = match &opts.target {
-        TaskTarget::Command(argv) => Some(Workload::prepare(argv)?),
+        TaskTarget::Command(argv) => Some(Workload::prepare(argv, opts.keep_workload)?),
         _ => None,
     };
     let tasks: Vec<i32> = match &opts.target {

@@ -74,6 +74,8 @@ pub struct RecordConfig {
     pub debug_dirs: Vec<PathBuf>,
     /// Do not copy /proc/kallsyms into the build-id cache (perf's `-N`).
     pub no_buildid_cache: bool,
+    /// Leave the launched command running when rprof ends or dies.
+    pub keep_workload: bool,
 }
 
 impl Default for RecordConfig {
@@ -92,6 +94,7 @@ impl Default for RecordConfig {
             cmdline: Vec::new(),
             debug_dirs: vec![PathBuf::from("/usr/lib/debug")],
             no_buildid_cache: false,
+            keep_workload: false,
         }
     }
 }
@@ -129,7 +132,7 @@ pub fn record(
     let kernel_attr = attrs::build_attr(cfg);
     let file_attr = attrs::file_attr_for(cfg, kernel_attr);
     let mut workload = match &cfg.target {
-        Target::Command(argv) => Some(Workload::prepare(argv)?),
+        Target::Command(argv) => Some(Workload::prepare(argv, cfg.keep_workload)?),
         _ => None,
     };
     let tasks = attrs::tasks(cfg, workload.as_ref())?;

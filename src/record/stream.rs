@@ -57,7 +57,7 @@ impl Handler<()> for Stream {
             self.writer
                 .write_record(&[&recording::encode_finished_round()])?;
         }
-        Ok(())
+        Ok(self.writer.flush_if_due()?)
     }
 }
 

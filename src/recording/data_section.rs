@@ -137,6 +137,16 @@ impl DataSection {
         })
     }
 
+    /// The file offset of `start` (relative to the data section).
+    pub(super) fn file_offset(&self, start: u64) -> u64 {
+        self.offset + start
+    }
+
+    /// The file offset where the walk stands: the end of the last whole record walked.
+    pub(super) fn walked_to(&self) -> u64 {
+        self.file_offset(self.walk_pos)
+    }
+
     /// A record of the current round was queued.
     pub(super) fn queued(&mut self) {
         if let Some(round) = self.rounds.back_mut() {

@@ -45,6 +45,17 @@ pub enum RecordingError {
     },
     #[error("{path} is not a valid perf.data recording: {reason}")]
     Corrupt { path: PathBuf, reason: String },
+    /// The events before `read_to` were read, and then the data section ended early or was damaged, or the
+    /// feature sections (build ids, command line) are missing or damaged. Returned after those events.
+    #[error("{path} {}: {reason}; the events up to byte {read_to} were read", if *.unfinished { "was not finished" } else { "is damaged" })]
+    Incomplete {
+        path: PathBuf,
+        reason: String,
+        /// The header was never completed: the recorder was killed (data size 0, no feature sections).
+        unfinished: bool,
+        /// The file offset where the last whole record read ends.
+        read_to: u64,
+    },
 }
 
 /// One event attribute as stored in the file.

@@ -59,6 +59,8 @@ pub struct Reader {
     /// and where in that list a damaged record found by the walk goes.
     problems: Vec<String>,
     walk_problem_at: usize,
+    /// The header was never completed (data size 0, no feature sections).
+    unfinished: bool,
     done: bool,
 }
 
@@ -99,10 +101,12 @@ impl Reader {
 
         // How much of the data section to read, and whether the feature sections exist.
         let available = file_len - data.0;
-        let unfinished = data.1 == 0 && features == [0; 4] && available > 0;
         let truncated = section_end(data.0, data.1, file_len).is_none();
+        // An unfinished recording: rprof's writer keeps the feature bits 0 and updates the data size as it goes
+        // (so `perf report` can read a killed recording); perf leaves the data size 0 until it finishes.
+        let unfinished = data.1 == 0 || features == [0; 4];
         let (data_len, tail_error, keep_features) = if unfinished {
-            let why = "the recording was not finished (the recorder was killed before writing its header)";
+            let why = "its header was never completed, so it has no build ids or command line";
             (available, Some(why.to_string()), false)
         } else if truncated {
             let why = format!(
@@ -208,6 +212,7 @@ impl Reader {
             build_ids,
             problems,
             walk_problem_at,
+            unfinished,
             done: false,
         })
     }
@@ -308,6 +313,15 @@ impl Reader {
         Ok(())
     }
 
+    fn incomplete(&self, reason: String, read_to: u64) -> RecordingError {
+        RecordingError::Incomplete {
+            path: self.path.clone(),
+            reason,
+            unfinished: self.unfinished,
+            read_to,
+        }
+    }
+
     /// The next event in time order (as perf orders them, by FINISHED_ROUND), or None at the end. Records of
     /// other types are skipped. After an error, returns None.
     pub fn next_event(&mut self) -> Result<Option<Event>, RecordingError> {
@@ -325,7 +339,8 @@ impl Reader {
                 if self.problems.is_empty() {
                     return Ok(None);
                 }
-                return Err(Self::corrupt(&self.path, self.problems.join("; ")));
+                let reason = self.problems.join("; ");
+                return Err(self.incomplete(reason, self.data.walked_to()));
             };
             let header = self.data.record(start, 8);
             let size = usize::from(u16::from_le_bytes([header[6], header[7]]));
@@ -344,7 +359,7 @@ impl Reader {
                 Ok(None) => continue,
                 Err(reason) => {
                     self.done = true;
-                    return Err(Self::corrupt(&self.path, reason));
+                    return Err(self.incomplete(reason, self.data.file_offset(start)));
                 }
             }
         }

@@ -4,7 +4,10 @@
 //! (`perf_file_attr` = attr + `perf_file_section` of its ids) | data section | feature section table |
 //! feature sections. The header, ids and attrs are written by [`Writer::create`] with a placeholder header
 //! (data size 0, no features), so a recording cut short by a kill still has its attrs and records and the
-//! reader can tell it was not finished. [`Writer::finish`] appends the features and rewrites the header.
+//! reader can tell it was not finished. [`Writer::flush_if_due`] gets the records to the file as the session
+//! goes (a SIGKILL loses the last quarter of a second at most) and then updates the header's data size, so that `perf
+//! report` reads a killed recording too; the feature bits stay 0, which is how rprof's reader tells that the
+//! file was not finished. [`Writer::finish`] appends the features and rewrites the header.
 use std::fs::File;
 use std::io::{BufWriter, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -18,6 +21,8 @@ use super::{BuildIdEntry, FileAttr, Meta, RecordingError};
 
 /// `sizeof(struct perf_file_header)`.
 pub(crate) const HEADER_SIZE: u64 = 104;
+/// Where `perf_file_header.data.size` is.
+const DATA_SIZE_AT: u64 = 48;
 /// `sizeof(struct perf_file_section)`.
 const SECTION_SIZE: u64 = 16;
 /// PERF_ATTR_SIZE_VER0, the smallest `perf_event_attr`.
@@ -26,6 +31,9 @@ const ATTR_SIZE_VER0: usize = 64;
 const ATTR_SIZE_VER7: usize = 128;
 /// The write buffer: records arrive in small pieces on the hot path of `rprof record`.
 const BUFFER_SIZE: usize = 4 << 20;
+/// [`Writer::flush_if_due`] writes the buffer out when it is this old or holds this many bytes.
+const FLUSH_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
+const FLUSH_BYTES: usize = 1 << 20;
 
 /// The fields of `struct perf_file_header`.
 #[derive(Debug)]
@@ -72,6 +80,7 @@ pub struct Writer {
     attrs_offset: u64,
     data_offset: u64,
     data_size: u64,
+    last_flush: std::time::Instant,
 }
 
 /// Make every attr `attr_len` bytes long (zero-extended, with its `size` field updated), where `attr_len`
@@ -141,6 +150,7 @@ impl Writer {
             attrs_offset: 0,
             data_offset: 0,
             data_size: 0,
+            last_flush: std::time::Instant::now(),
         };
         let mut head = Vec::new();
         let mut id_sections = Vec::new();
@@ -163,6 +173,7 @@ impl Writer {
         let placeholder = w.header([0; 4]);
         w.write(&placeholder)?;
         w.write(&head)?;
+        w.flush()?;
         Ok(w)
     }
 
@@ -194,6 +205,31 @@ impl Writer {
             self.data_size += part.len() as u64;
         }
         Ok(())
+    }
+
+    /// Write the buffered records to the file if the last write was [`FLUSH_EVERY`] ago or the buffer holds
+    /// [`FLUSH_BYTES`]; call it between whole records (at the end of a round), so that a killed recorder leaves
+    /// a file that ends with a whole record.
+    pub fn flush_if_due(&mut self) -> Result<(), RecordingError> {
+        if self.last_flush.elapsed() >= FLUSH_EVERY || self.out.buffer().len() >= FLUSH_BYTES {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Write the buffer out, then the data size into the header (records first: the size never covers bytes
+    /// that are not in the file).
+    fn flush(&mut self) -> Result<(), RecordingError> {
+        use std::os::unix::fs::FileExt;
+        self.last_flush = std::time::Instant::now();
+        let size = self.data_size.to_le_bytes();
+        self.out
+            .flush()
+            .and_then(|_| self.out.get_ref().write_all_at(&size, DATA_SIZE_AT))
+            .map_err(|source| RecordingError::Write {
+                path: self.path.clone(),
+                source,
+            })
     }
 
     /// Bytes of records written so far.

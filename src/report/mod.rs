@@ -72,6 +72,62 @@ pub struct Profile {
     pub throttled: u64,
     /// How the user stack copies of the samples unwound (recordings of `perf record --call-graph dwarf`).
     pub unwound: DwarfStats,
+    /// The recording was not finished or is damaged: what was read of it (the report holds what was).
+    pub salvaged: Option<Salvaged>,
+}
+
+/// What was read of a recording that was not finished (its recorder was killed) or is damaged.
+#[derive(Debug)]
+pub struct Salvaged {
+    /// The samples read from the file (before the pid, tid and comm filters).
+    pub samples: u64,
+    /// The recording error that ended the reading ([`RecordingError::Incomplete`]).
+    pub error: RecordingError,
+}
+
+impl Salvaged {
+    /// The one warning line: what happened, how much was read, and what may be missing.
+    pub fn warning(&self) -> String {
+        let RecordingError::Incomplete {
+            path,
+            reason,
+            unfinished,
+            read_to,
+        } = &self.error
+        else {
+            return self.error.to_string();
+        };
+        let what = if *unfinished {
+            "was not finished (was its recorder killed?)".to_string()
+        } else {
+            format!("is incomplete ({reason})")
+        };
+        let missing = if *unfinished {
+            "; symbols of mappings not yet written may be missing, binaries are taken from this system \
+             unchecked (no build ids), and the command line was not recorded"
+        } else {
+            ""
+        };
+        format!(
+            "{} {what}: read {} samples up to byte {}{missing}",
+            path.display(),
+            thousands(self.samples),
+            thousands(*read_to)
+        )
+    }
+}
+
+/// `1234567` as `1,234,567`.
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// A raw stack as sampled: what [`Session::add_sample`] resolves, and the key of its cache.
@@ -142,6 +198,8 @@ pub fn load(
         (pid_set.is_empty() || pid_set.contains(&sample.pid))
             && (tid_set.is_empty() || tid_set.contains(&sample.tid))
     };
+    let mut samples_read = 0u64;
+    let mut salvaged = None;
     // The file is parsed on a thread of its own, in batches, while this one resolves and symbolizes.
     std::thread::scope(|scope| -> Result<(), ReportError> {
         let (sender, batches) = std::sync::mpsc::sync_channel(QUEUED_BATCHES);
@@ -150,7 +208,16 @@ pub fn load(
             .spawn_scoped(scope, move || read_batches(reader, sender))
             .map_err(ReportError::Output)?;
         for batch in batches {
-            for event in batch? {
+            let batch = match batch {
+                Ok(batch) => batch,
+                Err(error @ RecordingError::Incomplete { .. }) => {
+                    salvaged = Some(error);
+                    break;
+                }
+                Err(e) => return Err(e.into()),
+            };
+            for event in batch {
+                samples_read += matches!(event, Event::Sample(_)) as u64;
                 match event {
                     Event::Sample(sample) if !keep(&sample) => {}
                     event => s.handle(event, &filter.comms),
@@ -159,7 +226,12 @@ pub fn load(
         }
         Ok(())
     })?;
-    Ok(s.finish())
+    let mut profile = s.finish();
+    profile.salvaged = salvaged.map(|error| Salvaged {
+        samples: samples_read,
+        error,
+    });
+    Ok(profile)
 }
 
 /// Events per message from the reading thread.
