@@ -1,0 +1,238 @@
+//! Recordings that survive a killed recorder, and launched commands that do not outlive it: `rprof record`
+//! SIGKILLed mid-run leaves a file that `rprof report` (and `perf report`) read with one warning, perf's own
+//! SIGKILLed file is read the same way, and `-- CMD` dies with rprof unless `--keep-workload`.
+mod common;
+
+use common::{build_c, privileged, read_line, rprof, wait_for_cpu, KillOnDrop, FP};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// CPU time of the target during each recording: the samples a run gets at 999 Hz depend on it, not on how
+/// long the machine takes to give it.
+const WORK: Duration = Duration::from_secs(2);
+
+/// A spinning fixture (main -> spin_outer -> spin_leaf) that runs until killed.
+fn spinner(dir: &Path) -> KillOnDrop {
+    let bin = build_c(dir, "recording_spin.c", FP);
+    KillOnDrop(Command::new(bin).arg("3600000").spawn().unwrap())
+}
+
+/// `rprof record -F 999 -g -p PID -o DATA`, once it said it is sampling; its stderr is drained after that.
+fn start_record(pid: u32, data: &Path, extra: &[&str]) -> Child {
+    let mut child = rprof()
+        .args(["record", "-F", "999", "-g", "-o"])
+        .arg(data)
+        .args(extra)
+        .args(["-p", &pid.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let line = read_line(&mut stderr);
+    assert!(line.contains("sampling"), "rprof record said: {line}");
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    child
+}
+
+/// `rprof report -i DATA`: the sample count of its table header and its stderr lines.
+fn report(data: &Path) -> (u64, Vec<String>) {
+    let out = rprof().args(["report", "-i"]).arg(data).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "rprof report -i {} failed: {stderr}",
+        data.display()
+    );
+    let samples = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("# ")?.split_once(" samples"))
+        .and_then(|(n, _)| n.parse().ok())
+        .unwrap_or_else(|| panic!("no '# N samples' line in:\n{stdout}"));
+    (samples, stderr.lines().map(str::to_string).collect())
+}
+
+/// The one warning line about an unfinished file, checked for what it must say.
+fn assert_one_unfinished_warning(lines: &[String], data: &Path, samples: u64) {
+    let warnings: Vec<&String> = lines.iter().filter(|l| l.contains("warning")).collect();
+    assert_eq!(warnings.len(), 1, "one warning line: {lines:?}");
+    let w = warnings[0];
+    let count = format!("read {} samples", thousands(samples));
+    assert!(
+        w.contains(&data.display().to_string())
+            && w.contains("was not finished")
+            && w.contains(&count),
+        "the warning names the file, says it was not finished and gives the samples ({count}): {w}"
+    );
+}
+
+fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Check that `rprof record -F 999 -g -p PID` SIGKILLed after 2 s of the target's CPU time leaves a file that
+/// `rprof report` reads with one warning and at least half the samples of a run of the same length that was
+/// ended with SIGINT (records reach the file 4 times a second, so about 85% are expected), and that `perf
+/// report` reads it too.
+#[test]
+fn sigkilled_record_keeps_its_samples() {
+    if !privileged("sigkilled_record_keeps_its_samples") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let spin = spinner(dir.path());
+    let pid = spin.0.id();
+
+    let clean = dir.path().join("clean.data");
+    let mut rec = start_record(pid, &clean, &[]);
+    wait_for_cpu(pid, WORK);
+    kill(Pid::from_raw(rec.id() as i32), Signal::SIGINT).unwrap();
+    assert!(rec.wait().unwrap().success(), "the SIGINTed run failed");
+    let (clean_samples, clean_err) = report(&clean);
+    assert!(
+        !clean_err.iter().any(|l| l.contains("warning")),
+        "a finished file gives no warning: {clean_err:?}"
+    );
+
+    let killed = dir.path().join("killed.data");
+    let mut rec = start_record(pid, &killed, &[]);
+    wait_for_cpu(pid, WORK);
+    rec.kill().unwrap();
+    rec.wait().unwrap();
+    let (samples, lines) = report(&killed);
+    assert_one_unfinished_warning(&lines, &killed, samples);
+    eprintln!(
+        "SIGKILL after {WORK:?} of CPU: {samples} samples, {clean_samples} in a finished run"
+    );
+    assert!(
+        samples * 2 >= clean_samples,
+        "{samples} samples after SIGKILL, {clean_samples} in a finished run of the same length"
+    );
+
+    if common::perf_tool("sigkilled_record_keeps_its_samples (perf report part)") {
+        let out = Command::new("perf")
+            .args(["report", "--stdio", "-i"])
+            .arg(&killed)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && text.contains("# Samples:"),
+            "perf report on the killed file: {}{text}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// Check that a `perf record` SIGKILLed after 2 s of the target's CPU time (small rings, so perf has written
+/// something) is read by `rprof report` with the same one warning, samples of the fixture included.
+#[test]
+fn sigkilled_perf_record_file_is_read() {
+    if !privileged("sigkilled_perf_record_file_is_read")
+        || !common::perf_tool("sigkilled_perf_record_file_is_read")
+    {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let spin = spinner(dir.path());
+    let pid = spin.0.id();
+    let data = dir.path().join("perf.data");
+    let mut perf = Command::new("perf")
+        .args(["record", "-m", "8", "-F", "999", "-g", "-o"])
+        .arg(&data)
+        .args(["-p", &pid.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for_cpu(pid, WORK);
+    perf.kill().unwrap();
+    perf.wait().unwrap();
+    let (samples, lines) = report(&data);
+    assert_one_unfinished_warning(&lines, &data, samples);
+    // perf writes what it read when a ring is half full (16 KiB): most of 2 s at 999 Hz is there.
+    assert!(
+        samples >= 500,
+        "{samples} samples read from perf's killed file"
+    );
+    let out = rprof()
+        .args(["report", "--folded", "-i"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    let folded = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        folded.contains("main;spin_outer;spin_leaf"),
+        "the fixture's stacks: {folded}"
+    );
+}
+
+/// Whether process `pid` is gone (or a zombie nobody reaped yet), waiting up to `wait` for it.
+fn gone(pid: u32, wait: Duration) -> bool {
+    let deadline = Instant::now() + wait;
+    loop {
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| s.rsplit_once(") ").map(|(_, rest)| rest.chars().next()));
+        if matches!(state, None | Some(Some('Z'))) {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Check that the command `rprof record -- CMD` launched is killed with rprof (SIGKILL), and that
+/// `--keep-workload` leaves it running.
+#[test]
+fn launched_command_dies_with_rprof() {
+    if !privileged("launched_command_dies_with_rprof") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = build_c(dir.path(), "recording_spin.c", FP);
+    for keep in [false, true] {
+        let data = dir.path().join(format!("keep{keep}.data"));
+        let mut cmd = rprof();
+        cmd.args(["record", "-F", "99", "-o"]).arg(&data);
+        if keep {
+            cmd.arg("--keep-workload");
+        }
+        let mut rec = cmd
+            .args(["--", bin.to_str().unwrap(), "3600000"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let workload = common::only_child(rec.id());
+        wait_for_cpu(workload, Duration::from_millis(50));
+        rec.kill().unwrap();
+        rec.wait().unwrap();
+        if keep {
+            assert!(
+                !gone(workload, Duration::from_millis(500)),
+                "--keep-workload: the command was killed"
+            );
+            kill(Pid::from_raw(workload as i32), Signal::SIGKILL).unwrap();
+        } else {
+            assert!(
+                gone(workload, Duration::from_secs(5)),
+                "the command outlived the SIGKILLed rprof"
+            );
+        }
+    }
+}
