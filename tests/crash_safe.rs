@@ -236,3 +236,66 @@ fn launched_command_dies_with_rprof() {
         }
     }
 }
+
+/// The lines of `uprobe_events` that belong to the rprof process `pid` (group `rprof_<pid>`).
+fn rprof_uprobes(pid: u32) -> Vec<String> {
+    let tag = format!(":rprof_{pid}/");
+    std::fs::read_to_string("/sys/kernel/tracing/uprobe_events")
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains(&tag))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Check that `rprof probe --count -x BIN f -- BIN` counts on the uprobe PMU (nothing in uprobe_events while
+/// it runs, and nothing right after a SIGKILL, without a restart) and that its launched command dies with it.
+#[test]
+fn sigkilled_probe_on_the_pmu_leaves_nothing() {
+    if !privileged("sigkilled_probe_on_the_pmu_leaves_nothing") {
+        return;
+    }
+    if !Path::new("/sys/bus/event_source/devices/uprobe/type").exists() {
+        common::skip(
+            "sigkilled_probe_on_the_pmu_leaves_nothing",
+            "this kernel has no uprobe PMU (4.17 and later have it)",
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = build_c(dir.path(), "probe_fixture.c", &["-O0", "-g"]);
+    let bin = bin.to_str().unwrap();
+    let mut child = rprof()
+        .args([
+            "probe", "--count", "-x", bin, "func_a", "--", bin, "wait", "1", "0",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let header = read_line(child.stderr.as_mut().unwrap());
+    assert!(
+        header.contains("engine: counters (uprobe PMU)"),
+        "header: {header}"
+    );
+    // The fixture prints its pid once it runs under the probes.
+    let line = read_line(child.stdout.as_mut().unwrap());
+    let workload: u32 = line.trim().parse().expect("the fixture's pid");
+    let pid = child.id();
+    assert_eq!(
+        rprof_uprobes(pid),
+        Vec::<String>::new(),
+        "PMU probes are not in uprobe_events"
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(
+        rprof_uprobes(pid),
+        Vec::<String>::new(),
+        "uprobe_events right after the SIGKILL"
+    );
+    assert!(
+        gone(workload, Duration::from_secs(5)),
+        "the launched command outlived the SIGKILLed rprof probe"
+    );
+}

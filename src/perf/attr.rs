@@ -81,6 +81,16 @@ impl Attr {
         a
     }
 
+    /// An event of a dynamic PMU that takes a location in `config1`/`config2` (the uprobe PMU: the path's
+    /// address and the file offset); every hit is a sample (period 1).
+    pub(crate) fn pmu_probe(type_: u32, config: u64, config1: u64, config2: u64) -> Attr {
+        let mut a = Attr::new(type_, config);
+        a.raw.__bindgen_anon_1.sample_period = 1;
+        a.raw.__bindgen_anon_3.config1 = config1;
+        a.raw.__bindgen_anon_4.config2 = config2;
+        a
+    }
+
     /// Sample at `hz` samples per second.
     pub fn frequency(mut self, hz: u64) -> Attr {
         self.raw.set_freq(1);

@@ -8,6 +8,7 @@ pub mod mapped;
 pub mod ring;
 pub mod run_loop;
 pub mod tracepoint;
+pub mod uprobe_pmu;
 pub mod workload;
 
 pub use attr::Attr;
@@ -16,6 +17,7 @@ pub use event_set::{EventInfos, EventSet, Refused};
 pub use ftrace_ring::{FtraceRings, Lost, RingMode};
 pub use ring::{RawRecord, Ring};
 pub use run_loop::{Handler, StopSignals, StopWhen, Stopped};
+pub use uprobe_pmu::UprobePmu;
 pub use workload::Workload;
 
 use std::path::PathBuf;

@@ -23,6 +23,8 @@ const BATCHES: usize = 3;
 pub(super) struct Calibration {
     pub(super) defs: Vec<ProbeDef>,
     group: String,
+    /// Counters on the uprobe PMU: the PMU and the calibration function's file and offset (no tracefs probe).
+    pmu: Option<(crate::perf::UprobePmu, std::path::PathBuf, u64)>,
 }
 
 /// Event names of the calibration probes.
@@ -31,17 +33,29 @@ const RETURN: &str = "calr";
 
 /// The probes on [`calibration_target`] in rprof's own executable: an entry (and a return when `timed`), with
 /// the fetch arguments of the targets' probes.
-pub(super) fn plan(group: &str, count_only: bool, counters: bool) -> Calibration {
+pub(super) fn plan(
+    group: &str,
+    count_only: bool,
+    counters: bool,
+    pmu: Option<crate::perf::UprobePmu>,
+) -> Calibration {
     let timed = !count_only;
     let none = Calibration {
         defs: Vec::new(),
         group: group.to_string(),
+        pmu: None,
     };
     let Some((path, offset)) =
         own_file_offset(calibration_target as fn(u64) -> u64 as usize as u64)
     else {
         return none;
     };
+    if let (Some(pmu), true) = (pmu, counters) {
+        return Calibration {
+            pmu: Some((pmu, path, offset)),
+            ..none
+        };
+    }
     let fetch = if counters || !timed {
         Vec::new()
     } else {
@@ -64,6 +78,7 @@ pub(super) fn plan(group: &str, count_only: bool, counters: bool) -> Calibration
     Calibration {
         defs,
         group: group.to_string(),
+        pmu: None,
     }
 }
 
@@ -115,12 +130,20 @@ impl Calibration {
             .collect()
     }
 
+    /// The uprobe PMU, when the counters use it.
+    pub(super) fn pmu(&self) -> Option<crate::perf::UprobePmu> {
+        self.pmu.as_ref().map(|p| p.0)
+    }
+
     /// `--count`: the cost of one counted call (a counter on this thread).
     pub(super) fn measure_counter(&self, tracefs: &Tracefs) -> Option<u64> {
-        let id = *self.ids(tracefs).first()?;
+        let attr = match &self.pmu {
+            Some((pmu, path, offset)) => pmu.attr(path, *offset, false)?,
+            None => Attr::tracepoint(*self.ids(tracefs).first()?),
+        };
         difference(
             || {
-                let ev = PerfEvent::open(&Attr::tracepoint(id).period(0), 0, -1).ok()?;
+                let ev = PerfEvent::open(&attr.period(0), 0, -1).ok()?;
                 ev.enable().ok()?;
                 Some(ev)
             },
@@ -169,5 +192,47 @@ impl Calibration {
             },
             drop,
         )
+    }
+
+    /// `RPROF_DEBUG_COST=pmu`: time entry and return probes of the uprobe PMU on this thread carrying what
+    /// pairing needs without fetch arguments (TIME | TID | IDENTIFIER | REGS_USER with the SP), to set beside
+    /// the tracefs path's TIME | RAW with `sp=%sp` ([`Calibration::measure_perf`]). Prints both.
+    pub(super) fn debug_compare_pmu(&self, tracefs: &Tracefs, parse: &PerfParse) {
+        if std::env::var("RPROF_DEBUG_COST").as_deref() != Ok("pmu") {
+            return;
+        }
+        let (Some(pmu), Some((path, offset))) = (
+            crate::perf::UprobePmu::find(),
+            own_file_offset(calibration_target as fn(u64) -> u64 as usize as u64),
+        ) else {
+            return;
+        };
+        let bits = sample::TIME | sample::TID | sample::IDENTIFIER | sample::REGS_USER;
+        let sp = 1u64 << crate::perf::attr::regs::SP;
+        let specs: Vec<(Attr, ())> = [false, true]
+            .iter()
+            .filter_map(|&ret| pmu.attr(&path, offset, ret))
+            .map(|a| (a.sample_type(bits).regs_user(sp).clock_monotonic(), ()))
+            .collect();
+        let tid = nix::unistd::gettid().as_raw();
+        let Ok(cpus) = crate::perf::online_cpus() else {
+            return;
+        };
+        for _ in 0..3 {
+            let tracefs_ns = self.measure_perf(tracefs, parse);
+            let pmu_ns = difference(
+                || {
+                    let set = EventSet::open(&specs, &cpus, &[tid], 128, &mut |_, _| Refused::Fail)
+                        .ok()?;
+                    set.enable().ok()?;
+                    Some(set)
+                },
+                drop,
+            );
+            eprintln!(
+                "rprof: probe pair cost: tracefs TIME|RAW(sp fetch) {tracefs_ns:?} ns, uprobe PMU \
+                 TIME|TID|IDENTIFIER|REGS_USER(sp) {pmu_ns:?} ns"
+            );
+        }
     }
 }

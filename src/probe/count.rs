@@ -1,10 +1,12 @@
 //! The counting engine of `rprof probe --count`: one counting perf event per target (per task with
 //! `inherit`, or per CPU system-wide), read with `read(2)` at each `-i` tick and at the end. No samples, no
-//! return probes, nothing to lose: a probed call costs the uprobe trap and one counter increment.
+//! return probes, nothing to lose: a probed call costs the uprobe trap and one counter increment. User
+//! functions are counted on uprobes of the `uprobe` PMU where the kernel has it (nothing in tracefs, nothing
+//! left after a SIGKILL).
 use super::group::PlannedEvent;
 use super::stats::Stats;
 use super::{ProbeError, TaskTarget};
-use crate::perf::{Attr, PerfError, PerfEvent};
+use crate::perf::{Attr, PerfError, PerfEvent, UprobePmu};
 use crate::tracefs::Tracefs;
 
 /// The counters of every target.
@@ -24,6 +26,7 @@ impl Counters {
         names: &[String],
         target: &TaskTarget,
         tasks: &[i32],
+        pmu: Option<UprobePmu>,
     ) -> Result<Counters, ProbeError> {
         let cpus = crate::perf::online_cpus()?;
         let places: Vec<(i32, i32)> = match target {
@@ -36,8 +39,13 @@ impl Counters {
             let Some(&member) = p.members.first() else {
                 continue;
             };
-            let id = tracefs.event_id(&p.group, &p.event)?;
-            let mut attr = Attr::tracepoint(id).period(0);
+            let attr = match (&p.pmu, pmu) {
+                (Some((path, offset)), Some(pmu)) => pmu.attr(path, *offset, false),
+                _ => Some(Attr::tracepoint(tracefs.event_id(&p.group, &p.event)?)),
+            };
+            let Some(mut attr) = attr.map(|a| a.period(0)) else {
+                continue;
+            };
             if *target != TaskTarget::SystemWide {
                 attr = attr.inherit();
             }

@@ -57,6 +57,8 @@ pub struct PlannedEvent {
     pub user: bool,
     /// Read through the tracefs instance's ring (false: through perf events).
     pub ring: bool,
+    /// A uprobe of the `uprobe` PMU at this file and offset (no tracefs event: `group`/`event` are only names).
+    pub pmu: Option<(PathBuf, u64)>,
 }
 
 /// The fetch argument that carries the user stack pointer, which pairing matches returns to entries by.
@@ -67,11 +69,15 @@ pub const SP_FETCH: &str = "sp=%sp";
 /// per event with `one_per_target`, for counters); kernel function `i` gets `k<i>` and `kr<i>`; syscalls and
 /// tracepoints use the kernel's own events. No return probes with `count_only`; timed user probes fetch the
 /// stack pointer ([`SP_FETCH`]).
+///
+/// With `pmu` (counters only, one event per target), user functions get no tracefs probe: each planned event
+/// names its file and offset for the uprobe PMU.
 pub fn plan(
     group: &str,
     targets: &[Target],
     count_only: bool,
     one_per_target: bool,
+    pmu: bool,
 ) -> (Vec<ProbeDef>, Vec<PlannedEvent>) {
     let mut defs = Vec::new();
     let mut events = Vec::new();
@@ -106,10 +112,15 @@ pub fn plan(
     }
     for (n, (_, members)) in chunks.into_iter().enumerate() {
         let (entry, ret) = (format!("u{n}"), format!("ur{n}"));
+        let mut pmu_at = None;
         for &m in &members {
             let TargetKind::User { path, offset, .. } = &targets[m as usize].kind else {
                 continue;
             };
+            if pmu && one_per_target && count_only {
+                pmu_at = Some((path.clone(), offset.0));
+                continue;
+            }
             let loc = ProbeLocation::User {
                 path: path.clone(),
                 offset: offset.0,
@@ -126,6 +137,7 @@ pub fn plan(
             members: members.clone(),
             user: true,
             ring: false,
+            pmu: pmu_at,
         });
         if !count_only {
             events.push(PlannedEvent {
@@ -135,6 +147,7 @@ pub fn plan(
                 members,
                 user: true,
                 ring: false,
+                pmu: None,
             });
         }
     }
@@ -155,6 +168,7 @@ pub fn plan(
                     members: one.clone(),
                     user: false,
                     ring: false,
+                    pmu: None,
                 });
                 if !count_only {
                     add(&mut defs, &ret, true, &loc);
@@ -165,6 +179,7 @@ pub fn plan(
                         members: one,
                         user: false,
                         ring: false,
+                        pmu: None,
                     });
                 }
             }
@@ -176,6 +191,7 @@ pub fn plan(
                     members: one.clone(),
                     user: false,
                     ring: false,
+                    pmu: None,
                 };
                 events.push(ev(format!("sys_enter_{name}"), Role::Entry));
                 if !count_only {
@@ -189,6 +205,7 @@ pub fn plan(
                 members: one,
                 user: false,
                 ring: false,
+                pmu: None,
             }),
         }
     }

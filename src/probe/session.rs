@@ -91,8 +91,17 @@ pub fn run(
         started: Instant::now(),
     };
     let counters = opts.count_only && !opts.stacks && opts.engine == EngineChoice::Auto;
-    let (defs, planned) = group::plan(&setup.group_name, targets, opts.count_only, counters);
-    let cal = cost::plan(&setup.group_name, opts.count_only, counters);
+    // Counted user functions use the uprobe PMU where the kernel has it: those probes go with rprof's fds,
+    // even when it is SIGKILLed.
+    let pmu = counters.then(perf::UprobePmu::find).flatten();
+    let (defs, planned) = group::plan(
+        &setup.group_name,
+        targets,
+        opts.count_only,
+        counters,
+        pmu.is_some(),
+    );
+    let cal = cost::plan(&setup.group_name, opts.count_only, counters, pmu);
     let all_defs: Vec<_> = defs.iter().chain(cal.defs.iter()).cloned().collect();
     // Declared before the events and the instance: dropped after them (the kernel refuses to delete probes
     // that are open or enabled).
@@ -111,7 +120,14 @@ fn run_counters(
     cal: &cost::Calibration,
     out: &mut dyn Write,
 ) -> Result<RunSummary, ProbeError> {
-    let mut counters = Counters::open(s.tracefs, planned, &s.names, &s.opts.target, &s.tasks)?;
+    let mut counters = Counters::open(
+        s.tracefs,
+        planned,
+        &s.names,
+        &s.opts.target,
+        &s.tasks,
+        cal.pmu(),
+    )?;
     if counters.targets() == 0 {
         return Err(no_usable(s.opts));
     }
@@ -121,9 +137,14 @@ fn run_counters(
         counters.enable()?;
     }
     eprintln!(
-        "rprof: counting {} targets ({} perf events), engine: counters{}, set up in {:.2}s; Ctrl-C to end",
+        "rprof: counting {} targets ({} perf events), engine: counters{}{}, set up in {:.2}s; Ctrl-C to end",
         counters.targets(),
         counters.len(),
+        if cal.pmu().is_some() && planned.iter().any(|p| p.pmu.is_some()) {
+            " (uprobe PMU)"
+        } else {
+            ""
+        },
         cost_note(probe_cost, "per counted call"),
         s.started.elapsed().as_secs_f64()
     );
@@ -298,6 +319,7 @@ fn run_sampled(
         Some(_) => ring_cost,
         None => cal.measure_perf(s.tracefs, &parse),
     };
+    cal.debug_compare_pmu(s.tracefs, &parse);
     let timed = !opts.count_only && s.targets.iter().any(Target::can_time);
     let mut sink = Sink {
         stats: Stats::new(s.targets.len()),
