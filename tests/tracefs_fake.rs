@@ -129,7 +129,7 @@ fn kprobe_path() {
     let targets = resolve_kernel(&t, "vfs_*", false).unwrap();
     let names: Vec<&str> = targets.iter().map(|t| t.name.as_str()).collect();
     assert_eq!(names, vec!["vfs_read", "vfs_write", "vfs_writev"]);
-    let (defs, events) = group::plan("rprof_9", &targets, false, false);
+    let (defs, events) = group::plan("rprof_9", &targets, false, false, false);
     t.add_probes(&defs).unwrap();
     let k = read(&d.path().join("kprobe_events"));
     assert!(
