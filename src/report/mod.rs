@@ -317,8 +317,10 @@ impl Session {
                     s.add_sample(sample, comm);
                 }
             }
-            Event::Lost { count } => s.profile.lost += count,
-            Event::LostSamples { count } => s.profile.lost_samples += count,
+            Event::Lost { count } => s.profile.lost = s.profile.lost.saturating_add(count),
+            Event::LostSamples { count } => {
+                s.profile.lost_samples = s.profile.lost_samples.saturating_add(count)
+            }
             Event::Throttle { throttled } => s.profile.throttled += throttled as u64,
             Event::Mmap { .. } | Event::Exit { .. } => {}
         }
@@ -399,9 +401,10 @@ impl Session {
         };
         let count = &mut self.stacks[index].1;
         count.samples += 1;
-        count.period += sample.period;
+        // Periods come from the file: a corrupt one must not overflow the sums.
+        count.period = count.period.saturating_add(sample.period);
         self.profile.samples += 1;
-        self.profile.period += sample.period;
+        self.profile.period = self.profile.period.saturating_add(sample.period);
     }
 
     /// The frames of a raw stack, outermost first.
@@ -428,7 +431,7 @@ impl Session {
             self.resolver.expand(&stack, true, &mut frames);
             let entry = stacks.entry((comm, frames)).or_default();
             entry.samples += count.samples;
-            entry.period += count.period;
+            entry.period = entry.period.saturating_add(count.period);
         }
         self.profile.stacks = stacks;
         self.profile.frames = self.resolver.into_frames();
