@@ -248,8 +248,9 @@ fn rprof_uprobes(pid: u32) -> Vec<String> {
         .collect()
 }
 
-/// Check that `rprof probe --count -x BIN f -- BIN` counts on the uprobe PMU (nothing in uprobe_events while
-/// it runs, and nothing right after a SIGKILL, without a restart) and that its launched command dies with it.
+/// Check that `rprof probe --count -x BIN f -- BIN` and `rprof probe -g ...` use the uprobe PMU (nothing in
+/// uprobe_events while they run, and nothing right after a SIGKILL, without a restart) and that the launched
+/// command dies with rprof.
 #[test]
 fn sigkilled_probe_on_the_pmu_leaves_nothing() {
     if !privileged("sigkilled_probe_on_the_pmu_leaves_nothing") {
@@ -265,37 +266,39 @@ fn sigkilled_probe_on_the_pmu_leaves_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let bin = build_c(dir.path(), "probe_fixture.c", &["-O0", "-g"]);
     let bin = bin.to_str().unwrap();
-    let mut child = rprof()
-        .args([
-            "probe", "--count", "-x", bin, "func_a", "--", bin, "wait", "1", "0",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let header = read_line(child.stderr.as_mut().unwrap());
-    assert!(
-        header.contains("engine: counters (uprobe PMU)"),
-        "header: {header}"
-    );
-    // The fixture prints its pid once it runs under the probes.
-    let line = read_line(child.stdout.as_mut().unwrap());
-    let workload: u32 = line.trim().parse().expect("the fixture's pid");
-    let pid = child.id();
-    assert_eq!(
-        rprof_uprobes(pid),
-        Vec::<String>::new(),
-        "PMU probes are not in uprobe_events"
-    );
-    child.kill().unwrap();
-    child.wait().unwrap();
-    assert_eq!(
-        rprof_uprobes(pid),
-        Vec::<String>::new(),
-        "uprobe_events right after the SIGKILL"
-    );
-    assert!(
-        gone(workload, Duration::from_secs(5)),
-        "the launched command outlived the SIGKILLed rprof probe"
-    );
+    for (flag, engine) in [
+        ("--count", "engine: counters (uprobe PMU)"),
+        ("-g", "engine: perf (uprobe PMU)"),
+    ] {
+        let mut child = rprof()
+            .args([
+                "probe", flag, "-x", bin, "func_a", "--", bin, "wait", "1", "0",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let header = read_line(child.stderr.as_mut().unwrap());
+        assert!(header.contains(engine), "{flag}: header: {header}");
+        // The fixture prints its pid once it runs under the probes.
+        let line = read_line(child.stdout.as_mut().unwrap());
+        let workload: u32 = line.trim().parse().expect("the fixture's pid");
+        let pid = child.id();
+        assert_eq!(
+            rprof_uprobes(pid),
+            Vec::<String>::new(),
+            "{flag}: PMU probes are not in uprobe_events"
+        );
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert_eq!(
+            rprof_uprobes(pid),
+            Vec::<String>::new(),
+            "{flag}: uprobe_events right after the SIGKILL"
+        );
+        assert!(
+            gone(workload, Duration::from_secs(5)),
+            "{flag}: the launched command outlived the SIGKILLed rprof probe"
+        );
+    }
 }

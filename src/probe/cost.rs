@@ -1,11 +1,12 @@
 //! The probe's own cost per call, measured once at start on a function of rprof's own binary with the same
 //! kind of probe and engine as the targets, so the summary can say how much of each duration is the probe
 //! (`durations include about 2.10us of probe cost per call`).
-use super::group::SP_FETCH;
+use super::events::pmu_sample_bits;
+use super::group::{Role, SP_FETCH};
 use super::live::PerfParse;
 use super::ring::RingEngine;
 use crate::perf::attr::sample;
-use crate::perf::{Attr, EventSet, PerfEvent, Refused};
+use crate::perf::{Attr, EventSet, PerfEvent, Refused, UprobePmu};
 use crate::tracefs::{ProbeDef, ProbeLocation, Tracefs};
 use std::time::Instant;
 
@@ -23,8 +24,11 @@ const BATCHES: usize = 3;
 pub(super) struct Calibration {
     pub(super) defs: Vec<ProbeDef>,
     group: String,
-    /// Counters on the uprobe PMU: the PMU and the calibration function's file and offset (no tracefs probe).
-    pmu: Option<(crate::perf::UprobePmu, std::path::PathBuf, u64)>,
+    /// Probes of the uprobe PMU (counters, `-g`): the PMU and the calibration function's file and offset (no
+    /// tracefs probe).
+    pmu: Option<(UprobePmu, std::path::PathBuf, u64)>,
+    /// Entry and return probes (else entries only).
+    timed: bool,
 }
 
 /// Event names of the calibration probes.
@@ -37,20 +41,21 @@ pub(super) fn plan(
     group: &str,
     count_only: bool,
     counters: bool,
-    pmu: Option<crate::perf::UprobePmu>,
+    pmu: Option<UprobePmu>,
 ) -> Calibration {
     let timed = !count_only;
     let none = Calibration {
         defs: Vec::new(),
         group: group.to_string(),
         pmu: None,
+        timed,
     };
     let Some((path, offset)) =
         own_file_offset(calibration_target as fn(u64) -> u64 as usize as u64)
     else {
         return none;
     };
-    if let (Some(pmu), true) = (pmu, counters) {
+    if let Some(pmu) = pmu {
         return Calibration {
             pmu: Some((pmu, path, offset)),
             ..none
@@ -79,6 +84,7 @@ pub(super) fn plan(
         defs,
         group: group.to_string(),
         pmu: None,
+        timed,
     }
 }
 
@@ -91,6 +97,37 @@ fn own_file_offset(addr: u64) -> Option<(std::path::PathBuf, u64)> {
         .find(|m| m.exec && m.start <= addr && addr < m.end)
         .filter(|m| m.path.starts_with('/') && !m.path.ends_with(" (deleted)"))?;
     Some((m.path.clone().into(), addr - m.start + m.offset))
+}
+
+/// The cost of one call with a uprobe PMU entry probe (and return probe when `timed`) on this thread, with the
+/// sample layout of the session's PMU events (less the stack).
+fn measure_pmu(pmu: &UprobePmu, path: &std::path::Path, offset: u64, timed: bool) -> Option<u64> {
+    let roles: &[Role] = if timed {
+        &[Role::Entry, Role::Return]
+    } else {
+        &[Role::Entry]
+    };
+    let specs: Vec<(Attr, ())> = roles
+        .iter()
+        .filter_map(|&role| {
+            let attr = pmu.attr(path, offset, role == Role::Return)?;
+            let attr = attr
+                .sample_type(pmu_sample_bits(false, role))
+                .regs_user(1 << crate::perf::attr::regs::SP)
+                .clock_monotonic();
+            Some((attr, ()))
+        })
+        .collect();
+    let tid = nix::unistd::gettid().as_raw();
+    let cpus = crate::perf::online_cpus().ok()?;
+    difference(
+        || {
+            let set = EventSet::open(&specs, &cpus, &[tid], 128, &mut |_, _| Refused::Fail).ok()?;
+            set.enable().ok()?;
+            Some(set)
+        },
+        drop,
+    )
 }
 
 /// The fastest of [`BATCHES`] batches of [`CALLS`] calls, in ns per call.
@@ -131,7 +168,7 @@ impl Calibration {
     }
 
     /// The uprobe PMU, when the counters use it.
-    pub(super) fn pmu(&self) -> Option<crate::perf::UprobePmu> {
+    pub(super) fn pmu(&self) -> Option<UprobePmu> {
         self.pmu.as_ref().map(|p| p.0)
     }
 
@@ -169,6 +206,9 @@ impl Calibration {
     /// The cost of one call with entry and return probes through perf events on this thread, with the
     /// session's sample layout.
     pub(super) fn measure_perf(&self, tracefs: &Tracefs, parse: &PerfParse) -> Option<u64> {
+        if let Some((pmu, path, offset)) = &self.pmu {
+            return measure_pmu(pmu, path, *offset, self.timed);
+        }
         let ids = self.ids(tracefs);
         if ids.len() != self.defs.len() || ids.is_empty() {
             return None;
@@ -207,28 +247,9 @@ impl Calibration {
         ) else {
             return;
         };
-        let bits = sample::TIME | sample::TID | sample::IDENTIFIER | sample::REGS_USER;
-        let sp = 1u64 << crate::perf::attr::regs::SP;
-        let specs: Vec<(Attr, ())> = [false, true]
-            .iter()
-            .filter_map(|&ret| pmu.attr(&path, offset, ret))
-            .map(|a| (a.sample_type(bits).regs_user(sp).clock_monotonic(), ()))
-            .collect();
-        let tid = nix::unistd::gettid().as_raw();
-        let Ok(cpus) = crate::perf::online_cpus() else {
-            return;
-        };
         for _ in 0..3 {
             let tracefs_ns = self.measure_perf(tracefs, parse);
-            let pmu_ns = difference(
-                || {
-                    let set = EventSet::open(&specs, &cpus, &[tid], 128, &mut |_, _| Refused::Fail)
-                        .ok()?;
-                    set.enable().ok()?;
-                    Some(set)
-                },
-                drop,
-            );
+            let pmu_ns = measure_pmu(&pmu, &path, offset, true);
             eprintln!(
                 "rprof: probe pair cost: tracefs TIME|RAW(sp fetch) {tracefs_ns:?} ns, uprobe PMU \
                  TIME|TID|IDENTIFIER|REGS_USER(sp) {pmu_ns:?} ns"

@@ -145,11 +145,16 @@ pub fn describe(planned: &[PlannedEvent], ring_mode: Option<&str>) -> String {
     let ring = planned.iter().filter(|p| p.ring).count();
     let perf = planned.len() - ring;
     let ring_name = format!("tracefs ring ({})", ring_mode.unwrap_or("read"));
+    let perf_name = if planned.iter().any(|p| p.pmu.is_some()) {
+        "perf (uprobe PMU)"
+    } else {
+        "perf"
+    };
     match (ring, perf) {
-        (0, _) => "engine: perf".to_string(),
+        (0, _) => format!("engine: {perf_name}"),
         (_, 0) => format!("engine: {ring_name}"),
         _ => format!(
-            "engines: {ring_name} for {ring} events, perf for {perf} (files other processes map)"
+            "engines: {ring_name} for {ring} events, {perf_name} for {perf} (files other processes map)"
         ),
     }
 }

@@ -2,18 +2,17 @@
 //! planned probe event read through perf, opened for each CPU and task in one [`EventSet`]; and the table of
 //! every probe event's fields by type id, which decodes perf samples and tracefs ring events alike.
 use super::group::{PlannedEvent, Role};
-use super::live::{EventInfo, EventTypes, PerfParse};
+use super::live::{EventInfo, EventTypes, PerfParse, ProbeInfo};
 use super::resolve::Target;
 use super::{ProbeError, ProbeOptions, TaskTarget};
 use crate::perf::attr::sample;
-use crate::perf::{ring, Attr, EventSet, PerfError, Refused};
+use crate::perf::{ring, Attr, EventSet, PerfError, Refused, UprobePmu};
 use crate::tracefs::Tracefs;
-use linux_perf_event_reader::RecordParseInfo;
 use std::collections::HashMap;
 
 /// The open perf events of a probe session.
 pub(super) struct Opened {
-    pub(super) events: EventSet<RecordParseInfo>,
+    pub(super) events: EventSet<ProbeInfo>,
     pub(super) parse: PerfParse,
     /// Per target: false when the kernel refused its probe.
     pub(super) usable: Vec<bool>,
@@ -26,7 +25,7 @@ pub(super) fn event_types(
 ) -> Result<EventTypes, ProbeError> {
     let mut by_type = HashMap::new();
     let mut pid_field = None;
-    for p in planned {
+    for p in planned.iter().filter(|p| p.pmu.is_none()) {
         let id = tracefs.event_id(&p.group, &p.event)?;
         if pid_field.is_none() {
             pid_field = tracefs.field_offset(&p.group, &p.event, "common_pid")?;
@@ -80,14 +79,26 @@ fn sample_bits(stacks: bool, role: Role, user: bool) -> u64 {
     bits
 }
 
+/// The sample bits of a uprobe PMU event (`-g`): no data to carry the thread and the stack pointer, so TID and
+/// the user SP register; the id tells entries from returns and which function.
+pub(super) fn pmu_sample_bits(stacks: bool, role: Role) -> u64 {
+    let mut bits = sample::TIME | sample::TID | sample::IDENTIFIER | sample::REGS_USER;
+    if stacks && role != Role::Return {
+        bits |= sample::CALLCHAIN | sample::STACK_USER;
+    }
+    bits
+}
+
 /// Open the side-band event and one perf event per planned event not read through the tracefs ring, for each
-/// CPU and task. A probe the kernel refuses is skipped with a warning and its targets marked unusable.
+/// CPU and task (uprobe PMU events with `pmu`). A probe the kernel refuses is skipped with a warning and its
+/// targets marked unusable.
 pub(super) fn open_events(
     opts: &ProbeOptions,
     tracefs: &Tracefs,
     planned: &[PlannedEvent],
     targets: &[Target],
     tasks: &[i32],
+    pmu: Option<UprobePmu>,
 ) -> Result<Opened, ProbeError> {
     let cpus = crate::perf::online_cpus()?;
     let page = ring::page_size();
@@ -114,19 +125,42 @@ pub(super) fn open_events(
             .sample_type(sample::TIME | id_bits)
             .side_band(),
     );
-    let mut plan: Vec<(Attr, RecordParseInfo)> = vec![(side, side.parse_info())];
+    let info = |attr: Attr, pmu| ProbeInfo {
+        parse: attr.parse_info(),
+        pmu,
+    };
+    let mut plan: Vec<(Attr, ProbeInfo)> = vec![(side, info(side, None))];
     let mut members: Vec<&PlannedEvent> = Vec::new();
     for p in planned.iter().filter(|p| !p.ring) {
-        let id = tracefs.event_id(&p.group, &p.event)?;
-        let mut attr =
-            common(Attr::tracepoint(id).sample_type(sample_bits(opts.stacks, p.role, p.user)));
+        let (mut attr, pmu_info) = match (&p.pmu, pmu) {
+            (Some((path, offset)), Some(pmu)) => {
+                let Some(attr) = pmu.attr(path, *offset, p.role == Role::Return) else {
+                    continue;
+                };
+                let attr = attr
+                    .sample_type(pmu_sample_bits(opts.stacks, p.role))
+                    .regs_user(1 << crate::perf::attr::regs::SP);
+                let hits = EventInfo {
+                    target: p.members.first().copied(),
+                    role: p.role,
+                    addr_field: None,
+                    sp_field: None,
+                };
+                (common(attr), Some(hits))
+            }
+            _ => {
+                let id = tracefs.event_id(&p.group, &p.event)?;
+                let bits = sample_bits(opts.stacks, p.role, p.user);
+                (common(Attr::tracepoint(id).sample_type(bits)), None)
+            }
+        };
         if opts.stacks {
             attr = attr.max_stack(127);
             if p.user && p.role != Role::Return {
                 attr = attr.stack_user(8);
             }
         }
-        plan.push((attr, attr.parse_info()));
+        plan.push((attr, info(attr, pmu_info)));
         members.push(p);
     }
     let mut usable = vec![true; targets.len()];
@@ -158,8 +192,8 @@ pub(super) fn open_events(
     let events = EventSet::open(&plan, &cpus, tasks, pages, &mut refused)?;
     Ok(Opened {
         parse: PerfParse {
-            any: plan[0].1,
-            samples: plan.get(1).map(|p| p.1),
+            any: plan[0].1.parse,
+            samples: plan.get(1).map(|p| p.1.parse),
             by_id: opts.stacks,
         },
         events,

@@ -70,8 +70,8 @@ pub const SP_FETCH: &str = "sp=%sp";
 /// tracepoints use the kernel's own events. No return probes with `count_only`; timed user probes fetch the
 /// stack pointer ([`SP_FETCH`]).
 ///
-/// With `pmu` (counters only, one event per target), user functions get no tracefs probe: each planned event
-/// names its file and offset for the uprobe PMU.
+/// With `pmu` (and one event per target: counters, `-g`), user functions get no tracefs probe: each planned
+/// event names its file and offset for the uprobe PMU.
 pub fn plan(
     group: &str,
     targets: &[Target],
@@ -117,7 +117,7 @@ pub fn plan(
             let TargetKind::User { path, offset, .. } = &targets[m as usize].kind else {
                 continue;
             };
-            if pmu && one_per_target && count_only {
+            if pmu && one_per_target {
                 pmu_at = Some((path.clone(), offset.0));
                 continue;
             }
@@ -137,7 +137,7 @@ pub fn plan(
             members: members.clone(),
             user: true,
             ring: false,
-            pmu: pmu_at,
+            pmu: pmu_at.clone(),
         });
         if !count_only {
             events.push(PlannedEvent {
@@ -147,7 +147,7 @@ pub fn plan(
                 members,
                 user: true,
                 ring: false,
-                pmu: None,
+                pmu: pmu_at,
             });
         }
     }

@@ -87,6 +87,14 @@ pub(super) enum Item {
     },
 }
 
+/// What a perf event of a probe session is: how its records parse, and, for an event of the uprobe PMU (which
+/// has no tracefs type id to look up), what its hits are.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct ProbeInfo {
+    pub(super) parse: RecordParseInfo,
+    pub(super) pmu: Option<EventInfo>,
+}
+
 /// How the perf records of a probe session parse: one layout for all (no IDENTIFIER), or per event id (`-g`,
 /// whose entry samples carry stacks and whose returns do not).
 pub(super) struct PerfParse {
@@ -100,17 +108,17 @@ pub(super) struct PerfParse {
 /// Decode one perf record into the merge; counts lost events.
 pub(super) fn decode(
     rec: RawRecord<'_>,
-    infos: &EventInfos<RecordParseInfo>,
+    infos: &EventInfos<ProbeInfo>,
     parse: &PerfParse,
     types: &EventTypes,
     merge: &mut OrderedMerge<Item>,
     stats: &mut Stats,
 ) {
     if rec.kind == PERF_RECORD_SAMPLE {
-        let info = match (&parse.samples, parse.by_id) {
-            (Some(p), false) => p,
+        let (info, pmu) = match (&parse.samples, parse.by_id) {
+            (Some(p), false) => (p, None),
             (_, true) => match infos.of(&rec) {
-                Some(p) => p,
+                Some(p) => (&p.parse, p.pmu),
                 None => return,
             },
             (None, false) => return,
@@ -118,7 +126,7 @@ pub(super) fn decode(
         let Ok(EventRecord::Sample(s)) = rec.event(info).parse() else {
             return;
         };
-        let (Some(time), Some(raw)) = (s.timestamp, s.raw) else {
+        let Some(time) = s.timestamp else {
             return;
         };
         let stack = s.callchain.map(|c| {
@@ -131,7 +139,24 @@ pub(super) fn decode(
             }
             chain.into_boxed_slice()
         });
-        if let Some(item) = types.item(&raw.as_slice(), stack) {
+        // A tracefs event's data says which event and thread it is; a uprobe PMU event's id says which, and
+        // the thread and stack pointer come with the sample.
+        let item = match (s.raw, pmu) {
+            (Some(raw), _) => types.item(&raw.as_slice(), stack),
+            (None, Some(info)) => s.tid.map(|tid| Item::Sample {
+                target: info.target,
+                addr: 0,
+                role: info.role,
+                tid: tid as u32,
+                sp: s
+                    .user_regs
+                    .as_ref()
+                    .and_then(|r| r.get(u64::from(crate::regs::index::SP))),
+                stack,
+            }),
+            (None, None) => None,
+        };
+        if let Some(item) = item {
             merge.push(time, item);
         }
         return;

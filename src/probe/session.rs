@@ -7,7 +7,7 @@ use super::count::Counters;
 use super::engine::{self, EngineChoice};
 use super::events::{event_types, open_events, Opened};
 use super::group::{self, PlannedEvent, ProbeGroup};
-use super::live::{decode, EventTypes, Item, PerfParse, Sink};
+use super::live::{decode, EventTypes, Item, PerfParse, ProbeInfo, Sink};
 use super::output::{self, Report};
 use super::pairing::Pairer;
 use super::resolve::Target;
@@ -21,7 +21,6 @@ use crate::perf::{
 };
 use crate::process::AddressSpaces;
 use crate::tracefs::Tracefs;
-use linux_perf_event_reader::RecordParseInfo;
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::os::fd::BorrowedFd;
@@ -91,14 +90,18 @@ pub fn run(
         started: Instant::now(),
     };
     let counters = opts.count_only && !opts.stacks && opts.engine == EngineChoice::Auto;
-    // Counted user functions use the uprobe PMU where the kernel has it: those probes go with rprof's fds,
-    // even when it is SIGKILLed.
-    let pmu = counters.then(perf::UprobePmu::find).flatten();
+    // Counted user functions, and those whose stacks are sampled (-g), use the uprobe PMU where the kernel has
+    // it: those probes go with rprof's fds, even when it is SIGKILLed. Timing without -g keeps tracefs probes,
+    // whose `sp` fetch argument is cheaper than the user registers a PMU probe needs (see cost.rs).
+    let stacks_pmu = opts.stacks && opts.engine != EngineChoice::Tracefs;
+    let pmu = (counters || stacks_pmu)
+        .then(perf::UprobePmu::find)
+        .flatten();
     let (defs, planned) = group::plan(
         &setup.group_name,
         targets,
         opts.count_only,
-        counters,
+        counters || pmu.is_some(),
         pmu.is_some(),
     );
     let cal = cost::plan(&setup.group_name, opts.count_only, counters, pmu);
@@ -295,7 +298,7 @@ fn run_sampled(
         mut events,
         parse,
         mut usable,
-    } = open_events(opts, s.tracefs, &planned, s.targets, &s.tasks)?;
+    } = open_events(opts, s.tracefs, &planned, s.targets, &s.tasks, cal.pmu())?;
     if let Some(r) = ring.as_mut() {
         r.set_tasks(&opts.target, &s.tasks)?;
         for p in planned.iter().filter(|p| p.ring) {
@@ -360,7 +363,7 @@ fn run_sampled(
     eprintln!(
         "rprof: probing {probed} targets ({} probe points, {} perf events), {engine}{}, set up in {:.2}s; \
          Ctrl-C to end",
-        defs.len(),
+        defs.len() + planned.iter().filter(|p| p.pmu.is_some()).count(),
         events.len(),
         cost_note(probe_cost, "per call"),
         s.started.elapsed().as_secs_f64()
@@ -434,12 +437,12 @@ struct Live<'a> {
     cost: Option<u64>,
 }
 
-impl Handler<RecordParseInfo> for Live<'_> {
+impl Handler<ProbeInfo> for Live<'_> {
     type Error = ProbeError;
 
     fn record(
         &mut self,
-        infos: &EventInfos<RecordParseInfo>,
+        infos: &EventInfos<ProbeInfo>,
         rec: RawRecord<'_>,
     ) -> Result<(), ProbeError> {
         decode(
