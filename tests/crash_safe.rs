@@ -179,6 +179,34 @@ fn sigkilled_perf_record_file_is_read() {
     );
 }
 
+/// Check that a recording whose target exits on its own is finished: report reads it without a warning.
+#[test]
+fn target_exit_leaves_a_finished_file() {
+    if !privileged("target_exit_leaves_a_finished_file") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = build_c(dir.path(), "recording_spin.c", FP);
+    let data = dir.path().join("exit.data");
+    let out = rprof()
+        .args(["record", "-F", "999", "-g", "-o"])
+        .arg(&data)
+        .args(["--", bin.to_str().unwrap(), "200"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (samples, lines) = report(&data);
+    assert!(samples > 0, "no samples");
+    assert!(
+        !lines.iter().any(|l| l.contains("warning")),
+        "a finished file gives no warning: {lines:?}"
+    );
+}
+
 /// Whether process `pid` is gone (or a zombie nobody reaped yet), waiting up to `wait` for it.
 fn gone(pid: u32, wait: Duration) -> bool {
     let deadline = Instant::now() + wait;

@@ -101,10 +101,15 @@ fn record_signals_leave_a_readable_recording() {
             .output()
             .unwrap();
         let text = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(
             out.status.success(),
-            "{sig} {to:?}: report failed: {}",
-            String::from_utf8_lossy(&out.stderr)
+            "{sig} {to:?}: report failed: {stderr}"
+        );
+        // A finished file: report reads it without the warning an unfinished (killed) one gets.
+        assert!(
+            !stderr.contains("warning"),
+            "{sig} {to:?}: the recording was not finished: {stderr}"
         );
         // Frame-pointer stacks of the fixture, from main down to the leaf.
         let stacks = text
