@@ -61,25 +61,13 @@ fn assert_one_unfinished_warning(lines: &[String], data: &Path, samples: u64) {
     let warnings: Vec<&String> = lines.iter().filter(|l| l.contains("warning")).collect();
     assert_eq!(warnings.len(), 1, "one warning line: {lines:?}");
     let w = warnings[0];
-    let count = format!("read {} samples", thousands(samples));
+    let count = format!("read {} samples", rprof::report::thousands(samples));
     assert!(
         w.contains(&data.display().to_string())
             && w.contains("was not finished")
             && w.contains(&count),
         "the warning names the file, says it was not finished and gives the samples ({count}): {w}"
     );
-}
-
-fn thousands(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 /// Check that `rprof record -F 999 -g -p PID` SIGKILLed after 2 s of the target's CPU time leaves a file that
