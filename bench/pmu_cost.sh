@@ -16,18 +16,14 @@ for _ in $(seq "$RUNS"); do
     RPROF_PROBE_ENGINE=perf RPROF_DEBUG_COST=pmu "$RPROF" probe -x "$WORK/probe_fixture" func_a \
         -- "$WORK/probe_fixture" counts 1 0 2>&1 >/dev/null | grep 'probe pair cost' >> "$out" || true
 done
-# Lines: "... tracefs TIME|RAW(sp fetch) Some(7146) ns, uprobe PMU ... Some(10279) ns"
-awk '{
-    n = 0
-    for (i = 1; i <= NF; i++) if ($i ~ /^Some\(/) { v = $i; gsub(/[^0-9]/, "", v); val[++n] = v }
-    if (n == 2) { t[++k] = val[1]; p[k] = val[2] }
-}
-END {
-    if (k == 0) { print "no figures (is the uprobe PMU there? run as root)"; exit 1 }
-    asort(t); asort(p)
-    mt = t[int((k + 1) / 2)]; mp = p[int((k + 1) / 2)]
-    printf "%d pairs of figures, medians (ns per call pair):\n", k
-    printf "  tracefs probe, TIME|RAW with sp fetch:      %6d\n", mt
-    printf "  uprobe PMU, TIME|TID|IDENTIFIER|REGS_USER:  %6d\n", mp
-    printf "  PMU / tracefs: %.2f (PMU costs %d ns more per pair)\n", mp / mt, mp - mt
-}' "$out"
+# Lines: "... tracefs TIME|RAW(sp fetch) Some(7146) ns, uprobe PMU ... Some(10279) ns" -> "7146 10279"
+pairs=$(grep -o 'Some([0-9]*)' "$out" | tr -dc '0-9\n' | paste - -)
+[ -n "$pairs" ] || die "no figures in $out (is the uprobe PMU there? run as root)"
+k=$(echo "$pairs" | wc -l)
+median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+mt=$(echo "$pairs" | cut -f1 | median)
+mp=$(echo "$pairs" | cut -f2 | median)
+echo "$k pairs of figures, medians (ns per call pair):"
+echo "  tracefs probe, TIME|RAW with sp fetch:      $mt"
+echo "  uprobe PMU, TIME|TID|IDENTIFIER|REGS_USER:  $mp"
+echo "  PMU / tracefs: $(ratio "$mp" "$mt") (the PMU costs $((mp - mt)) ns more per pair)"
