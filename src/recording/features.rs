@@ -139,7 +139,11 @@ pub(crate) fn check_event_desc(section: &[u8]) -> Result<(), String> {
             .take(attr_size)
             .ok_or_else(|| bad(&format!("event {i} attr past the end")))?;
         let own_size = u32::from_le_bytes([attr[4], attr[5], attr[6], attr[7]]) as usize;
-        if own_size < 64 || own_size > attr_size {
+        // linux-perf-data reads an attr field by field up to the last PERF_ATTR_SIZE_VER* its size reaches, and
+        // then skips `attr_size - size`: a size between two versions would shift what it reads next (an id
+        // count from the wrong place allocated 15 GB).
+        let exact = matches!(own_size, 64 | 72 | 80 | 96 | 104 | 112 | 120) || own_size >= 128;
+        if !exact || own_size > attr_size {
             return Err(bad(&format!("event {i} attr size {own_size}")));
         }
         let nr_ids = b.u32().ok_or_else(|| bad(&format!("event {i} id count")))? as usize;
@@ -207,7 +211,32 @@ pub(crate) fn parse_build_ids(section: &[u8]) -> Result<Vec<BuildIdEntry>, Strin
 
 #[cfg(test)]
 mod tests {
-    use super::parse_build_ids;
+    use super::{check_event_desc, parse_build_ids};
+
+    /// Check that an EVENT_DESC attr whose own size falls between two PERF_ATTR_SIZE_VER* sizes is refused:
+    /// linux-perf-data would read the id count 1 byte off and allocate for ~2 billion ids (a fuzzer's find).
+    #[test]
+    fn event_desc_attr_size_between_versions_is_refused() {
+        let section = |own_size: u32| {
+            let mut s = Vec::new();
+            s.extend_from_slice(&1u32.to_le_bytes()); // nr
+            s.extend_from_slice(&136u32.to_le_bytes()); // attr_size
+            let mut attr = vec![0u8; 136];
+            attr[4..8].copy_from_slice(&own_size.to_le_bytes());
+            s.extend_from_slice(&attr);
+            s.extend_from_slice(&0u32.to_le_bytes()); // nr_ids
+            s.extend_from_slice(&4u32.to_le_bytes()); // name
+            s.extend_from_slice(b"cpu\0");
+            // What a reader one byte off would take as the id count: 0x71000000.
+            s.extend_from_slice(&[0, 0, 0, 0x71]);
+            s
+        };
+        assert!(check_event_desc(&section(128)).is_ok());
+        assert!(check_event_desc(&section(136)).is_ok());
+        let err = check_event_desc(&section(127)).unwrap_err();
+        assert!(err.contains("attr size 127"), "{err}");
+        assert!(check_event_desc(&section(88)).is_err());
+    }
 
     /// Check that the BUILD_ID parser rejects a record whose size runs past the section.
     #[test]
