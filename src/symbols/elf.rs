@@ -124,7 +124,7 @@ fn symbols_where(
             let section_end = match s.section() {
                 SymbolSection::Section(index) => file
                     .section_by_index(index)
-                    .map(|sec| sec.address() + sec.size())
+                    .map(|sec| sec.address().saturating_add(sec.size()))
                     .unwrap_or(u64::MAX),
                 _ => u64::MAX,
             };
@@ -180,12 +180,15 @@ pub(crate) fn plt_symbols(
             0 => 16,
             n => n,
         };
-        let section_end = section.address() + section.size();
+        let section_end = section.address().saturating_add(section.size());
         let Ok(chunk) = usize::try_from(entry_size) else {
             continue;
         };
         for (i, entry) in data.chunks_exact(chunk).enumerate() {
-            let addr = section.address() + i as u64 * entry_size;
+            // No overflow in the product: `i * entry_size` is at most the section's length.
+            let Some(addr) = section.address().checked_add(i as u64 * entry_size) else {
+                break;
+            };
             if let Some(slot) = x86_64_plt_slot(entry, addr) {
                 entries.push((addr, entry_size, section_end, slot));
             }
@@ -250,7 +253,7 @@ fn x86_64_plt_slot(entry: &[u8], addr: u64) -> Option<u64> {
         return None;
     }
     let disp = i32::from_le_bytes(jmp[2..].try_into().ok()?);
-    let next = addr + (at + 6) as u64;
+    let next = addr.checked_add((at + 6) as u64)?;
     Some(next.wrapping_add_signed(i64::from(disp)))
 }
 
