@@ -3,10 +3,11 @@
 use super::{ElfInfo, SymbolError};
 use crate::elf_layout::ElfLayout;
 use crate::perf::mapped::{MapError, MappedFile};
-use object::read::elf::SectionHeader;
+use object::elf::{FileHeader32, FileHeader64};
+use object::read::elf::{FileHeader, SectionHeader};
 use object::{
-    Architecture, Object, ObjectSection, ObjectSymbol, ObjectSymbolTable, RelocationTarget,
-    SymbolFlags, SymbolKind, SymbolSection,
+    Architecture, Endianness, Object, ObjectSection, ObjectSymbol, ObjectSymbolTable, ReadRef,
+    RelocationTarget, SymbolFlags, SymbolKind, SymbolSection,
 };
 use std::collections::HashMap;
 use std::path::Path;
@@ -43,18 +44,70 @@ impl ElfData {
         })
     }
 
-    /// Parse it as ELF; [`SymbolError::NotElf`] otherwise.
+    /// Parse it as ELF; [`SymbolError::CorruptElf`] or [`SymbolError::NotElf`] otherwise.
     pub fn parse(&self, path: &Path) -> Result<object::File<'_>, SymbolError> {
-        let not_elf = |reason: String| SymbolError::NotElf {
-            path: path.to_path_buf(),
-            reason,
-        };
-        let file = object::File::parse(&*self.data).map_err(|e| not_elf(e.to_string()))?;
+        let file =
+            object::File::parse(&*self.data).map_err(|e| parse_error(path, &*self.data, e))?;
         if file.format() != object::BinaryFormat::Elf {
-            return Err(not_elf(format!("it is a {:?} file", file.format())));
+            return Err(SymbolError::NotElf {
+                path: path.to_path_buf(),
+                reason: format!("it is a {:?} file", file.format()),
+            });
         }
         Ok(file)
     }
+}
+
+/// The error for a file in `data` that object cannot parse (`error`): a corrupt ELF file when it starts with
+/// ELF's magic, else not an ELF file. A bad section or program header table gets what the ELF header says of it.
+pub(crate) fn parse_error<'d, R: ReadRef<'d>>(
+    path: &Path,
+    data: R,
+    error: object::Error,
+) -> SymbolError {
+    let path = path.to_path_buf();
+    let mut reason = error.to_string();
+    if data.read_bytes_at(0, 4).ok() != Some(&object::elf::ELFMAG[..]) {
+        return SymbolError::NotElf { path, reason };
+    }
+    let facts = table_facts::<FileHeader64<Endianness>, R>(data, &reason)
+        .or_else(|| table_facts::<FileHeader32<Endianness>, R>(data, &reason));
+    if let Some(facts) = facts {
+        reason = format!("{reason} ({facts})");
+    }
+    SymbolError::CorruptElf { path, reason }
+}
+
+/// Where the ELF header of `data` puts the header table that `reason` names, and the file's length:
+/// `section header table: 37 entries of 64 bytes at offset 0x3f08; the file has 18232 bytes`.
+fn table_facts<'d, H: FileHeader, R: ReadRef<'d>>(data: R, reason: &str) -> Option<String> {
+    let header = H::parse(data).ok()?;
+    let endian = header.endian().ok()?;
+    let (table, count, size, offset) = if reason.contains("section header") {
+        let offset: u64 = header.e_shoff(endian).into();
+        let table = "section header table";
+        (
+            table,
+            header.e_shnum(endian),
+            header.e_shentsize(endian),
+            offset,
+        )
+    } else if reason.contains("program header") {
+        let offset: u64 = header.e_phoff(endian).into();
+        let table = "program header table";
+        (
+            table,
+            header.e_phnum(endian),
+            header.e_phentsize(endian),
+            offset,
+        )
+    } else {
+        return None;
+    };
+    let len = data.len().ok()?;
+    Some(format!(
+        "{table}: {count} entries of {size} bytes at offset {offset:#x}; the file has {len} bytes"
+    ))
 }
 
 /// Build id, PT_LOAD segments and Go marker of a parsed file.
