@@ -57,7 +57,7 @@ impl ElfLayout {
         const PAGE: u64 = 4096;
         let contains = |s: &&LoadSegment| {
             let first = s.offset & !(PAGE - 1);
-            first <= pgoff && pgoff < s.offset + s.file_size.max(1)
+            first <= pgoff && pgoff < s.offset.saturating_add(s.file_size.max(1))
         };
         // The kernel maps each segment from its page-aligned offset, so an exact page match is the segment;
         // otherwise (a mapping split by mprotect) take the last segment that contains `pgoff`.
@@ -88,7 +88,7 @@ impl ElfLayout {
         let start = segments.iter().map(|s| s.vaddr).min().unwrap_or(0);
         let end = segments
             .iter()
-            .map(|s| s.vaddr + s.mem_size)
+            .map(|s| s.vaddr.saturating_add(s.mem_size))
             .max()
             .unwrap_or(0);
         start..end
@@ -98,16 +98,27 @@ impl ElfLayout {
     pub fn file_offset(&self, addr: ElfAddr) -> Option<FileOffset> {
         self.segments
             .iter()
-            .find(|s| addr.0 >= s.vaddr && addr.0 < s.vaddr + s.mem_size.max(s.file_size))
-            .map(|s| FileOffset(addr.0 - s.vaddr + s.offset))
+            .find(|s| {
+                addr.0
+                    .checked_sub(s.vaddr)
+                    .is_some_and(|at| at < s.mem_size.max(s.file_size))
+            })
+            .and_then(|s| (addr.0 - s.vaddr).checked_add(s.offset))
+            .map(FileOffset)
     }
 
     /// The ELF address at a file offset (inverse of [`ElfLayout::file_offset`]).
     pub fn elf_addr(&self, offset: FileOffset) -> Option<ElfAddr> {
         self.segments
             .iter()
-            .find(|s| offset.0 >= s.offset && offset.0 < s.offset + s.file_size)
-            .map(|s| ElfAddr(offset.0 - s.offset + s.vaddr))
+            .find(|s| {
+                offset
+                    .0
+                    .checked_sub(s.offset)
+                    .is_some_and(|at| at < s.file_size)
+            })
+            .and_then(|s| (offset.0 - s.offset).checked_add(s.vaddr))
+            .map(ElfAddr)
     }
 }
 

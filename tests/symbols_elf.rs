@@ -487,7 +487,7 @@ fn unknown_offsets_are_empty() {
     );
 }
 
-/// Check the errors of `function_symbols` and `elf_info`: missing file, non-ELF file.
+/// Check the errors of `function_symbols` and `elf_info`: missing file, non-ELF file, truncated ELF file.
 #[test]
 fn errors_name_the_problem() {
     let tmp = tempfile::tempdir().unwrap();
@@ -512,6 +512,19 @@ fn errors_name_the_problem() {
         info.build_id.as_ref().map(Vec::len),
         Some(20),
         "gcc's default sha1 build id"
+    );
+    // Cut short, it is a corrupt ELF file, and the message says where its header puts the lost table.
+    let cut = tmp.path().join("cut");
+    std::fs::write(&cut, &std::fs::read(&exe).unwrap()[..2000]).unwrap();
+    let err = function_symbols(&cut, &[]).unwrap_err();
+    assert!(matches!(err, SymbolError::CorruptElf { .. }), "{err}");
+    let message = err.to_string();
+    assert!(
+        message.starts_with(&format!("{}: corrupt ELF file: ", cut.display()))
+            && message.contains("section header table")
+            && message.contains("the file has 2000 bytes")
+            && !message.contains('\n'),
+        "{message}"
     );
 }
 

@@ -126,7 +126,7 @@ pub fn resolve_user(
             .layout
             .segments
             .iter()
-            .find(|s| addr.0 >= s.vaddr && addr.0 < s.vaddr + s.file_size)
+            .find(|s| addr.0 >= s.vaddr && addr.0 - s.vaddr < s.file_size)
         else {
             continue;
         };

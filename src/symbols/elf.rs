@@ -3,10 +3,11 @@
 use super::{ElfInfo, SymbolError};
 use crate::elf_layout::ElfLayout;
 use crate::perf::mapped::{MapError, MappedFile};
-use object::read::elf::SectionHeader;
+use object::elf::{FileHeader32, FileHeader64};
+use object::read::elf::{FileHeader, SectionHeader};
 use object::{
-    Architecture, Object, ObjectSection, ObjectSymbol, ObjectSymbolTable, RelocationTarget,
-    SymbolFlags, SymbolKind, SymbolSection,
+    Architecture, Endianness, Object, ObjectSection, ObjectSymbol, ObjectSymbolTable, ReadRef,
+    RelocationTarget, SymbolFlags, SymbolKind, SymbolSection,
 };
 use std::collections::HashMap;
 use std::path::Path;
@@ -43,18 +44,70 @@ impl ElfData {
         })
     }
 
-    /// Parse it as ELF; [`SymbolError::NotElf`] otherwise.
+    /// Parse it as ELF; [`SymbolError::CorruptElf`] or [`SymbolError::NotElf`] otherwise.
     pub fn parse(&self, path: &Path) -> Result<object::File<'_>, SymbolError> {
-        let not_elf = |reason: String| SymbolError::NotElf {
-            path: path.to_path_buf(),
-            reason,
-        };
-        let file = object::File::parse(&*self.data).map_err(|e| not_elf(e.to_string()))?;
+        let file =
+            object::File::parse(&*self.data).map_err(|e| parse_error(path, &*self.data, e))?;
         if file.format() != object::BinaryFormat::Elf {
-            return Err(not_elf(format!("it is a {:?} file", file.format())));
+            return Err(SymbolError::NotElf {
+                path: path.to_path_buf(),
+                reason: format!("it is a {:?} file", file.format()),
+            });
         }
         Ok(file)
     }
+}
+
+/// The error for a file in `data` that object cannot parse (`error`): a corrupt ELF file when it starts with
+/// ELF's magic, else not an ELF file. A bad section or program header table gets what the ELF header says of it.
+pub(crate) fn parse_error<'d, R: ReadRef<'d>>(
+    path: &Path,
+    data: R,
+    error: object::Error,
+) -> SymbolError {
+    let path = path.to_path_buf();
+    let mut reason = error.to_string();
+    if data.read_bytes_at(0, 4).ok() != Some(&object::elf::ELFMAG[..]) {
+        return SymbolError::NotElf { path, reason };
+    }
+    let facts = table_facts::<FileHeader64<Endianness>, R>(data, &reason)
+        .or_else(|| table_facts::<FileHeader32<Endianness>, R>(data, &reason));
+    if let Some(facts) = facts {
+        reason = format!("{reason} ({facts})");
+    }
+    SymbolError::CorruptElf { path, reason }
+}
+
+/// Where the ELF header of `data` puts the header table that `reason` names, and the file's length:
+/// `section header table: 37 entries of 64 bytes at offset 0x3f08; the file has 18232 bytes`.
+fn table_facts<'d, H: FileHeader, R: ReadRef<'d>>(data: R, reason: &str) -> Option<String> {
+    let header = H::parse(data).ok()?;
+    let endian = header.endian().ok()?;
+    let (table, count, size, offset) = if reason.contains("section header") {
+        let offset: u64 = header.e_shoff(endian).into();
+        let table = "section header table";
+        (
+            table,
+            header.e_shnum(endian),
+            header.e_shentsize(endian),
+            offset,
+        )
+    } else if reason.contains("program header") {
+        let offset: u64 = header.e_phoff(endian).into();
+        let table = "program header table";
+        (
+            table,
+            header.e_phnum(endian),
+            header.e_phentsize(endian),
+            offset,
+        )
+    } else {
+        return None;
+    };
+    let len = data.len().ok()?;
+    Some(format!(
+        "{table}: {count} entries of {size} bytes at offset {offset:#x}; the file has {len} bytes"
+    ))
 }
 
 /// Build id, PT_LOAD segments and Go marker of a parsed file.
@@ -124,7 +177,7 @@ fn symbols_where(
             let section_end = match s.section() {
                 SymbolSection::Section(index) => file
                     .section_by_index(index)
-                    .map(|sec| sec.address() + sec.size())
+                    .map(|sec| sec.address().saturating_add(sec.size()))
                     .unwrap_or(u64::MAX),
                 _ => u64::MAX,
             };
@@ -180,12 +233,15 @@ pub(crate) fn plt_symbols(
             0 => 16,
             n => n,
         };
-        let section_end = section.address() + section.size();
+        let section_end = section.address().saturating_add(section.size());
         let Ok(chunk) = usize::try_from(entry_size) else {
             continue;
         };
         for (i, entry) in data.chunks_exact(chunk).enumerate() {
-            let addr = section.address() + i as u64 * entry_size;
+            // No overflow in the product: `i * entry_size` is at most the section's length.
+            let Some(addr) = section.address().checked_add(i as u64 * entry_size) else {
+                break;
+            };
             if let Some(slot) = x86_64_plt_slot(entry, addr) {
                 entries.push((addr, entry_size, section_end, slot));
             }
@@ -250,7 +306,7 @@ fn x86_64_plt_slot(entry: &[u8], addr: u64) -> Option<u64> {
         return None;
     }
     let disp = i32::from_le_bytes(jmp[2..].try_into().ok()?);
-    let next = addr + (at + 6) as u64;
+    let next = addr.checked_add((at + 6) as u64)?;
     Some(next.wrapping_add_signed(i64::from(disp)))
 }
 

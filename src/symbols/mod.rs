@@ -91,6 +91,8 @@ pub enum SymbolError {
     },
     #[error("{path} is not an ELF file: {reason}")]
     NotElf { path: PathBuf, reason: String },
+    #[error("{path}: corrupt ELF file: {reason}")]
+    CorruptElf { path: PathBuf, reason: String },
     #[error(
         "{path} has another build id than the recorded one; it is not the file that was profiled"
     )]
@@ -127,10 +129,7 @@ pub fn elf_info(path: &Path) -> Result<ElfInfo, SymbolError> {
         source,
     })?;
     let cache = object::ReadCache::new(file);
-    let parsed = object::File::parse(&cache).map_err(|e| SymbolError::NotElf {
-        path: path.to_path_buf(),
-        reason: e.to_string(),
-    })?;
+    let parsed = object::File::parse(&cache).map_err(|e| elf::parse_error(path, &cache, e))?;
     if parsed.format() != object::BinaryFormat::Elf {
         let reason = format!("it is a {:?} file", parsed.format());
         return Err(SymbolError::NotElf {
