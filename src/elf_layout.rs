@@ -122,6 +122,18 @@ impl ElfLayout {
     }
 }
 
+/// The most one compressed byte expands to: zlib's limit (1032:1). Zstandard can go further in theory, but DWARF
+/// compresses 3 to 10 times.
+const MAX_EXPANSION: u64 = 1032;
+
+/// True when the compressed bytes can hold the uncompressed size their header claims.
+pub fn fits_expansion(compressed: &object::CompressedData<'_>) -> bool {
+    let most = (compressed.data.len() as u64)
+        .saturating_mul(MAX_EXPANSION)
+        .saturating_add(64);
+    compressed.uncompressed_size <= most
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -330,25 +330,15 @@ fn load_section(data: &MappedFile, file: &object::File<'_>, id: SectionId, dwo: 
         // Compressed: the only bytes copied to the heap. The size to allocate comes from the compression
         // header: one that the compressed bytes cannot fill is corrupt, and is not allocated.
         _ => match section.compressed_data() {
-            Ok(compressed) if fits_expansion(&compressed) => match compressed.decompress() {
-                Ok(bytes) => Reader::new(MappedFile::from_vec(bytes.into_owned()), endian),
-                Err(_) => empty,
-            },
+            Ok(compressed) if crate::elf_layout::fits_expansion(&compressed) => {
+                match compressed.decompress() {
+                    Ok(bytes) => Reader::new(MappedFile::from_vec(bytes.into_owned()), endian),
+                    Err(_) => empty,
+                }
+            }
             _ => empty,
         },
     }
-}
-
-/// The most one compressed byte expands to: zlib's limit (1032:1). Zstandard can go further in theory, but DWARF
-/// compresses 3 to 10 times.
-const MAX_EXPANSION: u64 = 1032;
-
-/// True when the compressed bytes can hold the uncompressed size their header claims.
-fn fits_expansion(compressed: &object::CompressedData<'_>) -> bool {
-    let most = (compressed.data.len() as u64)
-        .saturating_mul(MAX_EXPANSION)
-        .saturating_add(64);
-    compressed.uncompressed_size <= most
 }
 
 /// No bytes: a missing or unneeded section.

@@ -155,7 +155,12 @@ fn section_bytes<'data, R: ReadRef<'data>>(
     name: &str,
 ) -> Option<Vec<u8>> {
     let section = obj.section_by_name(name)?;
-    let data = section.uncompressed_data().ok()?;
+    // A corrupt compression header must not size an allocation.
+    let compressed = section.compressed_data().ok()?;
+    if !crate::elf_layout::fits_expansion(&compressed) {
+        return None;
+    }
+    let data = compressed.decompress().ok()?;
     if data.is_empty() {
         None
     } else {
