@@ -193,7 +193,9 @@ fn denied_explains_paranoid() {
     );
 }
 
-/// Check that missing, empty, truncated and corrupt recordings give an error naming the file, never a panic.
+/// Check that missing, empty and corrupt recordings, and recordings cut inside their header, give an error
+/// naming the file, never a panic; and that a recording cut inside its data or feature sections (as a killed
+/// recorder or a full disk leaves it) is reported up to the cut with one warning line naming the file.
 #[test]
 fn bad_recordings() {
     if !privileged("bad_recordings") {
@@ -206,6 +208,7 @@ fn bad_recordings() {
     let bytes = std::fs::read(&good).unwrap();
     let bad = dir.path().join("bad.data");
     let bad_s = bad.to_str().unwrap();
+    let data_offset = u64::from_le_bytes(bytes[40..48].try_into().unwrap()) as usize;
     for cut in [0, 7, 100, bytes.len() / 2, bytes.len() - 1] {
         std::fs::write(&bad, &bytes[..cut]).unwrap();
         let out = rprof()
@@ -213,11 +216,27 @@ fn bad_recordings() {
             .output()
             .unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "cut at {cut} accepted");
         assert!(
             err.contains(bad_s) && !err.contains("panicked"),
             "cut at {cut}: {err}"
         );
+        if cut < data_offset {
+            assert!(
+                !out.status.success(),
+                "cut at {cut} (in the header) accepted"
+            );
+        } else {
+            assert!(
+                out.status.success(),
+                "cut at {cut} (after the header): {err}"
+            );
+            let warnings: Vec<&str> = err.lines().filter(|l| l.contains("warning")).collect();
+            assert_eq!(warnings.len(), 1, "cut at {cut}: one warning line: {err}");
+            assert!(
+                warnings[0].contains(bad_s) && warnings[0].contains("samples up to byte"),
+                "cut at {cut}: {err}"
+            );
+        }
     }
     let mut flipped = bytes.clone();
     for i in (64..flipped.len()).step_by(97) {
