@@ -199,6 +199,8 @@ pub fn parse_field_offset(format: &str, field: &str) -> Option<usize> {
 
 /// Lines written per `write(2)`: the kernel parses up to 4096 bytes per chunk, line by line.
 const WRITE_CHUNK: usize = 3800;
+/// Further attempts at removing a group whose probes are still busy (after 20, 40, 80, 160, 320 ms).
+const REMOVE_RETRIES: u32 = 5;
 
 /// A tracefs mount.
 #[derive(Clone, Debug)]
@@ -393,6 +395,22 @@ impl Tracefs {
             // Best effort: the events of a dead owner may still be enabled through ftrace.
             let _ = self.append(&enable, "0\n");
         }
+        // A probe whose last perf event was closed a moment ago can still be busy for the kernel (EBUSY), and a
+        // failed line stops the rest of its batch: try again a few times, listing what is left each time.
+        let mut attempt = 0;
+        loop {
+            match self.remove_group_once(group) {
+                Err(_) if attempt < REMOVE_RETRIES => {
+                    attempt += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(10 << attempt));
+                }
+                result => return result,
+            }
+        }
+    }
+
+    /// Write the removal of every event of `group` that is listed now.
+    fn remove_group_once(&self, group: &str) -> Result<(), TracefsError> {
         for file in [ProbeFile::Uprobe, ProbeFile::Kprobe] {
             // One event may hold many probe points (listed once each): delete each event once.
             let mut mine: Vec<ListedProbe> = Vec::new();
@@ -400,9 +418,6 @@ impl Tracefs {
                 if p.group == group && !mine.iter().any(|m| m.event == p.event) {
                     mine.push(p);
                 }
-            }
-            if mine.is_empty() {
-                continue;
             }
             let mut batch = String::new();
             for p in &mine {
