@@ -94,7 +94,9 @@ pub fn run(
     // it: those probes go with rprof's fds, even when it is SIGKILLed. Timing without -g keeps tracefs probes,
     // whose `sp` fetch argument is cheaper than the user registers a PMU probe needs (see cost.rs).
     let stacks_pmu = opts.stacks && opts.engine != EngineChoice::Tracefs;
-    let pmu = (counters || stacks_pmu)
+    // RPROF_UPROBE_PMU=0 takes the path of kernels without the PMU (before 4.17), for tests.
+    let pmu_allowed = std::env::var("RPROF_UPROBE_PMU").as_deref() != Ok("0");
+    let pmu = (pmu_allowed && (counters || stacks_pmu))
         .then(perf::UprobePmu::find)
         .flatten();
     let (defs, planned) = group::plan(

@@ -126,6 +126,14 @@ impl<'a> Bytes<'a> {
 
 /// Check that an EVENT_DESC section is well-formed (every count fits in the section), so that
 /// linux-perf-data never sizes an allocation from a corrupt count. Returns the reason when it is not.
+/// Whether linux-perf-data reads exactly `size` bytes of an attr that says it is `size` bytes long. It reads
+/// field by field up to the last PERF_ATTR_SIZE_VER* the size reaches, then skips to the end of the slot: a
+/// size between two versions shifts everything it reads next (in EVENT_DESC, an id count read from the wrong
+/// bytes allocated 15 GB).
+pub(crate) fn attr_size_is_exact(size: usize) -> bool {
+    matches!(size, 64 | 72 | 80 | 96 | 104 | 112 | 120) || size >= 128
+}
+
 pub(crate) fn check_event_desc(section: &[u8]) -> Result<(), String> {
     let bad = |what: &str| format!("EVENT_DESC section is corrupt ({what})");
     let mut b = Bytes::new(section);
@@ -139,11 +147,7 @@ pub(crate) fn check_event_desc(section: &[u8]) -> Result<(), String> {
             .take(attr_size)
             .ok_or_else(|| bad(&format!("event {i} attr past the end")))?;
         let own_size = u32::from_le_bytes([attr[4], attr[5], attr[6], attr[7]]) as usize;
-        // linux-perf-data reads an attr field by field up to the last PERF_ATTR_SIZE_VER* its size reaches, and
-        // then skips `attr_size - size`: a size between two versions would shift what it reads next (an id
-        // count from the wrong place allocated 15 GB).
-        let exact = matches!(own_size, 64 | 72 | 80 | 96 | 104 | 112 | 120) || own_size >= 128;
-        if !exact || own_size > attr_size {
+        if !attr_size_is_exact(own_size) || own_size > attr_size {
             return Err(bad(&format!("event {i} attr size {own_size}")));
         }
         let nr_ids = b.u32().ok_or_else(|| bad(&format!("event {i} id count")))? as usize;

@@ -9,7 +9,8 @@ use linux_perf_data::{Feature, PerfFile, PerfFileReader};
 
 use super::convert::read_u64;
 use super::features::{
-    check_cmdline, check_event_desc, parse_build_ids, HEADER_CMDLINE, HEADER_EVENT_DESC,
+    attr_size_is_exact, check_cmdline, check_event_desc, parse_build_ids, HEADER_CMDLINE,
+    HEADER_EVENT_DESC,
 };
 use super::writer::{FileHeader, HEADER_SIZE};
 use super::{BuildIdEntry, Meta};
@@ -55,6 +56,38 @@ pub(super) fn check_header(
         features,
     })
 }
+
+/// Check each attr of the attrs section (`attrs` = offset and size, `attr_size` per slot, which ends with the
+/// 16-byte ids section): its own size must be one linux-perf-data reads exactly and fit the slot.
+pub(super) fn check_attrs(
+    file: &mut BufReader<File>,
+    attrs: (u64, u64),
+    attr_size: u64,
+) -> Result<(), String> {
+    let count = attrs.1 / attr_size;
+    if count > MAX_ATTRS {
+        return Err(format!(
+            "its attrs section holds {count} attrs (at most {MAX_ATTRS} are read)"
+        ));
+    }
+    let io = |e: std::io::Error| format!("cannot read its attrs section: {e}");
+    let mut slot = vec![0u8; attr_size as usize];
+    for i in 0..count {
+        file.seek(SeekFrom::Start(attrs.0 + i * attr_size))
+            .map_err(io)?;
+        file.read_exact(&mut slot).map_err(io)?;
+        let size = u32::from_le_bytes([slot[4], slot[5], slot[6], slot[7]]) as u64;
+        if !attr_size_is_exact(size as usize) || size + 16 > attr_size {
+            return Err(format!(
+                "attr {i} has an invalid size {size} (its slot is {attr_size} bytes)"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The most attrs a recording may have (perf records one per event; thousands would be probe groups).
+const MAX_ATTRS: u64 = 65_536;
 
 /// The file as linux-perf-data sees it: the real file with some byte ranges replaced (a header with
 /// validated sections, and the feature table moved to where the crate looks for it).

@@ -24,7 +24,9 @@ use linux_perf_data::PerfFileReader;
 use super::convert::{convert, read_u32, AttrInfo, SIMPLE_SAMPLE_FIELDS};
 use super::data_section::{DataSection, Walked};
 use super::encode::PERF_RECORD_FINISHED_ROUND;
-use super::header::{check_header, parse_patched, read_feature_table, read_meta, section_end};
+use super::header::{
+    check_attrs, check_header, parse_patched, read_feature_table, read_meta, section_end,
+};
 use super::writer::{FileHeader, HEADER_SIZE};
 use super::{BuildIdEntry, Event, Meta, RecordingError};
 use crate::merge::OrderedMerge;
@@ -98,6 +100,7 @@ impl Reader {
             data,
             features,
         } = check_header(&header, file_len).map_err(corrupt)?;
+        check_attrs(&mut file, attrs, attr_size).map_err(corrupt)?;
 
         // How much of the data section to read, and whether the feature sections exist.
         let available = file_len - data.0;
@@ -455,5 +458,35 @@ mod tests {
         }
         assert_eq!(times.len() as u64, rounds * 100);
         assert!(times.windows(2).all(|w| w[0] <= w[1]), "time order");
+    }
+
+    /// Check that an attr whose size is not one linux-perf-data reads exactly (here below PERF_ATTR_SIZE_VER0)
+    /// is refused at open, naming the file and the attr.
+    #[test]
+    fn attr_size_that_is_not_read_exactly_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("attr.data");
+        let attr = FileAttr {
+            attr: attr_bytes(PERF_SAMPLE_IP | PERF_SAMPLE_TID),
+            ids: vec![],
+            name: "cpu-clock".into(),
+        };
+        Writer::create(&path, vec![attr])
+            .unwrap()
+            .finish(&Meta::default(), &[])
+            .unwrap();
+        let mut bytes = std::fs::read(&path).unwrap();
+        let attrs_at = u64::from_le_bytes(bytes[24..32].try_into().unwrap()) as usize;
+        assert!(Reader::open(&path).is_ok());
+        bytes[attrs_at + 4..attrs_at + 8].copy_from_slice(&60u32.to_le_bytes());
+        std::fs::write(&path, &bytes).unwrap();
+        let Err(e) = Reader::open(&path) else {
+            panic!("an attr of size 60 was accepted")
+        };
+        let msg = e.to_string();
+        assert!(
+            msg.contains("attr.data") && msg.contains("attr 0 has an invalid size 60"),
+            "{msg}"
+        );
     }
 }

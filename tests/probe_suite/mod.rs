@@ -873,6 +873,24 @@ fn count_only_is_exact() {
     }
 }
 
+/// Check that `--count` without the uprobe PMU (kernels before 4.17; forced with RPROF_UPROBE_PMU=0) counts
+/// exactly on tracefs probes, and says so.
+#[test]
+fn count_without_uprobe_pmu_is_exact() {
+    if !privileged("count_without_uprobe_pmu_is_exact") {
+        return;
+    }
+    let f = fixtures();
+    let (out, err) = run_env(
+        &["probe", "-x", path(&f.c), "func_*", "--count", "--csv", "--", path(&f.c), "counts", "1234", "56"],
+        &[("RPROF_UPROBE_PMU", "0")],
+    );
+    let rows = csv_rows(&out);
+    assert_eq!(row(&rows, "func_a").1, 1234, "{out}");
+    assert_eq!(row(&rows, "func_b").1, 56, "{out}");
+    assert!(!err.contains("uprobe PMU"), "{err}");
+}
+
 /// Check that the tracefs ring read with read(2) (the path of kernels that cannot map it) counts and times
 /// exactly too, and says which path it took.
 #[test]
