@@ -7,7 +7,9 @@
 //! to an [`Event`].
 //!
 //! A data section that is cut short (the file was truncated, or `rprof record` / `perf record` was killed
-//! before writing the final header) yields the records before the cut and then an error.
+//! before writing the final header) yields the records before the cut and then
+//! [`RecordingError::Incomplete`], which says where reading stopped; `rprof report` keeps what was read and
+//! prints it as one warning.
 use std::collections::{HashMap, VecDeque};
 use std::fs::File;
 use std::io::{BufReader, Read, Seek, SeekFrom};
@@ -61,7 +63,7 @@ pub struct Reader {
     /// and where in that list a damaged record found by the walk goes.
     problems: Vec<String>,
     walk_problem_at: usize,
-    /// The header was never completed (data size 0, no feature sections).
+    /// The header was never completed (a data size of 0, or no feature bits).
     unfinished: bool,
     done: bool,
 }

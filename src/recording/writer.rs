@@ -5,9 +5,9 @@
 //! feature sections. The header, ids and attrs are written by [`Writer::create`] with a placeholder header
 //! (data size 0, no features), so a recording cut short by a kill still has its attrs and records and the
 //! reader can tell it was not finished. [`Writer::flush_if_due`] gets the records to the file as the session
-//! goes (a SIGKILL loses the last quarter of a second at most) and then updates the header's data size, so that `perf
-//! report` reads a killed recording too; the feature bits stay 0, which is how rprof's reader tells that the
-//! file was not finished. [`Writer::finish`] appends the features and rewrites the header.
+//! goes (a SIGKILL loses the last quarter of a second at most) and then updates the header's data size, so
+//! that `perf report` reads a killed recording too; the feature bits stay 0, which is how rprof's reader tells
+//! that the file was not finished. [`Writer::finish`] appends the features and rewrites the header.
 use std::fs::File;
 use std::io::{BufWriter, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
