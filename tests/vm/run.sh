@@ -74,7 +74,8 @@ echo "RPROF-VM-INFO kernel=$VMLINUZ"
 phase kernel "$t"
 
 # Phase 3: rprof built static, in its own target dir so the normal build is not invalidated. Unoptimized: the VM
-# runs a few hundred probed calls, and a cold build at the dev profile's opt-level 1 takes twice as long.
+# runs a few hundred probed calls, and a cold build at the dev profile's opt-level 1 takes twice as long. No debug
+# info (the initramfs gets a stripped copy anyway): 51 s cold instead of 70 s here.
 # RPROF_VM_RPROF=PATH puts that binary in the VM instead, without building (a dynamic one gets its libraries).
 t=$(now)
 if [ -n "${RPROF_VM_RPROF:-}" ]; then
@@ -82,7 +83,7 @@ if [ -n "${RPROF_VM_RPROF:-}" ]; then
     [ -f "$RPROF" ] || die "RPROF_VM_RPROF=$RPROF does not exist"
 else
     (cd "$ROOT" && env -u CARGO_ENCODED_RUSTFLAGS -u CARGO_BUILD_RUSTFLAGS RUSTFLAGS='-C target-feature=+crt-static' \
-        "${CARGO:-cargo}" build -q --config profile.dev.opt-level=0 --bin rprof --target x86_64-unknown-linux-gnu \
+        "${CARGO:-cargo}" build -q --config profile.dev.opt-level=0 --config profile.dev.debug=0 --bin rprof --target x86_64-unknown-linux-gnu \
         --target-dir target/static) ||
         die "static build of rprof failed (see the cargo output above)"
     RPROF=$ROOT/target/static/x86_64-unknown-linux-gnu/debug/rprof
