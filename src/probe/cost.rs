@@ -167,11 +167,6 @@ impl Calibration {
             .collect()
     }
 
-    /// The uprobe PMU, when the counters use it.
-    pub(super) fn pmu(&self) -> Option<UprobePmu> {
-        self.pmu.as_ref().map(|p| p.0)
-    }
-
     /// `--count`: the cost of one counted call (a counter on this thread).
     pub(super) fn measure_counter(&self, tracefs: &Tracefs) -> Option<u64> {
         let attr = match &self.pmu {

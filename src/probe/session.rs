@@ -46,6 +46,8 @@ struct Setup<'a> {
     workload: Option<Workload>,
     signals: StopSignals,
     group_name: String,
+    /// The uprobe PMU, when counted (`--count`) or stack-sampled (`-g`) user functions use it.
+    pmu: Option<perf::UprobePmu>,
     started: Instant,
 }
 
@@ -78,17 +80,6 @@ pub fn run(
             removed.join(", ")
         );
     }
-    let mut setup = Setup {
-        opts,
-        tracefs,
-        targets,
-        names: targets.iter().map(|t| t.name.clone()).collect(),
-        tasks,
-        workload,
-        signals,
-        group_name,
-        started: Instant::now(),
-    };
     let counters = opts.count_only && !opts.stacks && opts.engine == EngineChoice::Auto;
     // Counted user functions, and those whose stacks are sampled (-g), use the uprobe PMU where the kernel has
     // it: those probes go with rprof's fds, even when it is SIGKILLed. Timing without -g keeps tracefs probes,
@@ -99,6 +90,18 @@ pub fn run(
     let pmu = (pmu_allowed && (counters || stacks_pmu))
         .then(perf::UprobePmu::find)
         .flatten();
+    let mut setup = Setup {
+        opts,
+        tracefs,
+        targets,
+        names: targets.iter().map(|t| t.name.clone()).collect(),
+        tasks,
+        workload,
+        signals,
+        group_name,
+        pmu,
+        started: Instant::now(),
+    };
     let (defs, planned) = group::plan(
         &setup.group_name,
         targets,
@@ -131,7 +134,7 @@ fn run_counters(
         &s.names,
         &s.opts.target,
         &s.tasks,
-        cal.pmu(),
+        s.pmu,
     )?;
     if counters.targets() == 0 {
         return Err(no_usable(s.opts));
@@ -145,7 +148,7 @@ fn run_counters(
         "rprof: counting {} targets ({} perf events), engine: counters{}{}, set up in {:.2}s; Ctrl-C to end",
         counters.targets(),
         counters.len(),
-        if cal.pmu().is_some() && planned.iter().any(|p| p.pmu.is_some()) {
+        if s.pmu.is_some() && planned.iter().any(|p| p.pmu.is_some()) {
             " (uprobe PMU)"
         } else {
             ""
@@ -300,7 +303,7 @@ fn run_sampled(
         mut events,
         parse,
         mut usable,
-    } = open_events(opts, s.tracefs, &planned, s.targets, &s.tasks, cal.pmu())?;
+    } = open_events(opts, s.tracefs, &planned, s.targets, &s.tasks, s.pmu)?;
     if let Some(r) = ring.as_mut() {
         r.set_tasks(&opts.target, &s.tasks)?;
         for p in planned.iter().filter(|p| p.ring) {
