@@ -120,11 +120,13 @@ mknod "$IRD/dev/console" c 5 1
 (cd "$IRD" && find . | cpio -o -H newc --quiet) > "$CACHE/initramfs.cpio"
 phase initramfs "$t"
 
-# Phase 5: boot. The serial console is the VM's stdout; /init powers off when the scenario is done.
+# Phase 5: boot. The serial console is the VM's stdout; /init powers off when the scenario is done. One host
+# thread runs both vCPUs (thread=single): with multi-threaded TCG on a busy 2-core host, a starved vCPU thread
+# once stalled the guest kernel (RCU stall, soft lockup of `sh` writing kprobe_events) until the timeout.
 t=$(now)
 booted=""
 set +e
-timeout "$TIMEOUT" qemu-system-x86_64 -accel tcg -cpu max -smp "$SMP" -m 512 -nographic -no-reboot \
+timeout "$TIMEOUT" qemu-system-x86_64 -accel tcg,thread=single -cpu max -smp "$SMP" -m 512 -nographic -no-reboot \
     -kernel "$VMLINUZ" -initrd "$CACHE/initramfs.cpio" -append 'console=ttyS0 quiet panic=-1' < /dev/null 2>&1 |
     tee "$CACHE/console.log" | while IFS= read -r line; do
         line=${line%$'\r'}
