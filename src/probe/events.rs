@@ -7,7 +7,7 @@ use super::resolve::Target;
 use super::{ProbeError, ProbeOptions, TaskTarget};
 use crate::perf::attr::sample;
 use crate::perf::{ring, Attr, EventSet, PerfError, Refused, UprobePmu};
-use crate::tracefs::Tracefs;
+use crate::tracefs::{parse_field_offset, Tracefs};
 use std::collections::HashMap;
 
 /// The open perf events of a probe session.
@@ -18,17 +18,30 @@ pub(super) struct Opened {
     pub(super) usable: Vec<bool>,
 }
 
-/// Each planned event's fields, by type id: where the probed address and the stack pointer are.
+/// Each planned event's fields, by type id: where the probed address and the stack pointer are. Also each
+/// planned event's tracefs id, in `planned`'s order (None for uprobe PMU events), for [`open_events`]. Each
+/// event's `id` and `format` files are read once.
 pub(super) fn event_types(
     tracefs: &Tracefs,
     planned: &[PlannedEvent],
-) -> Result<EventTypes, ProbeError> {
+) -> Result<(EventTypes, Vec<Option<u64>>), ProbeError> {
     let mut by_type = HashMap::new();
+    let mut ids = Vec::with_capacity(planned.len());
     let mut pid_field = None;
-    for p in planned.iter().filter(|p| p.pmu.is_none()) {
+    for p in planned {
+        if p.pmu.is_some() {
+            ids.push(None);
+            continue;
+        }
         let id = tracefs.event_id(&p.group, &p.event)?;
+        ids.push(Some(id));
+        let format = if pid_field.is_none() || p.user {
+            tracefs.event_format(&p.group, &p.event)?
+        } else {
+            String::new()
+        };
         if pid_field.is_none() {
-            pid_field = tracefs.field_offset(&p.group, &p.event, "common_pid")?;
+            pid_field = parse_field_offset(&format, "common_pid");
         }
         let (mut addr_field, mut sp_field) = (None, None);
         if p.user {
@@ -38,13 +51,9 @@ pub(super) fn event_types(
                 "__probe_ip"
             };
             if p.members.len() > 1 {
-                addr_field = Some(
-                    tracefs
-                        .field_offset(&p.group, &p.event, field)?
-                        .unwrap_or(8),
-                );
+                addr_field = Some(parse_field_offset(&format, field).unwrap_or(8));
             }
-            sp_field = tracefs.field_offset(&p.group, &p.event, "sp")?;
+            sp_field = parse_field_offset(&format, "sp");
         }
         let target = (p.members.len() == 1).then(|| p.members[0]);
         let info = EventInfo {
@@ -55,10 +64,11 @@ pub(super) fn event_types(
         };
         by_type.insert(id as u16, info);
     }
-    Ok(EventTypes {
+    let types = EventTypes {
         by_type,
         pid_field: pid_field.unwrap_or(4),
-    })
+    };
+    Ok((types, ids))
 }
 
 /// The sample bits of the events read through perf: the time and the event's data (which holds the thread id,
@@ -90,12 +100,13 @@ pub(super) fn pmu_sample_bits(stacks: bool, role: Role) -> u64 {
 }
 
 /// Open the side-band event and one perf event per planned event not read through the tracefs ring, for each
-/// CPU and task (uprobe PMU events with `pmu`). A probe the kernel refuses is skipped with a warning and its
-/// targets marked unusable.
+/// CPU and task (uprobe PMU events with `pmu`); `ids` are the planned events' tracefs ids from
+/// [`event_types`]. A probe the kernel refuses is skipped with a warning and its targets marked unusable.
 pub(super) fn open_events(
     opts: &ProbeOptions,
     tracefs: &Tracefs,
     planned: &[PlannedEvent],
+    ids: &[Option<u64>],
     targets: &[Target],
     tasks: &[i32],
     pmu: Option<UprobePmu>,
@@ -131,7 +142,7 @@ pub(super) fn open_events(
     };
     let mut plan: Vec<(Attr, ProbeInfo)> = vec![(side, info(side, None))];
     let mut members: Vec<&PlannedEvent> = Vec::new();
-    for p in planned.iter().filter(|p| !p.ring) {
+    for (p, id) in planned.iter().zip(ids).filter(|(p, _)| !p.ring) {
         let (mut attr, pmu_info) = match (&p.pmu, pmu) {
             (Some((path, offset)), Some(pmu)) => {
                 let Some(attr) = pmu.attr(path, *offset, p.role == Role::Return) else {
@@ -149,7 +160,10 @@ pub(super) fn open_events(
                 (common(attr), Some(hits))
             }
             _ => {
-                let id = tracefs.event_id(&p.group, &p.event)?;
+                let id = match id {
+                    Some(id) => *id,
+                    None => tracefs.event_id(&p.group, &p.event)?,
+                };
                 let bits = sample_bits(opts.stacks, p.role, p.user);
                 (common(Attr::tracepoint(id).sample_type(bits)), None)
             }

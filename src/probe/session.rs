@@ -296,14 +296,14 @@ fn run_sampled(
     if !planned.iter().any(|p| p.ring) {
         ring = None;
     }
-    let types = event_types(s.tracefs, &planned)?;
+    let (types, ids) = event_types(s.tracefs, &planned)?;
     // The ring's cost is measured before its tasks are set (the calibration runs on this thread).
     let ring_cost = ring.as_mut().and_then(|r| cal.measure_ring(s.tracefs, r));
     let Opened {
         mut events,
         parse,
         mut usable,
-    } = open_events(opts, s.tracefs, &planned, s.targets, &s.tasks, s.pmu)?;
+    } = open_events(opts, s.tracefs, &planned, &ids, s.targets, &s.tasks, s.pmu)?;
     if let Some(r) = ring.as_mut() {
         r.set_tasks(&opts.target, &s.tasks)?;
         for p in planned.iter().filter(|p| p.ring) {

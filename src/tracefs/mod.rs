@@ -376,6 +376,11 @@ impl Tracefs {
         })
     }
 
+    /// The `format` file of `events/GROUP/EVENT`: its fields, for [`parse_field_offset`].
+    pub fn event_format(&self, group: &str, event: &str) -> Result<String, TracefsError> {
+        self.read(Path::new("events").join(group).join(event).join("format"))
+    }
+
     /// The byte offset of `field` in the raw data of `events/GROUP/EVENT` (from its `format` file).
     pub fn field_offset(
         &self,
@@ -383,8 +388,7 @@ impl Tracefs {
         event: &str,
         field: &str,
     ) -> Result<Option<usize>, TracefsError> {
-        let text = self.read(Path::new("events").join(group).join(event).join("format"))?;
-        Ok(parse_field_offset(&text, field))
+        Ok(parse_field_offset(&self.event_format(group, event)?, field))
     }
 
     /// Disable a group's events (`events/GROUP/enable`), then delete every probe of the group from both
