@@ -83,6 +83,11 @@ pub struct RecordArgs {
     /// first, and SIGKILL when rprof is killed).
     #[arg(long = "keep-workload", requires = "command")]
     pub keep_workload: bool,
+    /// Also record where threads wait (off-CPU time): each blocked wait (sleep, lock, I/O) as time at the stack
+    /// where the thread left the CPU; `rprof report` shows it beside the CPU time. Preempted time (runnable,
+    /// waiting for a CPU) is counted in the summary, not as waiting.
+    #[arg(long = "off-cpu")]
+    pub off_cpu: bool,
     /// Print nothing but errors.
     #[arg(short = 'q', long = "quiet")]
     pub quiet: bool,
@@ -127,6 +132,7 @@ pub fn config(a: &RecordArgs) -> RecordConfig {
         debug_dirs: a.debug_dir.clone(),
         no_buildid_cache: a.no_buildid_cache,
         keep_workload: a.keep_workload,
+        off_cpu: a.off_cpu,
     }
 }
 

@@ -3,7 +3,7 @@ use super::advice;
 use super::output::Stdout;
 use anyhow::Context;
 use clap::Args;
-use rprof::report::{self, Filter, TableOptions};
+use rprof::report::{self, Filter, SampleKinds, TableOptions};
 use rprof::symbols::SymbolizerOptions;
 use std::io::Write;
 use std::path::PathBuf;
@@ -45,6 +45,12 @@ pub struct ReportArgs {
     /// Do not show inlined functions as frames of their own.
     #[arg(long = "no-inline")]
     pub no_inline: bool,
+    /// Only off-CPU time (recorded with `rprof record --off-cpu`): where threads waited.
+    #[arg(long = "off-cpu-only", conflicts_with = "on_cpu_only")]
+    pub off_cpu_only: bool,
+    /// Only CPU time, leaving out the off-CPU samples of a `--off-cpu` recording.
+    #[arg(long = "on-cpu-only")]
+    pub on_cpu_only: bool,
     /// Root of separate debug files (searched by build-id and .gnu_debuglink); repeatable.
     #[arg(long = "debug-dir", default_value = "/usr/lib/debug")]
     pub debug_dir: Vec<PathBuf>,
@@ -55,6 +61,12 @@ pub fn run(a: ReportArgs) -> anyhow::Result<u8> {
         pids: a.pid.clone(),
         tids: a.tid.clone(),
         comms: a.comm.clone(),
+        kinds: match (a.on_cpu_only, a.off_cpu_only) {
+            (true, _) => SampleKinds::OnCpu,
+            (_, true) => SampleKinds::OffCpu,
+            _ => SampleKinds::Both,
+        },
+        exports: false,
     };
     let opts = SymbolizerOptions {
         debug_dirs: a.debug_dir.clone(),

@@ -74,6 +74,24 @@ impl Attr {
         Attr::new(sys::PERF_TYPE_SOFTWARE, config as u64)
     }
 
+    /// The `context-switches` software event with a sample at every switch: it fires in the context of the
+    /// thread leaving the CPU, so its stack is where that thread waits (off-CPU time).
+    pub fn context_switches() -> Attr {
+        let mut a = Attr::new(
+            sys::PERF_TYPE_SOFTWARE,
+            sys::PERF_COUNT_SW_CONTEXT_SWITCHES as u64,
+        );
+        a.raw.__bindgen_anon_1.sample_period = 1;
+        a
+    }
+
+    /// Ask for PERF_RECORD_SWITCH records (SWITCH_CPU_WIDE for per-CPU events): one as each thread leaves a
+    /// CPU (with `PERF_RECORD_MISC_SWITCH_OUT_PREEMPT` when it was still runnable) and one as it comes back.
+    pub fn switch_records(mut self) -> Attr {
+        self.raw.set_context_switch(1);
+        self
+    }
+
     /// A tracepoint (or uprobe/kprobe event) by its tracefs id; every hit is a sample (period 1).
     pub fn tracepoint(id: u64) -> Attr {
         let mut a = Attr::new(sys::PERF_TYPE_TRACEPOINT, id);

@@ -33,6 +33,17 @@ pub mod record_type {
     pub const SAMPLE: u32 = sys::PERF_RECORD_SAMPLE;
     pub const MMAP2: u32 = sys::PERF_RECORD_MMAP2;
     pub const LOST_SAMPLES: u32 = sys::PERF_RECORD_LOST_SAMPLES;
+    pub const SWITCH: u32 = sys::PERF_RECORD_SWITCH;
+    pub const SWITCH_CPU_WIDE: u32 = sys::PERF_RECORD_SWITCH_CPU_WIDE;
+}
+
+/// Header misc bits of records.
+pub mod misc {
+    use perf_event_open_sys::bindings as sys;
+    /// A switch record of a thread leaving the CPU (else: coming back).
+    pub const SWITCH_OUT: u16 = sys::PERF_RECORD_MISC_SWITCH_OUT as u16;
+    /// A switch-out of a thread that was still runnable (preempted, not blocked).
+    pub const SWITCH_OUT_PREEMPT: u16 = sys::PERF_RECORD_MISC_SWITCH_OUT_PREEMPT as u16;
 }
 
 /// Errors of the perf layer.

@@ -5,18 +5,34 @@ use crate::perf::attr::sample;
 use crate::perf::{self, Attr, Workload};
 use crate::process::{self, ProcessError};
 
-/// The attr handed to the kernel.
+/// The attr handed to the kernel: the sampling clock, which also carries the side-band records.
 pub(super) fn build_attr(cfg: &RecordConfig) -> Attr {
+    let attr = Attr::software_clock(cfg.task_clock);
+    let attr = match cfg.rate {
+        Rate::Frequency(hz) => attr.frequency(hz),
+        Rate::Period(p) => attr.period(p),
+    };
+    sampled_like_the_clock(cfg, attr).side_band()
+}
+
+/// The `context-switches` event of `--off-cpu`: a sample with the stack of every thread leaving a CPU, and the
+/// switch records in both directions. It samples what the clock samples (the same fields, the same stacks, the
+/// same tasks), without side-band records (the clock has those).
+pub(super) fn switch_attr(cfg: &RecordConfig) -> Attr {
+    sampled_like_the_clock(cfg, Attr::context_switches()).switch_records()
+}
+
+/// The sample fields, stacks and task scope of the session's events.
+fn sampled_like_the_clock(cfg: &RecordConfig, mut attr: Attr) -> Attr {
     let mut st = sample::IP | sample::TID | sample::TIME | sample::PERIOD;
     // As perf does: the CPU of each sample only when sampling CPUs rather than tasks (8 bytes a sample).
     if matches!(cfg.target, Target::System) || cfg.cpus.is_some() {
         st |= sample::CPU;
     }
-    let mut attr = Attr::software_clock(cfg.task_clock);
-    attr = match cfg.rate {
-        Rate::Frequency(hz) => attr.frequency(hz),
-        Rate::Period(p) => attr.period(p),
-    };
+    // Two events write into the rings and the file: each record says which.
+    if cfg.off_cpu {
+        st |= sample::IDENTIFIER;
+    }
     match cfg.call_graph {
         CallGraph::None => {}
         CallGraph::Fp => st |= sample::CALLCHAIN,
@@ -33,7 +49,6 @@ pub(super) fn build_attr(cfg: &RecordConfig) -> Attr {
     }
     attr = attr
         .sample_type(st)
-        .side_band()
         .sample_id_all()
         .exclude(cfg.kernel_only, cfg.user_only)
         .wakeup_watermark((cfg.mmap_pages * perf::ring::page_size() / 2) as u32);

@@ -1,11 +1,8 @@
 //! Online DWARF unwinding while recording: samples with user registers and a stack copy come in, samples with
-//! the unwound callchain go out. Records pass through the time-ordered merge first, so that a mapping is known to
-//! the unwinder before the samples that run in it.
-use super::RecordError;
-use crate::merge::OrderedMerge;
-use crate::perf::{self, Attr};
+//! the unwound callchain go out. Records reach it in time order (the stream merges the rings first), so that a
+//! mapping is known to the unwinder before the samples that run in it.
 use crate::process::{AddressSpaces, FileId, Mapping, TaskEvent};
-use crate::recording::{self, SampleFields, Writer};
+use crate::recording::{self, SampleFields};
 use crate::unwind::dwarf::{DwarfStats, DwarfUnwinder, UserRegs};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -15,45 +12,16 @@ pub(super) struct DwarfState {
     unwinder: DwarfUnwinder,
     /// The processes' mappings, fed with every user mapping of the recording.
     spaces: AddressSpaces,
-    merge: OrderedMerge<(u32, u16, Vec<u8>)>,
-    info: linux_perf_event_reader::RecordParseInfo,
-    file_sample_type: u64,
     pub(super) stats: DwarfStats,
 }
 
 impl DwarfState {
-    pub(super) fn new(kernel: &Attr, file: &Attr, debug_dirs: Vec<PathBuf>) -> DwarfState {
+    pub(super) fn new(debug_dirs: Vec<PathBuf>) -> DwarfState {
         DwarfState {
             unwinder: DwarfUnwinder::new(debug_dirs),
             spaces: AddressSpaces::new(),
-            merge: OrderedMerge::new(),
-            info: kernel.parse_info(),
-            file_sample_type: file.get_sample_type(),
             stats: DwarfStats::default(),
         }
-    }
-
-    pub(super) fn queue(&mut self, rec: &perf::RawRecord<'_>) {
-        let time = rec.event(&self.info).timestamp().unwrap_or(0);
-        let bytes = rec.bytes.as_slice().into_owned();
-        self.merge.push(time, (rec.kind, rec.misc, bytes));
-    }
-
-    /// Process what is safe to process (everything when `all`), in time order.
-    pub(super) fn release(&mut self, writer: &mut Writer, all: bool) -> Result<(), RecordError> {
-        let mut ready = Vec::new();
-        if all {
-            self.merge.drain(|_, r| ready.push(r));
-        } else {
-            self.merge.finish_round(|_, r| ready.push(r));
-        }
-        for (kind, misc, bytes) in ready {
-            match self.process(kind, misc, &bytes) {
-                Some(sample) => writer.write_record(&[&sample])?,
-                None => writer.write_record(&[&bytes])?,
-            }
-        }
-        Ok(())
     }
 
     /// A mapping synthesized from /proc/PID/maps (and written to the recording as this MMAP2).
@@ -77,62 +45,35 @@ impl DwarfState {
         });
     }
 
-    /// Feed side-band records to the address spaces (every user mapping, as report does when it reads the
-    /// recording); return the rewritten record for samples.
-    fn process(&mut self, kind: u32, misc: u16, bytes: &[u8]) -> Option<Vec<u8>> {
-        use linux_perf_event_reader::{EventRecord, RawData, RawEventRecord, RecordType};
-        let raw = RawEventRecord::new(
-            RecordType(kind),
-            misc,
-            RawData::Single(&bytes[8..]),
-            self.info,
-        );
-        let record = raw.parse().ok()?;
-        if let EventRecord::Sample(s) = &record {
-            return Some(self.rewrite(s, misc));
-        }
-        if let Some(event) = TaskEvent::from_record(&record) {
+    /// Feed a side-band record to the address spaces (every user mapping, as report does when it reads the
+    /// recording).
+    pub(super) fn side_band(&mut self, record: &linux_perf_event_reader::EventRecord<'_>) {
+        if let Some(event) = TaskEvent::from_record(record) {
             if let TaskEvent::Exit { pid } = event {
                 self.unwinder.forget(pid);
             }
             self.spaces.apply(event);
         }
-        None
     }
 
-    fn rewrite(&mut self, s: &linux_perf_event_reader::SampleRecord<'_>, misc: u16) -> Vec<u8> {
-        let mut callchain: Vec<u64> = match &s.callchain {
-            Some(c) => (0..c.len()).filter_map(|i| c.get(i)).collect(),
-            None => Vec::new(),
-        };
+    /// The sample with its user stack copy unwound into the callchain.
+    pub(super) fn unwind(
+        &mut self,
+        s: &linux_perf_event_reader::SampleRecord<'_>,
+        misc: u16,
+    ) -> SampleFields {
+        let mut fields = recording::SampleFields::from_record(s, misc);
+        let callchain = &mut fields.callchain;
         let regs = s.user_regs.as_ref().and_then(UserRegs::from_sample);
         if let (Some(regs), Some((stack, dyn_size))) = (regs, &s.user_stack) {
             let stack = stack.as_slice();
             let pid = s.pid.unwrap_or(0) as u32;
             let space = self.spaces.get(pid);
-            let outcome = self.unwinder.unwind_callchain(
-                pid,
-                space,
-                &regs,
-                &stack,
-                *dyn_size,
-                &mut callchain,
-            );
+            let outcome = self
+                .unwinder
+                .unwind_callchain(pid, space, &regs, &stack, *dyn_size, callchain);
             self.stats.count(outcome, stack.len() as u64);
         }
-        recording::encode_sample(
-            self.file_sample_type,
-            &SampleFields {
-                ip: s.ip.unwrap_or(0),
-                pid: s.pid.unwrap_or(0) as u32,
-                tid: s.tid.unwrap_or(0) as u32,
-                time: s.timestamp.unwrap_or(0),
-                id: s.id.unwrap_or(0),
-                cpu: s.cpu.unwrap_or(0),
-                period: s.period.unwrap_or(1),
-                callchain,
-                misc,
-            },
-        )
+        fields
     }
 }

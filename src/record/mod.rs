@@ -11,13 +11,16 @@ use crate::recording::{self, FileAttr, Meta, Mmap2, RecordingError, SampleId, Wr
 mod attrs;
 mod buildids;
 mod dwarf;
+mod offcpu;
 mod stream;
 mod summary;
 use dwarf::DwarfState;
+use offcpu::OffCpu;
+pub use offcpu::OffCpuStats;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
-use stream::{Collected, Stream};
+use stream::{Collected, Ordered, Source, Stream};
 pub use summary::{human_size, RecordSummary};
 
 /// What to sample.
@@ -76,6 +79,9 @@ pub struct RecordConfig {
     pub no_buildid_cache: bool,
     /// Leave the launched command running when rprof ends or dies.
     pub keep_workload: bool,
+    /// Also record where threads wait: each blocked interval as an `offcpu-time` sample at the stack where the
+    /// thread left the CPU, weighted by its nanoseconds.
+    pub off_cpu: bool,
 }
 
 impl Default for RecordConfig {
@@ -95,6 +101,7 @@ impl Default for RecordConfig {
             debug_dirs: vec![PathBuf::from("/usr/lib/debug")],
             no_buildid_cache: false,
             keep_workload: false,
+            off_cpu: false,
         }
     }
 }
@@ -136,33 +143,48 @@ pub fn record(
         _ => None,
     };
     let tasks = attrs::tasks(cfg, workload.as_ref())?;
-    let mut events = EventSet::open(
-        &[(kernel_attr, ())],
-        &cpus,
-        &tasks,
-        cfg.mmap_pages,
-        &mut |_, _| Refused::Fail,
-    )?;
+    let mut specs = vec![(kernel_attr, Source::Clock)];
+    if cfg.off_cpu {
+        specs.push((attrs::switch_attr(cfg), Source::Switches));
+    }
+    let mut events = EventSet::open(&specs, &cpus, &tasks, cfg.mmap_pages, &mut |_, _| {
+        Refused::Fail
+    })?;
 
-    let attr = FileAttr {
+    let ids_of = |source: Source| -> Vec<u64> {
+        let infos = events.infos();
+        let ids = events.ids().iter().copied();
+        ids.filter(|&id| infos.get(id) == Some(&source)).collect()
+    };
+    let mut file_attrs = vec![FileAttr {
         attr: file_attr.to_bytes(),
-        ids: events.ids().to_vec(),
+        ids: ids_of(Source::Clock),
         name: if cfg.task_clock {
             "task-clock"
         } else {
             "cpu-clock"
         }
         .to_string(),
-    };
+    }];
+    if cfg.off_cpu {
+        file_attrs.push(FileAttr {
+            attr: attrs::file_attr_for(cfg, attrs::switch_attr(cfg)).to_bytes(),
+            ids: ids_of(Source::Switches),
+            name: recording::OFF_CPU_EVENT.to_string(),
+        });
+    }
+    let dwarf_mode = matches!(cfg.call_graph, CallGraph::Dwarf { .. });
+    let sample_type = file_attr.get_sample_type();
     // The output is created once the target is known to exist and before sampling starts: a bad -p leaves no
     // file behind, and an unwritable -o fails before anything is sampled.
     let mut stream = Stream {
-        writer: Writer::create(&cfg.output, vec![attr])?,
+        writer: Writer::create(&cfg.output, file_attrs)?,
         st: Collected::default(),
-        dwarf: matches!(cfg.call_graph, CallGraph::Dwarf { .. })
-            .then(|| DwarfState::new(&kernel_attr, &file_attr, cfg.debug_dirs.clone())),
+        dwarf: dwarf_mode.then(|| DwarfState::new(cfg.debug_dirs.clone())),
+        offcpu: cfg.off_cpu.then(OffCpu::default),
+        ordered: (dwarf_mode || cfg.off_cpu).then(|| Ordered::new(kernel_attr.parse_info())),
+        file_sample_type: sample_type,
     };
-    let sample_type = file_attr.get_sample_type();
     // Describe what exists before sampling starts: the kernel, and the processes already running.
     let kernel = buildids::kernel_mmap();
     if let Some(k) = &kernel {
@@ -173,7 +195,9 @@ pub fn record(
         )])?;
     }
     for pid in synth_pids(cfg) {
-        let Stream { writer, st, dwarf } = &mut stream;
+        let Stream {
+            writer, st, dwarf, ..
+        } = &mut stream;
         synthesize_process(writer, sample_type, pid, st, dwarf.as_mut())?;
     }
 
@@ -196,7 +220,13 @@ pub fn record(
     perf::run_loop::run(&mut events, &signals, when, &mut stream)?;
     drop(events);
 
-    let Stream { writer, st, dwarf } = stream;
+    let Stream {
+        writer,
+        st,
+        dwarf,
+        offcpu,
+        ..
+    } = stream;
     let mut build_ids = buildids::build_ids(&st.paths);
     build_ids.extend(buildids::kernel_build_ids(
         cfg.no_buildid_cache,
@@ -212,6 +242,7 @@ pub fn record(
         output: cfg.output.clone(),
         bytes,
         dwarf: dwarf.map(|d| d.stats),
+        off_cpu: offcpu.map(|o| o.stats),
         exit_code: workload.as_mut().and_then(|w| {
             w.try_wait();
             w.exit_code()

@@ -1,4 +1,5 @@
 //! What a recording session produced, as `rprof record` prints it at the end.
+use super::OffCpuStats;
 use crate::unwind::dwarf::DwarfStats;
 use std::path::PathBuf;
 
@@ -18,6 +19,8 @@ pub struct RecordSummary {
     pub exit_code: Option<i32>,
     /// DWARF mode: how the unwinds ended.
     pub dwarf: Option<DwarfStats>,
+    /// `--off-cpu`: the waits seen.
+    pub off_cpu: Option<OffCpuStats>,
 }
 
 impl std::fmt::Display for RecordSummary {
@@ -31,7 +34,27 @@ impl std::fmt::Display for RecordSummary {
             self.throttled,
             self.output.display(),
             human_size(self.bytes)
-        )
+        )?;
+        if let Some(o) = &self.off_cpu {
+            write!(
+                f,
+                "\nrprof record: off-CPU: {} blocked waits, {:.3} s, in {} samples; {} preempted waits ({:.3} s, \
+                 runnable: not counted as waiting)",
+                o.blocked,
+                o.blocked_ns as f64 / 1e9,
+                o.samples,
+                o.preempted,
+                o.preempted_ns as f64 / 1e9
+            )?;
+            if o.unattributed > 0 {
+                write!(
+                    f,
+                    "; {} waits without a known stack (lost, or begun before recording)",
+                    o.unattributed
+                )?;
+            }
+        }
+        Ok(())
     }
 }
 

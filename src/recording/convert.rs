@@ -23,6 +23,9 @@ pub(super) struct AttrInfo {
     pub(super) parse_info: RecordParseInfo,
     /// Whether its samples hold only the fields [`read_simple_sample`] reads.
     pub(super) simple_samples: bool,
+    /// Its samples are off-CPU time (the event named [`OFF_CPU_EVENT`]): the period is the nanoseconds the
+    /// thread waited at the sampled stack.
+    pub(super) off_cpu: bool,
 }
 
 pub(super) fn read_u32(bytes: &[u8], at: usize) -> u32 {
@@ -94,6 +97,7 @@ fn read_simple_sample(attr: &AttrInfo, misc: u16, body: &[u8]) -> Result<Sample,
         cpu_mode: cpu_mode(ReaderCpuMode::from_misc(misc)),
         callchain,
         user_stack: None,
+        off_cpu: attr.off_cpu,
     })
 }
 
@@ -199,6 +203,7 @@ pub(super) fn convert(attr: &AttrInfo, record: &RawEventRecord) -> Result<Option
                 cpu_mode: cpu_mode(s.cpu_mode),
                 callchain,
                 user_stack,
+                off_cpu: attr.off_cpu,
             })
         }
         EventRecord::Comm(c) => Event::Comm {

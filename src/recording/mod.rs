@@ -118,7 +118,14 @@ pub struct Sample {
     /// The user registers and stack copy of a sample taken with REGS_USER and STACK_USER (`perf record
     /// --call-graph dwarf`), to be unwound; None otherwise (rprof's own recordings store unwound callchains).
     pub user_stack: Option<UserStack>,
+    /// An off-CPU sample (of the event [`OFF_CPU_EVENT`]): `period` is how long, in nanoseconds, the thread
+    /// waited off CPU at this stack.
+    pub off_cpu: bool,
 }
+
+/// The event name of off-CPU samples in a recording (perf's `--off-cpu` uses the same name and meaning): each
+/// sample is a stack where a thread blocked, its period the nanoseconds it stayed off CPU.
+pub const OFF_CPU_EVENT: &str = "offcpu-time";
 
 /// What DWARF unwinding needs from a sample (x86_64).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -218,4 +225,25 @@ pub struct SampleFields {
     pub callchain: Vec<u64>,
     /// The header misc bits (cpu mode, exact ip...).
     pub misc: u16,
+}
+
+impl SampleFields {
+    /// The fields of a sample as the kernel wrote it (its raw callchain; registers and stack copies are not
+    /// kept).
+    pub fn from_record(s: &linux_perf_event_reader::SampleRecord<'_>, misc: u16) -> SampleFields {
+        SampleFields {
+            ip: s.ip.unwrap_or(0),
+            pid: s.pid.unwrap_or(0) as u32,
+            tid: s.tid.unwrap_or(0) as u32,
+            time: s.timestamp.unwrap_or(0),
+            id: s.id.unwrap_or(0),
+            cpu: s.cpu.unwrap_or(0),
+            period: s.period.unwrap_or(1),
+            callchain: match &s.callchain {
+                Some(c) => (0..c.len()).filter_map(|i| c.get(i)).collect(),
+                None => Vec::new(),
+            },
+            misc,
+        }
+    }
 }

@@ -30,7 +30,7 @@ use super::header::{
     check_attrs, check_header, parse_patched, read_feature_table, read_meta, section_end,
 };
 use super::writer::{FileHeader, HEADER_SIZE};
-use super::{BuildIdEntry, Event, Meta, RecordingError};
+use super::{BuildIdEntry, Event, Meta, RecordingError, OFF_CPU_EVENT};
 use crate::merge::OrderedMerge;
 
 /// How a record finds its attr (as linux-perf-data does it).
@@ -174,6 +174,7 @@ impl Reader {
                 },
                 parse_info: RecordParseInfo::new(&desc.attr, Endianness::LittleEndian),
                 simple_samples: desc.attr.sample_format.bits() & !SIMPLE_SAMPLE_FIELDS == 0,
+                off_cpu: desc.name() == Some(OFF_CPU_EVENT),
             })
             .collect();
         // linux-perf-data has checked that records of several attrs can be told apart.

@@ -4,7 +4,7 @@ use crate::process::{AddressSpaces, Mapping, TaskEvent};
 use crate::recording::{CpuMode, Event, Reader, RecordingError, Sample};
 use crate::symbols::{KernelRef, SymbolizerOptions};
 use crate::unwind::dwarf::{DwarfStats, DwarfUnwinder};
-use resolve::{FastMap, KERNEL_NAME};
+use resolve::{FastMap, Origin, KERNEL_NAME};
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 mod output;
 mod resolve;
-pub use output::{write_flamegraph, write_folded, write_table, TableOptions};
+pub use output::{write_flamegraph, write_folded, write_table, TableOptions, OFF_CPU_FRAME};
 pub use resolve::{folded_name, is_jit_like, StackResolver};
 
 /// Errors of the report stage.
@@ -29,12 +29,38 @@ pub enum ReportError {
     },
 }
 
-/// Which samples to keep.
+/// Which samples to keep, and what to keep of them.
 #[derive(Clone, Debug, Default)]
 pub struct Filter {
     pub pids: Vec<u32>,
     pub tids: Vec<u32>,
     pub comms: Vec<String>,
+    /// On-CPU samples, off-CPU samples, or both.
+    pub kinds: SampleKinds,
+    /// Keep every sample with its time, thread and stack ([`Profile::exports`]), for the pprof and Firefox
+    /// profiler outputs.
+    pub exports: bool,
+}
+
+/// Which kinds of samples a report covers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SampleKinds {
+    #[default]
+    Both,
+    /// Only CPU time (`--on-cpu-only`).
+    OnCpu,
+    /// Only off-CPU (blocked) time (`--off-cpu-only`).
+    OffCpu,
+}
+
+impl SampleKinds {
+    fn keeps(self, off_cpu: bool) -> bool {
+        match self {
+            SampleKinds::Both => true,
+            SampleKinds::OnCpu => !off_cpu,
+            SampleKinds::OffCpu => off_cpu,
+        }
+    }
 }
 
 /// A frame as printed: a function (or `[unknown]`) in a module.
@@ -44,17 +70,77 @@ pub struct FrameInfo {
     /// The module's file name (`[kernel.kallsyms]` for the kernel).
     pub module: String,
     pub kernel: bool,
+    /// The name as the binary stores it (mangled), when it differs from `name`.
+    pub system_name: Option<String>,
 }
 
 /// Frames are interned: stacks are vectors of indices into [`Profile::frames`].
 pub type FrameId = u32;
 
-/// One distinct stack of one command, with how often it was sampled.
+/// One distinct stack of one command, with how often it was sampled on CPU and off CPU.
 #[derive(Clone, Debug, Default)]
 pub struct StackCount {
     pub samples: u64,
     /// Sum of sample periods (nanoseconds of CPU time for the clock events).
     pub period: u64,
+    /// Off-CPU samples at this stack, and the nanoseconds their threads waited there.
+    pub off_samples: u64,
+    pub off_period: u64,
+}
+
+impl StackCount {
+    fn add(&mut self, other: &StackCount) {
+        self.samples += other.samples;
+        self.period = self.period.saturating_add(other.period);
+        self.off_samples += other.off_samples;
+        self.off_period = self.off_period.saturating_add(other.off_period);
+    }
+}
+
+/// Every sample kept for the outputs that show threads and time (pprof, Firefox profiler), with its stack as
+/// locations: an address in a module, with the functions inlined there.
+#[derive(Debug, Default)]
+pub struct Exports {
+    pub modules: Vec<ExportModule>,
+    pub locations: Vec<ExportLocation>,
+    /// Stacks as location indices, outermost first.
+    pub stacks: Vec<Vec<u32>>,
+    /// In the order of the file (time order).
+    pub samples: Vec<TimedSample>,
+}
+
+/// A binary (or the kernel) that locations are in.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ExportModule {
+    pub path: String,
+    pub build_id: Option<Vec<u8>>,
+    pub kernel: bool,
+}
+
+/// One address and the functions it is in, outermost first (the function, then what was inlined into it).
+#[derive(Debug, Clone)]
+pub struct ExportLocation {
+    /// Index in [`Exports::modules`]; None for frames without an address (JIT code, unknown mappings).
+    pub module: Option<u32>,
+    /// The file offset in the module (the kernel address for the kernel).
+    pub address: u64,
+    pub frames: Vec<FrameId>,
+}
+
+/// One sample of a thread.
+#[derive(Debug, Clone, Copy)]
+pub struct TimedSample {
+    /// Nanoseconds (perf's clock), 0 when the recording has no times.
+    pub time: u64,
+    pub pid: u32,
+    pub tid: u32,
+    /// Index in [`Profile::comms`].
+    pub comm: u32,
+    /// Index in [`Exports::stacks`].
+    pub stack: u32,
+    /// The period: nanoseconds of CPU time, or of waiting for off-CPU samples.
+    pub weight: u64,
+    pub off_cpu: bool,
 }
 
 /// The aggregated, symbolized samples of a recording.
@@ -66,6 +152,9 @@ pub struct Profile {
     pub stacks: HashMap<(u32, Vec<FrameId>), StackCount>,
     pub samples: u64,
     pub period: u64,
+    /// Off-CPU samples and their nanoseconds of waiting.
+    pub off_samples: u64,
+    pub off_period: u64,
     /// LOST records and the events they lost, LOST_SAMPLES, THROTTLE records seen in the file.
     pub lost: u64,
     pub lost_samples: u64,
@@ -74,6 +163,15 @@ pub struct Profile {
     pub unwound: DwarfStats,
     /// The recording was not finished or is damaged: what was read of it (the report holds what was).
     pub salvaged: Option<Salvaged>,
+    /// Each sample with its thread, time and located stack, when [`Filter::exports`] asked for them.
+    pub exports: Option<Exports>,
+}
+
+impl Profile {
+    /// Whether the recording has off-CPU samples (then weights are shown as time).
+    pub fn has_off_cpu(&self) -> bool {
+        self.off_samples > 0
+    }
 }
 
 /// What was read of a recording that was not finished (its recorder was killed) or is damaged.
@@ -157,6 +255,8 @@ struct Session {
     stack_ids: FastMap<(u32, Vec<FrameId>), usize>,
     /// For recordings whose samples carry user stacks (`perf record --call-graph dwarf`): unwinds them.
     unwinder: Option<DwarfUnwinder>,
+    /// [`Filter::exports`]: each sample, its stack an index in `stacks`.
+    timeline: Option<Vec<TimedSample>>,
     profile: Profile,
 }
 
@@ -190,6 +290,7 @@ pub fn load(
         unwinder: reader
             .has_user_stacks()
             .then(|| DwarfUnwinder::new(debug_dirs)),
+        timeline: filter.exports.then(Vec::new),
         profile: Profile::default(),
     };
     let pid_set: HashSet<u32> = filter.pids.iter().copied().collect();
@@ -197,6 +298,7 @@ pub fn load(
     let keep = |sample: &Sample| {
         (pid_set.is_empty() || pid_set.contains(&sample.pid))
             && (tid_set.is_empty() || tid_set.contains(&sample.tid))
+            && filter.kinds.keeps(sample.off_cpu)
     };
     let mut samples_read = 0u64;
     let mut salvaged = None;
@@ -399,12 +501,31 @@ impl Session {
                 index
             }
         };
+        if let Some(timeline) = &mut self.timeline {
+            timeline.push(TimedSample {
+                time: sample.time.unwrap_or(0),
+                pid: sample.pid,
+                tid: sample.tid,
+                comm,
+                stack: index as u32,
+                weight: sample.period,
+                off_cpu: sample.off_cpu,
+            });
+        }
         let count = &mut self.stacks[index].1;
-        count.samples += 1;
+        let p = &mut self.profile;
         // Periods come from the file: a corrupt one must not overflow the sums.
-        count.period = count.period.saturating_add(sample.period);
-        self.profile.samples += 1;
-        self.profile.period = self.profile.period.saturating_add(sample.period);
+        if sample.off_cpu {
+            count.off_samples += 1;
+            count.off_period = count.off_period.saturating_add(sample.period);
+            p.off_samples += 1;
+            p.off_period = p.off_period.saturating_add(sample.period);
+        } else {
+            count.samples += 1;
+            count.period = count.period.saturating_add(sample.period);
+            p.samples += 1;
+            p.period = p.period.saturating_add(sample.period);
+        }
     }
 
     /// The frames of a raw stack, outermost first.
@@ -425,17 +546,87 @@ impl Session {
     /// Resolve the pending addresses and merge the stacks that turn out to be the same.
     fn finish(mut self) -> Profile {
         self.resolver.finish();
+        if let Some(samples) = self.timeline.take() {
+            self.profile.exports = Some(self.exports(samples));
+        }
         let mut stacks: HashMap<(u32, Vec<FrameId>), StackCount> = HashMap::new();
         for ((comm, stack), count) in std::mem::take(&mut self.stacks) {
             let mut frames = Vec::with_capacity(stack.len() + 2);
             self.resolver.expand(&stack, true, &mut frames);
-            let entry = stacks.entry((comm, frames)).or_default();
-            entry.samples += count.samples;
-            entry.period = entry.period.saturating_add(count.period);
+            stacks.entry((comm, frames)).or_default().add(&count);
         }
         self.profile.stacks = stacks;
         self.profile.frames = self.resolver.into_frames();
         self.profile
+    }
+}
+
+impl Session {
+    /// The stacks of the kept samples as locations (after the resolver's `finish`).
+    fn exports(&self, samples: Vec<TimedSample>) -> Exports {
+        let mut ex = Exports {
+            samples,
+            ..Exports::default()
+        };
+        let mut modules: HashMap<ExportModule, u32> = HashMap::new();
+        let mut locations: FastMap<FrameId, u32> = FastMap::default();
+        let mut module_index = |ex: &mut Exports, m: ExportModule| {
+            *modules.entry(m.clone()).or_insert_with(|| {
+                ex.modules.push(m);
+                ex.modules.len() as u32 - 1
+            })
+        };
+        for ((_, stack), _) in &self.stacks {
+            let mut out = Vec::with_capacity(stack.len());
+            for &id in stack {
+                if let Some(&l) = locations.get(&id) {
+                    out.push(l);
+                    continue;
+                }
+                let location = match self.resolver.origin(id) {
+                    Origin::File {
+                        path,
+                        build_id,
+                        offset,
+                        frames,
+                    } => ExportLocation {
+                        module: Some(module_index(
+                            &mut ex,
+                            ExportModule {
+                                path: path.to_string_lossy().into_owned(),
+                                build_id: build_id.map(<[u8]>::to_vec),
+                                kernel: false,
+                            },
+                        )),
+                        address: offset.0,
+                        frames: frames.to_vec(),
+                    },
+                    Origin::Kernel { address, frames } => ExportLocation {
+                        module: Some(module_index(
+                            &mut ex,
+                            ExportModule {
+                                path: KERNEL_NAME.to_string(),
+                                build_id: self.resolver.build_id(KERNEL_NAME).cloned(),
+                                kernel: true,
+                            },
+                        )),
+                        address,
+                        frames: frames.to_vec(),
+                    },
+                    Origin::Frame(id) => ExportLocation {
+                        module: None,
+                        address: 0,
+                        frames: vec![id],
+                    },
+                };
+                ex.locations.push(location);
+                let l = ex.locations.len() as u32 - 1;
+                locations.insert(id, l);
+                out.push(l);
+            }
+            ex.stacks.push(out);
+        }
+        ex
     }
 }
 
@@ -480,9 +671,29 @@ fn task_event(event: &Event, resolver: &StackResolver) -> Option<TaskEvent> {
 
 /// Write the report in the chosen form to `out`.
 pub fn write_summary_line(p: &Profile, out: &mut impl Write) -> std::io::Result<()> {
-    writeln!(
-        out,
-        "# {} samples, {} lost events, {} lost samples, throttled {} times",
-        p.samples, p.lost, p.lost_samples, p.throttled
-    )
+    if p.has_off_cpu() {
+        writeln!(
+            out,
+            "# {} on CPU in {} samples, {} off CPU (blocked) in {} samples; {} lost events, {} lost samples, \
+             throttled {} times",
+            seconds(p.period),
+            p.samples,
+            seconds(p.off_period),
+            p.off_samples,
+            p.lost,
+            p.lost_samples,
+            p.throttled
+        )
+    } else {
+        writeln!(
+            out,
+            "# {} samples, {} lost events, {} lost samples, throttled {} times",
+            p.samples, p.lost, p.lost_samples, p.throttled
+        )
+    }
+}
+
+/// Nanoseconds as seconds with millisecond precision (`1.234 s`).
+pub fn seconds(ns: u64) -> String {
+    format!("{:.3} s", ns as f64 / 1e9)
 }

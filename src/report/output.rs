@@ -1,5 +1,5 @@
 //! The report's outputs: top table, folded stacks, SVG flame graph.
-use super::{FrameId, Profile};
+use super::{folded_name, FrameId, Profile};
 use std::collections::HashMap;
 use std::io::Write;
 
@@ -13,64 +13,92 @@ pub struct TableOptions {
 }
 
 /// The top table: self %, total (children) %, command, object, symbol; weighted by sample period as perf is.
+/// With off-CPU samples, the columns are times instead: CPU self, CPU total, and off-CPU total (the time
+/// threads waited in stacks through the function).
 pub fn write_table(p: &Profile, opts: &TableOptions, out: &mut impl Write) -> std::io::Result<()> {
-    // (comm, frame) -> (self period, total period)
-    let mut rows: HashMap<(u32, FrameId), (u64, u64)> = HashMap::new();
+    // (comm, frame) -> (self period, total period, off-CPU total)
+    let mut rows: HashMap<(u32, FrameId), [u64; 3]> = HashMap::new();
     let mut seen: Vec<FrameId> = Vec::new();
     for ((comm, stack), count) in &p.stacks {
         if let Some(&leaf) = stack.last() {
-            rows.entry((*comm, leaf)).or_default().0 += count.period;
+            rows.entry((*comm, leaf)).or_default()[0] += count.period;
         }
         seen.clear();
         for &f in stack {
             // Recursion: count a function once per sample for its total.
             if !seen.contains(&f) {
                 seen.push(f);
-                rows.entry((*comm, f)).or_default().1 += count.period;
+                let row = rows.entry((*comm, f)).or_default();
+                row[1] += count.period;
+                row[2] += count.off_period;
             }
         }
     }
     let mut rows: Vec<_> = rows.into_iter().collect();
     rows.sort_by(|a, b| {
-        let key = |r: &((u32, FrameId), (u64, u64))| {
+        // Waits count as the functions' own time: a frame is where its stack waits as much as where it runs.
+        let key = |r: &((u32, FrameId), [u64; 3])| {
+            let [selfp, totalp, off] = r.1;
             if opts.sort_by_total {
-                (r.1 .1, r.1 .0)
+                (totalp + off, selfp + off)
             } else {
-                (r.1 .0, r.1 .1)
+                (selfp + off, totalp + off)
             }
         };
         // Ties in a stable order that does not depend on the order frames were first seen.
-        let names = |r: &((u32, FrameId), (u64, u64))| {
+        let names = |r: &((u32, FrameId), [u64; 3])| {
             let f = &p.frames[r.0 .1 as usize];
             (&p.comms[r.0 .0 as usize], &f.name, &f.module)
         };
         key(b).cmp(&key(a)).then_with(|| names(a).cmp(&names(b)))
     });
+    let time = p.has_off_cpu();
     let total = p.period.max(1) as f64;
+    let cell = |v: u64| match time {
+        true => format!("{:>9.3}s", v as f64 / 1e9),
+        false => format!("{:>6.2}%", v as f64 * 100.0 / total),
+    };
     super::write_summary_line(p, out)?;
     writeln!(out, "#")?;
-    writeln!(
-        out,
-        "# {:>7}  {:>7}  {:<16} {:<24} Symbol",
-        "Self", "Total", "Command", "Object"
-    )?;
-    writeln!(
-        out,
-        "# {:->7}  {:->7}  {:-<16} {:-<24} {:-<30}",
-        "", "", "", "", ""
-    )?;
+    if time {
+        writeln!(
+            out,
+            "# {:>10} {:>10} {:>10}  {:<16} {:<24} Symbol",
+            "CPU self", "CPU total", "Off-CPU", "Command", "Object"
+        )?;
+        writeln!(
+            out,
+            "# {:->10} {:->10} {:->10}  {:-<16} {:-<24} {:-<30}",
+            "", "", "", "", "", ""
+        )?;
+    } else {
+        writeln!(
+            out,
+            "# {:>7}  {:>7}  {:<16} {:<24} Symbol",
+            "Self", "Total", "Command", "Object"
+        )?;
+        writeln!(
+            out,
+            "# {:->7}  {:->7}  {:-<16} {:-<24} {:-<30}",
+            "", "", "", "", ""
+        )?;
+    }
     let limit = if opts.limit == 0 {
         usize::MAX
     } else {
         opts.limit
     };
-    for ((comm, frame), (selfp, totalp)) in rows.into_iter().take(limit) {
+    for ((comm, frame), [selfp, totalp, off]) in rows.into_iter().take(limit) {
         let f = &p.frames[frame as usize];
+        let off = match time {
+            true => format!(" {}", cell(off)),
+            false => String::new(),
+        };
         writeln!(
             out,
-            "  {:>6.2}%  {:>6.2}%  {:<16} {:<24} [{}] {}",
-            selfp as f64 * 100.0 / total,
-            totalp as f64 * 100.0 / total,
+            "  {} {}{off}  {:<16} {:<24} [{}] {}",
+            cell(selfp),
+            cell(totalp),
             p.comms[comm as usize],
             f.module,
             if f.kernel { 'k' } else { '.' },
@@ -89,27 +117,34 @@ pub fn write_folded(p: &Profile, out: &mut impl Write) -> std::io::Result<()> {
     Ok(())
 }
 
+/// The last frame of off-CPU stacks in folded output and flame graphs.
+pub const OFF_CPU_FRAME: &str = "[off-cpu]";
+
+/// One folded line per distinct stack. Without off-CPU samples the weight is the sample count (as perf and
+/// flamegraph.pl expect); with them, every weight is microseconds, and off-CPU stacks end in [`OFF_CPU_FRAME`].
 fn folded_lines(p: &Profile) -> Vec<String> {
-    let mut lines: Vec<String> = p
-        .stacks
-        .iter()
-        .map(|((comm, stack), count)| {
-            let mut line = p.comms[*comm as usize].replace(';', ":");
-            for &f in stack {
-                line.push(';');
-                let frame = &p.frames[f as usize];
-                let name = if frame.name == "[unknown]" {
-                    format!("[unknown] ({})", frame.module)
-                } else {
-                    frame.name.clone()
-                };
-                line.push_str(&name.replace(';', ":"));
-            }
-            line.push(' ');
-            line.push_str(&count.samples.to_string());
-            line
-        })
-        .collect();
+    let time = p.has_off_cpu();
+    let mut lines: Vec<String> = Vec::with_capacity(p.stacks.len());
+    for ((comm, stack), count) in &p.stacks {
+        let mut line = p.comms[*comm as usize].replace(';', ":");
+        for &f in stack {
+            line.push(';');
+            line.push_str(&folded_name(&p.frames[f as usize]));
+        }
+        if !time {
+            lines.push(format!("{line} {}", count.samples));
+            continue;
+        }
+        if count.samples > 0 {
+            lines.push(format!("{line} {}", count.period / 1000));
+        }
+        if count.off_samples > 0 {
+            lines.push(format!(
+                "{line};{OFF_CPU_FRAME} {}",
+                count.off_period / 1000
+            ));
+        }
+    }
     lines.sort_unstable();
     lines
 }
@@ -119,7 +154,10 @@ pub fn write_flamegraph(p: &Profile, title: &str, out: &mut impl Write) -> std::
     let lines = folded_lines(p);
     let mut opts = inferno::flamegraph::Options::default();
     opts.title = title.to_string();
-    opts.count_name = "samples".to_string();
+    opts.count_name = match p.has_off_cpu() {
+        true => "us".to_string(),
+        false => "samples".to_string(),
+    };
     inferno::flamegraph::from_lines(&mut opts, lines.iter().map(String::as_str), out)
         .map_err(std::io::Error::other)
 }

@@ -38,6 +38,21 @@ enum Pending {
     User(Arc<ModuleKey>, FileOffset, Arc<str>),
 }
 
+/// Where the frames of a frame id come from.
+pub enum Origin<'a> {
+    /// An address in a mapped file: its frames, outermost first (inlined functions after their caller).
+    File {
+        path: &'a Path,
+        build_id: Option<&'a [u8]>,
+        offset: FileOffset,
+        frames: &'a [FrameId],
+    },
+    /// A kernel address.
+    Kernel { address: u64, frames: &'a [FrameId] },
+    /// A frame without an address (JIT code named by a perf map, an unknown mapping).
+    Frame(FrameId),
+}
+
 /// Resolves raw stacks of processes into interned frames.
 pub struct StackResolver {
     symbolizer: Symbolizer,
@@ -155,6 +170,7 @@ impl StackResolver {
                     name: name.to_string(),
                     module: format!("perf-{pid}.map"),
                     kernel: false,
+                    system_name: None,
                 };
                 return self.frame_id(frame);
             }
@@ -180,6 +196,7 @@ impl StackResolver {
             name: "[unknown]".into(),
             module,
             kernel: false,
+            system_name: None,
         })
     }
 
@@ -248,6 +265,28 @@ impl StackResolver {
         }
     }
 
+    /// Where the frames of an id come from (an address in a module, for exports that keep addresses): call
+    /// [`StackResolver::finish`] first.
+    pub fn origin(&self, id: FrameId) -> Origin<'_> {
+        if id & PENDING == 0 {
+            return Origin::Frame(id);
+        }
+        let index = (id & !PENDING) as usize;
+        let frames = &self.expanded[index];
+        match &self.pending[index] {
+            Pending::Kernel(addr) => Origin::Kernel {
+                address: *addr,
+                frames,
+            },
+            Pending::User(module, offset, _) => Origin::File {
+                path: &module.path,
+                build_id: module.build_id.as_deref(),
+                offset: *offset,
+                frames,
+            },
+        }
+    }
+
     /// The frame an id (not pending) stands for.
     pub fn frame(&self, id: FrameId) -> &FrameInfo {
         &self.frames[id as usize]
@@ -289,6 +328,7 @@ impl StackResolver {
                         .unwrap_or_else(|| "[unknown]".into()),
                     module: KERNEL_NAME.into(),
                     kernel: true,
+                    system_name: None,
                 };
                 return vec![self.frame_id(frame)];
             }
@@ -307,6 +347,7 @@ impl StackResolver {
                 },
                 module: short.to_string(),
                 kernel: false,
+                system_name: f.raw_name.clone(),
             })
             .map(|f| self.frame_id(f))
             .collect()

@@ -259,14 +259,20 @@ impl Binary {
         let outer = dwarf_frames.next();
         // The symbol table names the outermost function (it is always fully qualified); DWARF fills in when
         // the symbol table has nothing there.
-        let outer_name = symbol
-            .map(|s| s.name(opts.demangle).to_string())
-            .or_else(|| outer.as_ref().and_then(|f| f.name.as_deref()).map(name_of));
-        let Some(outer_name) = outer_name else {
+        let outer_raw = symbol
+            .map(|s| s.name(false))
+            .or_else(|| outer.as_ref().and_then(|f| f.name.as_deref()));
+        let Some(outer_raw) = outer_raw else {
             return Vec::new();
         };
+        let outer_name = match symbol {
+            Some(s) => s.name(opts.demangle).to_string(),
+            None => name_of(outer_raw),
+        };
+        let raw_name = |name: &str, raw: &str| (name != raw).then(|| raw.to_string());
         let location = |loc: Option<String>| if opts.lines { loc } else { None };
         let mut frames = vec![Frame {
+            raw_name: raw_name(&outer_name, outer_raw),
             name: outer_name,
             location: location(outer.and_then(|f| f.location)),
             inlined: false,
@@ -276,8 +282,10 @@ impl Binary {
                 let Some(name) = f.name.as_deref() else {
                     continue;
                 };
+                let demangled = name_of(name);
                 frames.push(Frame {
-                    name: name_of(name),
+                    raw_name: raw_name(&demangled, name),
+                    name: demangled,
                     location: location(f.location),
                     inlined: true,
                 });

@@ -63,6 +63,8 @@ pub struct Frame {
     pub location: Option<String>,
     /// True when this frame was inlined into the frame before it.
     pub inlined: bool,
+    /// The name as the binary stores it (mangled), when it differs from `name`.
+    pub raw_name: Option<String>,
 }
 
 /// Which binary an address belongs to.
