@@ -16,10 +16,13 @@ pub(super) fn build_attr(cfg: &RecordConfig) -> Attr {
 }
 
 /// The `context-switches` event of `--off-cpu`: a sample with the stack of every thread leaving a CPU, and the
-/// switch records in both directions. It samples what the clock samples (the same fields, the same stacks, the
+/// switch records in both directions. Stacks are sampled up to [`super::OFF_CPU_STACKS_HZ`] times a second
+/// per event (every switch of a thread that switches less often); the switch records time every switch. It
+/// samples what the clock samples (the same fields, the same stacks, the
 /// same tasks), without side-band records (the clock has those).
 pub(super) fn switch_attr(cfg: &RecordConfig) -> Attr {
-    sampled_like_the_clock(cfg, Attr::context_switches()).switch_records()
+    let attr = Attr::context_switches().frequency(super::OFF_CPU_STACKS_HZ);
+    sampled_like_the_clock(cfg, attr).switch_records()
 }
 
 /// The sample fields, stacks and task scope of the session's events.

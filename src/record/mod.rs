@@ -17,6 +17,10 @@ mod summary;
 use dwarf::DwarfState;
 use offcpu::OffCpu;
 pub use offcpu::OffCpuStats;
+
+/// `--off-cpu`: the most switch-out stacks sampled per second, per thread and CPU. A stack costs the thread a
+/// few microseconds; a thread switching less often than this has every switch sampled.
+pub const OFF_CPU_STACKS_HZ: u64 = 1000;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;

@@ -14,8 +14,15 @@
 //! Preempted intervals (the thread was runnable, the CPU went to another) are not waits of the program: they
 //! are counted in [`OffCpuStats::preempted_ns`] but not written. A thread whose first record is a switch-in
 //! (it went off CPU before recording started) has no known stack: that first wait is not counted either.
+//!
+//! Taking a stack costs the thread more than the switch itself when it switches a hundred thousand times a
+//! second, so the stacks are sampled (the `context-switches` event runs in frequency mode: every switch while
+//! a thread switches rarely, one in N when it switches often), while the switch records time every wait. A wait
+//! whose switch-out has no stack sample is charged to the thread's last sampled stack, as a CPU sample stands
+//! for the time since the one before; [`OffCpuStats::estimated`] counts them.
 use crate::recording::SampleFields;
 use std::collections::HashMap;
+use std::rc::Rc;
 
 /// Intervals of one thread at one stack within this many nanoseconds are written as one sample.
 pub(super) const WINDOW: u64 = 10_000_000;
@@ -31,15 +38,17 @@ pub struct OffCpuStats {
     pub preempted_ns: u64,
     /// `offcpu-time` samples written.
     pub samples: u64,
-    /// Intervals with no stack to charge: the thread's switch-out sample was not seen (it was lost, or the
-    /// thread was already off CPU when recording started).
+    /// Blocked intervals whose switch-out was not sampled, charged to the thread's last sampled stack.
+    pub estimated: u64,
+    /// Intervals with no stack to charge: no stack of the thread was sampled before (it was already off CPU
+    /// when recording started, or its samples were lost).
     pub unattributed: u64,
 }
 
 /// Where a thread went off CPU.
 struct Out {
     /// The switch-out sample: the stack, pid, tid, cpu and id to charge.
-    sample: SampleFields,
+    sample: Rc<SampleFields>,
     /// When it left the CPU (the switch record's time, else the sample's).
     since: u64,
     preempted: bool,
@@ -47,7 +56,7 @@ struct Out {
 
 /// Blocked time summed at one stack, not yet written.
 struct Pending {
-    sample: SampleFields,
+    sample: Rc<SampleFields>,
     first: u64,
     weight: u64,
 }
@@ -56,6 +65,8 @@ struct Pending {
 struct Thread {
     out: Option<Out>,
     pending: Option<Pending>,
+    /// The last stack sampled at a switch-out of this thread.
+    last: Option<Rc<SampleFields>>,
 }
 
 /// The per-thread off-CPU state machine.
@@ -75,7 +86,10 @@ impl OffCpu {
             return; // the idle task
         }
         let (since, tid) = (sample.time, sample.tid);
-        self.threads.entry(tid).or_default().out = Some(Out {
+        let sample = Rc::new(sample);
+        let thread = self.threads.entry(tid).or_default();
+        thread.last = Some(Rc::clone(&sample));
+        thread.out = Some(Out {
             sample,
             since,
             preempted: false,
@@ -105,10 +119,17 @@ impl OffCpu {
                     o.since = time;
                     o.preempted = preempted;
                 }
-                // A switch-out without its sample (lost): the wait cannot be charged to a stack.
+                // A switch-out whose stack was not sampled: the thread's last sampled stack stands for it.
                 _ => {
-                    thread.out = None;
-                    self.stats.unattributed += (!preempted) as u64;
+                    thread.out = thread.last.as_ref().map(|sample| Out {
+                        sample: Rc::clone(sample),
+                        since: time,
+                        preempted,
+                    });
+                    match &thread.out {
+                        Some(_) => self.stats.estimated += (!preempted) as u64,
+                        None => self.stats.unattributed += (!preempted) as u64,
+                    }
                 }
             }
             return;
@@ -180,8 +201,8 @@ fn close(
     stats.blocked += 1;
     stats.blocked_ns += ns;
     let same = thread.pending.as_ref().is_some_and(|p| {
-        p.sample.callchain == o.sample.callchain
-            && p.sample.ip == o.sample.ip
+        (Rc::ptr_eq(&p.sample, &o.sample)
+            || (p.sample.callchain == o.sample.callchain && p.sample.ip == o.sample.ip))
             && time.saturating_sub(p.first) < WINDOW
     });
     if !same {
@@ -211,10 +232,11 @@ fn flush(
         return;
     }
     stats.samples += 1;
+    let sample = Rc::try_unwrap(p.sample).unwrap_or_else(|shared| (*shared).clone());
     emit(SampleFields {
         time,
         period: p.weight,
-        ..p.sample
+        ..sample
     });
 }
 
@@ -274,6 +296,25 @@ mod tests {
         // 100 ms of switching in 10 ms windows.
         assert!((10..=11).contains(&out.len()), "{} samples", out.len());
         assert!(out.windows(2).all(|w| w[0].time <= w[1].time));
+    }
+
+    /// Check that a switch-out without its own stack sample is charged to the thread's last sampled stack.
+    #[test]
+    fn unsampled_switches_take_the_last_stack() {
+        let mut oc = OffCpu::default();
+        let mut out = Vec::new();
+        let mut emit = |s: SampleFields| out.push(s);
+        oc.switch(6, 10, true, false, &mut emit); // no stack known yet
+        oc.switch(6, 20, false, false, &mut emit);
+        oc.switch_sample(sample(6, 1_000, 0xf));
+        oc.switch(6, 1_000, true, false, &mut emit);
+        oc.switch(6, 3_000, false, false, &mut emit);
+        oc.switch(6, 5_000_000, true, false, &mut emit); // not sampled
+        oc.switch(6, 5_004_000, false, false, &mut emit);
+        oc.finish(&mut emit);
+        assert_eq!(out.len(), 1);
+        assert_eq!((out[0].ip, out[0].period), (0xf, 6_000));
+        assert_eq!((oc.stats.estimated, oc.stats.unattributed), (1, 1));
     }
 
     /// Check that a wait still open when the thread exits, or when recording ends, is counted up to then, and

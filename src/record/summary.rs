@@ -46,6 +46,15 @@ impl std::fmt::Display for RecordSummary {
                 o.preempted,
                 o.preempted_ns as f64 / 1e9
             )?;
+            if o.estimated > 0 {
+                write!(
+                    f,
+                    "; {} waits charged to the thread's last sampled stack (stacks are sampled at {} per \
+                     second and thread when threads switch faster)",
+                    o.estimated,
+                    super::OFF_CPU_STACKS_HZ
+                )?;
+            }
             if o.unattributed > 0 {
                 write!(
                     f,
