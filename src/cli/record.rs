@@ -12,10 +12,11 @@ use std::time::Duration;
 /// Sample CPU stacks of a command, processes, threads or the whole system.
 #[derive(Args, Debug)]
 #[command(
-    group = ArgGroup::new("target").required(true).multiple(true).args(["pid", "tid", "all_cpus", "cpu", "command"]),
-    override_usage = "rprof record [OPTIONS] <-p PID[,PID] | -t TID | -a | -C CPUS | -- COMMAND [ARGS]...>",
+    group = ArgGroup::new("target").required(true).multiple(true).args(["pid", "tid", "all_cpus", "cpu", "cgroup", "command"]),
+    override_usage = "rprof record [OPTIONS] <-p PID[,PID] | -t TID | -a | -C CPUS | -G CGROUP | -- COMMAND [ARGS]...>",
     after_help = "Examples:\n  rprof record -F 99 -g -p 1234\n  rprof record -g -- ./prog args\n  \
-                  rprof record -a -g -d 5\n  rprof record --call-graph dwarf -- ./release-build\n\n\
+                  rprof record -a -g -d 5\n  rprof record -G system.slice/docker-ID.scope -g\n  \
+                  rprof record --call-graph dwarf -- ./release-build\n\n\
                   If rprof is killed (SIGKILL, the OOM killer) the recording keeps everything but the last \
                   quarter second or so: records reach the file four times a second, and `rprof report` (or \
                   `perf report`) reads an unfinished file with a warning; it lacks build ids and the command \
@@ -54,6 +55,11 @@ pub struct RecordArgs {
     #[arg(short = 'C', long = "cpu", value_name = "CPUS", value_parser = parse::cpu_list,
           conflicts_with_all = ["pid", "tid", "command"])]
     pub cpu: Option<CpuList>,
+    /// Sample the processes of this cgroup and its descendants, including ones started later (a container):
+    /// a path relative to the cgroup2 mount, as perf's -G. Per CPU, like -a (or on the CPUs of -C).
+    #[arg(short = 'G', long = "cgroup", value_name = "CGROUP",
+          conflicts_with_all = ["pid", "tid", "command"])]
+    pub cgroup: Option<String>,
     /// The sampling event: cpu-clock or task-clock.
     #[arg(short = 'e', long = "event", default_value = "cpu-clock", value_parser = parse::clock_event)]
     pub event: Clock,
@@ -99,6 +105,8 @@ pub fn config(a: &RecordArgs) -> RecordConfig {
         Target::Pids(a.pid.clone())
     } else if !a.tid.is_empty() {
         Target::Tids(a.tid.clone())
+    } else if let Some(cg) = &a.cgroup {
+        Target::Cgroup(cg.clone())
     } else {
         Target::System
     };
@@ -151,6 +159,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
         Target::Pids(p) => format!("process {}", join(p)),
         Target::Tids(t) => format!("thread {}", join(t)),
         Target::System => "the whole system".to_string(),
+        Target::Cgroup(name) => format!("cgroup '{name}'"),
     };
     let mut on_start = |events: usize| {
         if !quiet {

@@ -9,7 +9,7 @@ use crate::process::{self, ProcessError};
 pub(super) fn build_attr(cfg: &RecordConfig) -> Attr {
     let mut st = sample::IP | sample::TID | sample::TIME | sample::PERIOD;
     // As perf does: the CPU of each sample only when sampling CPUs rather than tasks (8 bytes a sample).
-    if matches!(cfg.target, Target::System) || cfg.cpus.is_some() {
+    if matches!(cfg.target, Target::System | Target::Cgroup(_)) || cfg.cpus.is_some() {
         st |= sample::CPU;
     }
     let mut attr = Attr::software_clock(cfg.task_clock);
@@ -43,7 +43,7 @@ pub(super) fn build_attr(cfg: &RecordConfig) -> Attr {
     match cfg.target {
         Target::Command(_) => attr.inherit().enable_on_exec(),
         Target::Pids(_) => attr.inherit(),
-        Target::Tids(_) | Target::System => attr,
+        Target::Tids(_) | Target::System | Target::Cgroup(_) => attr,
     }
 }
 
@@ -84,5 +84,7 @@ pub(super) fn tasks(
             tids.clone()
         }
         Target::System => vec![-1],
+        // Opened on the cgroup's directory instead.
+        Target::Cgroup(_) => vec![],
     })
 }

@@ -39,6 +39,13 @@ impl DwarfState {
         self.merge.push(time, (rec.kind, rec.misc, bytes));
     }
 
+    /// A synthesized record (whole, header included), to be processed at `time` among the kernel's.
+    pub(super) fn queue_synthesized(&mut self, time: u64, bytes: Vec<u8>) {
+        let kind = u32::from_ne_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+        let misc = u16::from_ne_bytes([bytes[4], bytes[5]]);
+        self.merge.push(time, (kind, misc, bytes));
+    }
+
     /// Process what is safe to process (everything when `all`), in time order.
     pub(super) fn release(&mut self, writer: &mut Writer, all: bool) -> Result<(), RecordError> {
         let mut ready = Vec::new();

@@ -1,5 +1,6 @@
 //! What a recording session produced, as `rprof record` prints it at the end.
 use crate::unwind::dwarf::DwarfStats;
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 /// What a recording session produced.
@@ -18,7 +19,25 @@ pub struct RecordSummary {
     pub exit_code: Option<i32>,
     /// DWARF mode: how the unwinds ended.
     pub dwarf: Option<DwarfStats>,
+    /// `-G`: the processes of the cgroup that were met.
+    pub cgroup: Option<CgroupSummary>,
+    /// Host pid -> pid in its own pid namespace, for the recorded processes where they differ.
+    pub ns_pids: BTreeMap<u32, u32>,
 }
+
+/// The processes of a `-G` cgroup that a recording met.
+#[derive(Clone, Debug, Default)]
+pub struct CgroupSummary {
+    /// The cgroup as given.
+    pub name: String,
+    /// Processes in it (or its descendants) when sampling started, or met in its records later.
+    pub processes: usize,
+    /// How many of them were described from /proc at their first sample (moved in while running).
+    pub late: u64,
+}
+
+/// How many namespace pids the summary lists.
+const NS_PIDS_SHOWN: usize = 8;
 
 impl std::fmt::Display for RecordSummary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -31,7 +50,40 @@ impl std::fmt::Display for RecordSummary {
             self.throttled,
             self.output.display(),
             human_size(self.bytes)
-        )
+        )?;
+        if let Some(cg) = &self.cgroup {
+            write!(
+                f,
+                "\nrprof record: cgroup '{}': {} processes seen",
+                cg.name, cg.processes
+            )?;
+            if cg.late > 0 {
+                write!(
+                    f,
+                    " ({} moved in while running, described from /proc)",
+                    cg.late
+                )?;
+            }
+        }
+        if !self.ns_pids.is_empty() {
+            let shown: Vec<String> = self
+                .ns_pids
+                .iter()
+                .take(NS_PIDS_SHOWN)
+                .map(|(host, ns)| format!("{host} (ns {ns})"))
+                .collect();
+            let more = match self.ns_pids.len().saturating_sub(NS_PIDS_SHOWN) {
+                0 => String::new(),
+                n => format!(" and {n} more"),
+            };
+            write!(
+                f,
+                "\nrprof record: {} processes in another pid namespace, host pid (namespace pid): {}{more}",
+                self.ns_pids.len(),
+                shown.join(", ")
+            )?;
+        }
+        Ok(())
     }
 }
 
