@@ -12,10 +12,11 @@ use std::time::Duration;
 /// Sample CPU stacks of a command, processes, threads or the whole system.
 #[derive(Args, Debug)]
 #[command(
-    group = ArgGroup::new("target").required(true).multiple(true).args(["pid", "tid", "all_cpus", "cpu", "command"]),
-    override_usage = "rprof record [OPTIONS] <-p PID[,PID] | -t TID | -a | -C CPUS | -- COMMAND [ARGS]...>",
+    group = ArgGroup::new("target").required(true).multiple(true).args(["pid", "tid", "all_cpus", "cpu", "cgroup", "command"]),
+    override_usage = "rprof record [OPTIONS] <-p PID[,PID] | -t TID | -a | -C CPUS | -G CGROUP | -- COMMAND [ARGS]...>",
     after_help = "Examples:\n  rprof record -F 99 -g -p 1234\n  rprof record -g -- ./prog args\n  \
-                  rprof record -a -g -d 5\n  rprof record --call-graph dwarf -- ./release-build\n\n\
+                  rprof record -a -g -d 5\n  rprof record -G system.slice/docker-ID.scope -g\n  \
+                  rprof record --call-graph dwarf -- ./release-build\n\n\
                   If rprof is killed (SIGKILL, the OOM killer) the recording keeps everything but the last \
                   quarter second or so: records reach the file four times a second, and `rprof report` (or \
                   `perf report`) reads an unfinished file with a warning; it lacks build ids and the command \
@@ -54,6 +55,11 @@ pub struct RecordArgs {
     #[arg(short = 'C', long = "cpu", value_name = "CPUS", value_parser = parse::cpu_list,
           conflicts_with_all = ["pid", "tid", "command"])]
     pub cpu: Option<CpuList>,
+    /// Sample the processes of this cgroup and its descendants, including ones started later (a container):
+    /// a path relative to the cgroup2 mount, as perf's -G. Per CPU, like -a (or on the CPUs of -C).
+    #[arg(short = 'G', long = "cgroup", value_name = "CGROUP",
+          conflicts_with_all = ["pid", "tid", "command"])]
+    pub cgroup: Option<String>,
     /// The sampling event: cpu-clock or task-clock.
     #[arg(short = 'e', long = "event", default_value = "cpu-clock", value_parser = parse::clock_event)]
     pub event: Clock,
@@ -88,6 +94,11 @@ pub struct RecordArgs {
     /// waiting for a CPU) is counted in the summary, not as waiting.
     #[arg(long = "off-cpu")]
     pub off_cpu: bool,
+    /// With --off-cpu: sample the stacks of switches at about this rate per thread instead of taking one at
+    /// each switch (cheaper for programs that switch tens of thousands of times a second; waits between
+    /// samples are charged to the thread's last sampled stack). Every wait is still timed.
+    #[arg(long = "off-cpu-stack-hz", value_name = "HZ", requires = "off_cpu", value_parser = parse::above_zero)]
+    pub off_cpu_stack_hz: Option<u64>,
     /// Print nothing but errors.
     #[arg(short = 'q', long = "quiet")]
     pub quiet: bool,
@@ -104,6 +115,8 @@ pub fn config(a: &RecordArgs) -> RecordConfig {
         Target::Pids(a.pid.clone())
     } else if !a.tid.is_empty() {
         Target::Tids(a.tid.clone())
+    } else if let Some(cg) = &a.cgroup {
+        Target::Cgroup(cg.clone())
     } else {
         Target::System
     };
@@ -133,6 +146,7 @@ pub fn config(a: &RecordArgs) -> RecordConfig {
         no_buildid_cache: a.no_buildid_cache,
         keep_workload: a.keep_workload,
         off_cpu: a.off_cpu,
+        off_cpu_stack_hz: a.off_cpu_stack_hz,
     }
 }
 
@@ -157,6 +171,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
         Target::Pids(p) => format!("process {}", join(p)),
         Target::Tids(t) => format!("thread {}", join(t)),
         Target::System => "the whole system".to_string(),
+        Target::Cgroup(name) => format!("cgroup '{name}'"),
     };
     let mut on_start = |events: usize| {
         if !quiet {

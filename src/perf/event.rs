@@ -13,28 +13,54 @@ pub struct PerfEvent {
 impl PerfEvent {
     /// perf_event_open(attr, pid, cpu): `pid` -1 means every task on `cpu`; `cpu` -1 means any CPU.
     pub fn open(attr: &Attr, pid: i32, cpu: i32) -> Result<PerfEvent, PerfError> {
+        Self::open_with(attr, pid, cpu, 0)
+    }
+
+    /// perf_event_open(attr, cgroup, cpu, PERF_FLAG_PID_CGROUP): the tasks of the cgroup whose directory
+    /// `cgroup` is open (and of its descendants) while they run on `cpu`, which must be a CPU (not -1).
+    pub fn open_cgroup(
+        attr: &Attr,
+        cgroup: BorrowedFd<'_>,
+        cpu: i32,
+    ) -> Result<PerfEvent, PerfError> {
+        Self::open_with(
+            attr,
+            cgroup.as_raw_fd(),
+            cpu,
+            sys::bindings::PERF_FLAG_PID_CGROUP as _,
+        )
+    }
+
+    fn open_with(attr: &Attr, pid: i32, cpu: i32, flags: u64) -> Result<PerfEvent, PerfError> {
+        let cgroup = flags & sys::bindings::PERF_FLAG_PID_CGROUP as u64 != 0;
         let mut raw = attr.raw;
         // SAFETY: `raw` is a fully initialized perf_event_attr whose `size` matches what we declare; the kernel
-        // only reads it (and may write back `size` on E2BIG). No group fd; CLOEXEC so children don't inherit it.
+        // only reads it (and may write back `size` on E2BIG). With PERF_FLAG_PID_CGROUP, `pid` is a directory
+        // fd the caller keeps open for the call (a BorrowedFd); the kernel takes its own reference to the
+        // cgroup. No group fd; CLOEXEC so children don't inherit it.
         let fd = unsafe {
             sys::perf_event_open(
                 &mut raw,
                 pid,
                 cpu,
                 -1,
-                sys::bindings::PERF_FLAG_FD_CLOEXEC as _,
+                (sys::bindings::PERF_FLAG_FD_CLOEXEC as u64 | flags) as _,
             )
         };
         if fd < 0 {
             let err = std::io::Error::last_os_error();
+            let target = match cgroup {
+                true => "a cgroup".to_string(),
+                false => format!("pid={pid}"),
+            };
             return Err(match err.raw_os_error() {
                 Some(libc::EACCES) | Some(libc::EPERM) => PerfError::Denied {
                     paranoid: super::paranoid_level(),
                     source: err,
                 },
-                Some(libc::ESRCH) => PerfError::NoSuchProcess { pid },
+                Some(libc::ESRCH) if !cgroup => PerfError::NoSuchProcess { pid },
                 _ => PerfError::Open {
-                    what: format!("{attr:?} pid={pid} cpu={cpu}"),
+                    what: format!("{attr:?} {target} cpu={cpu}"),
                     source: err,
                 },
             });

@@ -46,6 +46,13 @@ impl<I> EventInfos<I> {
     }
 }
 
+/// Whom one event watches: a task (-1: every task on its CPU), or the tasks of a cgroup.
+#[derive(Clone, Copy, Debug)]
+enum Whom<'a> {
+    Task(i32),
+    Cgroup(BorrowedFd<'a>),
+}
+
 /// The open events of one session.
 pub struct EventSet<I> {
     rings: Vec<Ring>,
@@ -69,6 +76,29 @@ impl<I: Clone> EventSet<I> {
         pages: usize,
         refused: &mut dyn FnMut(usize, &PerfError) -> Refused,
     ) -> Result<EventSet<I>, PerfError> {
+        let whom: Vec<Whom<'_>> = tasks.iter().map(|&t| Whom::Task(t)).collect();
+        Self::open_for(specs, cpus, &whom, pages, refused)
+    }
+
+    /// Open each `(attr, info)` of `specs` on each CPU of `cpus` for the tasks of a cgroup (and of its
+    /// descendants), given by its open directory (PERF_FLAG_PID_CGROUP). As [`EventSet::open`] otherwise.
+    pub fn open_cgroup(
+        specs: &[(Attr, I)],
+        cpus: &[u32],
+        cgroup: BorrowedFd<'_>,
+        pages: usize,
+        refused: &mut dyn FnMut(usize, &PerfError) -> Refused,
+    ) -> Result<EventSet<I>, PerfError> {
+        Self::open_for(specs, cpus, &[Whom::Cgroup(cgroup)], pages, refused)
+    }
+
+    fn open_for(
+        specs: &[(Attr, I)],
+        cpus: &[u32],
+        tasks: &[Whom<'_>],
+        pages: usize,
+        refused: &mut dyn FnMut(usize, &PerfError) -> Refused,
+    ) -> Result<EventSet<I>, PerfError> {
         raise_nofile((specs.len() * cpus.len() * tasks.len()) as u64);
         let mut set = EventSet {
             rings: Vec::new(),
@@ -87,10 +117,16 @@ impl<I: Clone> EventSet<I> {
                     if skipped[i] {
                         continue;
                     }
-                    let ev = match PerfEvent::open(attr, task, cpu as i32) {
+                    let opened = match task {
+                        Whom::Task(task) => PerfEvent::open(attr, task, cpu as i32),
+                        Whom::Cgroup(dir) => PerfEvent::open_cgroup(attr, dir, cpu as i32),
+                    };
+                    let ev = match opened {
                         Ok(ev) => ev,
                         // A thread that ended between listing and opening.
-                        Err(PerfError::NoSuchProcess { .. }) if task != -1 => break,
+                        Err(PerfError::NoSuchProcess { .. }) if !matches!(task, Whom::Task(-1)) => {
+                            break
+                        }
                         Err(e) if !set.opened[i] && refused(i, &e) == Refused::Skip => {
                             skipped[i] = true;
                             continue;
@@ -112,7 +148,10 @@ impl<I: Clone> EventSet<I> {
             set.rings.extend(ring);
         }
         if set.ids.is_empty() && !skipped.iter().all(|s| *s) {
-            let pid = tasks.first().copied().unwrap_or(-1);
+            let pid = match tasks.first() {
+                Some(Whom::Task(pid)) => *pid,
+                _ => -1,
+            };
             return Err(PerfError::NoSuchProcess { pid });
         }
         Ok(set)

@@ -1,8 +1,10 @@
-//! /proc parsers: memory maps, threads, command names. Parsers are pure functions on bytes; the readers around
-//! them name the file they could not read.
+//! /proc parsers: memory maps, threads, command names, cgroups and pid namespaces. Parsers are pure functions
+//! on bytes; the readers around them name the file they could not read.
 use std::path::{Path, PathBuf};
 
+mod cgroup;
 mod space;
+pub use cgroup::{ns_pid, parse_cgroup2_mount, parse_nspids, parse_pid_list, Cgroup};
 pub use space::{AddressSpace, AddressSpaces, FileId, Mapping, TaskEvent};
 
 /// Errors reading /proc.
@@ -15,6 +17,20 @@ pub enum ProcessError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error(
+        "cgroup '{name}' not found at {path}; -G takes a path relative to the cgroup2 mount ({mount}), \
+         e.g. -G system.slice/docker-ID.scope"
+    )]
+    NoSuchCgroup {
+        name: String,
+        path: PathBuf,
+        mount: PathBuf,
+    },
+    #[error(
+        "no cgroup2 file system is mounted (none in /proc/self/mountinfo); mount one, e.g. \
+         mount -t cgroup2 none /sys/fs/cgroup/unified"
+    )]
+    NoCgroup2,
 }
 
 /// One line of /proc/PID/maps.

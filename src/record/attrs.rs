@@ -16,12 +16,15 @@ pub(super) fn build_attr(cfg: &RecordConfig) -> Attr {
 }
 
 /// The `context-switches` event of `--off-cpu`: a sample with the stack of every thread leaving a CPU, and the
-/// switch records in both directions. Stacks are sampled up to [`super::OFF_CPU_STACKS_HZ`] times a second
-/// per event (every switch of a thread that switches less often); the switch records time every switch. It
-/// samples what the clock samples (the same fields, the same stacks, the
+/// switch records in both directions. Every switch-out has its stack, or with `off_cpu_stack_hz` the stacks
+/// are sampled at about that rate per event, while the switch records still time every switch. It samples
+/// what the clock samples (the same fields, the same stacks, the
 /// same tasks), without side-band records (the clock has those).
 pub(super) fn switch_attr(cfg: &RecordConfig) -> Attr {
-    let attr = Attr::context_switches().frequency(super::OFF_CPU_STACKS_HZ);
+    let attr = match cfg.off_cpu_stack_hz {
+        Some(hz) => Attr::context_switches().frequency(hz),
+        None => Attr::context_switches(),
+    };
     sampled_like_the_clock(cfg, attr).switch_records()
 }
 
@@ -29,7 +32,7 @@ pub(super) fn switch_attr(cfg: &RecordConfig) -> Attr {
 fn sampled_like_the_clock(cfg: &RecordConfig, mut attr: Attr) -> Attr {
     let mut st = sample::IP | sample::TID | sample::TIME | sample::PERIOD;
     // As perf does: the CPU of each sample only when sampling CPUs rather than tasks (8 bytes a sample).
-    if matches!(cfg.target, Target::System) || cfg.cpus.is_some() {
+    if matches!(cfg.target, Target::System | Target::Cgroup(_)) || cfg.cpus.is_some() {
         st |= sample::CPU;
     }
     // Two events write into the rings and the file: each record says which.
@@ -61,7 +64,7 @@ fn sampled_like_the_clock(cfg: &RecordConfig, mut attr: Attr) -> Attr {
     match cfg.target {
         Target::Command(_) => attr.inherit().enable_on_exec(),
         Target::Pids(_) => attr.inherit(),
-        Target::Tids(_) | Target::System => attr,
+        Target::Tids(_) | Target::System | Target::Cgroup(_) => attr,
     }
 }
 
@@ -102,5 +105,7 @@ pub(super) fn tasks(
             tids.clone()
         }
         Target::System => vec![-1],
+        // Opened on the cgroup's directory instead.
+        Target::Cgroup(_) => vec![],
     })
 }

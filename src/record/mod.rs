@@ -5,8 +5,8 @@
 //! [`dwarf`]'s online unwinder in DWARF mode); [`summary`] is what the session produced. The event set and
 //! the loop are `perf`'s, shared with `rprof probe`.
 use crate::perf::{self, EventSet, PerfError, Refused, StopSignals, StopWhen, Workload};
-use crate::process::{self, ProcessError};
-use crate::recording::{self, FileAttr, Meta, Mmap2, RecordingError, SampleId, Writer};
+use crate::process::{self, Cgroup, ProcessError};
+use crate::recording::{self, FileAttr, Meta, RecordingError, SampleId, Writer};
 
 mod attrs;
 mod buildids;
@@ -14,18 +14,17 @@ mod dwarf;
 mod offcpu;
 mod stream;
 mod summary;
+mod synth;
 use dwarf::DwarfState;
 use offcpu::OffCpu;
 pub use offcpu::OffCpuStats;
-
-/// `--off-cpu`: the most switch-out stacks sampled per second, per thread and CPU. A stack costs the thread a
-/// few microseconds; a thread switching less often than this has every switch sampled.
-pub const OFF_CPU_STACKS_HZ: u64 = 1000;
+use std::collections::HashSet;
+use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
-use stream::{Collected, Ordered, Source, Stream};
-pub use summary::{human_size, RecordSummary};
+use stream::{Collected, Members, Ordered, Source, Stream};
+pub use summary::{human_size, CgroupSummary, RecordSummary};
 
 /// What to sample.
 #[derive(Clone, Debug)]
@@ -38,6 +37,9 @@ pub enum Target {
     Tids(Vec<i32>),
     /// Every task on the chosen CPUs.
     System,
+    /// The tasks of this cgroup (a path relative to the cgroup2 mount, as perf's `-G` takes it) and of its
+    /// descendants, now and later, on the chosen CPUs.
+    Cgroup(String),
 }
 
 /// How to collect stacks.
@@ -86,6 +88,10 @@ pub struct RecordConfig {
     /// Also record where threads wait: each blocked interval as an `offcpu-time` sample at the stack where the
     /// thread left the CPU, weighted by its nanoseconds.
     pub off_cpu: bool,
+    /// `--off-cpu-stack-hz`: sample switch-out stacks at about this rate per thread and CPU (frequency mode)
+    /// instead of taking one at every switch; waits without their own stack are charged to the thread's last
+    /// sampled one. None: every switch (exact, and a few microseconds per switch).
+    pub off_cpu_stack_hz: Option<u64>,
 }
 
 impl Default for RecordConfig {
@@ -106,6 +112,7 @@ impl Default for RecordConfig {
             no_buildid_cache: false,
             keep_workload: false,
             off_cpu: false,
+            off_cpu_stack_hz: None,
         }
     }
 }
@@ -146,14 +153,30 @@ pub fn record(
         Target::Command(argv) => Some(Workload::prepare(argv, cfg.keep_workload)?),
         _ => None,
     };
-    let tasks = attrs::tasks(cfg, workload.as_ref())?;
+    let cgroup = match &cfg.target {
+        Target::Cgroup(name) => Some(Cgroup::open(name)?),
+        _ => None,
+    };
     let mut specs = vec![(kernel_attr, Source::Clock)];
     if cfg.off_cpu {
         specs.push((attrs::switch_attr(cfg), Source::Switches));
     }
-    let mut events = EventSet::open(&specs, &cpus, &tasks, cfg.mmap_pages, &mut |_, _| {
-        Refused::Fail
-    })?;
+    let mut events = match &cgroup {
+        Some(cg) => EventSet::open_cgroup(
+            &specs,
+            &cpus,
+            cg.dir.as_fd(),
+            cfg.mmap_pages,
+            &mut |_, _| Refused::Fail,
+        )?,
+        None => EventSet::open(
+            &specs,
+            &cpus,
+            &attrs::tasks(cfg, workload.as_ref())?,
+            cfg.mmap_pages,
+            &mut |_, _| Refused::Fail,
+        )?,
+    };
 
     let ids_of = |source: Source| -> Vec<u64> {
         let infos = events.infos();
@@ -188,6 +211,12 @@ pub fn record(
         offcpu: cfg.off_cpu.then(OffCpu::default),
         ordered: (dwarf_mode || cfg.off_cpu).then(|| Ordered::new(kernel_attr.parse_info())),
         file_sample_type: sample_type,
+        members: cgroup.as_ref().map(|_| Members {
+            pids: HashSet::new(),
+            late: 0,
+            info: kernel_attr.parse_info(),
+            sample_type,
+        }),
     };
     // Describe what exists before sampling starts: the kernel, and the processes already running.
     let kernel = buildids::kernel_mmap();
@@ -198,11 +227,19 @@ pub fn record(
             &SampleId::default(),
         )])?;
     }
-    for pid in synth_pids(cfg) {
+    for pid in synth_pids(cfg, cgroup.as_ref()) {
         let Stream {
-            writer, st, dwarf, ..
+            writer,
+            st,
+            dwarf,
+            members,
+            ..
         } = &mut stream;
         synthesize_process(writer, sample_type, pid, st, dwarf.as_mut())?;
+        st.note_ns_pid(pid as u32);
+        if let Some(m) = members {
+            m.pids.insert(pid as u32);
+        }
     }
 
     match workload.as_mut() {
@@ -225,12 +262,16 @@ pub fn record(
     drop(events);
 
     let Stream {
-        writer,
+        mut writer,
         st,
         dwarf,
         offcpu,
+        members,
         ..
     } = stream;
+    for (&host, &ns) in &st.ns_pids {
+        writer.add_ns_pid(host, ns);
+    }
     let mut build_ids = buildids::build_ids(&st.paths);
     build_ids.extend(buildids::kernel_build_ids(
         cfg.no_buildid_cache,
@@ -247,6 +288,12 @@ pub fn record(
         bytes,
         dwarf: dwarf.map(|d| d.stats),
         off_cpu: offcpu.map(|o| o.stats),
+        cgroup: cgroup.zip(members).map(|(cg, m)| CgroupSummary {
+            name: cg.name,
+            processes: m.pids.len(),
+            late: m.late,
+        }),
+        ns_pids: st.ns_pids,
         exit_code: workload.as_mut().and_then(|w| {
             w.try_wait();
             w.exit_code()
@@ -257,7 +304,7 @@ pub fn record(
 pub(crate) const PROT_EXEC: u32 = libc::PROT_EXEC as u32;
 
 /// Which processes to describe with synthesized COMM/MMAP2 records.
-fn synth_pids(cfg: &RecordConfig) -> Vec<i32> {
+fn synth_pids(cfg: &RecordConfig, cgroup: Option<&Cgroup>) -> Vec<i32> {
     match &cfg.target {
         Target::Command(_) => vec![],
         Target::Pids(p) => p.clone(),
@@ -270,10 +317,12 @@ fn synth_pids(cfg: &RecordConfig) -> Vec<i32> {
             pids
         }
         Target::System => process::all_pids(),
+        Target::Cgroup(_) => cgroup.map(Cgroup::pids).unwrap_or_default(),
     }
 }
 
-/// COMM for each thread and MMAP2 for each executable mapping of `pid`, as perf synthesizes them.
+/// Write the synthesized COMM/MMAP2 records of `pid` (see [`synth::process_records`]), noting its mapped
+/// files and feeding its mappings to the DWARF unwinder.
 fn synthesize_process(
     writer: &mut Writer,
     sample_type: u64,
@@ -281,62 +330,16 @@ fn synthesize_process(
     st: &mut Collected,
     mut dwarf: Option<&mut DwarfState>,
 ) -> Result<(), RecordError> {
-    // A process may exit while we look at it: skip what disappeared.
-    let Ok(tids) = process::threads(pid) else {
-        return Ok(());
-    };
-    for &tid in &tids {
-        let Ok(name) = process::comm(pid, tid) else {
-            continue;
-        };
-        let id = SampleId {
-            pid: pid as u32,
-            tid: tid as u32,
-            ..Default::default()
-        };
-        writer.write_record(&[&recording::encode_comm(
-            sample_type,
-            pid as u32,
-            tid as u32,
-            &name,
-            false,
-            &id,
-        )])?;
-    }
-    let Ok(maps) = process::maps(pid) else {
-        return Ok(());
-    };
-    let id = SampleId {
-        pid: pid as u32,
-        tid: pid as u32,
-        ..Default::default()
-    };
-    for m in maps.iter().filter(|m| m.exec) {
-        let mmap = Mmap2 {
-            pid,
-            tid: pid,
-            start: m.start,
-            len: m.end - m.start,
-            pgoff: m.offset,
-            maj: m.dev_major,
-            min: m.dev_minor,
-            ino: m.inode,
-            prot: 1 | 4 | if m.write { 2 } else { 0 },
-            flags: if m.private { 2 } else { 1 },
-            path: if m.path.is_empty() {
-                "//anon".to_string()
-            } else {
-                m.path.clone()
-            },
-            kernel: false,
-        };
-        if mmap.path.starts_with('/') {
-            st.paths.insert((pid, mmap.path.clone()));
+    for rec in synth::process_records(sample_type, pid, 0) {
+        if let Some(mmap) = &rec.mmap {
+            if mmap.path.starts_with('/') {
+                st.paths.insert((pid, mmap.path.clone()));
+            }
+            if let Some(d) = dwarf.as_deref_mut() {
+                d.add_mapping(mmap);
+            }
         }
-        if let Some(d) = dwarf.as_deref_mut() {
-            d.add_mapping(&mmap);
-        }
-        writer.write_record(&[&recording::encode_mmap2(sample_type, &mmap, &id)])?;
+        writer.write_record(&[&rec.bytes])?;
     }
     Ok(())
 }

@@ -15,11 +15,11 @@
 //! are counted in [`OffCpuStats::preempted_ns`] but not written. A thread whose first record is a switch-in
 //! (it went off CPU before recording started) has no known stack: that first wait is not counted either.
 //!
-//! Taking a stack costs the thread more than the switch itself when it switches a hundred thousand times a
-//! second, so the stacks are sampled (the `context-switches` event runs in frequency mode: every switch while
-//! a thread switches rarely, one in N when it switches often), while the switch records time every wait. A wait
-//! whose switch-out has no stack sample is charged to the thread's last sampled stack, as a CPU sample stands
-//! for the time since the one before; [`OffCpuStats::estimated`] counts them.
+//! By default every switch-out carries its stack. Taking a stack costs a thread that switches a hundred
+//! thousand times a second more than the switch itself, so `--off-cpu-stack-hz` samples the stacks instead
+//! (the `context-switches` event in frequency mode), while the switch records still time every wait. A wait
+//! whose switch-out has no stack sample is then charged to the thread's last sampled stack, as a CPU sample
+//! stands for the time since the one before; [`OffCpuStats::estimated`] counts them.
 use crate::recording::SampleFields;
 use std::collections::HashMap;
 use std::rc::Rc;

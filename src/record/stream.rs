@@ -3,12 +3,13 @@
 //! and appended to the recording with a FINISHED_ROUND per round.
 use super::dwarf::DwarfState;
 use super::offcpu::OffCpu;
+use super::synth;
 use super::{RecordError, PROT_EXEC};
 use crate::merge::OrderedMerge;
 use crate::perf::{self, record_type, EventInfos, Handler, RawRecord};
 use crate::recording::{self, SampleFields, Writer};
 use linux_perf_event_reader::{EventRecord, RawData, RawEventRecord, RecordParseInfo, RecordType};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 /// Which event of the session wrote a record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,6 +29,32 @@ pub(super) struct Collected {
     pub(super) throttled: u64,
     /// Executable files that were mapped (for the BUILD_ID section).
     pub(super) paths: BTreeSet<(i32, String)>,
+    /// Host pid -> pid in its own pid namespace, where they differ (for the recording's NS_PIDS section).
+    pub(super) ns_pids: BTreeMap<u32, u32>,
+}
+
+impl Collected {
+    /// Note process `pid`'s pid in its own namespace, read now from /proc/PID/status (while it lives).
+    pub(super) fn note_ns_pid(&mut self, pid: u32) {
+        if let Some(ns) = crate::process::ns_pid(pid) {
+            self.ns_pids.insert(pid, ns);
+        }
+    }
+}
+
+/// `-G`: the processes of the cgroup met so far. The kernel gives a cgroup's events the COMM, MMAP2, FORK and
+/// EXIT records of the tasks of the cgroup (and its descendants) only, so a process that starts in the cgroup
+/// (exec or fork there) is described by the kernel; one that was moved in while running is described from
+/// /proc at its first sample.
+pub(super) struct Members {
+    /// Processes met: described at the start, or in a record of the cgroup's events.
+    pub(super) pids: HashSet<u32>,
+    /// How many of them were described from /proc at their first sample.
+    pub(super) late: u64,
+    /// How the kernel's records are laid out (the attr given to the kernel).
+    pub(super) info: RecordParseInfo,
+    /// The sample_type of the recording, for synthesized records.
+    pub(super) sample_type: u64,
 }
 
 /// Records kept until they are in time order.
@@ -44,6 +71,13 @@ impl Ordered {
             info,
         }
     }
+
+    /// A synthesized record (whole, header included), to be processed at `time` among the kernel's.
+    fn push_synthesized(&mut self, time: u64, bytes: Vec<u8>) {
+        let kind = u32::from_ne_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+        let misc = u16::from_ne_bytes([bytes[4], bytes[5]]);
+        self.merge.push(time, (Source::Clock, kind, misc, bytes));
+    }
 }
 
 /// Where the records go: the recording, through the online DWARF unwinder in DWARF mode and the off-CPU
@@ -57,6 +91,51 @@ pub(super) struct Stream {
     pub(super) ordered: Option<Ordered>,
     /// The sample_type of the samples in the file.
     pub(super) file_sample_type: u64,
+    /// `-G`: the processes of the cgroup met so far.
+    pub(super) members: Option<Members>,
+}
+
+impl Stream {
+    /// `-G`: note the process behind a COMM, FORK or sample the first time it shows (and its namespace pid,
+    /// read at once); describe a process met first in a sample from /proc, in records stamped just before
+    /// the sample, which go out ahead of it.
+    fn meet(&mut self, rec: &RawRecord<'_>) -> Result<(), RecordError> {
+        let Some(m) = &mut self.members else {
+            return Ok(());
+        };
+        match rec.kind {
+            // Both start with the pid.
+            record_type::COMM | record_type::FORK => {
+                let pid = body_u32(rec, 0);
+                if m.pids.insert(pid) {
+                    self.st.note_ns_pid(pid);
+                }
+            }
+            record_type::SAMPLE => {
+                let Ok(EventRecord::Sample(s)) = rec.event(&m.info).parse() else {
+                    return Ok(());
+                };
+                let pid = s.pid.unwrap_or(0);
+                if pid <= 0 || !m.pids.insert(pid as u32) {
+                    return Ok(());
+                }
+                m.late += 1;
+                self.st.note_ns_pid(pid as u32);
+                let time = s.timestamp.unwrap_or(1).saturating_sub(1);
+                for r in synth::process_records(m.sample_type, pid, time) {
+                    if let Some(mmap) = r.mmap.as_ref().filter(|m| m.path.starts_with('/')) {
+                        self.st.paths.insert((pid, mmap.path.clone()));
+                    }
+                    match &mut self.ordered {
+                        Some(o) => o.push_synthesized(time, r.bytes),
+                        None => self.writer.write_record(&[&r.bytes])?,
+                    }
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
 }
 
 impl Handler<Source> for Stream {
@@ -72,6 +151,7 @@ impl Handler<Source> for Stream {
             Some(_) => infos.of(&rec).copied().unwrap_or(Source::Clock),
             None => Source::Clock,
         };
+        self.meet(&rec)?;
         let st = &mut self.st;
         match rec.kind {
             record_type::SAMPLE => st.samples += (source == Source::Clock) as u64,
@@ -188,6 +268,13 @@ fn body_u64(rec: &perf::RawRecord<'_>, offset: usize) -> u64 {
     let body = rec.body();
     body.get(offset..offset + 8)
         .map(|b| u64::from_ne_bytes(b.as_slice().as_ref().try_into().unwrap_or([0; 8])))
+        .unwrap_or(0)
+}
+
+fn body_u32(rec: &perf::RawRecord<'_>, offset: usize) -> u32 {
+    let body = rec.body();
+    body.get(offset..offset + 4)
+        .map(|b| u32::from_ne_bytes(b.as_slice().as_ref().try_into().unwrap_or([0; 4])))
         .unwrap_or(0)
 }
 

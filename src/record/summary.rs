@@ -1,6 +1,7 @@
 //! What a recording session produced, as `rprof record` prints it at the end.
 use super::OffCpuStats;
 use crate::unwind::dwarf::DwarfStats;
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 /// What a recording session produced.
@@ -21,7 +22,25 @@ pub struct RecordSummary {
     pub dwarf: Option<DwarfStats>,
     /// `--off-cpu`: the waits seen.
     pub off_cpu: Option<OffCpuStats>,
+    /// `-G`: the processes of the cgroup that were met.
+    pub cgroup: Option<CgroupSummary>,
+    /// Host pid -> pid in its own pid namespace, for the recorded processes where they differ.
+    pub ns_pids: BTreeMap<u32, u32>,
 }
+
+/// The processes of a `-G` cgroup that a recording met.
+#[derive(Clone, Debug, Default)]
+pub struct CgroupSummary {
+    /// The cgroup as given.
+    pub name: String,
+    /// Processes in it (or its descendants) when sampling started, or met in its records later.
+    pub processes: usize,
+    /// How many of them were described from /proc at their first sample (moved in while running).
+    pub late: u64,
+}
+
+/// How many namespace pids the summary lists.
+const NS_PIDS_SHOWN: usize = 8;
 
 impl std::fmt::Display for RecordSummary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -49,10 +68,8 @@ impl std::fmt::Display for RecordSummary {
             if o.estimated > 0 {
                 write!(
                     f,
-                    "; {} waits charged to the thread's last sampled stack (stacks are sampled at {} per \
-                     second and thread when threads switch faster)",
-                    o.estimated,
-                    super::OFF_CPU_STACKS_HZ
+                    "; {} waits charged to the thread's last sampled stack (--off-cpu-stack-hz)",
+                    o.estimated
                 )?;
             }
             if o.unattributed > 0 {
@@ -62,6 +79,38 @@ impl std::fmt::Display for RecordSummary {
                     o.unattributed
                 )?;
             }
+        }
+        if let Some(cg) = &self.cgroup {
+            write!(
+                f,
+                "\nrprof record: cgroup '{}': {} processes seen",
+                cg.name, cg.processes
+            )?;
+            if cg.late > 0 {
+                write!(
+                    f,
+                    " ({} moved in while running, described from /proc)",
+                    cg.late
+                )?;
+            }
+        }
+        if !self.ns_pids.is_empty() {
+            let shown: Vec<String> = self
+                .ns_pids
+                .iter()
+                .take(NS_PIDS_SHOWN)
+                .map(|(host, ns)| format!("{host} (ns {ns})"))
+                .collect();
+            let more = match self.ns_pids.len().saturating_sub(NS_PIDS_SHOWN) {
+                0 => String::new(),
+                n => format!(" and {n} more"),
+            };
+            write!(
+                f,
+                "\nrprof record: {} processes in another pid namespace, host pid (namespace pid): {}{more}",
+                self.ns_pids.len(),
+                shown.join(", ")
+            )?;
         }
         Ok(())
     }

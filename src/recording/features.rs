@@ -5,11 +5,13 @@
 //! - HOSTNAME, OSRELEASE: one string. CMDLINE: u32 nr, then nr strings. NRCPUS: u32 available, u32 online.
 //! - EVENT_DESC: u32 nr, u32 attr_size, then per event: attr, u32 nr_ids, string name, u64 ids[nr_ids].
 //! - BUILD_ID: a sequence of `build_id_event { header, i32 pid, u8 build_id[24], char filename[] }`.
+//! - rprof's NS_PIDS (bit [`HEADER_RPROF_NS_PIDS`]): u32 nr, then nr pairs of u32 (host pid, namespace pid).
 use linux_perf_event_reader::constants::{
     PERF_RECORD_MISC_BUILD_ID_SIZE, PERF_RECORD_MISC_CPUMODE_MASK,
 };
 
 use super::{BuildIdEntry, FileAttr};
+use std::collections::HashMap;
 
 /// Feature bit numbers (HEADER_* in perf's header.h).
 pub(crate) const HEADER_BUILD_ID: usize = 2;
@@ -18,6 +20,15 @@ pub(crate) const HEADER_OSRELEASE: usize = 4;
 pub(crate) const HEADER_NRCPUS: usize = 7;
 pub(crate) const HEADER_CMDLINE: usize = 11;
 pub(crate) const HEADER_EVENT_DESC: usize = 12;
+/// rprof's own section: host pid -> pid in the process's own pid namespace, for the processes of a recording
+/// that live in another pid namespace (containers). perf.data has no place for it.
+///
+/// Bit 250 is safe: perf (tools/perf/util/header.c, `perf_header__process_sections`) counts the sections of
+/// all 256 bits to size the section table but only processes the set bits below its HEADER_LAST_FEATURE (32
+/// in perf 6.x), in bit order; this section's table entry comes last, so it shifts no other entry and is
+/// never read. simpleperf's bits are 128 and up from the bottom. linux-perf-data (`PerfFileReader`) reads every
+/// set bit's section into a map keyed by bit, rejects none, and hands it out by `feature_section_data`.
+pub(crate) const HEADER_RPROF_NS_PIDS: usize = 250;
 
 /// perf aligns header strings and build-id filenames to this many bytes.
 const NAME_ALIGN: usize = 64;
@@ -89,6 +100,38 @@ pub(crate) fn encode_build_ids(entries: &[BuildIdEntry]) -> Vec<u8> {
         out.resize(out.len() + name_len - e.path.len(), 0);
     }
     out
+}
+
+/// rprof's NS_PIDS section, sorted by host pid.
+pub(crate) fn encode_ns_pids(pairs: &std::collections::BTreeMap<u32, u32>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(4 + 8 * pairs.len());
+    out.extend_from_slice(&(pairs.len() as u32).to_le_bytes());
+    for (host, ns) in pairs {
+        out.extend_from_slice(&host.to_le_bytes());
+        out.extend_from_slice(&ns.to_le_bytes());
+    }
+    out
+}
+
+/// Parse rprof's NS_PIDS section (host pid -> namespace pid).
+pub(crate) fn parse_ns_pids(section: &[u8]) -> Result<HashMap<u32, u32>, String> {
+    let bad = || {
+        format!(
+            "rprof's NS_PIDS section is corrupt ({} bytes)",
+            section.len()
+        )
+    };
+    let mut b = Bytes::new(section);
+    let nr = b.u32().ok_or_else(bad)? as usize;
+    if b.remaining() != 8 * nr {
+        return Err(bad());
+    }
+    let mut pairs = HashMap::with_capacity(nr);
+    for _ in 0..nr {
+        let host = b.u32().ok_or_else(bad)?;
+        pairs.insert(host, b.u32().ok_or_else(bad)?);
+    }
+    Ok(pairs)
 }
 
 /// A bounds-checked little-endian cursor over a feature section.
@@ -240,6 +283,22 @@ mod tests {
         let err = check_event_desc(&section(127)).unwrap_err();
         assert!(err.contains("attr size 127"), "{err}");
         assert!(check_event_desc(&section(88)).is_err());
+    }
+
+    /// Check that the NS_PIDS section reads back what was written, and that a count that does not match its
+    /// bytes is refused.
+    #[test]
+    fn ns_pids_round_trip() {
+        let pairs: std::collections::BTreeMap<u32, u32> = [(4242, 1), (4250, 7)].into();
+        let bytes = super::encode_ns_pids(&pairs);
+        assert_eq!(bytes.len(), 4 + 16);
+        let back = super::parse_ns_pids(&bytes).unwrap();
+        assert_eq!(back, pairs.into_iter().collect());
+        assert!(super::parse_ns_pids(&bytes[..bytes.len() - 4]).is_err());
+        let mut lying = bytes.clone();
+        lying[0] = 200;
+        assert!(super::parse_ns_pids(&lying).is_err());
+        assert!(super::parse_ns_pids(&[]).is_err());
     }
 
     /// Check that the BUILD_ID parser rejects a record whose size runs past the section.

@@ -21,11 +21,12 @@ use linux_perf_data::linux_perf_event_reader::{
     get_record_id, get_record_identifier, get_record_timestamp, AttrFlags, Endianness, RawData,
     RawEventRecord, RecordIdParseInfo, RecordParseInfo, RecordType, SamplingPolicy,
 };
-use linux_perf_data::PerfFileReader;
+use linux_perf_data::{Feature, PerfFileReader};
 
 use super::convert::{convert, read_u32, AttrInfo, SIMPLE_SAMPLE_FIELDS};
 use super::data_section::{DataSection, Walked};
 use super::encode::PERF_RECORD_FINISHED_ROUND;
+use super::features::{parse_ns_pids, HEADER_RPROF_NS_PIDS};
 use super::header::{
     check_attrs, check_header, parse_patched, read_feature_table, read_meta, section_end,
 };
@@ -59,6 +60,8 @@ pub struct Reader {
     walked_all: bool,
     meta: Meta,
     build_ids: Vec<BuildIdEntry>,
+    /// rprof's NS_PIDS section: host pid -> pid in its own pid namespace.
+    ns_pids: HashMap<u32, u32>,
     /// What to report after the last good record (truncated or corrupt data section, bad feature sections),
     /// and where in that list a damaged record found by the walk goes.
     problems: Vec<String>,
@@ -201,6 +204,13 @@ impl Reader {
             problems.push(reason);
             (Meta::default(), Vec::new())
         });
+        let ns_pids = perf_file
+            .feature_section_data(Feature(HEADER_RPROF_NS_PIDS as u32))
+            .map_or(Ok(HashMap::new()), parse_ns_pids)
+            .unwrap_or_else(|reason| {
+                problems.push(reason);
+                HashMap::new()
+            });
         // The data section is read on the first call of next_event (report runs that on its own thread).
         let mut file = file.into_inner();
         file.seek(SeekFrom::Start(data.0)).map_err(read_err)?;
@@ -216,6 +226,7 @@ impl Reader {
             walked_all: false,
             meta,
             build_ids,
+            ns_pids,
             problems,
             walk_problem_at,
             unfinished,
@@ -247,6 +258,12 @@ impl Reader {
 
     pub fn build_ids(&self) -> &[BuildIdEntry] {
         &self.build_ids
+    }
+
+    /// Host pid -> pid in the process's own pid namespace, for the recorded processes that were in another
+    /// pid namespace (rprof's NS_PIDS feature section; empty for other recordings).
+    pub fn ns_pids(&self) -> &HashMap<u32, u32> {
+        &self.ns_pids
     }
 
     /// The HOSTNAME, OSRELEASE, NRCPUS and CMDLINE feature sections (empty / 0 where the file has none).
@@ -461,6 +478,40 @@ mod tests {
         }
         assert_eq!(times.len() as u64, rounds * 100);
         assert!(times.windows(2).all(|w| w[0] <= w[1]), "time order");
+    }
+
+    /// Check that the host -> namespace pids given to the writer come back from the reader (rprof's NS_PIDS
+    /// section, bit 250, after the standard sections), and that a file without them has none.
+    #[test]
+    fn ns_pids_round_trip_through_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let attr = || FileAttr {
+            attr: attr_bytes(PERF_SAMPLE_IP | PERF_SAMPLE_TID),
+            ids: vec![],
+            name: "cpu-clock".into(),
+        };
+        let path = dir.path().join("ns.data");
+        // A data section of one record: an empty one is how an unfinished recording looks.
+        let mut w = Writer::create(&path, vec![attr()]).unwrap();
+        w.write_record(&[&encode_finished_round()]).unwrap();
+        w.add_ns_pid(4242, 1);
+        w.add_ns_pid(4250, 9);
+        let meta = Meta {
+            hostname: "host".into(),
+            cmdline: vec!["rprof".into(), "record".into()],
+            ..Meta::default()
+        };
+        w.finish(&meta, &[]).unwrap();
+        let r = Reader::open(&path).unwrap();
+        assert_eq!(r.ns_pids(), &HashMap::from([(4242, 1), (4250, 9)]));
+        assert_eq!(r.meta().hostname, "host");
+        assert_eq!(r.meta().cmdline, vec!["rprof", "record"]);
+
+        let plain = dir.path().join("plain.data");
+        let mut w = Writer::create(&plain, vec![attr()]).unwrap();
+        w.write_record(&[&encode_finished_round()]).unwrap();
+        w.finish(&meta, &[]).unwrap();
+        assert!(Reader::open(&plain).unwrap().ns_pids().is_empty());
     }
 
     /// Check that an attr whose size is not one linux-perf-data reads exactly (here below PERF_ATTR_SIZE_VER0)

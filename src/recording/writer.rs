@@ -13,11 +13,12 @@ use std::io::{BufWriter, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use super::features::{
-    encode_build_ids, encode_cmdline, encode_event_desc, encode_nrcpus, put_string,
+    encode_build_ids, encode_cmdline, encode_event_desc, encode_nrcpus, encode_ns_pids, put_string,
     HEADER_BUILD_ID, HEADER_CMDLINE, HEADER_EVENT_DESC, HEADER_HOSTNAME, HEADER_NRCPUS,
-    HEADER_OSRELEASE,
+    HEADER_OSRELEASE, HEADER_RPROF_NS_PIDS,
 };
 use super::{BuildIdEntry, FileAttr, Meta, RecordingError};
+use std::collections::BTreeMap;
 
 /// `sizeof(struct perf_file_header)`.
 pub(crate) const HEADER_SIZE: u64 = 104;
@@ -81,6 +82,8 @@ pub struct Writer {
     data_offset: u64,
     data_size: u64,
     last_flush: std::time::Instant,
+    /// Host pid -> pid in its own namespace, for rprof's NS_PIDS section.
+    ns_pids: BTreeMap<u32, u32>,
 }
 
 /// Make every attr `attr_len` bytes long (zero-extended, with its `size` field updated), where `attr_len`
@@ -151,6 +154,7 @@ impl Writer {
             data_offset: 0,
             data_size: 0,
             last_flush: std::time::Instant::now(),
+            ns_pids: BTreeMap::new(),
         };
         let mut head = Vec::new();
         let mut id_sections = Vec::new();
@@ -232,13 +236,20 @@ impl Writer {
             })
     }
 
+    /// Note that process `host_pid` is `ns_pid` in its own pid namespace (a container): [`Writer::finish`]
+    /// stores these in rprof's NS_PIDS feature section, which perf ignores.
+    pub fn add_ns_pid(&mut self, host_pid: u32, ns_pid: u32) {
+        self.ns_pids.insert(host_pid, ns_pid);
+    }
+
     /// Bytes of records written so far.
     pub fn data_size(&self) -> u64 {
         self.data_size
     }
 
-    /// Write the feature sections (BUILD_ID, HOSTNAME, OSRELEASE, NRCPUS, CMDLINE, EVENT_DESC) and the final
-    /// header; returns the file size in bytes.
+    /// Write the feature sections (BUILD_ID, HOSTNAME, OSRELEASE, NRCPUS, CMDLINE, EVENT_DESC, and rprof's
+    /// NS_PIDS when a process was in another pid namespace) and the final header; returns the file size in
+    /// bytes.
     pub fn finish(
         mut self,
         meta: &Meta,
@@ -248,7 +259,7 @@ impl Writer {
         put_string(&mut hostname, &meta.hostname);
         let mut os_release = Vec::new();
         put_string(&mut os_release, &meta.os_release);
-        let sections = [
+        let mut sections = vec![
             (HEADER_BUILD_ID, encode_build_ids(build_ids)),
             (HEADER_HOSTNAME, hostname),
             (HEADER_OSRELEASE, os_release),
@@ -262,6 +273,10 @@ impl Writer {
                 encode_event_desc(&self.attrs, self.attr_len),
             ),
         ];
+        // In bit order, as the section table is: the highest bit comes last.
+        if !self.ns_pids.is_empty() {
+            sections.push((HEADER_RPROF_NS_PIDS, encode_ns_pids(&self.ns_pids)));
+        }
         let mut features = [0u64; 4];
         let mut table = Vec::new();
         let mut offset = self.data_offset + self.data_size + SECTION_SIZE * sections.len() as u64;

@@ -163,6 +163,8 @@ pub struct Profile {
     pub unwound: DwarfStats,
     /// The recording was not finished or is damaged: what was read of it (the report holds what was).
     pub salvaged: Option<Salvaged>,
+    /// Host pid -> pid in the process's own pid namespace (containers), for the processes where they differ.
+    pub ns_pids: HashMap<u32, u32>,
     /// Each sample with its thread, time and located stack, when [`Filter::exports`] asked for them.
     pub exports: Option<Exports>,
 }
@@ -274,11 +276,13 @@ pub fn load(
         .collect();
     let debug_dirs = opts.debug_dirs.clone();
     let kernel_build_id = build_ids.get(KERNEL_NAME).cloned();
+    let ns_pids = reader.ns_pids().clone();
     let mut resolver = StackResolver::new(opts, build_ids);
     resolver.symbolizer().set_kernel(KernelRef {
         build_id: kernel_build_id,
         text: None,
     });
+    resolver.symbolizer().set_ns_pids(ns_pids.clone());
     let mut s = Session {
         resolver,
         spaces: AddressSpaces::new(),
@@ -291,7 +295,10 @@ pub fn load(
             .has_user_stacks()
             .then(|| DwarfUnwinder::new(debug_dirs)),
         timeline: filter.exports.then(Vec::new),
-        profile: Profile::default(),
+        profile: Profile {
+            ns_pids,
+            ..Profile::default()
+        },
     };
     let pid_set: HashSet<u32> = filter.pids.iter().copied().collect();
     let tid_set: HashSet<u32> = filter.tids.iter().copied().collect();

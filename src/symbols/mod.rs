@@ -283,6 +283,8 @@ pub struct Symbolizer {
     frames: HashMap<(usize, u64), Arc<[Frame]>>,
     /// Perf maps by pid (None when the pid has none).
     perf_maps: HashMap<u32, Option<PerfMap>>,
+    /// Host pid -> namespace pid (see [`Symbolizer::set_ns_pids`]).
+    ns_pids: HashMap<u32, u32>,
     empty: Arc<[Frame]>,
 }
 
@@ -302,6 +304,7 @@ impl Symbolizer {
             vdso: HashMap::new(),
             frames: HashMap::new(),
             perf_maps: HashMap::new(),
+            ns_pids: HashMap::new(),
             empty: Arc::from(Vec::new()),
         }
     }
@@ -445,11 +448,22 @@ impl Symbolizer {
         self.binaries.len() - 1
     }
 
-    /// A JIT address through /tmp/perf-PID.map.
+    /// Host pid -> pid in the process's own pid namespace (a container), for finding its perf-PID.map.
+    pub fn set_ns_pids(&mut self, ns_pids: HashMap<u32, u32>) {
+        self.ns_pids = ns_pids;
+    }
+
+    /// A JIT address through /tmp/perf-PID.map: the host's file, else (a process in a container) the one the
+    /// process wrote under its namespace pid in its own /tmp, through /proc/PID/root while it lives.
     pub fn jit(&mut self, pid: u32, addr: RuntimeAddr) -> Option<Arc<str>> {
+        let ns_pid = self.ns_pids.get(&pid).copied();
         let map = self.perf_maps.entry(pid).or_insert_with(|| {
-            std::fs::read(format!("/tmp/perf-{pid}.map"))
-                .ok()
+            let inside = ns_pid.map(|ns| {
+                crate::process::root_path(pid, Path::new(&format!("/tmp/perf-{ns}.map")))
+            });
+            std::iter::once(PathBuf::from(format!("/tmp/perf-{pid}.map")))
+                .chain(inside)
+                .find_map(|path| std::fs::read(path).ok())
                 .map(|data| parse_perf_map(&data))
         });
         map.as_ref()?.lookup(addr.0).cloned()
