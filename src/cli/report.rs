@@ -3,27 +3,38 @@ use super::advice;
 use super::output::Stdout;
 use anyhow::Context;
 use clap::Args;
-use rprof::report::{self, Filter, SampleKinds, TableOptions};
+use rprof::report::{
+    self, Filter, FirefoxOptions, Profile, ReportError, SampleKinds, TableOptions,
+};
 use rprof::symbols::SymbolizerOptions;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Read a recording (rprof's or `perf record`'s) and print a top table, folded stacks or a flame graph.
 #[derive(Args, Debug)]
 #[command(
     after_help = "Examples:\n  rprof report\n  rprof report --folded | inferno-flamegraph > out.svg\n  \
-                        rprof report -i perf.data --flamegraph out.svg"
+                        rprof report -i perf.data --flamegraph out.svg\n  \
+                        rprof report --pprof out.pb.gz && go tool pprof -top out.pb.gz\n  \
+                        rprof report --firefox out.json.gz   (open it at https://profiler.firefox.com)"
 )]
 pub struct ReportArgs {
     /// The recording to read.
     #[arg(short = 'i', long = "input", default_value = "rprof.data")]
     pub input: PathBuf,
     /// Print folded stacks (`comm;outer;...;leaf COUNT`) for flamegraph.pl / inferno-flamegraph.
-    #[arg(long = "folded", conflicts_with = "flamegraph")]
+    #[arg(long = "folded", conflicts_with_all = ["flamegraph", "pprof", "firefox"])]
     pub folded: bool,
     /// Write an SVG flame graph to this file.
-    #[arg(long = "flamegraph", value_name = "SVG")]
+    #[arg(long = "flamegraph", value_name = "SVG", conflicts_with_all = ["pprof", "firefox"])]
     pub flamegraph: Option<PathBuf>,
+    /// Write a gzipped pprof profile (profile.proto) to this file, for `go tool pprof` and its viewers.
+    #[arg(long = "pprof", value_name = "FILE", conflicts_with = "firefox")]
+    pub pprof: Option<PathBuf>,
+    /// Write a Firefox Profiler profile to this file (gzipped when it ends in .gz), with each thread's
+    /// samples on a timeline; open it at https://profiler.firefox.com.
+    #[arg(long = "firefox", value_name = "FILE")]
+    pub firefox: Option<PathBuf>,
     /// Sort the table by total (children) time instead of self time.
     #[arg(long = "children")]
     pub children: bool,
@@ -51,6 +62,11 @@ pub struct ReportArgs {
     /// Only CPU time, leaving out the off-CPU samples of a `--off-cpu` recording.
     #[arg(long = "on-cpu-only")]
     pub on_cpu_only: bool,
+    /// Compare with this base recording: with --folded, differential folded stacks (`STACK BASE NEW`); with
+    /// --flamegraph, a differential flame graph (red: grew, blue: shrank). The base is scaled to the new run's
+    /// total, so shares are compared, not lengths.
+    #[arg(long = "diff", value_name = "BASE", conflicts_with_all = ["pprof", "firefox"])]
+    pub diff: Option<PathBuf>,
     /// Root of separate debug files (searched by build-id and .gnu_debuglink); repeatable.
     #[arg(long = "debug-dir", default_value = "/usr/lib/debug")]
     pub debug_dir: Vec<PathBuf>,
@@ -66,13 +82,20 @@ pub fn run(a: ReportArgs) -> anyhow::Result<u8> {
             (_, true) => SampleKinds::OffCpu,
             _ => SampleKinds::Both,
         },
-        exports: false,
+        exports: a.pprof.is_some() || a.firefox.is_some(),
     };
     let opts = SymbolizerOptions {
         debug_dirs: a.debug_dir.clone(),
         inlines: !a.no_inline,
         lines: a.lines,
         demangle: true,
+    };
+    if a.diff.is_some() && !a.folded && a.flamegraph.is_none() {
+        anyhow::bail!("--diff needs --folded or --flamegraph SVG to show the difference in");
+    }
+    let base = match &a.diff {
+        Some(base) => Some(report::load(base, &filter, opts.clone())?),
+        None => None,
     };
     let profile = report::load(&a.input, &filter, opts)?;
     if let Some(salvaged) = &profile.salvaged {
@@ -91,9 +114,21 @@ pub fn run(a: ReportArgs) -> anyhow::Result<u8> {
         let file = std::fs::File::create(svg)
             .with_context(|| format!("cannot create {}", svg.display()))?;
         let mut w = std::io::BufWriter::new(file);
-        report::write_flamegraph(&profile, &format!("rprof: {}", a.input.display()), &mut w)
-            .and_then(|_| w.flush())
-            .with_context(|| format!("cannot write {}", svg.display()))?;
+        match &base {
+            Some(base) => {
+                let title = format!(
+                    "rprof: {} against {}",
+                    a.input.display(),
+                    a.diff.as_ref().expect("base given").display()
+                );
+                report::write_diff_flamegraph(base, &profile, &title, &mut w)
+            }
+            None => {
+                report::write_flamegraph(&profile, &format!("rprof: {}", a.input.display()), &mut w)
+            }
+        }
+        .and_then(|_| w.flush())
+        .with_context(|| format!("cannot write {}", svg.display()))?;
         eprintln!(
             "rprof report: wrote {} ({} samples)",
             svg.display(),
@@ -101,8 +136,32 @@ pub fn run(a: ReportArgs) -> anyhow::Result<u8> {
         );
         return Ok(0);
     }
+    if let Some(path) = &a.pprof {
+        write_export(&a, &profile, path, |out| report::write_pprof(&profile, out))?;
+        return Ok(0);
+    }
+    if let Some(path) = &a.firefox {
+        let opts = FirefoxOptions {
+            product: format!("rprof: {}", a.input.display()),
+            started: started(&a.input, &profile),
+        };
+        let gzip = path.extension().is_some_and(|e| e == "gz");
+        write_export(&a, &profile, path, |out| {
+            if gzip {
+                let mut gz = flate2::write::GzEncoder::new(out, flate2::Compression::default());
+                report::write_firefox(&profile, &opts, &mut gz)?;
+                gz.finish()?;
+                Ok(())
+            } else {
+                report::write_firefox(&profile, &opts, out)
+            }
+        })?;
+        return Ok(0);
+    }
     let mut out = std::io::BufWriter::with_capacity(1 << 16, Stdout::lock());
-    if a.folded {
+    if let (true, Some(base)) = (a.folded, &base) {
+        report::write_diff_folded(base, &profile, &mut out)?;
+    } else if a.folded {
         report::write_folded(&profile, &mut out)?;
     } else {
         let t = TableOptions {
@@ -113,4 +172,39 @@ pub fn run(a: ReportArgs) -> anyhow::Result<u8> {
     }
     out.flush()?;
     Ok(0)
+}
+
+/// Write an exported profile to `path` with `write`, then say what was written.
+fn write_export(
+    a: &ReportArgs,
+    profile: &Profile,
+    path: &Path,
+    write: impl FnOnce(&mut std::io::BufWriter<std::fs::File>) -> Result<(), ReportError>,
+) -> anyhow::Result<()> {
+    let samples = profile.exports.as_ref().map_or(0, |e| e.samples.len());
+    if samples == 0 {
+        anyhow::bail!(
+            "{}: no samples to export (check the filters)",
+            a.input.display()
+        );
+    }
+    let file =
+        std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+    let mut w = std::io::BufWriter::new(file);
+    write(&mut w)
+        .map_err(anyhow::Error::from)
+        .and_then(|_| w.flush().map_err(anyhow::Error::from))
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    eprintln!("rprof report: wrote {} ({samples} samples)", path.display());
+    Ok(())
+}
+
+/// The wall-clock time of the first sample: the recording's modification time (when its recorder wrote the
+/// end) less the time its samples span.
+fn started(input: &Path, profile: &Profile) -> Option<std::time::SystemTime> {
+    let modified = std::fs::metadata(input).ok()?.modified().ok()?;
+    let samples = &profile.exports.as_ref()?.samples;
+    let first = samples.iter().map(|s| s.time).filter(|&t| t > 0).min()?;
+    let last = samples.iter().map(|s| s.time).max()?;
+    modified.checked_sub(std::time::Duration::from_nanos(last - first))
 }

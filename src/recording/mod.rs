@@ -80,6 +80,34 @@ pub struct Meta {
     pub cmdline: Vec<String>,
 }
 
+/// How the recording's sampled event was set to fire (its first attr that is not the off-CPU event).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sampling {
+    /// Samples per second (`-F`), or a fixed period in the event's unit.
+    pub policy: SamplingPolicy,
+    /// The event is a clock (cpu-clock, task-clock): its periods are nanoseconds.
+    pub clock: bool,
+}
+
+/// See [`Sampling`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SamplingPolicy {
+    Frequency(u64),
+    Period(u64),
+}
+
+impl Sampling {
+    /// The nominal time between two samples of a thread running on CPU, in nanoseconds: 1e9 / F, or the
+    /// fixed period of a clock event. None for a fixed period of another event (cycles), whose unit is not time.
+    pub fn interval_ns(&self) -> Option<u64> {
+        match self.policy {
+            SamplingPolicy::Frequency(f) if f > 0 => Some(1_000_000_000 / f),
+            SamplingPolicy::Period(p) if self.clock && p > 0 => Some(p),
+            _ => None,
+        }
+    }
+}
+
 /// One BUILD_ID feature entry: the build id of a binary that was mapped.
 #[derive(Clone, Debug)]
 pub struct BuildIdEntry {

@@ -18,8 +18,9 @@ use std::path::{Path, PathBuf};
 use byteorder::LittleEndian;
 use linux_perf_data::linux_perf_event_reader::constants::PERF_SAMPLE_STACK_USER;
 use linux_perf_data::linux_perf_event_reader::{
-    get_record_id, get_record_identifier, get_record_timestamp, AttrFlags, Endianness, RawData,
-    RawEventRecord, RecordIdParseInfo, RecordParseInfo, RecordType, SamplingPolicy,
+    get_record_id, get_record_identifier, get_record_timestamp, AttrFlags, Endianness,
+    PerfEventType, RawData, RawEventRecord, RecordIdParseInfo, RecordParseInfo, RecordType,
+    SamplingPolicy, SoftwareCounterType,
 };
 use linux_perf_data::{Feature, PerfFileReader};
 
@@ -31,7 +32,7 @@ use super::header::{
     check_attrs, check_header, parse_patched, read_feature_table, read_meta, section_end,
 };
 use super::writer::{FileHeader, HEADER_SIZE};
-use super::{BuildIdEntry, Event, Meta, RecordingError, OFF_CPU_EVENT};
+use super::{BuildIdEntry, Event, Meta, RecordingError, Sampling, OFF_CPU_EVENT};
 use crate::merge::OrderedMerge;
 
 /// How a record finds its attr (as linux-perf-data does it).
@@ -62,6 +63,7 @@ pub struct Reader {
     build_ids: Vec<BuildIdEntry>,
     /// rprof's NS_PIDS section: host pid -> pid in its own pid namespace.
     ns_pids: HashMap<u32, u32>,
+    sampling: Option<Sampling>,
     /// What to report after the last good record (truncated or corrupt data section, bad feature sections),
     /// and where in that list a damaged record found by the walk goes.
     problems: Vec<String>,
@@ -200,6 +202,23 @@ impl Reader {
                 id_to_attr.insert(id, index);
             }
         }
+        let sampling = descs
+            .iter()
+            .find(|desc| desc.name() != Some(OFF_CPU_EVENT))
+            .and_then(|desc| {
+                let policy = match desc.attr.sampling_policy {
+                    SamplingPolicy::Frequency(f) => super::SamplingPolicy::Frequency(f),
+                    SamplingPolicy::Period(p) => super::SamplingPolicy::Period(p.get()),
+                    SamplingPolicy::NoSampling => return None,
+                };
+                let clock = matches!(
+                    desc.attr.type_,
+                    PerfEventType::Software(
+                        SoftwareCounterType::CpuClock | SoftwareCounterType::TaskClock
+                    )
+                );
+                Some(Sampling { policy, clock })
+            });
         let (meta, build_ids) = read_meta(&perf_file).unwrap_or_else(|reason| {
             problems.push(reason);
             (Meta::default(), Vec::new())
@@ -227,6 +246,7 @@ impl Reader {
             meta,
             build_ids,
             ns_pids,
+            sampling,
             problems,
             walk_problem_at,
             unfinished,
@@ -264,6 +284,11 @@ impl Reader {
     /// pid namespace (rprof's NS_PIDS feature section; empty for other recordings).
     pub fn ns_pids(&self) -> &HashMap<u32, u32> {
         &self.ns_pids
+    }
+
+    /// How the sampled event fired (`-F` or a period), from the first attr other than the off-CPU event.
+    pub fn sampling(&self) -> Option<Sampling> {
+        self.sampling
     }
 
     /// The HOSTNAME, OSRELEASE, NRCPUS and CMDLINE feature sections (empty / 0 where the file has none).

@@ -1,7 +1,7 @@
 //! `rprof report`: replay a recording (rprof's or perf's), symbolize each sample's stack, aggregate, and print a
 //! top table, folded stacks or an SVG flame graph.
 use crate::process::{AddressSpaces, Mapping, TaskEvent};
-use crate::recording::{CpuMode, Event, Reader, RecordingError, Sample};
+use crate::recording::{CpuMode, Event, Reader, RecordingError, Sample, Sampling};
 use crate::symbols::{KernelRef, SymbolizerOptions};
 use crate::unwind::dwarf::{DwarfStats, DwarfUnwinder};
 use resolve::{FastMap, Origin, KERNEL_NAME};
@@ -10,9 +10,16 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+mod firefox;
 mod output;
+mod pprof;
 mod resolve;
-pub use output::{write_flamegraph, write_folded, write_table, TableOptions, OFF_CPU_FRAME};
+pub use firefox::{write_firefox, FirefoxOptions};
+pub use output::{
+    write_diff_flamegraph, write_diff_folded, write_flamegraph, write_folded, write_table,
+    TableOptions, OFF_CPU_FRAME,
+};
+pub use pprof::{proto, to_pprof, write_pprof};
 pub use resolve::{folded_name, is_jit_like, StackResolver};
 
 /// Errors of the report stage.
@@ -22,6 +29,10 @@ pub enum ReportError {
     Recording(#[from] RecordingError),
     #[error("cannot write the report: {0}")]
     Output(#[from] std::io::Error),
+    #[error(
+        "{0} needs each sample's stack and thread: load the recording with `Filter::exports` set"
+    )]
+    NoExports(&'static str),
     #[error("cannot write the flame graph {path}: {source}")]
     Svg {
         path: PathBuf,
@@ -167,6 +178,8 @@ pub struct Profile {
     pub ns_pids: HashMap<u32, u32>,
     /// Each sample with its thread, time and located stack, when [`Filter::exports`] asked for them.
     pub exports: Option<Exports>,
+    /// How the recording sampled (`-F` or a fixed period), when its attrs say.
+    pub sampling: Option<Sampling>,
 }
 
 impl Profile {
@@ -269,6 +282,7 @@ pub fn load(
     opts: SymbolizerOptions,
 ) -> Result<Profile, ReportError> {
     let reader = Reader::open(input)?;
+    let sampling = reader.sampling();
     let build_ids: HashMap<String, Vec<u8>> = reader
         .build_ids()
         .iter()
@@ -336,6 +350,7 @@ pub fn load(
         Ok(())
     })?;
     let mut profile = s.finish();
+    profile.sampling = sampling;
     profile.salvaged = salvaged.map(|error| Salvaged {
         samples: samples_read,
         error,

@@ -149,15 +149,52 @@ fn folded_lines(p: &Profile) -> Vec<String> {
     lines
 }
 
+/// Differential folded stacks, `comm;outer;...;leaf BASE NEW` (inferno's and flamegraph.pl's difffolded
+/// format): the base run scaled to the new run's total, so that the change in share shows, not the change in
+/// length.
+pub fn write_diff_folded(
+    base: &Profile,
+    new: &Profile,
+    out: &mut impl Write,
+) -> std::io::Result<()> {
+    let lines = |p: &Profile| folded_lines(p).join("\n").into_bytes();
+    let options = inferno::differential::Options {
+        normalize: true,
+        strip_hex: false,
+    };
+    inferno::differential::from_readers(options, &lines(base)[..], &lines(new)[..], out)
+}
+
+/// A differential SVG flame graph of `new` against `base`: widths are the new run's, red where a stack
+/// grew, blue where it shrank (inferno's differential mode).
+pub fn write_diff_flamegraph(
+    base: &Profile,
+    new: &Profile,
+    title: &str,
+    out: &mut impl Write,
+) -> std::io::Result<()> {
+    let mut diff = Vec::new();
+    write_diff_folded(base, new, &mut diff)?;
+    let text = String::from_utf8_lossy(&diff);
+    let mut opts = inferno::flamegraph::Options::default();
+    opts.title = title.to_string();
+    opts.count_name = count_name(new).to_string();
+    inferno::flamegraph::from_lines(&mut opts, text.lines(), out).map_err(std::io::Error::other)
+}
+
+fn count_name(p: &Profile) -> &'static str {
+    match p.has_off_cpu() {
+        true => "us",
+        false => "samples",
+    }
+}
+
 /// An SVG flame graph rendered in-process with inferno.
 pub fn write_flamegraph(p: &Profile, title: &str, out: &mut impl Write) -> std::io::Result<()> {
     let lines = folded_lines(p);
     let mut opts = inferno::flamegraph::Options::default();
     opts.title = title.to_string();
-    opts.count_name = match p.has_off_cpu() {
-        true => "us".to_string(),
-        false => "samples".to_string(),
-    };
+    opts.count_name = count_name(p).to_string();
     inferno::flamegraph::from_lines(&mut opts, lines.iter().map(String::as_str), out)
         .map_err(std::io::Error::other)
 }
