@@ -8,6 +8,31 @@ use std::process::Command;
 /// functions without frame pointers: DWARF unwinding names their callers).
 const OPT: &[&str] = &["-O1", "-g", "-fno-omit-frame-pointer"];
 
+/// Build `fixture` in `dir` and record `fixture ROUNDS` with `-F 499 --call-graph dwarf --off-cpu`, asserting
+/// success: (the recording's path, the fixture's stdout, rprof's stderr).
+fn record_dwarf_off_cpu(
+    dir: &std::path::Path,
+    fixture: &str,
+    rounds: &str,
+) -> (String, String, String) {
+    let bin = build_c(dir, fixture, OPT);
+    let data = dir.join("off.data").to_str().unwrap().to_string();
+    let (stdout, stderr) = rprof_ok_stderr(&[
+        "record",
+        "-F",
+        "499",
+        "--call-graph",
+        "dwarf",
+        "--off-cpu",
+        "-o",
+        &data,
+        "--",
+        bin.to_str().unwrap(),
+        rounds,
+    ]);
+    (data, stdout, stderr)
+}
+
 /// The off-CPU weight (us) of the folded stacks ending in `[off-cpu]` that contain `seq`, and the on-CPU
 /// weight of the others that contain it.
 fn weights(stacks: &[(Vec<String>, u64)], seq: &[&str]) -> (u64, u64) {
@@ -30,22 +55,8 @@ fn sleep_and_compute_in_one_profile() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let bin = build_c(dir.path(), "offcpu_sleep.c", OPT);
-    let data = dir.path().join("sleep.data");
-    let data = data.to_str().unwrap();
-    let (_, stderr) = rprof_ok_stderr(&[
-        "record",
-        "-F",
-        "499",
-        "--call-graph",
-        "dwarf",
-        "--off-cpu",
-        "-o",
-        data,
-        "--",
-        bin.to_str().unwrap(),
-        "10",
-    ]);
+    let (data, _, stderr) = record_dwarf_off_cpu(dir.path(), "offcpu_sleep.c", "10");
+    let data = data.as_str();
     assert!(
         stderr.contains(" 0 lost events, 0 lost samples"),
         "{stderr}"
@@ -110,28 +121,8 @@ fn mutex_wait_matches_what_the_program_measures() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let bin = build_c(dir.path(), "offcpu_mutex.c", OPT);
-    let data = dir.path().join("mutex.data");
-    let data = data.to_str().unwrap();
-    let out = rprof()
-        .args([
-            "record",
-            "-q",
-            "-F",
-            "499",
-            "--call-graph",
-            "dwarf",
-            "--off-cpu",
-            "-o",
-            data,
-            "--",
-            bin.to_str().unwrap(),
-            "20",
-        ])
-        .output()
-        .unwrap();
-    assert_success(&out, &["record"]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let (data, stdout, _) = record_dwarf_off_cpu(dir.path(), "offcpu_mutex.c", "20");
+    let data = data.as_str();
     let measured: u64 = stdout
         .lines()
         .find_map(|l| l.strip_prefix("lock wait "))
