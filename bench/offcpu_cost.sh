@@ -5,7 +5,9 @@
 #   none      the program alone
 #   rprof     rprof record -g (CPU samples only)
 #   rprof-off rprof record -g --off-cpu
-#   perf      perf record -g -e context-switches -c 1 --switch-events (the same kernel events, written raw)
+#   rprof-hz  rprof record -g --off-cpu --off-cpu-stack-hz 1000 (stacks sampled, every wait timed)
+#   perf      perf record -g -e cpu-clock -e context-switches/period=1/ --switch-events (the same kernel events
+#             as rprof-off, written raw)
 #   bpftrace  an offcputime-like script on sched:sched_switch (kernel + user stack per switch, time summed per
 #             stack in a map), the closest to bcc's offcputime this kernel allows (it has no kprobes, which
 #             offcputime needs for finish_task_switch)
@@ -20,8 +22,8 @@ PP="$WORK/offcpu_pingpong"
 BT="$WORK/offcpu.bt"
 cat >"$BT" <<'BPF'
 tracepoint:sched:sched_switch {
-    if (comm == "offcpu_pingpon") { @start[tid] = nsecs; @ks[tid] = kstack; @us[tid] = ustack; }
-    $n = args.next_pid;
+    if (comm == "offcpu_pingpong") { @start[tid] = nsecs; @ks[tid] = kstack; @us[tid] = ustack; }
+    $n = args->next_pid;
     $s = @start[$n];
     if ($s) { @off[@ks[$n], @us[$n]] = sum(nsecs - $s); delete(@start[$n]); }
 }
@@ -44,12 +46,13 @@ for _ in $(seq "$RUNS"); do
     R[none]+="$(rate) "
     R[rprof]+="$(rate "$RPROF" record -q -g -o "$WORK/oc0.data" --) "
     R[rprof-off]+="$(rate "$RPROF" record -q -g --off-cpu -o "$WORK/oc.data" --) "
-    R[perf]+="$(rate perf record -q -g -e context-switches -c 1 --switch-events -o "$WORK/oc.perf.data" --) "
+    R[rprof-hz]+="$(rate "$RPROF" record -q -g --off-cpu --off-cpu-stack-hz 1000 -o "$WORK/ochz.data" --) "
+    R[perf]+="$(rate perf record -q -g -e cpu-clock -e context-switches/period=1/ --switch-events -o "$WORK/oc.perf.data" --) "
     if command -v bpftrace >/dev/null; then R[bpftrace]+="$(under_bpftrace) "; fi
 done
 base=$(median_of ${R[none]})
 echo "switches per second as the program measures them (median of $RUNS runs of $ROUNDS round trips):"
-for k in none rprof rprof-off perf bpftrace; do
+for k in none rprof rprof-off rprof-hz perf bpftrace; do
     [ -n "${R[$k]:-}" ] || continue
     m=$(median_of ${R[$k]})
     printf "  %-10s %8.0f  slowdown %sx\n" "$k" "$m" "$(ratio "$base" "$m")"
