@@ -157,10 +157,9 @@ pub fn record(
         Target::Cgroup(name) => Some(Cgroup::open(name)?),
         _ => None,
     };
+    let switch_attr = cfg.off_cpu.then(|| attrs::switch_attr(cfg));
     let mut specs = vec![(kernel_attr, Source::Clock)];
-    if cfg.off_cpu {
-        specs.push((attrs::switch_attr(cfg), Source::Switches));
-    }
+    specs.extend(switch_attr.map(|a| (a, Source::Switches)));
     let mut events = match &cgroup {
         Some(cg) => EventSet::open_cgroup(
             &specs,
@@ -193,9 +192,9 @@ pub fn record(
         }
         .to_string(),
     }];
-    if cfg.off_cpu {
+    if let Some(switch_attr) = switch_attr {
         file_attrs.push(FileAttr {
-            attr: attrs::file_attr_for(cfg, attrs::switch_attr(cfg)).to_bytes(),
+            attr: attrs::file_attr_for(cfg, switch_attr).to_bytes(),
             ids: ids_of(Source::Switches),
             name: recording::OFF_CPU_EVENT.to_string(),
         });

@@ -212,6 +212,13 @@ impl Stream {
         misc: u16,
         bytes: &[u8],
     ) -> Result<(), RecordError> {
+        // Without the unwinder, the off-CPU accounting needs only its own event's records and exits: the
+        // clock's samples and side-band records go out as they are, unparsed.
+        let needed =
+            self.dwarf.is_some() || source == Source::Switches || kind == record_type::EXIT;
+        if !needed {
+            return Ok(self.writer.write_record(&[bytes])?);
+        }
         let raw = RawEventRecord::new(RecordType(kind), misc, RawData::Single(&bytes[8..]), *info);
         let Ok(record) = raw.parse() else {
             return Ok(self.writer.write_record(&[bytes])?);

@@ -4,16 +4,18 @@ use crate::process::{AddressSpaces, Mapping, TaskEvent};
 use crate::recording::{CpuMode, Event, Reader, RecordingError, Sample, Sampling};
 use crate::symbols::{KernelRef, SymbolizerOptions};
 use crate::unwind::dwarf::{DwarfStats, DwarfUnwinder};
-use resolve::{FastMap, Origin, KERNEL_NAME};
+use resolve::{FastMap, KERNEL_NAME};
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+mod exports;
 mod firefox;
 mod output;
 mod pprof;
 mod resolve;
+pub use exports::{ExportLocation, ExportModule, Exports, TimedSample};
 pub use firefox::{write_firefox, FirefoxOptions};
 pub use output::{
     write_diff_flamegraph, write_diff_folded, write_flamegraph, write_folded, write_table,
@@ -106,52 +108,6 @@ impl StackCount {
         self.off_samples += other.off_samples;
         self.off_period = self.off_period.saturating_add(other.off_period);
     }
-}
-
-/// Every sample kept for the outputs that show threads and time (pprof, Firefox profiler), with its stack as
-/// locations: an address in a module, with the functions inlined there.
-#[derive(Debug, Default)]
-pub struct Exports {
-    pub modules: Vec<ExportModule>,
-    pub locations: Vec<ExportLocation>,
-    /// Stacks as location indices, outermost first.
-    pub stacks: Vec<Vec<u32>>,
-    /// In the order of the file (time order).
-    pub samples: Vec<TimedSample>,
-}
-
-/// A binary (or the kernel) that locations are in.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct ExportModule {
-    pub path: String,
-    pub build_id: Option<Vec<u8>>,
-    pub kernel: bool,
-}
-
-/// One address and the functions it is in, outermost first (the function, then what was inlined into it).
-#[derive(Debug, Clone)]
-pub struct ExportLocation {
-    /// Index in [`Exports::modules`]; None for frames without an address (JIT code, unknown mappings).
-    pub module: Option<u32>,
-    /// The file offset in the module (the kernel address for the kernel).
-    pub address: u64,
-    pub frames: Vec<FrameId>,
-}
-
-/// One sample of a thread.
-#[derive(Debug, Clone, Copy)]
-pub struct TimedSample {
-    /// Nanoseconds (perf's clock), 0 when the recording has no times.
-    pub time: u64,
-    pub pid: u32,
-    pub tid: u32,
-    /// Index in [`Profile::comms`].
-    pub comm: u32,
-    /// Index in [`Exports::stacks`].
-    pub stack: u32,
-    /// The period: nanoseconds of CPU time, or of waiting for off-CPU samples.
-    pub weight: u64,
-    pub off_cpu: bool,
 }
 
 /// The aggregated, symbolized samples of a recording.
@@ -569,7 +525,7 @@ impl Session {
     fn finish(mut self) -> Profile {
         self.resolver.finish();
         if let Some(samples) = self.timeline.take() {
-            self.profile.exports = Some(self.exports(samples));
+            self.profile.exports = Some(exports::build(&self.resolver, &self.stacks, samples));
         }
         let mut stacks: HashMap<(u32, Vec<FrameId>), StackCount> = HashMap::new();
         for ((comm, stack), count) in std::mem::take(&mut self.stacks) {
@@ -580,75 +536,6 @@ impl Session {
         self.profile.stacks = stacks;
         self.profile.frames = self.resolver.into_frames();
         self.profile
-    }
-}
-
-impl Session {
-    /// The stacks of the kept samples as locations (after the resolver's `finish`).
-    fn exports(&self, samples: Vec<TimedSample>) -> Exports {
-        let mut ex = Exports {
-            samples,
-            ..Exports::default()
-        };
-        let mut modules: HashMap<ExportModule, u32> = HashMap::new();
-        let mut locations: FastMap<FrameId, u32> = FastMap::default();
-        let mut module_index = |ex: &mut Exports, m: ExportModule| {
-            *modules.entry(m.clone()).or_insert_with(|| {
-                ex.modules.push(m);
-                ex.modules.len() as u32 - 1
-            })
-        };
-        for ((_, stack), _) in &self.stacks {
-            let mut out = Vec::with_capacity(stack.len());
-            for &id in stack {
-                if let Some(&l) = locations.get(&id) {
-                    out.push(l);
-                    continue;
-                }
-                let location = match self.resolver.origin(id) {
-                    Origin::File {
-                        path,
-                        build_id,
-                        offset,
-                        frames,
-                    } => ExportLocation {
-                        module: Some(module_index(
-                            &mut ex,
-                            ExportModule {
-                                path: path.to_string_lossy().into_owned(),
-                                build_id: build_id.map(<[u8]>::to_vec),
-                                kernel: false,
-                            },
-                        )),
-                        address: offset.0,
-                        frames: frames.to_vec(),
-                    },
-                    Origin::Kernel { address, frames } => ExportLocation {
-                        module: Some(module_index(
-                            &mut ex,
-                            ExportModule {
-                                path: KERNEL_NAME.to_string(),
-                                build_id: self.resolver.build_id(KERNEL_NAME).cloned(),
-                                kernel: true,
-                            },
-                        )),
-                        address,
-                        frames: frames.to_vec(),
-                    },
-                    Origin::Frame(id) => ExportLocation {
-                        module: None,
-                        address: 0,
-                        frames: vec![id],
-                    },
-                };
-                ex.locations.push(location);
-                let l = ex.locations.len() as u32 - 1;
-                locations.insert(id, l);
-                out.push(l);
-            }
-            ex.stacks.push(out);
-        }
-        ex
     }
 }
 
