@@ -57,6 +57,7 @@ fn add_and_list_probes() {
             location: ProbeLocation::User {
                 path: "/usr/lib/very/long/path/libfoo.so".into(),
                 offset: 0x1000 + i,
+                ref_ctr: None,
             },
             fetch: Vec::new(),
         })

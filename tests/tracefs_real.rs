@@ -39,6 +39,7 @@ fn real_tracefs_roundtrip() {
                 location: ProbeLocation::User {
                     path: bin.clone(),
                     offset: off,
+                    ref_ctr: None,
                 },
                 fetch: vec!["sp=%sp".into()],
             })

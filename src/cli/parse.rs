@@ -15,6 +15,46 @@ pub fn seconds(s: &str) -> Result<Duration, String> {
 }
 
 /// `fp`, or `dwarf[,SIZE]` with SIZE in 8..=65528 bytes (rounded down to a multiple of 8; default 16384).
+/// A duration with a unit (`5ms`, `500us`, `2s`, `100ns`; a bare number is milliseconds, as funcslower's),
+/// in nanoseconds.
+pub fn duration_ns(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("'{s}' is not a duration: use e.g. 5ms, 500us, 2s"))?;
+    let scale = match unit {
+        "" | "ms" => 1e6,
+        "ns" => 1.0,
+        "us" => 1e3,
+        "s" => 1e9,
+        _ => return Err(format!("unknown unit '{unit}' in '{s}': use ns, us, ms or s")),
+    };
+    if !(v >= 0.0) || !v.is_finite() {
+        return Err(format!("'{s}' is not a duration"));
+    }
+    Ok((v * scale).round() as u64)
+}
+
+/// A value `--by`/`--hist` can take: `argN`, `ret`, `caller` or a parameter name, with an optional `:TYPE`.
+pub fn value_name(s: &str) -> Result<String, String> {
+    rprof::probe::fetch::FetchItem::parse(s)?;
+    Ok(s.to_string())
+}
+
+/// `START,DONE`: the two probes of `--pair`.
+pub fn pair(s: &str) -> Result<(String, String), String> {
+    match s.split_once(',') {
+        Some((a, b)) if !a.trim().is_empty() && !b.trim().is_empty() => {
+            Ok((a.trim().to_string(), b.trim().to_string()))
+        }
+        _ => Err(format!(
+            "'{s}' is not START,DONE (e.g. usdt:python:import__find__load__start,usdt:python:import__find__load__done)"
+        )),
+    }
+}
+
 pub fn call_graph(s: &str) -> Result<CallGraph, String> {
     let (mode, size) = match s.split_once(',') {
         Some((m, sz)) => (m, Some(sz)),

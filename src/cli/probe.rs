@@ -17,7 +17,10 @@ use std::time::Duration;
 pub struct ProbeArgs {
     /// Patterns: functions in -x BINARY (globs on mangled and demangled names), `LIB:PATTERN` (e.g. c:malloc),
     /// `syscall:GLOB`, `t:CATEGORY:EVENT`, or, without -x, kernel functions.
-    #[arg(required = true, value_name = "PATTERN")]
+    /// A pattern may name values to fetch: `'parse_*(arg0, arg1:str)'`, `'read_block ret'`, `'f(len, name:str)'`
+    /// (parameter names from DWARF), `usdt:PROVIDER:NAME` (USDT probes of -x BINARY or `lib:`), whose arguments are
+    /// arg0.. .
+    #[arg(required_unless_present = "pair", value_name = "PATTERN")]
     pub patterns: Vec<String>,
     /// The binary or shared library whose functions the patterns name.
     #[arg(short = 'x', long = "exe", value_name = "BINARY")]
@@ -43,9 +46,34 @@ pub struct ProbeArgs {
     /// Count entries only (no return probes, no durations), like funccount.
     #[arg(long)]
     pub count: bool,
-    /// Also print a log2 histogram of durations per function (funclatency's layout).
-    #[arg(long, conflicts_with_all = ["csv", "json"])]
-    pub hist: bool,
+    /// Also print a log2 histogram of durations per function (funclatency's layout); `--hist VALUE` (argN, ret,
+    /// a parameter name) a histogram of that value instead. Give patterns before it, or use `--hist=VALUE`.
+    #[arg(long, num_args = 0..=1, default_missing_value = "", value_name = "VALUE", conflicts_with_all = ["csv", "json"])]
+    pub hist: Option<String>,
+    /// Split each function's row by a value: argN, ret, a parameter name (`NAME:str` for strings), or caller
+    /// (argdist's -C). The top --top values are shown, the rest summed as `[other]`.
+    #[arg(long, value_name = "VALUE", value_parser = parse::value_name)]
+    pub by: Option<String>,
+    /// Split each function's row by its calling function (the same as --by caller).
+    #[arg(long, conflicts_with = "by")]
+    pub callers: bool,
+    /// Values shown per function with --by or --callers.
+    #[arg(long, value_name = "N", default_value = "10")]
+    pub top: usize,
+    /// Print one line per call as it returns: time, thread, function(arguments) = return value, duration.
+    #[arg(long)]
+    pub trace: bool,
+    /// Lines per second of the run --trace prints at most; the rest is counted ("... N more calls").
+    #[arg(long, value_name = "N", default_value = "1000", requires = "trace")]
+    pub trace_rate: u64,
+    /// List only calls that take at least this long (5ms, 500us, 2s; a bare number is ms), each with its
+    /// values and, with -g, its stack at entry (funcslower).
+    #[arg(long, value_name = "DURATION", value_parser = parse::duration_ns, conflicts_with = "count")]
+    pub min_duration: Option<u64>,
+    /// Time from one probe to another on the same thread (`--pair START,DONE`, e.g. two USDT probes); their
+    /// values are START's arguments.
+    #[arg(long, value_name = "START,DONE", value_parser = parse::pair, conflicts_with = "count")]
+    pub pair: Option<(String, String)>,
     /// Print CSV: function,count,total_us,self_us,avg_us,min_us,max_us.
     #[arg(long, conflicts_with = "json")]
     pub csv: bool,
@@ -98,7 +126,7 @@ impl ProbeArgs {
             Format::Csv
         } else if self.json {
             Format::Json
-        } else if self.hist {
+        } else if self.hist.as_deref() == Some("") {
             Format::Hist
         } else {
             Format::Table
@@ -125,6 +153,26 @@ impl ProbeArgs {
         if !self.debug_dirs.is_empty() {
             opts.debug_dirs = self.debug_dirs;
         }
+        let by = if self.callers {
+            Some("caller".to_string())
+        } else {
+            self.by
+        };
+        let hist_of = self.hist.filter(|h| !h.is_empty());
+        // Values named by --by and --hist are fetched from every target, with the type given there.
+        for v in by.iter().chain(hist_of.iter()) {
+            if let Ok(item) = probe::fetch::FetchItem::parse(v) {
+                opts.values.push(item);
+            }
+        }
+        let label = |v: Option<String>| v.map(|v| v.split(':').next().unwrap_or("").to_string());
+        opts.calls.by = label(by);
+        opts.calls.hist_of = label(hist_of);
+        opts.calls.top = self.top;
+        opts.calls.trace = self.trace;
+        opts.calls.trace_rate = self.trace_rate;
+        opts.calls.min_duration = self.min_duration;
+        opts.pair = self.pair;
         opts
     }
 }

@@ -105,6 +105,7 @@ mod tests {
                 addr: ElfAddr(off),
                 offset: FileOffset(off),
             },
+            fetches: Vec::new(),
         }
     }
 

@@ -73,6 +73,7 @@ pub(super) fn plan(
         location: ProbeLocation::User {
             path: path.clone(),
             offset,
+            ref_ctr: None,
         },
         fetch: fetch.clone(),
     };

@@ -24,8 +24,10 @@ pub(super) struct Opened {
 pub(super) fn event_types(
     tracefs: &Tracefs,
     planned: &[PlannedEvent],
+    targets: &[Target],
 ) -> Result<(EventTypes, Vec<Option<u64>>), ProbeError> {
     let mut by_type = HashMap::new();
+    let mut fields = HashMap::new();
     let mut ids = Vec::with_capacity(planned.len());
     let mut pid_field = None;
     for p in planned {
@@ -35,7 +37,12 @@ pub(super) fn event_types(
         }
         let id = tracefs.event_id(&p.group, &p.event)?;
         ids.push(Some(id));
-        let format = if pid_field.is_none() || p.user {
+        // The values a lone target fetches on this event.
+        let fetches = match p.members.as_slice() {
+            [m] => targets[*m as usize].fetches.as_slice(),
+            _ => &[],
+        };
+        let format = if pid_field.is_none() || p.user || !fetches.is_empty() {
             tracefs.event_format(&p.group, &p.event)?
         } else {
             String::new()
@@ -63,10 +70,15 @@ pub(super) fn event_types(
             sp_field,
         };
         by_type.insert(id as u16, info);
+        let locs = crate::probe::fetch::field_locs(&format, fetches, p.role == Role::Return);
+        if !locs.is_empty() {
+            fields.insert(id as u16, locs.into_boxed_slice());
+        }
     }
     let types = EventTypes {
         by_type,
         pid_field: pid_field.unwrap_or(4),
+        fields,
     };
     Ok((types, ids))
 }

@@ -66,12 +66,13 @@ pub const SP_FETCH: &str = "sp=%sp";
 
 /// The probe definitions to create and the events to open for `targets`. User functions of one binary share
 /// events `u<N>` (entries) and `ur<N>` (returns), up to [`POINTS_PER_EVENT`] functions each (one function
-/// per event with `one_per_target`, for counters); kernel function `i` gets `k<i>` and `kr<i>`; syscalls and
-/// tracepoints use the kernel's own events. No return probes with `count_only`; timed user probes fetch the
-/// stack pointer ([`SP_FETCH`]).
+/// per event with `one_per_target`, for counters, and for functions that fetch values); kernel function `i` gets
+/// `k<i>` and `kr<i>`, USDT probe `i` gets `s<i>`, a `--pair` `a<i>` (its start) and `ar<i>` (its done);
+/// syscalls and tracepoints use the kernel's own events. No return probes with `count_only`; timed user probes
+/// fetch the stack pointer ([`SP_FETCH`]) and every probe fetches its target's values.
 ///
-/// With `pmu` (and one event per target: counters, `-g`), user functions get no tracefs probe: each planned
-/// event names its file and offset for the uprobe PMU.
+/// With `pmu` (and one event per target: counters, `-g`), user functions without values get no tracefs probe:
+/// each planned event names its file and offset for the uprobe PMU.
 pub fn plan(
     group: &str,
     targets: &[Target],
@@ -82,29 +83,48 @@ pub fn plan(
     let mut defs = Vec::new();
     let mut events = Vec::new();
     let per_event = if one_per_target { 1 } else { POINTS_PER_EVENT };
-    let add = |defs: &mut Vec<ProbeDef>, event: &str, is_return: bool, location: &ProbeLocation| {
-        let user = matches!(location, ProbeLocation::User { .. });
+    // The fetch arguments of a target's entry or return probe.
+    let fetch_args = |t: &Target, is_return: bool, sp: bool| {
+        let mut args = Vec::new();
+        if sp && !count_only {
+            args.push(SP_FETCH.to_string());
+        }
+        args.extend(
+            t.fetches
+                .iter()
+                .filter(|f| f.on_return == is_return)
+                .map(|f| f.arg()),
+        );
+        args
+    };
+    let add = |defs: &mut Vec<ProbeDef>, event: &str, is_return: bool, location: &ProbeLocation, fetch| {
         defs.push(ProbeDef {
             group: group.to_string(),
             event: event.to_string(),
             is_return,
             location: location.clone(),
-            fetch: if user && !count_only {
-                vec![SP_FETCH.to_string()]
-            } else {
-                Vec::new()
-            },
+            fetch,
         });
     };
-    // User functions, chunked per binary.
+    let event = |event: String, role, members: Vec<u32>, user: bool, pmu_at| PlannedEvent {
+        group: group.into(),
+        event,
+        role,
+        members,
+        user,
+        ring: false,
+        pmu: pmu_at,
+    };
+    // User functions, chunked per binary (alone when they fetch values).
     let mut chunks: Vec<(PathBuf, Vec<u32>)> = Vec::new();
     for (i, t) in targets.iter().enumerate() {
         if let TargetKind::User { path, .. } = &t.kind {
-            match chunks
-                .iter_mut()
-                .rev()
-                .find(|(p, m)| p == path && m.len() < per_event)
-            {
+            match chunks.iter_mut().rev().find(|(p, m)| {
+                p == path
+                    && m.len() < per_event
+                    && t.fetches.is_empty()
+                    && targets[m[0] as usize].fetches.is_empty()
+            }) {
                 Some((_, m)) => m.push(i as u32),
                 None => chunks.push((path.clone(), vec![i as u32])),
             }
@@ -114,41 +134,27 @@ pub fn plan(
         let (entry, ret) = (format!("u{n}"), format!("ur{n}"));
         let mut pmu_at = None;
         for &m in &members {
-            let TargetKind::User { path, offset, .. } = &targets[m as usize].kind else {
+            let t = &targets[m as usize];
+            let TargetKind::User { path, offset, .. } = &t.kind else {
                 continue;
             };
-            if pmu && one_per_target {
+            if pmu && one_per_target && t.fetches.is_empty() {
                 pmu_at = Some((path.clone(), offset.0));
                 continue;
             }
             let loc = ProbeLocation::User {
                 path: path.clone(),
                 offset: offset.0,
+                ref_ctr: None,
             };
-            add(&mut defs, &entry, false, &loc);
+            add(&mut defs, &entry, false, &loc, fetch_args(t, false, true));
             if !count_only {
-                add(&mut defs, &ret, true, &loc);
+                add(&mut defs, &ret, true, &loc, fetch_args(t, true, true));
             }
         }
-        events.push(PlannedEvent {
-            group: group.into(),
-            event: entry,
-            role: Role::Entry,
-            members: members.clone(),
-            user: true,
-            ring: false,
-            pmu: pmu_at.clone(),
-        });
+        events.push(event(entry, Role::Entry, members.clone(), true, pmu_at.clone()));
         if !count_only {
-            events.push(PlannedEvent {
-                group: group.into(),
-                event: ret,
-                role: Role::Return,
-                members,
-                user: true,
-                ring: false,
-                pmu: pmu_at,
-            });
+            events.push(event(ret, Role::Return, members, true, pmu_at));
         }
     }
     for (i, t) in targets.iter().enumerate() {
@@ -160,56 +166,54 @@ pub fn plan(
                     symbol: symbol.clone(),
                 };
                 let (entry, ret) = (format!("k{i}"), format!("kr{i}"));
-                add(&mut defs, &entry, false, &loc);
-                events.push(PlannedEvent {
-                    group: group.into(),
-                    event: entry,
-                    role: Role::Entry,
-                    members: one.clone(),
-                    user: false,
-                    ring: false,
-                    pmu: None,
-                });
+                add(&mut defs, &entry, false, &loc, fetch_args(t, false, false));
+                events.push(event(entry, Role::Entry, one.clone(), false, None));
                 if !count_only {
-                    add(&mut defs, &ret, true, &loc);
-                    events.push(PlannedEvent {
-                        group: group.into(),
-                        event: ret,
-                        role: Role::Return,
-                        members: one,
-                        user: false,
-                        ring: false,
-                        pmu: None,
-                    });
+                    add(&mut defs, &ret, true, &loc, fetch_args(t, true, false));
+                    events.push(event(ret, Role::Return, one, false, None));
                 }
+            }
+            TargetKind::Usdt { .. } => {
+                let name = format!("s{i}");
+                add(&mut defs, &name, false, &uprobe_location(&t.kind), fetch_args(t, false, false));
+                events.push(event(name, Role::Hit, one, true, None));
+            }
+            TargetKind::Pair { start, done } => {
+                let (entry, ret) = (format!("a{i}"), format!("ar{i}"));
+                add(&mut defs, &entry, false, &uprobe_location(start), fetch_args(t, false, false));
+                add(&mut defs, &ret, false, &uprobe_location(done), fetch_args(t, true, false));
+                events.push(event(entry, Role::Entry, one.clone(), true, None));
+                events.push(event(ret, Role::Return, one, true, None));
             }
             TargetKind::Syscall { name } => {
                 let ev = |e: String, role| PlannedEvent {
                     group: "syscalls".into(),
-                    event: e,
-                    role,
-                    members: one.clone(),
-                    user: false,
-                    ring: false,
-                    pmu: None,
+                    ..event(e, role, one.clone(), false, None)
                 };
                 events.push(ev(format!("sys_enter_{name}"), Role::Entry));
                 if !count_only {
                     events.push(ev(format!("sys_exit_{name}"), Role::Return));
                 }
             }
-            TargetKind::Tracepoint { category, event } => events.push(PlannedEvent {
+            TargetKind::Tracepoint { category, event: e } => events.push(PlannedEvent {
                 group: category.clone(),
-                event: event.clone(),
-                role: Role::Hit,
-                members: one,
-                user: false,
-                ring: false,
-                pmu: None,
+                ..event(e.clone(), Role::Hit, one, false, None)
             }),
         }
     }
     (defs, events)
+}
+
+/// The uprobe location of a user function or USDT probe (with its semaphore).
+fn uprobe_location(kind: &TargetKind) -> ProbeLocation {
+    let (path, offset, ref_ctr) = kind
+        .uprobe_at()
+        .expect("pairs and USDT targets are uprobes");
+    ProbeLocation::User {
+        path: path.to_path_buf(),
+        offset,
+        ref_ctr,
+    }
 }
 
 /// This process's probe group; its probes are removed when it is dropped.

@@ -1,8 +1,10 @@
 //! Decoding and applying the records of `rprof probe`: each record read from a ring becomes an [`Item`] in the
 //! time-ordered merge, and the [`Sink`] applies the items in time order (pairing, mappings, stacks).
 use super::addrmap::AddrMap;
+use super::fetch::{FieldLoc, Value};
 use super::group::Role;
-use super::pairing::Pairer;
+use super::calls::{Call, Calls};
+use super::pairing::{CallData, Pairer};
 use super::stacks::{self, StackCounter};
 use super::stats::Stats;
 use crate::merge::OrderedMerge;
@@ -31,7 +33,12 @@ pub(super) struct EventInfo {
 pub(super) struct EventTypes {
     pub(super) by_type: HashMap<u16, EventInfo>,
     pub(super) pid_field: usize,
+    /// The fetched values of events that have some: (index in the target's fetches, where in the data).
+    pub(super) fields: HashMap<u16, Box<[(usize, FieldLoc)]>>,
 }
+
+/// Values fetched by one event: (index in its target's fetches, value).
+pub(super) type Values = Box<[(usize, Value)]>;
 
 fn read_u64(data: &[u8], at: usize) -> Option<u64> {
     Some(u64::from_ne_bytes(data.get(at..at + 8)?.try_into().ok()?))
@@ -52,6 +59,12 @@ impl EventTypes {
             None => 0,
         };
         let sp = info.sp_field.and_then(|off| read_u64(data, off));
+        let values = self.fields.get(&kind).map(|fields| {
+            fields
+                .iter()
+                .filter_map(|(i, loc)| Some((*i, loc.read(data)?)))
+                .collect()
+        });
         Some(Item::Sample {
             target: info.target,
             addr,
@@ -59,6 +72,7 @@ impl EventTypes {
             tid: tid as u32,
             sp,
             stack,
+            values,
         })
     }
 }
@@ -73,6 +87,7 @@ pub(super) enum Item {
         tid: u32,
         sp: Option<u64>,
         stack: Option<Box<[u64]>>,
+        values: Option<Values>,
     },
     /// A change of a process's mappings (MMAP2, COMM exec, FORK).
     Task(TaskEvent),
@@ -153,6 +168,7 @@ pub(super) fn decode(
                     .as_ref()
                     .and_then(|r| r.get(u64::from(crate::regs::index::SP))),
                 stack,
+                values: None,
             }),
             (None, None) => None,
         };
@@ -212,6 +228,18 @@ pub(super) struct Sink {
     pub(super) timed: bool,
     /// User hits whose address matched no probed function (a process whose mappings were missed).
     pub(super) unresolved: u64,
+    /// Per-call work (`--by`, `--hist VALUE`, `--min-duration`, `--trace`), when asked for.
+    pub(super) calls: Option<Calls>,
+    /// Per target: how many values it fetches, where its `caller` is, and whether it is a kernel function.
+    pub(super) fetch_shape: Vec<FetchShape>,
+}
+
+/// What a target's fetched values look like to the sink.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct FetchShape {
+    pub(super) count: usize,
+    pub(super) caller: Option<usize>,
+    pub(super) kernel: bool,
 }
 
 impl Sink {
@@ -224,8 +252,9 @@ impl Sink {
                 tid,
                 sp,
                 stack,
+                values,
             } => {
-                let needs_pid = target.is_none() || stack.is_some();
+                let needs_pid = target.is_none() || stack.is_some() || self.calls.is_some();
                 let pid = if needs_pid {
                     match self.pid_of(tid) {
                         Some(p) => p,
@@ -251,15 +280,53 @@ impl Sink {
                         }
                     },
                 };
+                let data = self
+                    .calls
+                    .is_some()
+                    .then(|| self.call_data(target, pid, values, stack.as_deref()));
                 match role {
                     Role::Entry if self.timed => {
-                        self.pairer.entry(&mut self.stats, tid, target, time, sp)
+                        self.pairer
+                            .entry(&mut self.stats, tid, target, time, sp, data)
                     }
                     Role::Return if self.timed => {
-                        self.pairer.ret(&mut self.stats, tid, target, time, sp)
+                        let closed = self.pairer.ret(&mut self.stats, tid, target, time, sp);
+                        if let (Some(calls), Some(closed)) = (self.calls.as_mut(), closed) {
+                            let mut entry = closed.data.map(|d| *d).unwrap_or_default();
+                            // The values fetched at the return join those of the entry.
+                            if let Some(ret) = data {
+                                for (slot, v) in entry.values.iter_mut().zip(ret.values) {
+                                    if v.is_some() {
+                                        *slot = v;
+                                    }
+                                }
+                            }
+                            calls.add(&Call {
+                                target,
+                                tid,
+                                time: closed.time,
+                                dur: Some((closed.dur, closed.self_ns)),
+                                values: &entry.values,
+                                caller: entry.caller,
+                                stack: entry.stack,
+                            });
+                        }
                     }
                     Role::Return => {}
-                    Role::Entry | Role::Hit => self.stats.funcs[target as usize].enter(),
+                    Role::Entry | Role::Hit => {
+                        self.stats.funcs[target as usize].enter();
+                        if let (Some(calls), Some(d)) = (self.calls.as_mut(), data) {
+                            calls.add(&Call {
+                                target,
+                                tid,
+                                time,
+                                dur: None,
+                                values: &d.values,
+                                caller: d.caller,
+                                stack: d.stack,
+                            });
+                        }
+                    }
                 }
                 if let Some(chain) = stack {
                     self.stacks.add(target, pid, self.spaces.get(pid), &chain);
@@ -277,6 +344,37 @@ impl Sink {
                 }
             }
         }
+    }
+
+    /// What one event of `target` carries for its call: its values in the target's order, its caller's frames,
+    /// and (for the slow-call list) the stack at entry.
+    fn call_data(
+        &mut self,
+        target: u32,
+        pid: u32,
+        values: Option<Values>,
+        stack: Option<&[u64]>,
+    ) -> Box<CallData> {
+        let shape = self.fetch_shape.get(target as usize).copied().unwrap_or_default();
+        let mut data = CallData {
+            values: vec![None; shape.count],
+            caller: None,
+            stack: None,
+        };
+        for (i, v) in values.map(Vec::from).unwrap_or_default() {
+            if let Some(slot) = data.values.get_mut(i) {
+                *slot = Some(v);
+            }
+        }
+        let space = self.spaces.get(pid);
+        if let Some(Some(Value::Addr(ret))) = shape.caller.and_then(|i| data.values.get(i)) {
+            data.caller = Some(self.stacks.caller(pid, space, *ret, shape.kernel));
+        }
+        let slow = self.calls.as_ref().is_some_and(|c| c.opts.min_duration.is_some());
+        if let (true, Some(chain)) = (slow, stack) {
+            data.stack = Some(self.stacks.frames(pid, space, chain));
+        }
+        Box::new(data)
     }
 
     /// The process of thread `tid`: known from a FORK record, or read from /proc (kept for its next hits).

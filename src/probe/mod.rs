@@ -8,11 +8,15 @@
 //! events alike into the time-ordered merge and feeds the [`pairing`] shadow stacks, which fill [`stats`];
 //! [`output`] prints tables, histograms, CSV and JSON; [`stacks`] counts the distinct stacks at entry (`-g`).
 pub mod addrmap;
+pub mod args;
+pub mod calls;
 pub mod cost;
 pub mod count;
 pub mod engine;
 pub mod events;
+pub mod fetch;
 pub mod group;
+pub mod listing;
 pub mod live;
 pub mod output;
 pub mod pairing;
@@ -68,6 +72,10 @@ pub enum ProbeError {
     GoReturns { path: PathBuf },
     #[error("cannot write the report: {0}")]
     Output(#[from] std::io::Error),
+    #[error("probe spec `{spec}`: {reason}")]
+    Spec { spec: String, reason: String },
+    #[error(transparent)]
+    Usdt(#[from] usdt::UsdtError),
 }
 
 /// Which tasks to probe.
@@ -117,6 +125,12 @@ pub struct ProbeOptions {
     pub debug_dirs: Vec<PathBuf>,
     /// Leave the launched command running when rprof ends or dies.
     pub keep_workload: bool,
+    /// Per-call work: `--by`, `--hist VALUE`, `--trace`, `--min-duration`.
+    pub calls: calls::CallOptions,
+    /// `--pair START,DONE`: time from one probe point to the other.
+    pub pair: Option<(String, String)>,
+    /// Values fetched from every target (those `--by` and `--hist VALUE` name).
+    pub values: Vec<fetch::FetchItem>,
 }
 
 impl Default for ProbeOptions {
@@ -139,6 +153,13 @@ impl Default for ProbeOptions {
             ring_read: false,
             debug_dirs: vec![PathBuf::from("/usr/lib/debug")],
             keep_workload: false,
+            calls: calls::CallOptions {
+                top: 10,
+                trace_rate: 1000,
+                ..calls::CallOptions::default()
+            },
+            pair: None,
+            values: Vec::new(),
         }
     }
 }
@@ -152,19 +173,26 @@ pub struct RunSummary {
 
 /// Run `rprof probe` and write its reports to `out` (warnings go to stderr).
 pub fn run(opts: &ProbeOptions, out: &mut dyn std::io::Write) -> Result<RunSummary, ProbeError> {
-    let specs: Vec<Spec> = opts
-        .patterns
-        .iter()
-        .map(|p| pattern::parse_spec(p, opts.binary.is_some()))
-        .collect::<Result<_, _>>()?;
-    if specs.is_empty() {
+    // Each pattern with the values it fetches (its own, then those of --by and --hist).
+    let mut specs: Vec<(String, Spec, Vec<fetch::FetchItem>)> = Vec::new();
+    for p in &opts.patterns {
+        let split = fetch::split_spec(p)?;
+        let spec = pattern::parse_spec(split.pattern, opts.binary.is_some())?;
+        let mut items = split.items;
+        items.extend(opts.values.iter().cloned());
+        specs.push((p.clone(), spec, items));
+    }
+    if specs.is_empty() && opts.pair.is_none() {
         return Err(pattern::PatternError::Bad {
             pattern: String::new(),
             reason: "give at least one pattern, e.g. `rprof probe -x ./bin 'func_*'`".into(),
         }
         .into());
     }
-    let needs_tracefs = !opts.list || specs.iter().any(|s| !matches!(s, Spec::User { .. }));
+    let needs_tracefs = !opts.list
+        || specs
+            .iter()
+            .any(|(_, s, _)| !matches!(s, Spec::User { .. } | Spec::Usdt { .. }));
     let tracefs = if needs_tracefs {
         Some(crate::tracefs::Tracefs::find_or_mount()?)
     } else {
@@ -180,7 +208,35 @@ pub fn run(opts: &ProbeOptions, out: &mut dyn std::io::Write) -> Result<RunSumma
         regex: opts.regex,
         debug_dirs: opts.debug_dirs.clone(),
     };
-    let targets = resolve::resolve(&specs, &ropts, tracefs.as_ref())?;
+    let mut targets: Vec<Target> = Vec::new();
+    let mut add = |found: Vec<Target>| {
+        for t in found {
+            if !targets.iter().any(|o| o.kind == t.kind) {
+                targets.push(t);
+            }
+        }
+    };
+    for (text, spec, items) in &specs {
+        let mut found = resolve::resolve(std::slice::from_ref(spec), &ropts, tracefs.as_ref())?;
+        for t in &mut found {
+            t.fetches = args::resolve_fetches(t, items, text)?;
+        }
+        add(found);
+    }
+    if let Some((start, done)) = &opts.pair {
+        let mut pair = resolve::resolve_pair(start, done, &ropts)?;
+        let text = format!("--pair {start},{done}");
+        let mut items = fetch::split_spec(start)?.items;
+        items.extend(opts.values.iter().cloned());
+        pair.fetches = args::resolve_fetches(&pair, &items, &text)?;
+        add(vec![pair]);
+    }
+    if opts.count_only && targets.iter().any(|t| t.fetches.iter().any(|f| f.on_return)) {
+        return Err(ProbeError::Spec {
+            spec: "ret".into(),
+            reason: "return values need return probes: drop --count".into(),
+        });
+    }
     if !opts.count_only {
         let mut seen: Vec<&PathBuf> = Vec::new();
         for t in &targets {
@@ -214,7 +270,13 @@ pub fn write_list(out: &mut dyn std::io::Write, targets: &[Target]) -> std::io::
                 format!("syscalls:sys_enter_{name} + syscalls:sys_exit_{name}")
             }
             TargetKind::Tracepoint { category, event } => format!("tracepoint {category}:{event}"),
+            TargetKind::Usdt { .. } | TargetKind::Pair { .. } => describe_uprobes(&t.kind),
         };
+        let mut place = place;
+        if !t.fetches.is_empty() {
+            let args: Vec<String> = t.fetches.iter().map(|f| format!("{}={}", f.label, f.expr)).collect();
+            place = format!("{place}\tfetch: {}", args.join(" "));
+        }
         if t.aliases.is_empty() {
             writeln!(out, "{}\t{place}", t.name)?;
         } else {
@@ -227,4 +289,17 @@ pub fn write_list(out: &mut dyn std::io::Write, targets: &[Target]) -> std::io::
         }
     }
     writeln!(out, "{} probe targets", targets.len())
+}
+
+/// Where a USDT probe or a pair of probe points is: `PATH:0xOFF (semaphore 0xREF)`.
+fn describe_uprobes(kind: &TargetKind) -> String {
+    let one = |k: &TargetKind| match k.uprobe_at() {
+        Some((path, off, Some(sem))) => format!("{}:0x{off:x} (semaphore 0x{sem:x})", path.display()),
+        Some((path, off, None)) => format!("{}:0x{off:x}", path.display()),
+        None => String::new(),
+    };
+    match kind {
+        TargetKind::Pair { start, done } => format!("{} to {}", one(start), one(done)),
+        k => one(k),
+    }
 }

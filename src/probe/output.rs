@@ -35,25 +35,61 @@ pub struct Report<'a> {
     pub show_zero: bool,
     /// The probe's own cost per call, measured at start.
     pub probe_cost_ns: Option<u64>,
+    /// `--by`: a value per row (rows are then in the given order: grouped by function, by then).
+    pub keys: Option<KeyColumn<'a>>,
+}
+
+/// The `--by` column: its header (the value's name) and one value per row.
+#[derive(Clone, Debug)]
+pub struct KeyColumn<'a> {
+    pub header: &'a str,
+    pub values: &'a [String],
 }
 
 impl Report<'_> {
-    /// Rows with at least one hit (or all with `show_zero`), sorted by total time then count, descending.
-    pub fn rows(&self) -> Vec<(&str, &FuncStats)> {
-        let mut rows: Vec<(&str, &FuncStats)> = self
+    /// Rows with at least one hit (or all with `show_zero`), sorted by total time then count, descending
+    /// (in the given order with `--by`).
+    pub fn rows(&self) -> Vec<Row<'_>> {
+        let mut rows: Vec<Row> = self
             .names
             .iter()
-            .map(String::as_str)
             .zip(self.stats.funcs.iter())
-            .filter(|(_, f)| self.show_zero || f.count > 0 || f.paired > 0)
+            .enumerate()
+            .filter(|(_, (_, f))| self.show_zero || f.count > 0 || f.paired > 0)
+            .map(|(i, (name, f))| Row {
+                name,
+                key: self.keys.as_ref().and_then(|k| k.values.get(i)).map(String::as_str),
+                f,
+            })
             .collect();
+        if self.keys.is_some() {
+            return rows;
+        }
         rows.sort_by(|a, b| {
-            (b.1.total_ns, b.1.count)
-                .cmp(&(a.1.total_ns, a.1.count))
-                .then_with(|| a.0.cmp(b.0))
+            (b.f.total_ns, b.f.count)
+                .cmp(&(a.f.total_ns, a.f.count))
+                .then_with(|| a.name.cmp(b.name))
         });
         rows
     }
+}
+
+/// One row of a report: a function, its `--by` value, its statistics.
+#[derive(Clone, Copy, Debug)]
+pub struct Row<'a> {
+    pub name: &'a str,
+    pub key: Option<&'a str>,
+    pub f: &'a FuncStats,
+}
+
+/// `s` cut to `max` characters, with `~` marking the cut.
+fn cut(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_string();
+    }
+    let mut c: String = s.chars().take(max.saturating_sub(1)).collect();
+    c.push('~');
+    c
 }
 
 /// A duration for people: `812ns`, `10.23us`, `10.02ms`, `1.500s`.
@@ -93,24 +129,31 @@ pub fn write_table(w: &mut dyn Write, report: &Report) -> io::Result<()> {
         writeln!(w, "{ts}")?;
     }
     let rows = report.rows();
-    let width = rows
-        .iter()
-        .map(|(n, _)| n.chars().count())
-        .max()
-        .unwrap_or(4)
-        .clamp(4, 60);
-    if report.timed {
-        writeln!(
-            w,
-            "{:<width$} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
-            "FUNC", "COUNT", "TOTAL", "SELF", "AVG", "MIN", "MAX", "P50", "P99"
-        )?;
-    } else {
-        writeln!(w, "{:<width$} {:>10}", "FUNC", "COUNT")?;
+    let width = |f: &dyn Fn(&Row) -> usize, cap: usize| rows.iter().map(f).max().unwrap_or(4).clamp(4, cap);
+    // With `--by`, the function and value columns share the line: each is cut to fit about 130 columns.
+    let keyed = report.keys.as_ref().map(|k| k.header);
+    let name_w = width(&|r| r.name.chars().count(), if keyed.is_some() { 32 } else { 60 });
+    let key_w = width(&|r| r.key.map_or(0, |k| k.chars().count()), 40).max(keyed.map_or(0, str::len));
+    let mut head = format!("{:<name_w$}", "FUNC");
+    if let Some(h) = keyed {
+        head.push_str(&format!(" {:<key_w$}", h.to_uppercase()));
     }
-    for (name, f) in &rows {
+    if report.timed {
+        for c in ["COUNT", "TOTAL", "SELF", "AVG", "MIN", "MAX", "P50", "P99"] {
+            head.push_str(&format!(" {c:>10}"));
+        }
+    } else {
+        head.push_str(&format!(" {:>10}", "COUNT"));
+    }
+    writeln!(w, "{}", head.trim_end())?;
+    for row in &rows {
+        let f = row.f;
+        let mut line = format!("{:<name_w$}", cut(row.name, name_w));
+        if keyed.is_some() {
+            line.push_str(&format!(" {:<key_w$}", cut(row.key.unwrap_or(""), key_w)));
+        }
         if !report.timed {
-            writeln!(w, "{name:<width$} {:>10}", f.count)?;
+            writeln!(w, "{line} {:>10}", f.count)?;
             continue;
         }
         let q = |x: f64| f.quantile(x).map_or("-".to_string(), human_ns);
@@ -121,7 +164,7 @@ pub fn write_table(w: &mut dyn Write, report: &Report) -> io::Result<()> {
         };
         writeln!(
             w,
-            "{name:<width$} {:>10} {:>10} {:>10} {avg:>10} {min:>10} {max:>10} {:>10} {:>10}",
+            "{line} {:>10} {:>10} {:>10} {avg:>10} {min:>10} {max:>10} {:>10} {:>10}",
             f.count,
             human_ns(f.total_ns),
             human_ns(f.self_ns),
@@ -179,12 +222,22 @@ fn csv_field(s: &str) -> String {
 
 /// CSV: the exact header, then one line per function; times in microseconds with 3 decimals.
 pub fn write_csv(w: &mut dyn Write, report: &Report) -> io::Result<()> {
-    writeln!(w, "{CSV_HEADER}")?;
-    for (name, f) in report.rows() {
+    match &report.keys {
+        Some(k) => {
+            let (first, rest) = CSV_HEADER.split_once(',').unwrap_or((CSV_HEADER, ""));
+            writeln!(w, "{first},{},{rest}", csv_field(k.header))?;
+        }
+        None => writeln!(w, "{CSV_HEADER}")?,
+    }
+    for Row { name, key, f } in report.rows() {
+        let name = match key {
+            Some(k) => format!("{},{}", csv_field(name), csv_field(k)),
+            None => csv_field(name),
+        };
         writeln!(
             w,
             "{},{},{},{},{},{},{}",
-            csv_field(name),
+            name,
             f.count,
             us(f.total_ns),
             us(f.self_ns),
@@ -201,11 +254,14 @@ pub fn write_json(w: &mut dyn Write, report: &Report) -> io::Result<()> {
     let functions: Vec<serde_json::Value> = report
         .rows()
         .into_iter()
-        .map(|(name, f)| {
+        .map(|Row { name, key, f }| {
             let mut v = serde_json::json!({
                 "function": name,
                 "count": f.count,
             });
+            if let (Some(k), Some(o)) = (key, v.as_object_mut()) {
+                o.insert("key".into(), k.into());
+            }
             if report.timed {
                 let extra = serde_json::json!({
                     "paired": f.paired,
@@ -233,6 +289,7 @@ pub fn write_json(w: &mut dyn Write, report: &Report) -> io::Result<()> {
         "orphan_returns": report.stats.orphan_returns,
         "open_calls": report.open_calls,
         "probe_cost_ns": report.probe_cost_ns,
+        "by": report.keys.as_ref().map(|k| k.header),
         "functions": functions,
     });
     writeln!(w, "{doc}")
@@ -298,7 +355,7 @@ pub fn write_hists(w: &mut dyn Write, report: &Report) -> io::Result<()> {
     if !report.timed {
         return Ok(());
     }
-    for (name, f) in report.rows() {
+    for Row { name, f, .. } in report.rows() {
         if f.paired == 0 {
             continue;
         }
@@ -344,6 +401,7 @@ mod tests {
             timestamp: None,
             open_calls: 0,
             show_zero: false,
+            keys: None,
             probe_cost_ns: None,
         };
         let mut out = Vec::new();
@@ -397,6 +455,7 @@ mod tests {
             timestamp: None,
             open_calls: 0,
             show_zero: false,
+            keys: None,
             probe_cost_ns: None,
         };
         let mut out = Vec::new();

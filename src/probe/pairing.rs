@@ -16,13 +16,34 @@ pub const MAX_DEPTH: usize = 4096;
 /// Threads tracked before empty stacks are swept out of the map.
 const SWEEP_THREADS: usize = 1024;
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 struct OpenCall {
     probe: u32,
     time: u64,
     sp: Option<u64>,
     /// Time spent in probed callees that returned.
     child_ns: u64,
+    /// What the entry carried for the call's consumers (values, stacks), when they want it.
+    data: Option<Box<CallData>>,
+}
+
+/// What an entry carries to its return: the values fetched at entry (indexed like the target's fetches), the
+/// caller's frames and the stack at entry.
+#[derive(Clone, Debug, Default)]
+pub struct CallData {
+    pub values: Vec<Option<crate::probe::fetch::Value>>,
+    pub caller: Option<std::sync::Arc<[crate::report::FrameId]>>,
+    pub stack: Option<std::sync::Arc<[crate::report::FrameId]>>,
+}
+
+/// A call closed by its return.
+#[derive(Debug)]
+pub struct Closed {
+    /// Entry time.
+    pub time: u64,
+    pub dur: u64,
+    pub self_ns: u64,
+    pub data: Option<Box<CallData>>,
 }
 
 /// The per-thread shadow stacks.
@@ -37,8 +58,17 @@ impl Pairer {
         Pairer::default()
     }
 
-    /// A function entry of `probe` on thread `tid` at `time` (ns), with the user SP when known.
-    pub fn entry(&mut self, stats: &mut Stats, tid: u32, probe: u32, time: u64, sp: Option<u64>) {
+    /// A function entry of `probe` on thread `tid` at `time` (ns), with the user SP when known, and what its
+    /// return should get back.
+    pub fn entry(
+        &mut self,
+        stats: &mut Stats,
+        tid: u32,
+        probe: u32,
+        time: u64,
+        sp: Option<u64>,
+        data: Option<Box<CallData>>,
+    ) {
         stats.funcs[probe as usize].enter();
         let stack = self.threads.entry(tid).or_default();
         if let Some(sp) = sp {
@@ -62,14 +92,23 @@ impl Pairer {
             time,
             sp,
             child_ns: 0,
+            data,
         });
     }
 
     /// A function return of `probe` on thread `tid` at `time`, with the user SP after the return when known.
-    pub fn ret(&mut self, stats: &mut Stats, tid: u32, probe: u32, time: u64, sp: Option<u64>) {
+    /// Returns the call it closes.
+    pub fn ret(
+        &mut self,
+        stats: &mut Stats,
+        tid: u32,
+        probe: u32,
+        time: u64,
+        sp: Option<u64>,
+    ) -> Option<Closed> {
         let Some(stack) = self.threads.get_mut(&tid) else {
             stats.orphan_returns += 1;
-            return;
+            return None;
         };
         let entry_sp = sp.map(|s| s.wrapping_sub(8));
         // The open call this return closes: the nearest one of the same probe, at the same SP when known.
@@ -94,20 +133,27 @@ impl Pairer {
                 }
             }
             stats.orphan_returns += 1;
-            return;
+            return None;
         };
         for skipped in stack.drain(idx + 1..) {
             stats.funcs[skipped.probe as usize].unpaired += 1;
         }
         let call = stack.pop().expect("idx is in the stack");
         let dur = time.saturating_sub(call.time);
-        stats.funcs[probe as usize].paired_call(dur, dur.saturating_sub(call.child_ns));
+        let self_ns = dur.saturating_sub(call.child_ns);
+        stats.funcs[probe as usize].paired_call(dur, self_ns);
         if let Some(parent) = stack.last_mut() {
             parent.child_ns += dur;
         }
         if stack.is_empty() && self.threads.len() > SWEEP_THREADS {
             self.threads.retain(|_, s| !s.is_empty());
         }
+        Some(Closed {
+            time: call.time,
+            dur,
+            self_ns,
+            data: call.data,
+        })
     }
 
     /// A thread exited: its open calls will never return.
@@ -136,10 +182,10 @@ mod tests {
     fn nested_calls_and_self_time() {
         let mut s = Stats::new(2);
         let mut p = Pairer::new();
-        p.entry(&mut s, 1, 0, 100, Some(SP));
-        p.entry(&mut s, 1, 1, 110, Some(SP - 64));
-        p.ret(&mut s, 1, 1, 150, Some(SP - 56));
-        p.ret(&mut s, 1, 0, 200, Some(SP + 8));
+        p.entry(&mut s, 1, 0, 100, Some(SP), None);
+        p.entry(&mut s, 1, 1, 110, Some(SP - 64), None);
+        let _ = p.ret(&mut s, 1, 1, 150, Some(SP - 56));
+        let _ = p.ret(&mut s, 1, 0, 200, Some(SP + 8));
         assert_eq!((s.funcs[0].total_ns, s.funcs[0].self_ns), (100, 60));
         assert_eq!((s.funcs[1].total_ns, s.funcs[1].self_ns), (40, 40));
         assert_eq!(s.unpaired(), 0);
@@ -152,10 +198,10 @@ mod tests {
         let mut s = Stats::new(1);
         let mut p = Pairer::new();
         for d in 0..3u64 {
-            p.entry(&mut s, 7, 0, 10 * d, Some(SP - 32 * d));
+            p.entry(&mut s, 7, 0, 10 * d, Some(SP - 32 * d), None);
         }
         for d in (0..3u64).rev() {
-            p.ret(&mut s, 7, 0, 100 - 10 * d, Some(SP - 32 * d + 8));
+            let _ = p.ret(&mut s, 7, 0, 100 - 10 * d, Some(SP - 32 * d + 8));
         }
         let f = &s.funcs[0];
         assert_eq!((f.count, f.paired, f.max_ns, f.min_ns), (3, 3, 100, 60));
@@ -168,15 +214,15 @@ mod tests {
         let mut s = Stats::new(2);
         let mut p = Pairer::new();
         // main-level caller 0 enters, 1 enters deeper, longjmp back: 1's return never comes.
-        p.entry(&mut s, 1, 0, 0, Some(SP));
-        p.entry(&mut s, 1, 1, 10, Some(SP - 100));
-        p.ret(&mut s, 1, 0, 50, Some(SP + 8));
+        p.entry(&mut s, 1, 0, 0, Some(SP), None);
+        p.entry(&mut s, 1, 1, 10, Some(SP - 100), None);
+        let _ = p.ret(&mut s, 1, 0, 50, Some(SP + 8));
         assert_eq!((s.funcs[1].unpaired, s.funcs[0].paired), (1, 1));
         // A longjmp out of the outer call too: a new entry at a higher SP pops the stale frame.
-        p.entry(&mut s, 1, 1, 60, Some(SP - 100));
-        p.entry(&mut s, 1, 1, 70, Some(SP - 40));
+        p.entry(&mut s, 1, 1, 60, Some(SP - 100), None);
+        p.entry(&mut s, 1, 1, 70, Some(SP - 40), None);
         assert_eq!(s.funcs[1].unpaired, 2);
-        p.ret(&mut s, 1, 1, 75, Some(SP - 32));
+        let _ = p.ret(&mut s, 1, 1, 75, Some(SP - 32));
         assert_eq!((s.funcs[1].paired, s.funcs[1].total_ns), (1, 5));
     }
 
@@ -185,11 +231,11 @@ mod tests {
     fn orphans_and_threads() {
         let mut s = Stats::new(1);
         let mut p = Pairer::new();
-        p.ret(&mut s, 1, 0, 5, Some(SP));
-        p.entry(&mut s, 2, 0, 10, Some(SP));
-        p.entry(&mut s, 3, 0, 12, Some(SP));
-        p.ret(&mut s, 2, 0, 20, Some(SP + 8));
-        p.ret(&mut s, 3, 0, 30, Some(SP + 8));
+        let _ = p.ret(&mut s, 1, 0, 5, Some(SP));
+        p.entry(&mut s, 2, 0, 10, Some(SP), None);
+        p.entry(&mut s, 3, 0, 12, Some(SP), None);
+        let _ = p.ret(&mut s, 2, 0, 20, Some(SP + 8));
+        let _ = p.ret(&mut s, 3, 0, 30, Some(SP + 8));
         assert_eq!(s.orphan_returns, 1);
         assert_eq!((s.funcs[0].paired, s.funcs[0].total_ns), (2, 28));
     }
@@ -199,10 +245,10 @@ mod tests {
     fn tail_calls_share_sp() {
         let mut s = Stats::new(2);
         let mut p = Pairer::new();
-        p.entry(&mut s, 1, 0, 0, Some(SP));
-        p.entry(&mut s, 1, 1, 5, Some(SP));
-        p.ret(&mut s, 1, 1, 20, Some(SP + 8));
-        p.ret(&mut s, 1, 0, 20, Some(SP + 8));
+        p.entry(&mut s, 1, 0, 0, Some(SP), None);
+        p.entry(&mut s, 1, 1, 5, Some(SP), None);
+        let _ = p.ret(&mut s, 1, 1, 20, Some(SP + 8));
+        let _ = p.ret(&mut s, 1, 0, 20, Some(SP + 8));
         assert_eq!(
             (s.funcs[0].paired, s.funcs[1].paired, s.unpaired()),
             (1, 1, 0)
@@ -214,11 +260,11 @@ mod tests {
     fn pairs_without_sp() {
         let mut s = Stats::new(2);
         let mut p = Pairer::new();
-        p.entry(&mut s, 1, 0, 0, None);
-        p.entry(&mut s, 1, 1, 5, None);
-        p.ret(&mut s, 1, 0, 20, None);
+        p.entry(&mut s, 1, 0, 0, None, None);
+        p.entry(&mut s, 1, 1, 5, None, None);
+        let _ = p.ret(&mut s, 1, 0, 20, None);
         assert_eq!((s.funcs[0].paired, s.funcs[1].unpaired), (1, 1));
-        p.entry(&mut s, 1, 1, 30, None);
+        p.entry(&mut s, 1, 1, 30, None, None);
         p.thread_exit(&mut s, 1);
         assert_eq!(s.funcs[1].unpaired, 2);
     }

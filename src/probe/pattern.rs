@@ -17,6 +17,12 @@ pub enum Spec {
     Tracepoint { category: String, event: String },
     /// A bare pattern without `-x`: kernel functions (kprobe + kretprobe).
     Kernel { pattern: String },
+    /// `usdt:PROVIDER:NAME` (globs) in the `-x` binary, or `usdt:LIB:PROVIDER:NAME` in a library.
+    Usdt {
+        library: Option<String>,
+        provider: String,
+        name: String,
+    },
 }
 
 /// Errors in a pattern itself.
@@ -41,6 +47,24 @@ pub fn parse_spec(text: &str, has_binary: bool) -> Result<Spec, PatternError> {
         return Ok(Spec::Syscall {
             pattern: rest.to_string(),
         });
+    }
+    if let Some(rest) = text.strip_prefix("usdt:") {
+        let parts: Vec<&str> = rest.split(':').collect();
+        return match parts.as_slice() {
+            [p, n] if !p.is_empty() && !n.is_empty() => Ok(Spec::Usdt {
+                library: None,
+                provider: p.to_string(),
+                name: n.to_string(),
+            }),
+            [l, p, n] if !l.is_empty() && !p.is_empty() && !n.is_empty() => Ok(Spec::Usdt {
+                library: Some(l.to_string()),
+                provider: p.to_string(),
+                name: n.to_string(),
+            }),
+            _ => Err(bad(
+                "expected usdt:PROVIDER:NAME (in -x BINARY) or usdt:LIB:PROVIDER:NAME, e.g. usdt:python:import__*",
+            )),
+        };
     }
     if let Some(rest) = text.strip_prefix("t:") {
         return match rest.split_once(':') {

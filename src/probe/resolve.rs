@@ -1,5 +1,6 @@
 //! Turning patterns into probe targets: symbols of a binary or library (one target per address, aliases
 //! folded), syscalls, tracepoints and kernel functions.
+use super::fetch::{ArgSource, Fetch, FetchType};
 use super::pattern::{short_name, NameMatcher, Spec};
 use super::ProbeError;
 use crate::addr::{ElfAddr, FileOffset};
@@ -24,6 +25,36 @@ pub enum TargetKind {
     Syscall { name: String },
     /// A tracepoint, counted.
     Tracepoint { category: String, event: String },
+    /// A USDT probe (`.note.stapsdt`): a uprobe at `offset` of `path`, with its semaphore's file offset (the
+    /// kernel counts it up while the probe is enabled, so "is enabled" guards fire), counted.
+    Usdt {
+        path: PathBuf,
+        offset: FileOffset,
+        semaphore: Option<u64>,
+        args: Vec<ArgSource>,
+    },
+    /// `--pair START,DONE`: two probe points timed as one call (START opens it, DONE closes it on the same
+    /// thread, innermost first).
+    Pair {
+        start: Box<TargetKind>,
+        done: Box<TargetKind>,
+    },
+}
+
+impl TargetKind {
+    /// The probed file and offset of a uprobe (user functions and USDT probes), with its semaphore.
+    pub fn uprobe_at(&self) -> Option<(&Path, u64, Option<u64>)> {
+        match self {
+            TargetKind::User { path, offset, .. } => Some((path, offset.0, None)),
+            TargetKind::Usdt {
+                path,
+                offset,
+                semaphore,
+                ..
+            } => Some((path, offset.0, *semaphore)),
+            _ => None,
+        }
+    }
 }
 
 /// One thing to count (and time).
@@ -34,12 +65,25 @@ pub struct Target {
     /// Other names at the same address (probed once).
     pub aliases: Vec<String>,
     pub kind: TargetKind,
+    /// Values fetched at its entry or return (arguments, `ret`, `caller`).
+    pub fetches: Vec<Fetch>,
 }
 
 impl Target {
-    /// True when the target has a return event to pair with (user and kernel functions, syscalls).
+    /// True when the target has a return event to pair with (user and kernel functions, syscalls, pairs).
     pub fn can_time(&self) -> bool {
-        !matches!(self.kind, TargetKind::Tracepoint { .. })
+        !matches!(
+            self.kind,
+            TargetKind::Tracepoint { .. } | TargetKind::Usdt { .. }
+        )
+    }
+
+    /// True when the target is a function whose return value can be fetched.
+    pub fn can_return(&self) -> bool {
+        matches!(
+            self.kind,
+            TargetKind::User { .. } | TargetKind::Kernel { .. }
+        )
     }
 }
 
@@ -75,6 +119,19 @@ pub fn resolve(
                 resolve_tracepoints(need(tracefs)?, category, event, opts.regex)?
             }
             Spec::Kernel { pattern } => resolve_kernel(need(tracefs)?, pattern, opts.regex)?,
+            Spec::Usdt {
+                library,
+                provider,
+                name,
+            } => {
+                let path = match library {
+                    Some(lib) => find_library(lib, opts.pid)?,
+                    None => opts.binary.clone().ok_or_else(|| ProbeError::NoBinary {
+                        pattern: format!("usdt:{provider}:{name}"),
+                    })?,
+                };
+                resolve_usdt(&path, provider, name)?
+            }
         };
         for t in found {
             if !out.iter().any(|o| o.kind == t.kind) {
@@ -83,6 +140,79 @@ pub fn resolve(
         }
     }
     Ok(out)
+}
+
+/// The USDT probes of `path` whose provider and name match the globs, one target per probe address (a probe
+/// that the compiler duplicated, by inlining or unrolling, is one target per copy, named alike).
+pub fn resolve_usdt(path: &Path, provider: &str, name: &str) -> Result<Vec<Target>, ProbeError> {
+    use super::usdt;
+    let path = std::fs::canonicalize(path).map_err(|error| ProbeError::Binary {
+        path: path.to_path_buf(),
+        error,
+    })?;
+    let probes = usdt::read_probes(&path)?;
+    let found = usdt::select(&path, &probes, provider, name)?;
+    Ok(found
+        .into_iter()
+        .map(|p| Target {
+            name: format!("usdt:{}:{}", p.provider, p.name),
+            aliases: Vec::new(),
+            kind: TargetKind::Usdt {
+                path: path.clone(),
+                offset: FileOffset(p.offset),
+                semaphore: p.semaphore,
+                args: p.args.iter().map(usdt_arg_source).collect(),
+            },
+            fetches: Vec::new(),
+        })
+        .collect())
+}
+
+/// A USDT argument as the fetch planner sees it.
+fn usdt_arg_source(a: &super::usdt::UsdtArg) -> ArgSource {
+    ArgSource {
+        spec: a.spec.clone(),
+        base: a
+            .fetch()
+            .map(|f| f.rsplit_once(':').map_or(f.clone(), |(b, _)| b.to_string())),
+        ty: FetchType::Int {
+            size: a.size,
+            signed: a.signed,
+        },
+        pointer_sized: a.size == 8,
+    }
+}
+
+/// `--pair START,DONE`: each names exactly one uprobe location (a function or a USDT probe).
+pub fn resolve_pair(start: &str, done: &str, opts: &ResolveOptions) -> Result<Target, ProbeError> {
+    let one = |text: &str| -> Result<Target, ProbeError> {
+        let split = super::fetch::split_spec(text)?;
+        let spec = super::pattern::parse_spec(split.pattern, opts.binary.is_some())?;
+        let found = resolve(std::slice::from_ref(&spec), opts, None)?;
+        let bad = |reason: String| ProbeError::Spec {
+            spec: format!("--pair {start},{done}"),
+            reason,
+        };
+        match found.as_slice() {
+            [t] if t.kind.uprobe_at().is_some() => Ok(t.clone()),
+            [t] => Err(bad(format!("{} is not a user function or USDT probe", t.name))),
+            many => Err(bad(format!(
+                "`{text}` matches {} probe points; name exactly one",
+                many.len()
+            ))),
+        }
+    };
+    let (s, d) = (one(start)?, one(done)?);
+    let short = |n: &str| n.rsplit(':').next().unwrap_or(n).to_string();
+    Ok(Target {
+        name: format!("{}..{}", short(&s.name), short(&d.name)),
+        aliases: Vec::new(),
+        kind: TargetKind::Pair {
+            start: Box::new(s.kind),
+            done: Box::new(d.kind),
+        },
+        fetches: Vec::new(),
+    })
 }
 
 fn need(t: Option<&Tracefs>) -> Result<&Tracefs, ProbeError> {
@@ -155,6 +285,7 @@ pub fn resolve_user(
                 addr,
                 offset,
             },
+            fetches: Vec::new(),
         });
     }
     if out.is_empty() {
@@ -291,6 +422,7 @@ pub fn resolve_syscalls(
             kind: TargetKind::Syscall {
                 name: name.to_string(),
             },
+            fetches: Vec::new(),
         })
         .collect();
     if out.is_empty() {
@@ -322,6 +454,7 @@ pub fn resolve_tracepoints(
                     category: c.clone(),
                     event: e,
                 },
+                fetches: Vec::new(),
             });
         }
     }
@@ -363,6 +496,7 @@ pub fn resolve_kernel(
             name: n.clone(),
             aliases: Vec::new(),
             kind: TargetKind::Kernel { symbol: n },
+            fetches: Vec::new(),
         })
         .collect())
 }

@@ -7,7 +7,9 @@ use super::count::Counters;
 use super::engine::{self, EngineChoice};
 use super::events::{event_types, open_events, Opened};
 use super::group::{self, PlannedEvent, ProbeGroup};
-use super::live::{decode, EventTypes, Item, PerfParse, ProbeInfo, Sink};
+use super::calls::Calls;
+use super::listing;
+use super::live::{decode, EventTypes, FetchShape, Item, PerfParse, ProbeInfo, Sink};
 use super::output::{self, Report};
 use super::pairing::Pairer;
 use super::resolve::Target;
@@ -187,7 +189,7 @@ fn run_counters(
     perf::run_loop::run(&mut empty, &s.signals, when, &mut handler)?;
     handler.counters.disable();
     let stats = handler.counters.take()?;
-    write_report(handler.out, s.opts, &s.names, &stats, false, 0, probe_cost)?;
+    write_report(handler.out, s.opts, &s.names, &stats, false, 0, probe_cost, None)?;
     Ok(RunSummary {
         exit_code: exit_code(s),
     })
@@ -219,6 +221,7 @@ impl Handler<()> for CountLoop<'_> {
             false,
             0,
             self.cost,
+            None,
         )
     }
 }
@@ -307,7 +310,7 @@ fn run_sampled(
     if !planned.iter().any(|p| p.ring) {
         ring = None;
     }
-    let (types, ids) = event_types(s.tracefs, &planned)?;
+    let (types, ids) = event_types(s.tracefs, &planned, s.targets)?;
     // The ring's cost is measured before its tasks are set (the calibration runs on this thread).
     let ring_cost = ring.as_mut().and_then(|r| cal.measure_ring(s.tracefs, r));
     let Opened {
@@ -350,6 +353,19 @@ fn run_sampled(
         threads: HashMap::new(),
         timed,
         unresolved: 0,
+        calls: opts
+            .calls
+            .any()
+            .then(|| Calls::new(opts.calls.clone(), &fetch_lists(s.targets))),
+        fetch_shape: s
+            .targets
+            .iter()
+            .map(|t| FetchShape {
+                count: t.fetches.len(),
+                caller: t.fetches.iter().position(|f| f.label == "caller"),
+                kernel: matches!(t.kind, super::TargetKind::Kernel { .. }),
+            })
+            .collect(),
     };
     // Processes that exist already: their mappings of the probed binaries come from /proc.
     if !sink.addrs.is_empty() || opts.stacks {
@@ -392,6 +408,7 @@ fn run_sampled(
         ring,
         opts,
         names: &s.names,
+        targets: s.targets,
         out,
         cost: probe_cost,
     };
@@ -415,6 +432,16 @@ fn run_sampled(
         sink.stats.lost += r.take_lost();
     }
     drop(ring);
+    let fetches = fetch_lists(s.targets);
+    let mut extra = sink.calls.as_mut().map(|c| PerCall {
+        calls: c,
+        stacks: &mut sink.stacks,
+        fetches: &fetches,
+    });
+    if let Some(x) = extra.as_mut() {
+        x.stacks.finish();
+        listing::write_trace(out, x.calls, &s.names, x.fetches, x.stacks, true)?;
+    }
     write_report(
         out,
         opts,
@@ -423,6 +450,7 @@ fn run_sampled(
         sink.timed,
         sink.pairer.open_calls(),
         probe_cost,
+        extra.as_mut(),
     )?;
     if sink.unresolved > 0 {
         eprintln!(
@@ -449,8 +477,21 @@ struct Live<'a> {
     ring: Option<RingEngine>,
     opts: &'a ProbeOptions,
     names: &'a [String],
+    targets: &'a [Target],
     out: &'a mut dyn Write,
     cost: Option<u64>,
+}
+
+/// The per-call results to write with a report.
+struct PerCall<'a> {
+    calls: &'a mut Calls,
+    stacks: &'a mut StackCounter,
+    fetches: &'a [&'a [super::fetch::Fetch]],
+}
+
+/// Each target's fetches.
+fn fetch_lists(targets: &[Target]) -> Vec<&[super::fetch::Fetch]> {
+    targets.iter().map(|t| t.fetches.as_slice()).collect()
 }
 
 impl Handler<ProbeInfo> for Live<'_> {
@@ -485,6 +526,14 @@ impl Handler<ProbeInfo> for Live<'_> {
             r.read(&self.types, &mut self.merge)?;
         }
         self.sink.release(&mut self.merge, last);
+        if let Some(calls) = self.sink.calls.as_mut() {
+            if !calls.trace_lines.is_empty() && !last {
+                self.sink.stacks.finish();
+                let fetches = fetch_lists(self.targets);
+                listing::write_trace(self.out, calls, self.names, &fetches, &self.sink.stacks, false)?;
+                self.out.flush()?;
+            }
+        }
         Ok(())
     }
 
@@ -495,6 +544,11 @@ impl Handler<ProbeInfo> for Live<'_> {
             self.sink.stats.lost += r.take_lost();
         }
         let interval = self.sink.stats.take();
+        let fetches = fetch_lists(self.targets);
+        let mut calls = self.sink.calls.as_mut().map(Calls::take);
+        if calls.is_some() {
+            self.sink.stacks.finish();
+        }
         write_report(
             self.out,
             self.opts,
@@ -503,10 +557,16 @@ impl Handler<ProbeInfo> for Live<'_> {
             self.sink.timed,
             self.sink.pairer.open_calls(),
             self.cost,
+            calls.as_mut().map(|c| PerCall {
+                calls: c,
+                stacks: &mut self.sink.stacks,
+                fetches: &fetches,
+            }).as_mut(),
         )
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn write_report(
     out: &mut dyn Write,
     opts: &ProbeOptions,
@@ -515,8 +575,9 @@ fn write_report(
     timed: bool,
     open_calls: usize,
     probe_cost_ns: Option<u64>,
+    per_call: Option<&mut PerCall<'_>>,
 ) -> Result<(), ProbeError> {
-    let r = Report {
+    let mut r = Report {
         names,
         stats,
         timed,
@@ -524,8 +585,44 @@ fn write_report(
         open_calls,
         show_zero: false,
         probe_cost_ns,
+        keys: None,
     };
-    output::write(out, &r, opts.format)?;
+    let Some(pc) = per_call else {
+        output::write(out, &r, opts.format)?;
+        return finish_report(out, opts, stats);
+    };
+    // `--by`: the rows by value replace the rows by function.
+    let keyed;
+    if let Some(header) = pc.calls.opts.by.as_deref() {
+        keyed = listing::keyed_rows(pc.calls, names, pc.stacks);
+        let mut keyed_stats = keyed.2.clone();
+        keyed_stats.lost = stats.lost;
+        keyed_stats.orphan_returns = stats.orphan_returns;
+        let report = Report {
+            names: &keyed.0,
+            stats: &keyed_stats,
+            keys: Some(output::KeyColumn {
+                header,
+                values: &keyed.1,
+            }),
+            ..r.clone()
+        };
+        output::write(out, &report, opts.format)?;
+        r.keys = None;
+    } else {
+        output::write(out, &r, opts.format)?;
+    }
+    if matches!(opts.format, super::Format::Table | super::Format::Hist) {
+        if let Some(label) = pc.calls.opts.hist_of.as_deref() {
+            listing::write_value_hists(out, pc.calls, names, label)?;
+        }
+        let all: u64 = stats.funcs.iter().map(|f| f.paired).sum();
+        listing::write_slow(out, pc.calls, all, names, pc.fetches, pc.stacks)?;
+    }
+    finish_report(out, opts, stats)
+}
+
+fn finish_report(out: &mut dyn Write, opts: &ProbeOptions, stats: &Stats) -> Result<(), ProbeError> {
     if stats.lost > 0 && matches!(opts.format, super::Format::Csv | super::Format::Json) {
         eprintln!(
             "rprof: warning: {} events were lost (the ring buffers overflowed)",

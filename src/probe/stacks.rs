@@ -57,14 +57,16 @@ impl StackCounter {
         }
     }
 
-    /// Count one entry of `target` in process `pid`, whose mappings are `space`, with this callchain.
-    pub fn add(&mut self, target: u32, pid: u32, space: Option<&AddressSpace>, chain: &[u64]) {
+    /// The frames (leaf first) of a callchain of process `pid`, whose mappings are `space`; named at [`finish`].
+    ///
+    /// [`finish`]: StackCounter::finish
+    pub fn frames(&mut self, pid: u32, space: Option<&AddressSpace>, chain: &[u64]) -> Arc<[FrameId]> {
         let key = (
             pid,
             space.map_or(0, AddressSpace::generation),
             Box::from(chain),
         );
-        let frames = match self.chains.get(&key) {
+        match self.chains.get(&key) {
             Some(frames) => Arc::clone(frames),
             None => {
                 let mut frames = Vec::with_capacity(chain.len());
@@ -76,7 +78,35 @@ impl StackCounter {
                 }
                 frames
             }
-        };
+        }
+    }
+
+    /// The frames of the function that holds return address `ret` (the caller of a function entered at a
+    /// user or kernel address).
+    pub fn caller(&mut self, pid: u32, space: Option<&AddressSpace>, ret: u64, kernel: bool) -> Arc<[FrameId]> {
+        use perf_event_open_sys::bindings::PERF_CONTEXT_KERNEL;
+        let marker = if kernel { PERF_CONTEXT_KERNEL } else { PERF_CONTEXT_USER };
+        // The call instruction, not the one after it (which may belong to the next function).
+        self.frames(pid, space, &[marker, ret.saturating_sub(1)])
+    }
+
+    /// Name the frames resolved so far (symbolization is batched).
+    pub fn finish(&mut self) {
+        self.resolver.finish();
+    }
+
+    /// The frames' names, leaf first (inlined functions expanded), as `rprof report --folded` names them.
+    pub fn names(&self, frames: &[FrameId]) -> Vec<String> {
+        let mut ids = Vec::new();
+        self.resolver.expand(frames, false, &mut ids);
+        ids.iter()
+            .map(|&id| folded_name(self.resolver.frame(id)))
+            .collect()
+    }
+
+    /// Count one entry of `target` in process `pid`, whose mappings are `space`, with this callchain.
+    pub fn add(&mut self, target: u32, pid: u32, space: Option<&AddressSpace>, chain: &[u64]) {
+        let frames = self.frames(pid, space, chain);
         let key = (target, frames);
         if let Some(n) = self.counts.get_mut(&key) {
             *n += 1;

@@ -98,8 +98,13 @@ impl ProbeFile {
 /// Where a probe is placed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ProbeLocation {
-    /// A file offset in a binary (`/path:0xOFFSET`).
-    User { path: PathBuf, offset: u64 },
+    /// A file offset in a binary (`/path:0xOFFSET`), with the file offset of a USDT semaphore that the kernel
+    /// counts up while the probe is enabled (`/path:0xOFFSET(0xREF)`).
+    User {
+        path: PathBuf,
+        offset: u64,
+        ref_ctr: Option<u64>,
+    },
     /// A kernel symbol (`function`, optionally `module:function`).
     Kernel { symbol: String },
 }
@@ -130,9 +135,14 @@ impl ProbeDef {
     pub fn line(&self) -> String {
         let kind = if self.is_return { 'r' } else { 'p' };
         let mut line = match &self.location {
-            ProbeLocation::User { path, offset } => {
+            ProbeLocation::User {
+                path,
+                offset,
+                ref_ctr,
+            } => {
+                let semaphore = ref_ctr.map_or(String::new(), |r| format!("(0x{r:x})"));
                 format!(
-                    "{kind}:{}/{} {}:0x{offset:x}",
+                    "{kind}:{}/{} {}:0x{offset:x}{semaphore}",
                     self.group,
                     self.event,
                     path.display()
@@ -527,6 +537,7 @@ mod tests {
             location: ProbeLocation::User {
                 path: "/usr/bin/x".into(),
                 offset: 0x1139,
+                ref_ctr: None,
             },
             fetch: vec!["sp=%sp".into()],
         };

@@ -1,0 +1,197 @@
+//! Turning the values a spec names (`arg1:str`, `len`, `ret`, `caller`) into each target's fetch arguments: by
+//! x86-64 ABI position for functions, by DWARF parameter name where the binary has debug info (as perf probe
+//! does), and by the argument specs of USDT notes.
+use super::fetch::{Fetch, FetchItem, FetchType, ABI_REGS};
+use super::resolve::{Target, TargetKind};
+use super::ProbeError;
+
+fn spec_error(spec: &str, reason: String) -> ProbeError {
+    ProbeError::Spec {
+        spec: spec.to_string(),
+        reason,
+    }
+}
+
+const DEFAULT_INT: FetchType = FetchType::Int {
+    size: 8,
+    signed: true,
+};
+
+/// The fetch arguments of `target` for `items` (in order, each name once); `spec` is the spec as written, for
+/// errors.
+pub fn resolve_fetches(
+    target: &Target,
+    items: &[FetchItem],
+    spec: &str,
+) -> Result<Vec<Fetch>, ProbeError> {
+    let mut out: Vec<Fetch> = Vec::new();
+    for item in items {
+        if out.iter().any(|f| f.label == item.name) {
+            continue;
+        }
+        let field = format!("v{}", out.len());
+        let fetch = resolve_one(target, item, field, spec)?;
+        out.push(fetch);
+    }
+    Ok(out)
+}
+
+fn resolve_one(
+    target: &Target,
+    item: &FetchItem,
+    field: String,
+    spec: &str,
+) -> Result<Fetch, ProbeError> {
+    let err = |reason: String| spec_error(spec, reason);
+    let what = kind_name(&target.kind);
+    if item.is_ret() {
+        if !target.can_return() {
+            return Err(err(format!("`ret` needs a function: {} {what} has no return", target.name)));
+        }
+        if item.ty == Some(FetchType::Str) && matches!(target.kind, TargetKind::Kernel { .. }) {
+            return Ok(Fetch::new("ret", field, "$retval", FetchType::Str, true));
+        }
+        return Ok(Fetch::new(
+            "ret",
+            field,
+            "$retval",
+            item.ty.unwrap_or(DEFAULT_INT),
+            true,
+        ));
+    }
+    if item.is_caller() {
+        return match target.kind {
+            TargetKind::User { .. } | TargetKind::Kernel { .. } => Ok(Fetch::caller(field)),
+            _ => Err(err(format!(
+                "`caller` needs a function entry: {} is a {what}",
+                target.name
+            ))),
+        };
+    }
+    match &target.kind {
+        TargetKind::User { path, addr, .. } => {
+            let (base, ty) = match item.arg_index() {
+                Some(n) => (abi_reg(n).map_err(&err)?, item.ty.unwrap_or(DEFAULT_INT)),
+                None => named_param(path, addr.0, &target.name, item).map_err(&err)?,
+            };
+            Ok(Fetch::new(&item.name, field, &base, ty, false))
+        }
+        TargetKind::Kernel { .. } => {
+            let Some(n) = item.arg_index() else {
+                return Err(err(format!(
+                    "`{}`: kernel functions take arguments by position (arg0..arg5), not by name",
+                    item.name
+                )));
+            };
+            let base = abi_reg(n).map_err(&err)?;
+            // Strings at kernel addresses; `ustring` would read user memory.
+            Ok(Fetch::new(&item.name, field, &base, item.ty.unwrap_or(DEFAULT_INT), false))
+        }
+        TargetKind::Usdt { args, .. } => {
+            let Some(n) = item.arg_index() else {
+                return Err(err(format!(
+                    "`{}`: USDT probes take arguments by position (arg0..arg{})",
+                    item.name,
+                    args.len().saturating_sub(1)
+                )));
+            };
+            let Some(arg) = args.get(n) else {
+                return Err(err(format!(
+                    "arg{n}: {} has {} argument(s) (arg0..arg{})",
+                    target.name,
+                    args.len(),
+                    args.len().saturating_sub(1)
+                )));
+            };
+            let base = arg.base().map_err(|e| err(format!("arg{n}: {e}")))?;
+            if item.ty == Some(FetchType::Str) && !arg.pointer_sized {
+                return Err(err(format!(
+                    "arg{n} (`{}`) is not pointer-sized: it cannot be read as a string",
+                    arg.spec
+                )));
+            }
+            let ty = item.ty.unwrap_or(arg.fetch_type());
+            Ok(Fetch::new(&item.name, field, &base, ty, false))
+        }
+        _ => Err(err(format!(
+            "{} is a {what}: values can be fetched from functions and USDT probes only",
+            target.name
+        ))),
+    }
+}
+
+/// `%REG` of integer argument `n`.
+fn abi_reg(n: usize) -> Result<String, String> {
+    ABI_REGS.get(n).map(|r| format!("%{r}")).ok_or_else(|| {
+        format!(
+            "arg{n} is past the {} integer argument registers of x86-64 (arg0..arg5: rdi, rsi, rdx, rcx, r8, r9)",
+            ABI_REGS.len()
+        )
+    })
+}
+
+fn kind_name(kind: &TargetKind) -> &'static str {
+    match kind {
+        TargetKind::User { .. } => "function",
+        TargetKind::Kernel { .. } => "kernel function",
+        TargetKind::Syscall { .. } => "syscall",
+        TargetKind::Tracepoint { .. } => "tracepoint",
+        TargetKind::Usdt { .. } => "USDT probe",
+        TargetKind::Pair { .. } => "pair of probes",
+    }
+}
+
+/// The register and type of the parameter `item` names, from the binary's DWARF.
+fn named_param(
+    path: &std::path::Path,
+    addr: u64,
+    func: &str,
+    item: &FetchItem,
+) -> Result<(String, FetchType), String> {
+    use crate::symbols::params::{abi_register, function_params, ParamType};
+    let params = function_params(path, addr)
+        .map_err(|e| format!("cannot read the parameters of {func}: {e}"))?
+        .ok_or_else(|| {
+            format!(
+                "`{}`: {} has no DWARF for {func}, so parameters have no names; use arg0..arg5 or build with -g",
+                item.name,
+                path.display()
+            )
+        })?;
+    let Some(index) = params.iter().position(|p| p.name == item.name) else {
+        let names: Vec<&str> = params.iter().map(|p| p.name.as_str()).collect();
+        return Err(format!(
+            "{func} has no parameter `{}` (its parameters: {})",
+            item.name,
+            if names.is_empty() { "none".to_string() } else { names.join(", ") }
+        ));
+    };
+    let param = &params[index];
+    let reg = abi_register(&params, index).map_err(|e| format!("`{}`: {e}", item.name))?;
+    let natural = match param.ty {
+        ParamType::Int { size, signed } => FetchType::Int { size, signed },
+        ParamType::Pointer { .. } => FetchType::Hex { size: 8 },
+        _ => DEFAULT_INT,
+    };
+    let ty = match item.ty {
+        Some(FetchType::Str) if !matches!(param.ty, ParamType::Pointer { .. }) => {
+            return Err(format!(
+                "`{}` is {} {}, not a pointer: it cannot be read as a string",
+                item.name,
+                article(&param.type_name),
+                param.type_name
+            ));
+        }
+        Some(t) => t,
+        None => natural,
+    };
+    Ok((format!("%{reg}"), ty))
+}
+
+fn article(word: &str) -> &'static str {
+    if word.starts_with(['a', 'e', 'i', 'o', 'u']) {
+        "an"
+    } else {
+        "a"
+    }
+}
