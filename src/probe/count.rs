@@ -37,7 +37,9 @@ impl Counters {
         let cpus = crate::perf::online_cpus()?;
         let per_cpu: Vec<(i32, i32)> = cpus.iter().map(|&c| (-1, c as i32)).collect();
         let per_task: Vec<(i32, i32)> = tasks.iter().map(|&t| (t, -1)).collect();
-        crate::perf::event_set::raise_nofile((planned.len() * per_cpu.len().max(per_task.len())) as u64);
+        crate::perf::event_set::raise_nofile(
+            (planned.len() * per_cpu.len().max(per_task.len())) as u64,
+        );
         let mut events = Vec::new();
         for p in planned {
             let Some(&member) = p.members.first() else {

@@ -99,7 +99,13 @@ pub fn private_files(shared: &[Sharing]) -> String {
     let names: Vec<String> = shared
         .iter()
         .filter(|s| s.others == 0)
-        .map(|s| s.path.file_name().unwrap_or(s.path.as_os_str()).to_string_lossy().into_owned())
+        .map(|s| {
+            s.path
+                .file_name()
+                .unwrap_or(s.path.as_os_str())
+                .to_string_lossy()
+                .into_owned()
+        })
         .collect();
     names.join(", ")
 }

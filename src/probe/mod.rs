@@ -26,6 +26,7 @@ pub mod ring;
 pub mod session;
 pub mod stacks;
 pub mod stats;
+pub mod usdt;
 
 pub use engine::EngineChoice;
 pub use output::Format;

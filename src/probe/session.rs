@@ -132,8 +132,9 @@ fn run_counters(
 ) -> Result<RunSummary, ProbeError> {
     // Files only the targets map are counted per CPU (see count.rs).
     let shared = engine::sharing(s.targets, &s.opts.target);
-    let private =
-        |p: &PlannedEvent| engine::shared_file(p, s.targets, &shared).is_some_and(|f| f.others == 0);
+    let private = |p: &PlannedEvent| {
+        engine::shared_file(p, s.targets, &shared).is_some_and(|f| f.others == 0)
+    };
     let mut counters = Counters::open(
         s.tracefs,
         planned,
