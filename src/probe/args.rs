@@ -44,6 +44,14 @@ fn resolve_one(
 ) -> Result<Fetch, ProbeError> {
     let err = |reason: String| spec_error(spec, reason);
     let what = kind_name(&target.kind);
+    // A pair's values are those of its start.
+    if let TargetKind::Pair { start, .. } = &target.kind {
+        let start = Target {
+            kind: (**start).clone(),
+            ..target.clone()
+        };
+        return resolve_one(&start, item, field, spec);
+    }
     if item.is_ret() {
         if !target.can_return() {
             return Err(err(format!("`ret` needs a function: {} {what} has no return", target.name)));

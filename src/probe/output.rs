@@ -130,16 +130,22 @@ pub fn write_table(w: &mut dyn Write, report: &Report) -> io::Result<()> {
     }
     let rows = report.rows();
     let width = |f: &dyn Fn(&Row) -> usize, cap: usize| rows.iter().map(f).max().unwrap_or(4).clamp(4, cap);
-    // With `--by`, the function and value columns share the line: each is cut to fit about 130 columns.
+    // With `--by`, the function and value columns share the line: each is cut, and the percentiles are left to
+    // CSV and JSON, so that a row fits in about 120 columns.
     let keyed = report.keys.as_ref().map(|k| k.header);
-    let name_w = width(&|r| r.name.chars().count(), if keyed.is_some() { 32 } else { 60 });
-    let key_w = width(&|r| r.key.map_or(0, |k| k.chars().count()), 40).max(keyed.map_or(0, str::len));
+    let name_w = width(&|r| r.name.chars().count(), if keyed.is_some() { 28 } else { 60 });
+    let key_w = width(&|r| r.key.map_or(0, |k| k.chars().count()), 28).max(keyed.map_or(0, str::len));
+    let columns: &[&str] = if keyed.is_some() {
+        &["COUNT", "TOTAL", "SELF", "AVG", "MIN", "MAX"]
+    } else {
+        &["COUNT", "TOTAL", "SELF", "AVG", "MIN", "MAX", "P50", "P99"]
+    };
     let mut head = format!("{:<name_w$}", "FUNC");
     if let Some(h) = keyed {
         head.push_str(&format!(" {:<key_w$}", h.to_uppercase()));
     }
     if report.timed {
-        for c in ["COUNT", "TOTAL", "SELF", "AVG", "MIN", "MAX", "P50", "P99"] {
+        for c in columns {
             head.push_str(&format!(" {c:>10}"));
         }
     } else {
@@ -162,15 +168,16 @@ pub fn write_table(w: &mut dyn Write, report: &Report) -> io::Result<()> {
         } else {
             ("-".into(), "-".into(), "-".into())
         };
-        writeln!(
-            w,
-            "{line} {:>10} {:>10} {:>10} {avg:>10} {min:>10} {max:>10} {:>10} {:>10}",
+        let mut line = format!(
+            "{line} {:>10} {:>10} {:>10} {avg:>10} {min:>10} {max:>10}",
             f.count,
             human_ns(f.total_ns),
             human_ns(f.self_ns),
-            q(0.5),
-            q(0.99)
-        )?;
+        );
+        if keyed.is_none() {
+            line.push_str(&format!(" {:>10} {:>10}", q(0.5), q(0.99)));
+        }
+        writeln!(w, "{line}")?;
     }
     write_footer(w, report)
 }

@@ -204,8 +204,22 @@ pub fn resolve_pair(start: &str, done: &str, opts: &ResolveOptions) -> Result<Ta
     };
     let (s, d) = (one(start)?, one(done)?);
     let short = |n: &str| n.rsplit(':').next().unwrap_or(n).to_string();
+    let (a, b) = (short(&s.name), short(&d.name));
+    // `import__find__load__{start..done}`: the common prefix once.
+    let common = a
+        .char_indices()
+        .zip(b.chars())
+        .take_while(|((_, x), y)| x == y)
+        .map(|((i, c), _)| i + c.len_utf8())
+        .last()
+        .unwrap_or(0);
+    let name = if common >= 4 && common < a.len() && common < b.len() {
+        format!("{}{{{}..{}}}", &a[..common], &a[common..], &b[common..])
+    } else {
+        format!("{a}..{b}")
+    };
     Ok(Target {
-        name: format!("{}..{}", short(&s.name), short(&d.name)),
+        name,
         aliases: Vec::new(),
         kind: TargetKind::Pair {
             start: Box::new(s.kind),

@@ -82,7 +82,10 @@ pub fn run(
             removed.join(", ")
         );
     }
-    let counters = opts.count_only && !opts.stacks && opts.engine == EngineChoice::Auto;
+    // Counters carry no values: fetched arguments and per-call work need samples.
+    let values = opts.calls.any() || targets.iter().any(|t| !t.fetches.is_empty());
+    let counters =
+        opts.count_only && !opts.stacks && !values && opts.engine == EngineChoice::Auto;
     // Counted user functions, and those whose stacks are sampled (-g), use the uprobe PMU where the kernel has
     // it: those probes go with rprof's fds, even when it is SIGKILLed. Timing without -g keeps tracefs probes,
     // whose `sp` fetch argument is cheaper than the user registers a PMU probe needs (see cost.rs).

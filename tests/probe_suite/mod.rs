@@ -912,3 +912,4 @@ fn ring_read_fallback() {
         assert!(err.contains("engine: tracefs ring (read)"), "{err}");
     }
 }
+include!("values.rs");
