@@ -13,6 +13,7 @@ mod dwarf;
 mod elf;
 mod kallsyms;
 mod kernel;
+pub mod params;
 mod perfmap;
 
 pub use demangle::demangle;
