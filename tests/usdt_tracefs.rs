@@ -180,7 +180,11 @@ fn usdt_system_binaries_on_tracefs() {
             assert!(names.iter().any(|n| n == module), "{module} in {names:?}");
         }
     } else {
-        common::skip("usdt python3.11", "/usr/bin/python3.11 is absent");
+        // Not a missing privilege: CI's machine may lack python3.11 and still runs the rest.
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED usdt python3.11: /usr/bin/python3.11 is absent"
+        );
     }
     let libstdcxx = Path::new("/usr/lib/x86_64-linux-gnu/libstdc++.so.6");
     let libstdcxx = std::fs::canonicalize(libstdcxx).unwrap();

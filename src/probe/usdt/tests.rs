@@ -9,8 +9,9 @@ fn no_symbols(_: &str) -> Option<u64> {
 #[test]
 fn arg_specs_to_fetch_strings() {
     let mut symbols = |name: &str| (name == "counter").then_some(0x4010u64);
-    // (spec, fetch, fetch_string)
-    let table: &[(&str, Result<&str, &str>, Result<&str, &str>)] = &[
+    // (spec, fetch, fetch_string): Ok(the expression) or Err(part of the message)
+    type Want = Result<&'static str, &'static str>;
+    let table: &[(&str, Want, Want)] = &[
         ("8@%rax", Ok("%ax:u64"), Ok("+0(%ax):string")),
         ("-4@%edx", Ok("%dx:s32"), Err("4-byte value, not a pointer")),
         ("-4@%eax", Ok("%ax:s32"), Err("not a pointer")),

@@ -1,0 +1,464 @@
+//! Function parameters from DWARF, and the x86-64 SysV register each integer parameter arrives in: what a
+//! uprobe at a function's entry can fetch (`%di`, `%si`…) and how to show it (`+0(%si):string` for a
+//! `const char *`).
+//!
+//! The DWARF is the binary's own or its separate debug file's (build id, `.gnu_debuglink`).
+use super::debugfile::{find_debug_file, DebugHints};
+use super::elf::{has_dwarf, ElfData};
+use super::SymbolError;
+use gimli::{AttributeValue, DwTag, UnitOffset};
+use object::{Object, ObjectSection};
+use std::borrow::Cow;
+use std::path::{Path, PathBuf};
+
+/// A parameter's type, as far as fetching it goes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ParamType {
+    /// Integers, enums, bool (size 1), characters.
+    Int {
+        size: u8,
+        signed: bool,
+    },
+    /// Pointers and C++ references; `to_char` when it points to `char`, `signed char` or `unsigned char`
+    /// (maybe const or through typedefs): a string.
+    Pointer {
+        to_char: bool,
+    },
+    /// `float`, `double`, `long double`, complex: passed in xmm registers or memory.
+    Float,
+    /// A struct, union, class or array passed by value.
+    Aggregate {
+        size: u64,
+    },
+    Unknown,
+}
+
+/// One formal parameter of a function.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Param {
+    pub name: String,
+    pub ty: ParamType,
+    /// The C spelling of the type: `const char *`, `size_t`, `struct big`.
+    pub type_name: String,
+    /// Passed by the compiler, not written in the source: C++'s `this`, and the hidden pointer to the
+    /// return value of a function returning a large struct (named `<return slot>`, always first).
+    pub artificial: bool,
+}
+
+/// The SysV x86-64 integer argument registers, by tracefs name, in order.
+const INT_REGS: [&str; 6] = ["di", "si", "dx", "cx", "r8", "r9"];
+
+/// The integer register (tracefs name) parameter `index` of `params` arrives in, per the SysV x86-64 ABI:
+/// integers and pointers take the next of rdi, rsi, rdx, rcx, r8, r9; floating-point parameters go to xmm
+/// registers and structs larger than 16 bytes to memory, and neither takes an integer register.
+pub fn abi_register(params: &[Param], index: usize) -> Result<&'static str, String> {
+    let param = params.get(index).ok_or_else(|| {
+        format!(
+            "the function has {} parameters, not {}",
+            params.len(),
+            index + 1
+        )
+    })?;
+    let what = format!("parameter {index} (`{}`, {})", param.name, param.type_name);
+    let mut used = 0usize;
+    for (i, p) in params[..index].iter().enumerate() {
+        match &p.ty {
+            ParamType::Float => {}
+            ParamType::Aggregate { size } if *size > 16 => {}
+            ParamType::Aggregate { .. } => {
+                return Err(format!(
+                    "{what} follows parameter {i} (`{}`), a struct of at most 16 bytes passed in \
+                     registers, whose register use is not computed: not supported",
+                    p.name
+                ))
+            }
+            ParamType::Int { size, .. } if *size > 8 => used += 2,
+            ParamType::Unknown => {
+                return Err(format!(
+                "{what} follows parameter {i} (`{}`), whose type ({}) is not known well enough to \
+                     tell its registers",
+                p.name, p.type_name
+            ))
+            }
+            _ => used += 1,
+        }
+    }
+    match &param.ty {
+        ParamType::Float => Err(format!(
+            "{what} is a floating-point parameter (passed in xmm registers; not supported)"
+        )),
+        ParamType::Aggregate { size } if *size > 16 => Err(format!("{what} is a struct passed in memory")),
+        ParamType::Aggregate { .. } => Err(format!("{what} is a struct: not supported")),
+        ParamType::Unknown => Err(format!("{what} has a type rprof cannot read")),
+        ParamType::Int { size, .. } if *size > 8 => {
+            Err(format!("{what} is a {}-bit integer: not supported", u32::from(*size) * 8))
+        }
+        _ => INT_REGS.get(used).copied().ok_or_else(|| {
+            format!(
+                "{what} is past the 6 integer argument registers (rdi, rsi, rdx, rcx, r8, r9): it is on the stack"
+            )
+        }),
+    }
+}
+
+/// The parameters of the function whose code starts at ELF address `elf_addr` in `binary`, in order, from its
+/// DWARF or its separate debug file under `/usr/lib/debug`. None when no DWARF describes a function there.
+pub fn function_params(binary: &Path, elf_addr: u64) -> Result<Option<Vec<Param>>, SymbolError> {
+    function_params_in(binary, elf_addr, &[PathBuf::from("/usr/lib/debug")])
+}
+
+/// [`function_params`] with the roots searched for separate debug files.
+pub fn function_params_in(
+    binary: &Path,
+    elf_addr: u64,
+    debug_dirs: &[PathBuf],
+) -> Result<Option<Vec<Param>>, SymbolError> {
+    let data = ElfData::read(binary)?;
+    let file = data.parse(binary)?;
+    if has_dwarf(&file) {
+        return params_in_file(&file, binary, elf_addr);
+    }
+    let build_id = file.build_id().ok().flatten();
+    let hints = DebugHints {
+        opened: binary,
+        original: binary,
+        build_id,
+        debuglink: file.gnu_debuglink().ok().flatten(),
+    };
+    let Some(debug_path) = find_debug_file(&hints, debug_dirs).found else {
+        return Ok(None);
+    };
+    let debug = ElfData::read(&debug_path)?;
+    let debug_file = debug.parse(&debug_path)?;
+    params_in_file(&debug_file, &debug_path, elf_addr)
+}
+
+type R<'a> = gimli::EndianSlice<'a, gimli::RunTimeEndian>;
+
+fn params_in_file(
+    file: &object::File<'_>,
+    path: &Path,
+    elf_addr: u64,
+) -> Result<Option<Vec<Param>>, SymbolError> {
+    let corrupt = |e: gimli::Error| SymbolError::CorruptElf {
+        path: path.to_path_buf(),
+        reason: format!("DWARF: {e}"),
+    };
+    let sections = gimli::DwarfSections::load(|id| -> Result<Cow<'_, [u8]>, gimli::Error> {
+        Ok(section_bytes(file, id))
+    })
+    .map_err(corrupt)?;
+    let endian = if file.is_little_endian() {
+        gimli::RunTimeEndian::Little
+    } else {
+        gimli::RunTimeEndian::Big
+    };
+    let dwarf = sections.borrow(|s| gimli::EndianSlice::new(s, endian));
+    let mut dies = Dies {
+        dwarf: &dwarf,
+        units: Vec::new(),
+    };
+    dies.params_at(elf_addr).map_err(corrupt)
+}
+
+/// The bytes of a DWARF section (decompressed when stored compressed); empty when missing, unreadable,
+/// implausibly compressed, or never read here.
+fn section_bytes<'d>(file: &object::File<'d>, id: gimli::SectionId) -> Cow<'d, [u8]> {
+    use gimli::SectionId::*;
+    let needed = matches!(
+        id,
+        DebugInfo
+            | DebugAbbrev
+            | DebugStr
+            | DebugLineStr
+            | DebugStrOffsets
+            | DebugAddr
+            | DebugRanges
+            | DebugRngLists
+            | DebugAranges
+            // Making a unit reads its line program's header.
+            | DebugLine
+    );
+    let Some(section) = needed.then(|| file.section_by_name(id.name())).flatten() else {
+        return Cow::Borrowed(&[]);
+    };
+    match section.compressed_data() {
+        Ok(c) if crate::elf_layout::fits_expansion(&c) => c.decompress().unwrap_or_default(),
+        _ => Cow::Borrowed(&[]),
+    }
+}
+
+/// A DIE: the index of its unit in [`Dies::units`] and its offset in the unit.
+type DieRef = (usize, UnitOffset);
+
+/// The units of a file, parsed when first needed.
+struct Dies<'a> {
+    dwarf: &'a gimli::Dwarf<R<'a>>,
+    /// (start in .debug_info, end, unit, whether it is C++: no `struct` keyword in type names)
+    units: Vec<(usize, usize, gimli::Unit<R<'a>>, bool)>,
+}
+
+/// How deep references (type chains, origins) are followed: DWARF can be cyclic.
+const MAX_DEPTH: u8 = 24;
+
+impl<'a> Dies<'a> {
+    /// The index of the parsed unit whose header starts at `start` in `.debug_info`.
+    fn load_unit(&mut self, header: gimli::UnitHeader<R<'a>>) -> gimli::Result<usize> {
+        let start = header.debug_info_offset().map_or(0, |o| o.0);
+        if let Some(i) = self.units.iter().position(|u| u.0 == start) {
+            return Ok(i);
+        }
+        let end = start + header.length_including_self();
+        let unit = self.dwarf.unit(header)?;
+        let language = unit
+            .entries()
+            .next_dfs()?
+            .and_then(|root| root.attr_value(gimli::DW_AT_language));
+        let cxx = matches!(
+            language,
+            Some(AttributeValue::Language(
+                gimli::DW_LANG_C_plus_plus
+                    | gimli::DW_LANG_C_plus_plus_03
+                    | gimli::DW_LANG_C_plus_plus_11
+                    | gimli::DW_LANG_C_plus_plus_14
+                    | gimli::DW_LANG_C_plus_plus_17
+                    | gimli::DW_LANG_C_plus_plus_20
+            ))
+        );
+        self.units.push((start, end, unit, cxx));
+        Ok(self.units.len() - 1)
+    }
+
+    /// The unit holding `.debug_info` offset `at`.
+    fn unit_holding(&mut self, at: usize) -> gimli::Result<Option<usize>> {
+        if let Some(i) = self.units.iter().position(|u| u.0 <= at && at < u.1) {
+            return Ok(Some(i));
+        }
+        let mut headers = self.dwarf.units();
+        while let Some(header) = headers.next()? {
+            let start = header.debug_info_offset().map_or(0, |o| o.0);
+            if start <= at && at < start + header.length_including_self() {
+                return self.load_unit(header).map(Some);
+            }
+        }
+        Ok(None)
+    }
+
+    /// The units that may hold `addr`: the one `.debug_aranges` names, else every unit whose ranges hold it.
+    fn units_for(&mut self, addr: u64) -> gimli::Result<Vec<usize>> {
+        let mut aranges = self.dwarf.debug_aranges.headers();
+        while let Some(header) = aranges.next()? {
+            let mut entries = header.entries();
+            while let Some(entry) = entries.next()? {
+                if entry.range().begin <= addr && addr < entry.range().end {
+                    let unit = self.unit_holding(header.debug_info_offset().0)?;
+                    return Ok(unit.into_iter().collect());
+                }
+            }
+        }
+        let mut out = Vec::new();
+        let mut headers = self.dwarf.units();
+        while let Some(header) = headers.next()? {
+            let i = self.load_unit(header)?;
+            let mut ranges = self.dwarf.unit_ranges(&self.units[i].2)?;
+            while let Some(r) = ranges.next()? {
+                if r.begin <= addr && addr < r.end {
+                    out.push(i);
+                    break;
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn entry(
+        &self,
+        (unit, offset): DieRef,
+    ) -> gimli::Result<gimli::DebuggingInformationEntry<R<'a>>> {
+        self.units[unit].2.entry(offset)
+    }
+
+    /// The DIE an attribute value refers to.
+    fn reference(
+        &mut self,
+        unit: usize,
+        value: AttributeValue<R<'a>>,
+    ) -> gimli::Result<Option<DieRef>> {
+        match value {
+            AttributeValue::UnitRef(offset) => Ok(Some((unit, offset))),
+            AttributeValue::DebugInfoRef(offset) => {
+                let Some(u) = self.unit_holding(offset.0)? else {
+                    return Ok(None);
+                };
+                Ok(offset
+                    .to_unit_offset(&self.units[u].2.header)
+                    .map(|o| (u, o)))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// The DIE `at` refers to through `attr`.
+    fn follow(&mut self, at: DieRef, attr: gimli::DwAt) -> gimli::Result<Option<DieRef>> {
+        match self.entry(at)?.attr_value(attr) {
+            Some(value) => self.reference(at.0, value),
+            None => Ok(None),
+        }
+    }
+
+    /// The value of `attr` on the DIE or, failing that, on its abstract origin or specification.
+    fn inherited(
+        &mut self,
+        at: DieRef,
+        attr: gimli::DwAt,
+    ) -> gimli::Result<Option<(DieRef, AttributeValue<R<'a>>)>> {
+        let mut at = at;
+        for _ in 0..MAX_DEPTH {
+            if let Some(value) = self.entry(at)?.attr_value(attr) {
+                return Ok(Some((at, value)));
+            }
+            let origin = match self.follow(at, gimli::DW_AT_abstract_origin)? {
+                Some(o) => Some(o),
+                None => self.follow(at, gimli::DW_AT_specification)?,
+            };
+            match origin {
+                Some(o) => at = o,
+                None => return Ok(None),
+            }
+        }
+        Ok(None)
+    }
+
+    fn name(&mut self, at: DieRef) -> gimli::Result<Option<String>> {
+        let Some(((unit, _), value)) = self.inherited(at, gimli::DW_AT_name)? else {
+            return Ok(None);
+        };
+        let s = self.dwarf.attr_string(&self.units[unit].2, value)?;
+        Ok(Some(s.to_string_lossy().into_owned()))
+    }
+
+    fn type_of(&mut self, at: DieRef) -> gimli::Result<Option<DieRef>> {
+        match self.inherited(at, gimli::DW_AT_type)? {
+            Some(((unit, _), value)) => self.reference(unit, value),
+            None => Ok(None),
+        }
+    }
+
+    fn udata(&self, at: DieRef, attr: gimli::DwAt) -> gimli::Result<Option<u64>> {
+        Ok(self.entry(at)?.attr(attr).and_then(|a| a.udata_value()))
+    }
+
+    /// The parameters of the concrete (non-inlined) function starting at `addr`; None when no DIE has it.
+    fn params_at(&mut self, addr: u64) -> gimli::Result<Option<Vec<Param>>> {
+        for unit in self.units_for(addr)? {
+            if let Some(function) = self.function_at(unit, addr)? {
+                return self.params_of((unit, function)).map(Some);
+            }
+        }
+        Ok(None)
+    }
+
+    /// The subprogram DIE of `unit` whose code starts at `addr`.
+    fn function_at(&self, unit: usize, addr: u64) -> gimli::Result<Option<UnitOffset>> {
+        let u = &self.units[unit].2;
+        let mut cursor = u.entries();
+        while let Some(entry) = cursor.next_dfs()? {
+            if entry.tag() != gimli::DW_TAG_subprogram {
+                continue;
+            }
+            let start = match entry.attr_value(gimli::DW_AT_low_pc) {
+                Some(low) => self.dwarf.attr_address(u, low)?,
+                None if entry.attr(gimli::DW_AT_ranges).is_some() => {
+                    self.dwarf.die_ranges(u, entry)?.next()?.map(|r| r.begin)
+                }
+                None => None,
+            };
+            if start == Some(addr) {
+                return Ok(Some(entry.offset()));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The children of a DIE (their offsets and tags), in order.
+    fn children(&self, (unit, offset): DieRef) -> gimli::Result<Vec<(UnitOffset, DwTag)>> {
+        let mut cursor = self.units[unit].2.entries_at_offset(offset)?;
+        let Some(first) = cursor.next_dfs()? else {
+            return Ok(Vec::new());
+        };
+        let depth = first.depth();
+        let mut out = Vec::new();
+        while let Some(entry) = cursor.next_dfs()? {
+            if entry.depth() <= depth {
+                break;
+            }
+            if entry.depth() == depth + 1 {
+                out.push((entry.offset(), entry.tag()));
+            }
+        }
+        Ok(out)
+    }
+
+    /// The DW_TAG_formal_parameter children of a DIE, in order.
+    fn param_children(&self, at: DieRef) -> gimli::Result<Vec<UnitOffset>> {
+        Ok(self
+            .children(at)?
+            .into_iter()
+            .filter(|(_, tag)| *tag == gimli::DW_TAG_formal_parameter)
+            .map(|(offset, _)| offset)
+            .collect())
+    }
+
+    fn params_of(&mut self, function: DieRef) -> gimli::Result<Vec<Param>> {
+        let mut children = self.param_children(function)?;
+        let mut unit = function.0;
+        if children.is_empty() {
+            // An out-of-line copy may leave its parameters to the abstract instance.
+            if let Some(origin) = self.follow(function, gimli::DW_AT_abstract_origin)? {
+                children = self.param_children(origin)?;
+                unit = origin.0;
+            }
+        }
+        let mut params = Vec::new();
+        let ret = self.type_of(function)?;
+        if ret.is_some() {
+            let desc = self.describe(ret, 0)?;
+            if matches!(desc.kind, ParamType::Aggregate { size } if size > 16) || desc.by_reference
+            {
+                params.push(Param {
+                    name: "<return slot>".into(),
+                    ty: ParamType::Pointer { to_char: false },
+                    type_name: format!("{} *", desc.name),
+                    artificial: true,
+                });
+            }
+        }
+        for (i, offset) in children.into_iter().enumerate() {
+            let at = (unit, offset);
+            let name = self.name(at)?.unwrap_or_else(|| format!("arg{i}"));
+            let artificial = matches!(
+                self.inherited(at, gimli::DW_AT_artificial)?,
+                Some((_, AttributeValue::Flag(true)))
+            );
+            let ty = self.type_of(at)?;
+            let desc = self.describe(ty, 0)?;
+            let kind = if desc.by_reference {
+                ParamType::Pointer { to_char: false }
+            } else {
+                desc.kind
+            };
+            params.push(Param {
+                name,
+                ty: kind,
+                type_name: desc.name,
+                artificial,
+            });
+        }
+        Ok(params)
+    }
+}
+
+mod cxx;
+#[cfg(test)]
+mod tests;
+mod types;
