@@ -7,6 +7,7 @@ mod parse;
 pub mod probe;
 pub mod record;
 pub mod report;
+pub mod script;
 
 /// rprof: where a program spends its time. Sampled CPU stacks as flame graphs, and exact per-function counts and
 /// durations through uprobes, kprobes and tracepoints.
@@ -23,6 +24,9 @@ pub enum Command {
     Record(record::RecordArgs),
     /// Read a recording (rprof's or perf's) and print a table, folded stacks or a flame graph.
     Report(report::ReportArgs),
+    /// Print every sample of a recording as text, in perf script's layout (for stackcollapse-perf.pl,
+    /// inferno-collapse-perf and other readers of perf script's output).
+    Script(script::ScriptArgs),
     /// Count and time functions exactly with uprobes/uretprobes, kprobes and tracepoints.
     Probe(probe::ProbeArgs),
 }
@@ -36,6 +40,7 @@ pub fn run() -> anyhow::Result<u8> {
     match cli.command {
         Command::Record(a) => record::run(a),
         Command::Report(a) => report::run(a),
+        Command::Script(a) => script::run(a),
         Command::Probe(a) => probe::run(a),
     }
 }

@@ -1,0 +1,484 @@
+//! `rprof script`: every sample of a recording as text, in `perf script`'s default layout, so that the tools
+//! that read perf script's output (FlameGraph's stackcollapse-perf.pl, inferno-collapse-perf, speedscope,
+//! Hotspot's importers) read it unchanged:
+//!
+//! ```text
+//! calltree  4711 27112.851749:    1001001 cpu-clock:
+//! \t            11bc hot_a+0x2c (/tmp/calltree)
+//! \t            11f0 work_a+0x14 (/tmp/calltree)
+//! ```
+//!
+//! It streams: the file is parsed on a thread of its own in bounded batches, each sample is symbolized as it
+//! comes through the one [`StackResolver`], and the text of each distinct return address is made once and
+//! kept (memory follows the distinct addresses, not the samples).
+use super::resolve::{short_name, FastMap, Origin, KERNEL_NAME};
+use super::{read_batches, resolver_for, track, ReportError, Salvaged, StackResolver};
+use crate::process::AddressSpaces;
+use crate::recording::{CpuMode, Event, Reader, RecordingError, Sample};
+use crate::symbols::SymbolizerOptions;
+use crate::unwind::dwarf::DwarfUnwinder;
+use crate::unwind::fp::{self, ChainPart};
+use std::io::Write;
+use std::path::Path;
+use std::sync::Arc;
+
+/// Which fields each sample shows (`-F`, perf script's names).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fields {
+    pub comm: bool,
+    pub tid: bool,
+    pub pid: bool,
+    pub time: bool,
+    /// `[CPU]`, for recordings whose samples hold the CPU.
+    pub cpu: bool,
+    pub period: bool,
+    pub event: bool,
+    /// The address of each frame.
+    pub ip: bool,
+    pub sym: bool,
+    /// `+0xOFF` after the symbol.
+    pub symoff: bool,
+    pub dso: bool,
+    /// Every frame of the stack (else the sampled IP alone, on the header line).
+    pub callchain: bool,
+}
+
+impl Default for Fields {
+    /// perf script's default for sampled events: `comm,tid,time,period,event,ip,sym,symoff,dso` with the
+    /// callchain, and the CPU when the samples have it.
+    fn default() -> Self {
+        Fields {
+            comm: true,
+            tid: true,
+            pid: false,
+            time: true,
+            cpu: true,
+            period: true,
+            event: true,
+            ip: true,
+            sym: true,
+            symoff: true,
+            dso: true,
+            callchain: true,
+        }
+    }
+}
+
+/// The field names `-F` takes.
+pub const FIELD_NAMES: &[&str] = &[
+    "comm",
+    "tid",
+    "pid",
+    "time",
+    "cpu",
+    "period",
+    "event",
+    "ip",
+    "sym",
+    "symoff",
+    "dso",
+    "callchain",
+];
+
+impl Fields {
+    fn none() -> Fields {
+        Fields {
+            comm: false,
+            tid: false,
+            pid: false,
+            time: false,
+            cpu: false,
+            period: false,
+            event: false,
+            ip: false,
+            sym: false,
+            symoff: false,
+            dso: false,
+            callchain: false,
+        }
+    }
+
+    fn flag(&mut self, name: &str) -> Option<&mut bool> {
+        Some(match name {
+            "comm" => &mut self.comm,
+            "tid" => &mut self.tid,
+            "pid" => &mut self.pid,
+            "time" => &mut self.time,
+            "cpu" => &mut self.cpu,
+            "period" => &mut self.period,
+            "event" => &mut self.event,
+            "ip" => &mut self.ip,
+            "sym" => &mut self.sym,
+            "symoff" => &mut self.symoff,
+            "dso" => &mut self.dso,
+            "callchain" => &mut self.callchain,
+            _ => return None,
+        })
+    }
+
+    /// Parse perf script's `-F` list: `comm,tid,time,ip,sym` sets exactly those fields (as in perf, `ip`
+    /// with a recorded callchain shows it whole); `+period,-dso` adds to and removes from the default.
+    pub fn parse(spec: &str) -> Result<Fields, String> {
+        let relative = spec.trim_start().starts_with(['+', '-']);
+        let mut fields = if relative {
+            Fields::default()
+        } else {
+            Fields::none()
+        };
+        for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let (on, name) = match item.as_bytes()[0] {
+                b'+' => (true, &item[1..]),
+                b'-' => (false, &item[1..]),
+                _ if relative => {
+                    return Err(format!(
+                        "`{item}`: mix no plain names with +/- ones in -F (perf's rule)"
+                    ))
+                }
+                _ => (true, item),
+            };
+            let Some(flag) = fields.flag(name) else {
+                return Err(format!(
+                    "unknown field `{name}` in -F; the fields are {}",
+                    FIELD_NAMES.join(",")
+                ));
+            };
+            *flag = on;
+            if !relative && name == "ip" {
+                fields.callchain = true;
+            }
+        }
+        Ok(fields)
+    }
+
+    fn frames(&self) -> bool {
+        self.ip || self.sym || self.dso
+    }
+}
+
+/// What `rprof script` prints.
+#[derive(Clone, Debug)]
+pub struct ScriptOptions {
+    pub fields: Fields,
+    pub symbolizer: SymbolizerOptions,
+}
+
+/// What a run of [`script`] read.
+#[derive(Debug, Default)]
+pub struct ScriptSummary {
+    pub samples: u64,
+    /// The recording was not finished or is damaged: what was read of it.
+    pub salvaged: Option<Salvaged>,
+}
+
+/// A frame address as looked up: (pid or u32::MAX for the kernel, address-space generation, address, exact).
+type AddrKey = (u32, u64, u64, bool);
+
+/// The state of streaming a recording.
+struct Script<'o, W: Write> {
+    out: &'o mut W,
+    fields: Fields,
+    resolver: StackResolver,
+    spaces: AddressSpaces,
+    unwinder: Option<DwarfUnwinder>,
+    comm_of_tid: FastMap<u32, Arc<str>>,
+    /// The event names, padded to one width as perf pads them.
+    events: Vec<String>,
+    /// The frame lines of each address, made once.
+    lines: FastMap<AddrKey, Box<[u8]>>,
+    samples: u64,
+}
+
+/// Print every sample of `input` to `out` as it is read.
+pub fn script(
+    input: &Path,
+    opts: &ScriptOptions,
+    out: &mut impl Write,
+) -> Result<ScriptSummary, ReportError> {
+    let reader = Reader::open(input)?;
+    let width = reader
+        .event_names()
+        .iter()
+        .map(String::len)
+        .max()
+        .unwrap_or(0);
+    let events = reader
+        .event_names()
+        .iter()
+        .map(|n| format!("{n:>width$}"))
+        .collect();
+    let mut s = Script {
+        out,
+        fields: opts.fields,
+        resolver: resolver_for(&reader, opts.symbolizer.clone()),
+        spaces: AddressSpaces::new(),
+        unwinder: reader
+            .has_user_stacks()
+            .then(|| DwarfUnwinder::new(opts.symbolizer.debug_dirs.clone())),
+        comm_of_tid: FastMap::default(),
+        events,
+        lines: FastMap::default(),
+        samples: 0,
+    };
+    let mut salvaged = None;
+    std::thread::scope(|scope| -> Result<(), ReportError> {
+        let (sender, batches) = std::sync::mpsc::sync_channel(super::QUEUED_BATCHES);
+        std::thread::Builder::new()
+            .name("rprof-reader".into())
+            .spawn_scoped(scope, move || read_batches(reader, sender))
+            .map_err(ReportError::Output)?;
+        for batch in batches {
+            match batch {
+                Ok(batch) => {
+                    for event in batch {
+                        s.handle(event)?;
+                    }
+                }
+                Err(error @ RecordingError::Incomplete { .. }) => {
+                    salvaged = Some(error);
+                    break;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    })?;
+    s.out.flush()?;
+    Ok(ScriptSummary {
+        samples: s.samples,
+        salvaged: salvaged.map(|error| Salvaged {
+            samples: s.samples,
+            error,
+        }),
+    })
+}
+
+impl<W: Write> Script<'_, W> {
+    fn handle(&mut self, event: Event) -> std::io::Result<()> {
+        track(
+            &event,
+            &mut self.spaces,
+            &mut self.resolver,
+            self.unwinder.as_mut(),
+        );
+        match event {
+            Event::Comm { tid, name, .. } => {
+                self.comm_of_tid.insert(tid, Arc::from(name));
+            }
+            Event::Fork { tid, ptid, .. } => {
+                if let Some(c) = self.comm_of_tid.get(&ptid).cloned() {
+                    self.comm_of_tid.entry(tid).or_insert(c);
+                }
+            }
+            Event::Sample(sample) => {
+                self.samples += 1;
+                self.sample(sample)?;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// The command of a sample's thread, named as report names it.
+    fn comm(&self, sample: &Sample) -> Arc<str> {
+        match self
+            .comm_of_tid
+            .get(&sample.tid)
+            .or_else(|| self.comm_of_tid.get(&sample.pid))
+        {
+            Some(c) => Arc::clone(c),
+            None if sample.pid == 0 => Arc::from("swapper"),
+            None => Arc::from(format!(":{}", sample.tid)),
+        }
+    }
+
+    fn sample(&mut self, mut sample: Sample) -> std::io::Result<()> {
+        if let (Some(unwinder), Some(user)) = (self.unwinder.as_mut(), sample.user_stack.take()) {
+            unwinder.unwind_callchain(
+                sample.pid,
+                self.spaces.get(sample.pid),
+                &user.regs,
+                &user.stack,
+                user.dyn_size,
+                &mut sample.callchain,
+            );
+        }
+        let f = self.fields;
+        let chain = f.callchain && f.frames() && !sample.callchain.is_empty();
+        let comm = if f.comm {
+            Some(self.comm(&sample))
+        } else {
+            None
+        };
+        let out = &mut *self.out;
+        if let Some(comm) = comm {
+            // perf pads the command to 16 unless the frames follow on lines of their own.
+            match chain {
+                true => write!(out, "{comm} ")?,
+                false => write!(out, "{comm:>16} ")?,
+            }
+        }
+        match (f.pid, f.tid) {
+            (true, true) => write!(out, "{:5}/{:<5} ", sample.pid, sample.tid)?,
+            (true, false) => write!(out, "{:5} ", sample.pid)?,
+            (false, true) => write!(out, "{:5} ", sample.tid)?,
+            (false, false) => {}
+        }
+        if let (true, Some(cpu)) = (f.cpu, sample.cpu) {
+            write!(out, "[{cpu:03}] ")?;
+        }
+        if let (true, Some(time)) = (f.time, sample.time) {
+            write!(
+                out,
+                "{:5}.{:06}: ",
+                time / 1_000_000_000,
+                time % 1_000_000_000 / 1000
+            )?;
+        }
+        if f.period {
+            write!(out, "{:10} ", sample.period)?;
+        }
+        if f.event {
+            let name = self
+                .events
+                .get(sample.attr as usize)
+                .map_or("[unknown]", String::as_str);
+            write!(out, "{name}: ")?;
+        }
+        if !f.frames() {
+            return out.write_all(b"\n");
+        }
+        let kernel = sample.cpu_mode == CpuMode::Kernel;
+        if !chain {
+            // The sampled IP alone, on the header line.
+            let lines = self.lines_of(sample.pid, kernel, sample.ip, true);
+            let leaf = lines.rsplit(|&b| b == b'\t').next().unwrap_or(&[]);
+            let out = &mut *self.out;
+            out.write_all(b" ")?;
+            return out.write_all(leaf);
+        }
+        self.out.write_all(b"\n")?;
+        for part in fp::split(&sample.callchain, kernel) {
+            let ChainPart {
+                addr,
+                kernel,
+                exact,
+            } = part;
+            // Made once per address; the borrow of `lines` ends before the write.
+            let key = self.key(sample.pid, kernel, addr, exact);
+            if !self.lines.contains_key(&key) {
+                let text = self.make_lines(sample.pid, kernel, addr, exact);
+                self.lines.insert(key, text);
+            }
+            self.out.write_all(&self.lines[&key])?;
+        }
+        self.out.write_all(b"\n")
+    }
+
+    fn key(&self, pid: u32, kernel: bool, addr: u64, exact: bool) -> AddrKey {
+        if kernel || addr >= 0xffff_8000_0000_0000 {
+            (u32::MAX, 0, addr, exact)
+        } else {
+            (pid, self.spaces.generation(pid), addr, exact)
+        }
+    }
+
+    /// The frame lines of an address (made and kept on first use).
+    fn lines_of(&mut self, pid: u32, kernel: bool, addr: u64, exact: bool) -> Box<[u8]> {
+        let key = self.key(pid, kernel, addr, exact);
+        if let Some(text) = self.lines.get(&key) {
+            return text.clone();
+        }
+        let text = self.make_lines(pid, kernel, addr, exact);
+        self.lines.insert(key, text.clone());
+        text
+    }
+
+    /// perf script's lines for one address, leaf first: `\t    ADDR inlined (inlined)` for each function
+    /// inlined there, innermost first, then `\t    ADDR name+0xOFF (dso)`.
+    fn make_lines(&mut self, pid: u32, kernel: bool, addr: u64, exact: bool) -> Box<[u8]> {
+        let space = self.spaces.get(pid);
+        let ids = self.resolver.resolve_addr(pid, space, addr, kernel, exact);
+        if self.resolver.has_pending() {
+            self.resolver.finish();
+        }
+        // A return address is looked up one byte back: perf prints the address itself and its offset.
+        let back = u64::from(!exact);
+        let mut text = Vec::new();
+        for &id in ids.iter().rev() {
+            let offset = self.resolver.symbol_offset(id).map(|o| o + back);
+            let (shown, dso, frames): (u64, String, Vec<u32>) = match self.resolver.origin(id) {
+                Origin::File {
+                    path,
+                    offset: at,
+                    frames,
+                    ..
+                } => (
+                    at.0 + back,
+                    path.to_string_lossy().into_owned(),
+                    frames.to_vec(),
+                ),
+                Origin::Kernel { frames, .. } => (addr, KERNEL_NAME.to_string(), frames.to_vec()),
+                Origin::Frame(frame) => {
+                    let module = &self.resolver.frame(frame).module;
+                    let dso = match module.as_str() {
+                        m if m.starts_with("perf-") && m.ends_with(".map") => format!("/tmp/{m}"),
+                        m => short_name(m),
+                    };
+                    (addr, dso, vec![frame])
+                }
+            };
+            let f = self.fields;
+            for (depth, &frame) in frames.iter().enumerate().rev() {
+                let inlined = depth > 0;
+                text.push(b'\t');
+                let mut parts: Vec<String> = Vec::with_capacity(3);
+                if f.ip {
+                    parts.push(format!("{shown:16x}"));
+                }
+                if f.sym {
+                    let name = &self.resolver.frame(frame).name;
+                    match (f.symoff && !inlined && name != "[unknown]", offset) {
+                        (true, Some(off)) => parts.push(format!("{name}+{off:#x}")),
+                        _ => parts.push(name.clone()),
+                    }
+                }
+                if inlined && (f.sym || f.dso) {
+                    parts.push("(inlined)".into());
+                } else if f.dso {
+                    parts.push(format!("({dso})"));
+                }
+                text.extend_from_slice(parts.join(" ").as_bytes());
+                text.push(b'\n');
+            }
+        }
+        text.into_boxed_slice()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Check that -F lists set exactly their fields (`ip` bringing the callchain, as in perf), that +/-
+    /// lists edit the default, and that unknown names are refused with the list of names.
+    #[test]
+    fn field_lists() {
+        let f = Fields::parse("comm,tid,time,event,ip,sym,dso").unwrap();
+        assert!(f.comm && f.tid && f.time && f.event && f.ip && f.sym && f.dso && f.callchain);
+        assert!(!f.period && !f.pid && !f.symoff && !f.cpu);
+        let f = Fields::parse("comm,sym").unwrap();
+        assert!(!f.callchain && !f.ip);
+        let f = Fields::parse("-period,+pid").unwrap();
+        assert_eq!(
+            f,
+            Fields {
+                period: false,
+                pid: true,
+                ..Fields::default()
+            }
+        );
+        let e = Fields::parse("comm,bogus").unwrap_err();
+        assert!(e.contains("bogus") && e.contains("callchain"), "{e}");
+        assert!(Fields::parse("comm,+tid").is_err());
+    }
+}
