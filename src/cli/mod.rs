@@ -2,6 +2,7 @@
 use clap::{Parser, Subcommand};
 
 mod advice;
+pub mod annotate;
 mod output;
 mod parse;
 pub mod probe;
@@ -27,6 +28,8 @@ pub enum Command {
     /// Print every sample of a recording as text, in perf script's layout (for stackcollapse-perf.pl,
     /// inferno-collapse-perf and other readers of perf script's output).
     Script(script::ScriptArgs),
+    /// Show which source lines and instructions of hot functions take their time (perf annotate's layout).
+    Annotate(annotate::AnnotateArgs),
     /// Count and time functions exactly with uprobes/uretprobes, kprobes and tracepoints.
     Probe(probe::ProbeArgs),
 }
@@ -41,6 +44,7 @@ pub fn run() -> anyhow::Result<u8> {
         Command::Record(a) => record::run(a),
         Command::Report(a) => report::run(a),
         Command::Script(a) => script::run(a),
+        Command::Annotate(a) => annotate::run(a),
         Command::Probe(a) => probe::run(a),
     }
 }

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// The maps hashed once or more per sample: SipHash (std's default) costs more there than everything else.
-pub(super) type FastMap<K, V> = HashMap<K, V, ahash::RandomState>;
+pub(crate) type FastMap<K, V> = HashMap<K, V, ahash::RandomState>;
 
 /// The kernel's name in BUILD_ID entries and mappings (`[kernel.kallsyms]_text`).
 pub const KERNEL_NAME: &str = "[kernel.kallsyms]";
