@@ -2,18 +2,18 @@
 # Issue 15, script bar: `rprof script` is at least 5x faster than `perf script` on a recording of about a million
 # samples, and its memory stays flat: its peak RSS does not grow with the file (two sizes are measured).
 #
-# Two recordings by `perf record -g -c PERIOD` (cpu-clock, PERIOD ns between samples, 20,000/s by default) of two
+# Two recordings by `perf record -g -c PERIOD` (cpu-clock, PERIOD ns between samples, 40,000/s by default) of two
 # busy instances of fixtures/calltree.c (-O0 -g -fno-omit-frame-pointer) for SMALL and LARGE seconds. On each
 # file both tools print to /dev/null REPEAT times; the best wall time counts, and the peak RSS is
 # /usr/bin/time's %M.
 #
-# Environment: SMALL (workload seconds, default 3), LARGE (default 25), PERIOD (ns, default 50000),
+# Environment: SMALL (workload seconds, default 3), LARGE (default 30), PERIOD (ns, default 25000),
 # REPEAT (default 3), REUSE=1 keeps existing recordings.
 source "$(dirname "$0")/lib.sh"
 
 SMALL="${SMALL:-3}"
-LARGE="${LARGE:-25}"
-PERIOD="${PERIOD:-50000}"
+LARGE="${LARGE:-30}"
+PERIOD="${PERIOD:-25000}"
 REPEAT="${REPEAT:-3}"
 
 need_perf

@@ -10,14 +10,21 @@ use std::process::Command;
 /// The fixture's source line marked `/* the hot line */` (1-based).
 fn hot_line() -> u32 {
     let text = std::fs::read_to_string(fixtures().join("annotate_div.c")).unwrap();
-    text.lines().position(|l| l.contains("/* the hot line */")).unwrap() as u32 + 1
+    text.lines()
+        .position(|l| l.contains("/* the hot line */"))
+        .unwrap() as u32
+        + 1
 }
 
 /// Build annotate_div from a copy of its source in `dir/src` (so a test can move the source away).
 fn build_fixture(dir: &Path) -> PathBuf {
     let src = dir.join("src");
     std::fs::create_dir_all(&src).unwrap();
-    std::fs::copy(fixtures().join("annotate_div.c"), src.join("annotate_div.c")).unwrap();
+    std::fs::copy(
+        fixtures().join("annotate_div.c"),
+        src.join("annotate_div.c"),
+    )
+    .unwrap();
     let bin = dir.join("annotate_div");
     let st = Command::new("gcc")
         .args(["-O2", "-g", "-fno-omit-frame-pointer", "-o"])
@@ -47,8 +54,7 @@ fn instructions(text: &str) -> Vec<(f64, u64, Option<u32>)> {
             line = right.split_whitespace().next().and_then(|w| w.parse().ok());
             continue;
         }
-        let (Ok(pct), Some((addr, _))) = (left.trim().parse::<f64>(), right.split_once(':'))
-        else {
+        let (Ok(pct), Some((addr, _))) = (left.trim().parse::<f64>(), right.split_once(':')) else {
             continue;
         };
         if let Ok(addr) = u64::from_str_radix(addr.trim(), 16) {
@@ -99,9 +105,13 @@ fn annotate_puts_the_division_line_first() {
     eprintln!("divide_loop: {samples} samples; hottest line {place} with {pct:.2}%");
     assert!(samples >= 1500, "too few samples ({samples}):\n{text}");
     assert_eq!(place, format!("annotate_div.c:{line}"), "{text}");
-    assert!((75.0..=85.0).contains(&pct), "{pct}% on the division's line:\n{text}");
     assert!(
-        text.lines().any(|l| l.contains(&format!(": {line:<5} ")) && l.contains("/ d")),
+        (75.0..=85.0).contains(&pct),
+        "{pct}% on the division's line:\n{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.contains(&format!(": {line:<5} ")) && l.contains("/ d")),
         "the listing shows the line's source:\n{text}"
     );
 
@@ -109,8 +119,15 @@ fn annotate_puts_the_division_line_first() {
     let insns = instructions(&asm);
     let (pct, addr, at) = hottest(&insns);
     eprintln!("hottest instruction {addr:x}: {pct:.2}% (line {at:?})");
-    assert_eq!(at, Some(line), "the hottest instruction {addr:x} is on the division's line:\n{asm}");
-    assert!(asm.contains("div    %"), "the division is disassembled:\n{asm}");
+    assert_eq!(
+        at,
+        Some(line),
+        "the hottest instruction {addr:x} is on the division's line:\n{asm}"
+    );
+    assert!(
+        asm.contains("div    %"),
+        "the division is disassembled:\n{asm}"
+    );
     let total: f64 = insns.iter().map(|i| i.0).sum();
     assert!((total - 100.0).abs() < 0.5, "shares add up to {total}");
 }
@@ -119,7 +136,8 @@ fn annotate_puts_the_division_line_first() {
 /// the largest share on the same instruction address, with shares within 3 points.
 #[test]
 fn annotate_agrees_with_perf_annotate() {
-    if !privileged("annotate_agrees_with_perf_annotate") || !perf_tool("annotate_agrees_with_perf_annotate")
+    if !privileged("annotate_agrees_with_perf_annotate")
+        || !perf_tool("annotate_agrees_with_perf_annotate")
     {
         return;
     }
@@ -148,7 +166,10 @@ fn annotate_agrees_with_perf_annotate() {
     let (their_pct, their_addr, _) = hottest(&theirs);
     eprintln!("hottest: rprof {our_addr:x} {our_pct:.2}%, perf {their_addr:x} {their_pct:.2}%");
     assert_eq!(our_addr, their_addr, "perf annotate:\n{perf_text}");
-    assert!((our_pct - their_pct).abs() <= 3.0, "{our_pct} vs {their_pct}");
+    assert!(
+        (our_pct - their_pct).abs() <= 3.0,
+        "{our_pct} vs {their_pct}"
+    );
     assert_eq!(
         ours.iter().map(|i| i.1).collect::<Vec<_>>(),
         theirs.iter().map(|i| i.1).collect::<Vec<_>>(),
@@ -198,12 +219,23 @@ fn annotate_bad_input() {
     assert_eq!(notes, 1, "one note for the missing file:\n{text}");
     let line = hot_line();
     assert!(
-        text.lines().any(|l| l.trim_end().ends_with(&format!(": {line}"))),
+        text.lines()
+            .any(|l| l.trim_end().ends_with(&format!(": {line}"))),
         "line numbers alone:\n{text}"
     );
     let prefix = format!("{}={}", src.display(), moved.display());
-    let text = rprof_ok(&["annotate", "-i", &data, "divide_loop", "--source-prefix", &prefix]);
-    assert!(!text.contains("was not found") && text.contains("/ d"), "{text}");
+    let text = rprof_ok(&[
+        "annotate",
+        "-i",
+        &data,
+        "divide_loop",
+        "--source-prefix",
+        &prefix,
+    ]);
+    assert!(
+        !text.contains("was not found") && text.contains("/ d"),
+        "{text}"
+    );
 
     std::fs::remove_file(&bin).unwrap();
     let path = bin.display().to_string();

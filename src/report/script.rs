@@ -170,6 +170,10 @@ pub struct ScriptSummary {
     pub salvaged: Option<Salvaged>,
 }
 
+/// Batches the reading thread may run ahead. Printing is slower than parsing, so the queue stays full: it is
+/// what memory grows with, and a few batches keep the reader busy.
+const QUEUED_BATCHES: usize = 4;
+
 /// A frame address as looked up: (pid or u32::MAX for the kernel, address-space generation, address, exact).
 type AddrKey = (u32, u64, u64, bool);
 
@@ -185,6 +189,8 @@ struct Script<'o, W: Write> {
     events: Vec<String>,
     /// The frame lines of each address, made once.
     lines: FastMap<AddrKey, Box<[u8]>>,
+    /// The text of the sample being printed.
+    buf: Vec<u8>,
     samples: u64,
 }
 
@@ -217,11 +223,12 @@ pub fn script(
         comm_of_tid: FastMap::default(),
         events,
         lines: FastMap::default(),
+        buf: Vec::with_capacity(4096),
         samples: 0,
     };
     let mut salvaged = None;
     std::thread::scope(|scope| -> Result<(), ReportError> {
-        let (sender, batches) = std::sync::mpsc::sync_channel(super::QUEUED_BATCHES);
+        let (sender, batches) = std::sync::mpsc::sync_channel(QUEUED_BATCHES);
         std::thread::Builder::new()
             .name("rprof-reader".into())
             .spawn_scoped(scope, move || read_batches(reader, sender))
@@ -304,74 +311,96 @@ impl<W: Write> Script<'_, W> {
         }
         let f = self.fields;
         let chain = f.callchain && f.frames() && !sample.callchain.is_empty();
-        let comm = if f.comm {
-            Some(self.comm(&sample))
-        } else {
-            None
-        };
-        let out = &mut *self.out;
-        if let Some(comm) = comm {
+        // The sample's text is made in one buffer (formatting through `write!` costs more than the rest).
+        let mut buf = std::mem::take(&mut self.buf);
+        buf.clear();
+        if f.comm {
+            let comm = self.comm(&sample);
             // perf pads the command to 16 unless the frames follow on lines of their own.
-            match chain {
-                true => write!(out, "{comm} ")?,
-                false => write!(out, "{comm:>16} ")?,
+            if !chain {
+                pad(&mut buf, 16usize.saturating_sub(comm.len()));
             }
+            buf.extend_from_slice(comm.as_bytes());
+            buf.push(b' ');
         }
         match (f.pid, f.tid) {
-            (true, true) => write!(out, "{:5}/{:<5} ", sample.pid, sample.tid)?,
-            (true, false) => write!(out, "{:5} ", sample.pid)?,
-            (false, true) => write!(out, "{:5} ", sample.tid)?,
+            (true, true) => {
+                number(&mut buf, sample.pid.into(), 5, 0);
+                buf.push(b'/');
+                let at = buf.len();
+                number(&mut buf, sample.tid.into(), 0, 0);
+                let width = buf.len() - at;
+                pad(&mut buf, 5usize.saturating_sub(width));
+                buf.push(b' ');
+            }
+            (true, false) => {
+                number(&mut buf, sample.pid.into(), 5, 0);
+                buf.push(b' ');
+            }
+            (false, true) => {
+                number(&mut buf, sample.tid.into(), 5, 0);
+                buf.push(b' ');
+            }
             (false, false) => {}
         }
         if let (true, Some(cpu)) = (f.cpu, sample.cpu) {
-            write!(out, "[{cpu:03}] ")?;
+            buf.push(b'[');
+            number(&mut buf, cpu.into(), 0, 3);
+            buf.extend_from_slice(b"] ");
         }
         if let (true, Some(time)) = (f.time, sample.time) {
-            write!(
-                out,
-                "{:5}.{:06}: ",
-                time / 1_000_000_000,
-                time % 1_000_000_000 / 1000
-            )?;
+            number(&mut buf, time / 1_000_000_000, 5, 0);
+            buf.push(b'.');
+            number(&mut buf, time % 1_000_000_000 / 1000, 0, 6);
+            buf.extend_from_slice(b": ");
         }
         if f.period {
-            write!(out, "{:10} ", sample.period)?;
+            number(&mut buf, sample.period, 10, 0);
+            buf.push(b' ');
         }
         if f.event {
             let name = self
                 .events
                 .get(sample.attr as usize)
                 .map_or("[unknown]", String::as_str);
-            write!(out, "{name}: ")?;
-        }
-        if !f.frames() {
-            return out.write_all(b"\n");
+            buf.extend_from_slice(name.as_bytes());
+            buf.extend_from_slice(b": ");
         }
         let kernel = sample.cpu_mode == CpuMode::Kernel;
-        if !chain {
+        if !f.frames() {
+            buf.push(b'\n');
+        } else if !chain {
             // The sampled IP alone, on the header line.
             let lines = self.lines_of(sample.pid, kernel, sample.ip, true);
             let leaf = lines.rsplit(|&b| b == b'\t').next().unwrap_or(&[]);
-            let out = &mut *self.out;
-            out.write_all(b" ")?;
-            return out.write_all(leaf);
-        }
-        self.out.write_all(b"\n")?;
-        for part in fp::split(&sample.callchain, kernel) {
-            let ChainPart {
-                addr,
-                kernel,
-                exact,
-            } = part;
-            // Made once per address; the borrow of `lines` ends before the write.
-            let key = self.key(sample.pid, kernel, addr, exact);
-            if !self.lines.contains_key(&key) {
+            buf.push(b' ');
+            buf.extend_from_slice(leaf);
+        } else {
+            buf.push(b'\n');
+            let generation = self.spaces.generation(sample.pid);
+            for part in fp::split(&sample.callchain, kernel) {
+                let ChainPart {
+                    addr,
+                    kernel,
+                    exact,
+                } = part;
+                let key = match kernel || addr >= 0xffff_8000_0000_0000 {
+                    true => (u32::MAX, 0, addr, exact),
+                    false => (sample.pid, generation, addr, exact),
+                };
+                if let Some(text) = self.lines.get(&key) {
+                    buf.extend_from_slice(text);
+                    continue;
+                }
                 let text = self.make_lines(sample.pid, kernel, addr, exact);
+                buf.extend_from_slice(&text);
                 self.lines.insert(key, text);
             }
-            self.out.write_all(&self.lines[&key])?;
+            buf.push(b'\n');
         }
-        self.out.write_all(b"\n")
+        let written = self.out.write_all(&buf);
+        self.buf = buf;
+        written
     }
 
     fn key(&self, pid: u32, kernel: bool, addr: u64, exact: bool) -> AddrKey {
@@ -455,9 +484,50 @@ impl<W: Write> Script<'_, W> {
     }
 }
 
+/// `n` spaces.
+fn pad(buf: &mut Vec<u8>, n: usize) {
+    buf.resize(buf.len() + n, b' ');
+}
+
+/// `n` in decimal, right-aligned in `width` columns with spaces, with at least `zeros` digits (`%*lu`,
+/// `%0*lu`).
+fn number(buf: &mut Vec<u8>, n: u64, width: usize, zeros: usize) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    let mut v = n;
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    let len = (digits.len() - i).max(zeros);
+    pad(buf, width.saturating_sub(len));
+    buf.resize(buf.len() + len - (digits.len() - i), b'0');
+    buf.extend_from_slice(&digits[i..]);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Check that numbers are laid out as printf's `%5lu`, `%-5lu` (done by the caller), `%03d` and `%06lu`.
+    #[test]
+    fn numbers_as_printf() {
+        let show = |n, width, zeros| {
+            let mut buf = Vec::new();
+            super::number(&mut buf, n, width, zeros);
+            String::from_utf8(buf).unwrap()
+        };
+        assert_eq!(show(42, 5, 0), "   42");
+        assert_eq!(show(123456, 5, 0), "123456");
+        assert_eq!(show(7, 0, 3), "007");
+        assert_eq!(show(0, 0, 6), "000000");
+        assert_eq!(show(1001001, 10, 0), "   1001001");
+        assert_eq!(show(u64::MAX, 0, 0), u64::MAX.to_string());
+    }
 
     /// Check that -F lists set exactly their fields (`ip` bringing the callchain, as in perf), that +/-
     /// lists edit the default, and that unknown names are refused with the list of names.
