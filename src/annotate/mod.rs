@@ -242,7 +242,7 @@ impl Sampled {
         self.functions
             .sort_by(|a, b| (b.period, &a.function.name).cmp(&(a.period, &b.function.name)));
         self.gone = gone.into_values().collect();
-        self.gone.sort_by(|a, b| b.samples.cmp(&a.samples));
+        self.gone.sort_by_key(|g| std::cmp::Reverse(g.samples));
         self.elsewhere = elsewhere
             .into_iter()
             .map(|((name, module), period)| Elsewhere {
@@ -251,7 +251,7 @@ impl Sampled {
                 period,
             })
             .collect();
-        self.elsewhere.sort_by(|a, b| b.period.cmp(&a.period));
+        self.elsewhere.sort_by_key(|e| std::cmp::Reverse(e.period));
     }
 
     fn share(&self, period: u64) -> f64 {

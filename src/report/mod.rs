@@ -16,6 +16,7 @@ mod output;
 mod pprof;
 mod resolve;
 mod script;
+mod script_fields;
 pub use exports::{ExportLocation, ExportModule, Exports, TimedSample};
 pub use firefox::{write_firefox, FirefoxOptions};
 pub use output::{
