@@ -105,6 +105,11 @@ impl Fields {
         };
         for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             let (on, name) = match item.as_bytes()[0] {
+                b'+' | b'-' if !relative => {
+                    return Err(format!(
+                        "`{item}`: mix no plain names with +/- ones in -F (perf's rule)"
+                    ))
+                }
                 b'+' => (true, &item[1..]),
                 b'-' => (false, &item[1..]),
                 _ if relative => {
