@@ -16,11 +16,13 @@
 //! - [`recording`]: the perf.data (PERFILE2) writer and reader.
 //! - [`record`]: `rprof record`, sampling into a recording.
 //! - [`report`]: `rprof report`, the one stack resolver (also used by `probe -g`), tables, folded stacks, flame graphs.
+//! - [`annotate`]: `rprof annotate`, the source lines and instructions of hot functions (iced-x86).
 //! - [`probe`]: `rprof probe`, exact function counts and durations.
 //!
 //! `unsafe` code is denied everywhere but in [`perf`] (and the lint enforces it).
 #![deny(unsafe_code)]
 pub mod addr;
+pub mod annotate;
 pub mod buildid;
 pub mod elf_layout;
 pub mod merge;

@@ -2,11 +2,13 @@
 use clap::{Parser, Subcommand};
 
 mod advice;
+pub mod annotate;
 mod output;
 mod parse;
 pub mod probe;
 pub mod record;
 pub mod report;
+pub mod script;
 
 /// rprof: where a program spends its time. Sampled CPU stacks as flame graphs, and exact per-function counts and
 /// durations through uprobes, kprobes and tracepoints.
@@ -23,6 +25,11 @@ pub enum Command {
     Record(record::RecordArgs),
     /// Read a recording (rprof's or perf's) and print a table, folded stacks or a flame graph.
     Report(report::ReportArgs),
+    /// Print every sample of a recording as text, in perf script's layout (for stackcollapse-perf.pl,
+    /// inferno-collapse-perf and other readers of perf script's output).
+    Script(script::ScriptArgs),
+    /// Show which source lines and instructions of hot functions take their time (perf annotate's layout).
+    Annotate(annotate::AnnotateArgs),
     /// Count and time functions exactly with uprobes/uretprobes, kprobes and tracepoints.
     Probe(probe::ProbeArgs),
 }
@@ -36,6 +43,8 @@ pub fn run() -> anyhow::Result<u8> {
     match cli.command {
         Command::Record(a) => record::run(a),
         Command::Report(a) => report::run(a),
+        Command::Script(a) => script::run(a),
+        Command::Annotate(a) => annotate::run(a),
         Command::Probe(a) => probe::run(a),
     }
 }

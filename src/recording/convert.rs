@@ -26,6 +26,8 @@ pub(super) struct AttrInfo {
     /// Its samples are off-CPU time (the event named [`OFF_CPU_EVENT`]): the period is the nanoseconds the
     /// thread waited at the sampled stack.
     pub(super) off_cpu: bool,
+    /// Its index in the file's attrs (what [`Sample::attr`] holds).
+    pub(super) index: u16,
 }
 
 pub(super) fn read_u32(bytes: &[u8], at: usize) -> u32 {
@@ -98,6 +100,7 @@ fn read_simple_sample(attr: &AttrInfo, misc: u16, body: &[u8]) -> Result<Sample,
         callchain,
         user_stack: None,
         off_cpu: attr.off_cpu,
+        attr: attr.index,
     })
 }
 
@@ -204,6 +207,7 @@ pub(super) fn convert(attr: &AttrInfo, record: &RawEventRecord) -> Result<Option
                 callchain,
                 user_stack,
                 off_cpu: attr.off_cpu,
+                attr: attr.index,
             })
         }
         EventRecord::Comm(c) => Event::Comm {

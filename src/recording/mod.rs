@@ -149,6 +149,8 @@ pub struct Sample {
     /// An off-CPU sample (of the event [`OFF_CPU_EVENT`]): `period` is how long, in nanoseconds, the thread
     /// waited off CPU at this stack.
     pub off_cpu: bool,
+    /// The index of the sample's event attr in the file ([`reader::Reader::event_names`] names it).
+    pub attr: u16,
 }
 
 /// The event name of off-CPU samples in a recording (perf's `--off-cpu` uses the same name and meaning): each

@@ -64,6 +64,8 @@ pub struct Reader {
     /// rprof's NS_PIDS section: host pid -> pid in its own pid namespace.
     ns_pids: HashMap<u32, u32>,
     sampling: Option<Sampling>,
+    /// The name of each attr's event (EVENT_DESC), by attr index.
+    event_names: Vec<String>,
     /// What to report after the last good record (truncated or corrupt data section, bad feature sections),
     /// and where in that list a damaged record found by the walk goes.
     problems: Vec<String>,
@@ -170,7 +172,8 @@ impl Reader {
         let descs = perf_file.event_attributes();
         let attrs: Vec<AttrInfo> = descs
             .iter()
-            .map(|desc| AttrInfo {
+            .enumerate()
+            .map(|(index, desc)| AttrInfo {
                 sample_type: desc.attr.sample_format.bits(),
                 read_format: desc.attr.read_format.bits(),
                 default_period: match desc.attr.sampling_policy {
@@ -180,6 +183,7 @@ impl Reader {
                 parse_info: RecordParseInfo::new(&desc.attr, Endianness::LittleEndian),
                 simple_samples: desc.attr.sample_format.bits() & !SIMPLE_SAMPLE_FIELDS == 0,
                 off_cpu: desc.name() == Some(OFF_CPU_EVENT),
+                index: u16::try_from(index).unwrap_or(u16::MAX),
             })
             .collect();
         // linux-perf-data has checked that records of several attrs can be told apart.
@@ -219,6 +223,10 @@ impl Reader {
                 );
                 Some(Sampling { policy, clock })
             });
+        let event_names = descs
+            .iter()
+            .map(|desc| desc.name().unwrap_or("[unknown]").to_string())
+            .collect();
         let (meta, build_ids) = read_meta(&perf_file).unwrap_or_else(|reason| {
             problems.push(reason);
             (Meta::default(), Vec::new())
@@ -247,6 +255,7 @@ impl Reader {
             build_ids,
             ns_pids,
             sampling,
+            event_names,
             problems,
             walk_problem_at,
             unfinished,
@@ -289,6 +298,11 @@ impl Reader {
     /// How the sampled event fired (`-F` or a period), from the first attr other than the off-CPU event.
     pub fn sampling(&self) -> Option<Sampling> {
         self.sampling
+    }
+
+    /// The event name of each attr (from EVENT_DESC; `[unknown]` without one), indexed by [`super::Sample::attr`].
+    pub fn event_names(&self) -> &[String] {
+        &self.event_names
     }
 
     /// The HOSTNAME, OSRELEASE, NRCPUS and CMDLINE feature sections (empty / 0 where the file has none).

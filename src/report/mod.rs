@@ -15,6 +15,8 @@ mod firefox;
 mod output;
 mod pprof;
 mod resolve;
+mod script;
+mod script_fields;
 pub use exports::{ExportLocation, ExportModule, Exports, TimedSample};
 pub use firefox::{write_firefox, FirefoxOptions};
 pub use output::{
@@ -22,7 +24,8 @@ pub use output::{
     TableOptions, OFF_CPU_FRAME,
 };
 pub use pprof::{proto, to_pprof, write_pprof};
-pub use resolve::{folded_name, is_jit_like, StackResolver};
+pub use resolve::{folded_name, is_jit_like, Origin, StackResolver};
+pub use script::{script, Fields, ScriptOptions, ScriptSummary, FIELD_NAMES};
 
 /// Errors of the report stage.
 #[derive(Debug, thiserror::Error)]
@@ -239,20 +242,9 @@ pub fn load(
 ) -> Result<Profile, ReportError> {
     let reader = Reader::open(input)?;
     let sampling = reader.sampling();
-    let build_ids: HashMap<String, Vec<u8>> = reader
-        .build_ids()
-        .iter()
-        .map(|b| (b.path.clone(), b.build_id.clone()))
-        .collect();
     let debug_dirs = opts.debug_dirs.clone();
-    let kernel_build_id = build_ids.get(KERNEL_NAME).cloned();
     let ns_pids = reader.ns_pids().clone();
-    let mut resolver = StackResolver::new(opts, build_ids);
-    resolver.symbolizer().set_kernel(KernelRef {
-        build_id: kernel_build_id,
-        text: None,
-    });
-    resolver.symbolizer().set_ns_pids(ns_pids.clone());
+    let resolver = resolver_for(&reader, opts);
     let mut s = Session {
         resolver,
         spaces: AddressSpaces::new(),
@@ -314,15 +306,67 @@ pub fn load(
     Ok(profile)
 }
 
+/// The one stack resolver of a recording: its recorded build ids, its kernel and its namespace pids.
+pub(crate) fn resolver_for(reader: &Reader, opts: SymbolizerOptions) -> StackResolver {
+    let build_ids: HashMap<String, Vec<u8>> = reader
+        .build_ids()
+        .iter()
+        .map(|b| (b.path.clone(), b.build_id.clone()))
+        .collect();
+    let kernel_build_id = build_ids.get(KERNEL_NAME).cloned();
+    let mut resolver = StackResolver::new(opts, build_ids);
+    resolver.symbolizer().set_kernel(KernelRef {
+        build_id: kernel_build_id,
+        text: None,
+    });
+    resolver.symbolizer().set_ns_pids(reader.ns_pids().clone());
+    resolver
+}
+
+/// Apply what an event says about address spaces and the kernel (every reader of a recording does this
+/// before looking at samples): mappings, exec, fork and exit of processes, and the kernel's own mapping.
+pub(crate) fn track(
+    event: &Event,
+    spaces: &mut AddressSpaces,
+    resolver: &mut StackResolver,
+    unwinder: Option<&mut DwarfUnwinder>,
+) {
+    if let Some(task) = task_event(event, resolver) {
+        if let (TaskEvent::Exit { pid }, Some(unwinder)) = (&task, unwinder) {
+            unwinder.forget(*pid);
+        }
+        spaces.apply(task);
+    }
+    if let Event::Mmap {
+        path,
+        pgoff,
+        cpu_mode: CpuMode::Kernel,
+        ..
+    } = event
+    {
+        // The recording describes the kernel: its samples will need kallsyms. The kernel's own mapping
+        // (`[kernel.kallsyms]_text`) starts at `_text`, its offset, which gives the KASLR offset against a
+        // cached copy of kallsyms.
+        if path.starts_with(KERNEL_NAME) {
+            let build_id = resolver.build_id(KERNEL_NAME).cloned();
+            resolver.symbolizer().set_kernel(KernelRef {
+                build_id,
+                text: Some(*pgoff),
+            });
+        }
+        resolver.symbolizer().prefetch_kernel();
+    }
+}
+
 /// Events per message from the reading thread.
-const BATCH: usize = 1024;
+pub(crate) const BATCH: usize = 1024;
 /// Batches the reading thread may run ahead: enough to keep it busy while this thread loads a large binary's
 /// DWARF or waits for kallsyms (tens of milliseconds, some 100k events), and bounded (tens of MiB).
-const QUEUED_BATCHES: usize = 128;
+pub(crate) const QUEUED_BATCHES: usize = 128;
 
 /// Send the recording's events in batches until the end, an error (sent after the events before it), or until
 /// the receiver is gone.
-fn read_batches(
+pub(crate) fn read_batches(
     mut reader: Reader,
     sender: std::sync::mpsc::SyncSender<Result<Vec<Event>, RecordingError>>,
 ) {
@@ -356,35 +400,17 @@ fn read_batches(
 impl Session {
     /// Apply one event (samples already filtered by pid and tid).
     fn handle(&mut self, event: Event, comms: &[String]) {
-        if let Some(task) = task_event(&event, &self.resolver) {
-            if let (TaskEvent::Exit { pid }, Some(unwinder)) = (&task, self.unwinder.as_mut()) {
-                unwinder.forget(*pid);
-            }
-            self.spaces.apply(task);
-        }
+        track(
+            &event,
+            &mut self.spaces,
+            &mut self.resolver,
+            self.unwinder.as_mut(),
+        );
         let s = self;
         match event {
             Event::Comm { tid, name, .. } => {
                 let id = s.comm_id(&name);
                 s.comm_of_tid.insert(tid, id);
-            }
-            Event::Mmap {
-                path,
-                pgoff,
-                cpu_mode: CpuMode::Kernel,
-                ..
-            } => {
-                // The recording describes the kernel: its samples will need kallsyms. The kernel's own mapping
-                // (`[kernel.kallsyms]_text`) starts at `_text`, its offset, which gives the KASLR offset against
-                // a cached copy of kallsyms.
-                if path.starts_with(KERNEL_NAME) {
-                    let build_id = s.resolver.build_id(KERNEL_NAME).cloned();
-                    s.resolver.symbolizer().set_kernel(KernelRef {
-                        build_id,
-                        text: Some(pgoff),
-                    });
-                }
-                s.resolver.symbolizer().prefetch_kernel();
             }
             Event::Fork { tid, ptid, .. } => {
                 if let Some(&c) = s.comm_of_tid.get(&ptid) {

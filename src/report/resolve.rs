@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// The maps hashed once or more per sample: SipHash (std's default) costs more there than everything else.
-pub(super) type FastMap<K, V> = HashMap<K, V, ahash::RandomState>;
+pub(crate) type FastMap<K, V> = HashMap<K, V, ahash::RandomState>;
 
 /// The kernel's name in BUILD_ID entries and mappings (`[kernel.kallsyms]_text`).
 pub const KERNEL_NAME: &str = "[kernel.kallsyms]";
@@ -132,7 +132,50 @@ impl StackResolver {
     }
 
     /// Frames (outermost first) for one address; `exact` is false for return addresses, which are looked up
-    /// one byte back so that a call at the end of a function resolves to that function.
+    /// one byte back so that a call at the end of a function resolves to that function. Pending ids among them
+    /// get their frames from [`StackResolver::finish`].
+    pub fn resolve_addr(
+        &mut self,
+        pid: u32,
+        space: Option<&AddressSpace>,
+        addr: u64,
+        kernel: bool,
+        exact: bool,
+    ) -> Arc<[FrameId]> {
+        self.resolve(pid, space, addr, kernel || addr >= KERNEL_START, exact)
+    }
+
+    /// Whether some addresses wait for [`StackResolver::finish`].
+    pub fn has_pending(&self) -> bool {
+        self.expanded.len() < self.pending.len()
+    }
+
+    /// The module and file offset a pending id stands for (None for kernel addresses and frames without an
+    /// address).
+    pub fn module_of(&self, id: FrameId) -> Option<(&Arc<ModuleKey>, FileOffset)> {
+        if id & PENDING == 0 {
+            return None;
+        }
+        match &self.pending[(id & !PENDING) as usize] {
+            Pending::User(module, offset, _) => Some((module, *offset)),
+            Pending::Kernel(_) => None,
+        }
+    }
+
+    /// How far the looked-up address of a pending id lies past the start of its function symbol (perf's
+    /// `name+0xOFF`); None when no symbol covers it.
+    pub fn symbol_offset(&mut self, id: FrameId) -> Option<u64> {
+        if id & PENDING == 0 {
+            return None;
+        }
+        match self.pending[(id & !PENDING) as usize].clone() {
+            Pending::Kernel(addr) => self.symbolizer.kernel_at(addr).map(|(_, off)| off),
+            Pending::User(module, offset, _) => {
+                self.symbolizer.user(&module, offset).first()?.offset
+            }
+        }
+    }
+
     fn resolve(
         &mut self,
         pid: u32,

@@ -4,7 +4,8 @@ use super::dwarf::Dwarf;
 use super::elf::{
     dynamic_ifuncs, has_dwarf, has_symtab, info_of, plt_symbols, raw_symbols, ElfData, RawSymbol,
 };
-use super::{demangle, ElfInfo, FileOffset, Frame, SymbolError, SymbolizerOptions};
+use super::{demangle, ElfInfo, FileOffset, Frame, FunctionRange, SymbolError, SymbolizerOptions};
+use crate::addr::ElfAddr;
 use crate::perf::mapped::MappedFile;
 use object::Object;
 use std::cell::OnceCell;
@@ -236,6 +237,17 @@ impl Binary {
         }
     }
 
+    /// The function symbol containing ELF address `addr`.
+    pub fn function_at(&self, addr: u64) -> Option<FunctionRange> {
+        let e = self.symbols.lookup(addr)?;
+        Some(FunctionRange {
+            raw_name: e.name(false).to_string(),
+            name: e.name(true).to_string(),
+            start: ElfAddr(e.start),
+            end: ElfAddr(e.end),
+        })
+    }
+
     /// The frames at a file offset, outermost first; empty when unknown.
     pub fn resolve(&mut self, offset: FileOffset, opts: &SymbolizerOptions) -> Vec<Frame> {
         let Some(addr) = self.info.layout.elf_addr(offset) else {
@@ -271,11 +283,18 @@ impl Binary {
         };
         let raw_name = |name: &str, raw: &str| (name != raw).then(|| raw.to_string());
         let location = |loc: Option<String>| if opts.lines { loc } else { None };
+        let outer_raw_name = raw_name(&outer_name, outer_raw);
+        let (outer_location, outer_source) = match outer {
+            Some(f) if opts.lines => (f.location, f.source),
+            _ => (None, None),
+        };
         let mut frames = vec![Frame {
-            raw_name: raw_name(&outer_name, outer_raw),
+            raw_name: outer_raw_name,
             name: outer_name,
-            location: location(outer.and_then(|f| f.location)),
+            location: outer_location,
             inlined: false,
+            offset: symbol.map(|s| addr.0 - s.start),
+            source: outer_source,
         }];
         if opts.inlines {
             for f in dwarf_frames {
@@ -288,6 +307,8 @@ impl Binary {
                     name: demangled,
                     location: location(f.location),
                     inlined: true,
+                    offset: None,
+                    source: if opts.lines { f.source } else { None },
                 });
             }
         }

@@ -29,6 +29,8 @@ type Reader = EndianReader<RunTimeEndian, MappedFile>;
 pub(crate) struct DwarfFrame {
     pub name: Option<String>,
     pub location: Option<String>,
+    /// The same location, structured (file and line both known).
+    pub source: Option<super::SourceLine>,
 }
 
 /// How many per-unit contexts are kept (the least recently used is dropped). A context holds its unit's
@@ -190,7 +192,17 @@ impl Dwarf {
                     None => file.to_string(),
                 })
             });
-            frames.push(DwarfFrame { name, location });
+            let source = frame.location.as_ref().and_then(|loc| {
+                Some(super::SourceLine {
+                    file: loc.file?.to_string(),
+                    line: loc.line?,
+                })
+            });
+            frames.push(DwarfFrame {
+                name,
+                location,
+                source,
+            });
         }
         frames.reverse();
         frames

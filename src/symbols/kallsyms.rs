@@ -39,16 +39,22 @@ pub struct Marks {
 impl KernelSymbols {
     /// The text symbol containing `addr`, if any.
     pub fn lookup(&self, addr: u64) -> Option<&Arc<str>> {
+        self.lookup_at(addr).map(|(name, _)| name)
+    }
+
+    /// The text symbol containing `addr` and the symbol's start address.
+    pub fn lookup_at(&self, addr: u64) -> Option<(&Arc<str>, u64)> {
         let i = self
             .entries
             .partition_point(|e| e.start <= addr)
             .checked_sub(1)?;
         let e = &self.entries[i];
         (addr >= e.start && addr < e.end).then(|| {
-            e.shared.get_or_init(|| {
+            let name = e.shared.get_or_init(|| {
                 let name = &self.text[e.name_start as usize..e.name_end as usize];
                 Arc::from(String::from_utf8_lossy(name))
-            })
+            });
+            (name, e.start)
         })
     }
 

@@ -112,10 +112,18 @@ impl KernelTable {
 
     /// The text symbol at a recorded kernel address.
     pub fn lookup(&mut self, addr: u64) -> Option<Arc<str>> {
+        self.lookup_at(addr).map(|(name, _)| name)
+    }
+
+    /// The text symbol at a recorded kernel address, and how far the address lies past its start.
+    pub fn lookup_at(&mut self, addr: u64) -> Option<(Arc<str>, u64)> {
         if let Some(cached) = &self.cached {
             let at = addr.wrapping_sub(cached.shift);
             if cached.image.contains(&at) {
-                return cached.symbols.lookup(at).cloned();
+                return cached
+                    .symbols
+                    .lookup_at(at)
+                    .map(|(name, start)| (name.clone(), at - start));
             }
         }
         if matches!(self.live, Live::Deferred) {
@@ -126,7 +134,9 @@ impl KernelTable {
             self.live = Live::Loaded(symbols);
         }
         match &self.live {
-            Live::Loaded(symbols) => symbols.lookup(addr).cloned(),
+            Live::Loaded(symbols) => symbols
+                .lookup_at(addr)
+                .map(|(name, start)| (name.clone(), addr - start)),
             _ => None,
         }
     }

@@ -7,6 +7,7 @@
 //! once. [`elf_info`], [`function_symbols`] and [`demangle`] serve `probe`; [`parse_kallsyms`] and
 //! [`parse_perf_map`] are the pure parsers.
 mod binary;
+mod code;
 mod debugfile;
 mod demangle;
 mod dwarf;
@@ -16,6 +17,7 @@ mod kernel;
 pub mod params;
 mod perfmap;
 
+pub use code::function_code;
 pub use demangle::demangle;
 pub use kallsyms::{parse_kallsyms, KernelSymbols, Marks};
 pub use kernel::KernelRef;
@@ -66,6 +68,30 @@ pub struct Frame {
     pub inlined: bool,
     /// The name as the binary stores it (mangled), when it differs from `name`.
     pub raw_name: Option<String>,
+    /// The outermost frame only: how far the address lies past the start of its function symbol (what perf
+    /// prints as `name+0xOFF`); None for inlined frames and names from DWARF alone.
+    pub offset: Option<u64>,
+    /// The source file (as DWARF names it, joined with the compilation directory) and line of this frame,
+    /// when [`SymbolizerOptions::lines`] is set and DWARF has them.
+    pub source: Option<SourceLine>,
+}
+
+/// A source line as DWARF names it.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SourceLine {
+    pub file: String,
+    pub line: u32,
+}
+
+/// A function symbol around an address: its name and its range of ELF addresses.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FunctionRange {
+    /// The name as the symbol table stores it (maybe mangled).
+    pub raw_name: String,
+    /// The demangled name.
+    pub name: String,
+    pub start: ElfAddr,
+    pub end: ElfAddr,
 }
 
 /// Which binary an address belongs to.
@@ -342,6 +368,12 @@ impl Symbolizer {
         self.kernel.as_mut()?.lookup(addr)
     }
 
+    /// A kernel address: its symbol and how far the address lies past the symbol's start.
+    pub fn kernel_at(&mut self, addr: u64) -> Option<(Arc<str>, u64)> {
+        self.kernel(addr)?;
+        self.kernel.as_mut()?.lookup_at(addr)
+    }
+
     /// An offset into a mapped file: frames outermost first; empty when unknown.
     ///
     /// The file is opened as `module.path`, else as `/proc/PID/root/path` (containers); a file whose build id
@@ -360,6 +392,28 @@ impl Symbolizer {
         };
         self.frames.insert((index, offset.0), frames.clone());
         frames
+    }
+
+    /// The function symbol containing a file offset of a module, with the ELF layout that maps it back to
+    /// file offsets; None when the binary cannot be opened or no symbol covers it.
+    pub fn function(
+        &mut self,
+        module: &ModuleKey,
+        offset: FileOffset,
+    ) -> Option<(FunctionRange, ElfLayout)> {
+        let index = self.module_index(module);
+        let binary = self.modules[index].and_then(|slot| self.binaries[slot].get())?;
+        let addr = binary.info.layout.elf_addr(offset)?;
+        let function = binary.function_at(addr.0)?;
+        Some((function, binary.info.layout.clone()))
+    }
+
+    /// Whether a module's binary could be opened (and had the recorded build id).
+    pub fn module_opens(&mut self, module: &ModuleKey) -> bool {
+        let index = self.module_index(module);
+        self.modules[index]
+            .and_then(|slot| self.binaries[slot].get())
+            .is_some()
     }
 
     /// Start opening a module (symbols and DWARF) on a thread of its own, so that a later

@@ -1,0 +1,67 @@
+//! `rprof annotate` arguments and their mapping onto the annotate library.
+use super::output::Stdout;
+use clap::Args;
+use rprof::annotate::{self, AnnotateOptions, SourcePrefix};
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+
+/// Show which source lines and instructions of the hottest functions (or the named ones) take their time,
+/// in perf annotate's layout: each line's (and with --asm each instruction's) share of the function's samples.
+#[derive(Args, Debug)]
+#[command(
+    after_help = "Examples:\n  rprof annotate\n  rprof annotate -i perf.data --asm divide_loop\n  \
+                  rprof annotate 'rprof::report::*' --dso rprof\n  \
+                  rprof annotate --source-prefix /build/src=$HOME/src hot_function"
+)]
+pub struct AnnotateArgs {
+    /// The recording to read.
+    #[arg(short = 'i', long = "input", default_value = "rprof.data")]
+    pub input: PathBuf,
+    /// Functions to annotate: exact, demangled or glob names (`'ns::*'`). Default: the hottest few.
+    #[arg(value_name = "SYMBOL")]
+    pub symbols: Vec<String>,
+    /// Only functions of this binary (its path or file name), to choose among duplicates.
+    #[arg(long = "dso", value_name = "BINARY")]
+    pub dso: Option<String>,
+    /// Interleave the disassembly (AT&T syntax, as objdump), with each instruction's share.
+    #[arg(long = "asm")]
+    pub asm: bool,
+    /// Print to standard output as text (the only mode; accepted for perf's spelling).
+    #[arg(long = "stdio")]
+    pub stdio: bool,
+    /// How many of the hottest functions to annotate when none is named.
+    #[arg(short = 'n', long = "top", default_value_t = 3)]
+    pub top: usize,
+    /// Read source files under OLD from NEW instead (the program was built elsewhere); repeatable.
+    #[arg(long = "source-prefix", value_name = "OLD=NEW")]
+    pub source_prefix: Vec<SourcePrefix>,
+    /// Colour the percentages: auto (when standard output is a terminal), always or never.
+    #[arg(long = "color", default_value = "auto", value_parser = ["auto", "always", "never"])]
+    pub color: String,
+    /// Root of separate debug files (searched by build-id and .gnu_debuglink); repeatable.
+    #[arg(long = "debug-dir", default_value = "/usr/lib/debug")]
+    pub debug_dir: Vec<PathBuf>,
+}
+
+pub fn run(a: AnnotateArgs) -> anyhow::Result<u8> {
+    let opts = AnnotateOptions {
+        symbols: a.symbols,
+        dso: a.dso,
+        top: a.top,
+        asm: a.asm,
+        source_prefixes: a.source_prefix,
+        color: match a.color.as_str() {
+            "always" => true,
+            "never" => false,
+            _ => std::io::stdout().is_terminal(),
+        },
+        debug_dirs: a.debug_dir,
+    };
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, Stdout::lock());
+    let salvaged = annotate::annotate(&a.input, &opts, &mut out)?;
+    out.flush()?;
+    if let Some(salvaged) = salvaged {
+        eprintln!("rprof annotate: warning: {}", salvaged.warning());
+    }
+    Ok(0)
+}
