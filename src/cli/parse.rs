@@ -29,9 +29,13 @@ pub fn duration_ns(s: &str) -> Result<u64, String> {
         "ns" => 1.0,
         "us" => 1e3,
         "s" => 1e9,
-        _ => return Err(format!("unknown unit '{unit}' in '{s}': use ns, us, ms or s")),
+        _ => {
+            return Err(format!(
+                "unknown unit '{unit}' in '{s}': use ns, us, ms or s"
+            ))
+        }
     };
-    if !(v >= 0.0) || !v.is_finite() {
+    if v.is_nan() || v < 0.0 || !v.is_finite() {
         return Err(format!("'{s}' is not a duration"));
     }
     Ok((v * scale).round() as u64)

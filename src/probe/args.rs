@@ -54,7 +54,10 @@ fn resolve_one(
     }
     if item.is_ret() {
         if !target.can_return() {
-            return Err(err(format!("`ret` needs a function: {} {what} has no return", target.name)));
+            return Err(err(format!(
+                "`ret` needs a function: {} {what} has no return",
+                target.name
+            )));
         }
         if item.ty == Some(FetchType::Str) && matches!(target.kind, TargetKind::Kernel { .. }) {
             return Ok(Fetch::new("ret", field, "$retval", FetchType::Str, true));
@@ -93,7 +96,13 @@ fn resolve_one(
             };
             let base = abi_reg(n).map_err(&err)?;
             // Strings at kernel addresses; `ustring` would read user memory.
-            Ok(Fetch::new(&item.name, field, &base, item.ty.unwrap_or(DEFAULT_INT), false))
+            Ok(Fetch::new(
+                &item.name,
+                field,
+                &base,
+                item.ty.unwrap_or(DEFAULT_INT),
+                false,
+            ))
         }
         TargetKind::Usdt { args, .. } => {
             let Some(n) = item.arg_index() else {
@@ -171,7 +180,11 @@ fn named_param(
         return Err(format!(
             "{func} has no parameter `{}` (its parameters: {})",
             item.name,
-            if names.is_empty() { "none".to_string() } else { names.join(", ") }
+            if names.is_empty() {
+                "none".to_string()
+            } else {
+                names.join(", ")
+            }
         ));
     };
     let param = &params[index];

@@ -149,9 +149,19 @@ impl Calls {
             let key = match self.by_index.get(t).copied().flatten() {
                 Some(i) if self.opts.by.as_deref() == Some("caller") => match &call.caller {
                     Some(frames) => Key::Frames(Arc::clone(frames)),
-                    None => call.values.get(i).cloned().flatten().map_or(Key::Missing, Key::Value),
+                    None => call
+                        .values
+                        .get(i)
+                        .cloned()
+                        .flatten()
+                        .map_or(Key::Missing, Key::Value),
                 },
-                Some(i) => call.values.get(i).cloned().flatten().map_or(Key::Missing, Key::Value),
+                Some(i) => call
+                    .values
+                    .get(i)
+                    .cloned()
+                    .flatten()
+                    .map_or(Key::Missing, Key::Value),
                 None => Key::Missing,
             };
             let key = if self.keyed.contains_key(&(call.target, key.clone())) {
@@ -169,7 +179,13 @@ impl Calls {
             }
         }
         if let Some(i) = self.hist_index.get(t).copied().flatten() {
-            if let Some(v) = call.values.get(i).cloned().flatten().and_then(|v| v.as_u64()) {
+            if let Some(v) = call
+                .values
+                .get(i)
+                .cloned()
+                .flatten()
+                .and_then(|v| v.as_u64())
+            {
                 self.hists[t].record(v);
             }
         }
@@ -254,8 +270,26 @@ mod tests {
 
     fn fetches() -> Vec<Fetch> {
         vec![
-            Fetch::new("arg0", "v0".into(), "%di", FetchType::Int { size: 8, signed: true }, false),
-            Fetch::new("ret", "v1".into(), "$retval", FetchType::Int { size: 8, signed: true }, true),
+            Fetch::new(
+                "arg0",
+                "v0".into(),
+                "%di",
+                FetchType::Int {
+                    size: 8,
+                    signed: true,
+                },
+                false,
+            ),
+            Fetch::new(
+                "ret",
+                "v1".into(),
+                "$retval",
+                FetchType::Int {
+                    size: 8,
+                    signed: true,
+                },
+                true,
+            ),
         ]
     }
 
@@ -287,7 +321,10 @@ mod tests {
             c.add(&call(&v, 100 + i as u64, i as u64));
         }
         let even = &c.keyed[&(0, Key::Value(Value::Int(0)))];
-        assert_eq!((even.count, even.paired, even.total_ns), (5, 5, 100 + 102 + 104 + 106 + 108));
+        assert_eq!(
+            (even.count, even.paired, even.total_ns),
+            (5, 5, 100 + 102 + 104 + 106 + 108)
+        );
         assert_eq!(c.hists[0].total(), 10);
     }
 

@@ -16,8 +16,13 @@ pub const ABI_REGS: [&str; 6] = ["di", "si", "dx", "cx", "r8", "r9"];
 pub enum FetchType {
     /// The NUL-terminated string the value points to.
     Str,
-    Int { size: u8, signed: bool },
-    Hex { size: u8 },
+    Int {
+        size: u8,
+        signed: bool,
+    },
+    Hex {
+        size: u8,
+    },
 }
 
 impl FetchType {
@@ -116,8 +121,8 @@ fn is_ident(s: &str) -> bool {
 
 /// C type words that make a trailing `(...)` a C++ parameter list rather than a fetch list.
 const CPP_TYPE_WORDS: &[&str] = &[
-    "int", "char", "long", "short", "unsigned", "signed", "double", "float", "bool", "void", "const",
-    "auto",
+    "int", "char", "long", "short", "unsigned", "signed", "double", "float", "bool", "void",
+    "const", "auto",
 ];
 
 /// A probe spec split into its pattern, the values to fetch, and whether ` ret` follows.
@@ -147,9 +152,11 @@ pub fn split_spec(text: &str) -> Result<SplitSpec<'_>, PatternError> {
             let words: Vec<&str> = inner.split(',').map(str::trim).collect();
             let looks_cpp = inner.trim().is_empty()
                 || words.iter().any(|w| {
-                    w.split([' ', '*', '&', ':'])
-                        .any(|t| CPP_TYPE_WORDS.contains(&t))
-                        && !w.contains(":str")
+                    // `NAME:TYPE` is a fetch item, whatever TYPE says (a bad one is an error below).
+                    let typed = w.contains(':') && !w.contains("::");
+                    (!typed
+                        && w.split([' ', '*', '&'])
+                            .any(|t| CPP_TYPE_WORDS.contains(&t)))
                         || w.contains("::")
                         || w.contains(['<', '*', '&'])
                 });
@@ -200,8 +207,13 @@ impl ArgSource {
 /// How a fetched value is read from the event's data and shown.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ValueKind {
-    Int { size: u8, signed: bool },
-    Hex { size: u8 },
+    Int {
+        size: u8,
+        signed: bool,
+    },
+    Hex {
+        size: u8,
+    },
     /// A `__data_loc` string.
     Str,
     /// A return address, shown as the function that holds it.
@@ -295,6 +307,14 @@ impl fmt::Display for Value {
 }
 
 impl Value {
+    /// The value as a `--by` key shows it: strings without quotes.
+    pub fn plain(&self) -> String {
+        match self {
+            Value::Str(s) => s.to_string(),
+            v => v.to_string(),
+        }
+    }
+
     /// The value as a number for histograms (strings have none; negative numbers count as 0).
     pub fn as_u64(&self) -> Option<u64> {
         match self {
@@ -353,7 +373,13 @@ pub fn field_locs(format: &str, fetches: &[Fetch], on_return: bool) -> Vec<(usiz
         .filter(|(_, f)| f.on_return == on_return)
         .filter_map(|(i, f)| {
             let offset = crate::tracefs::parse_field_offset(format, &f.field)?;
-            Some((i, FieldLoc { offset, kind: f.kind }))
+            Some((
+                i,
+                FieldLoc {
+                    offset,
+                    kind: f.kind,
+                },
+            ))
         })
         .collect()
 }
@@ -379,10 +405,18 @@ mod tests {
             vec![item("arg0", None), item("arg1", Some(FetchType::Str))]
         );
         let s = split_spec("read_block ret").unwrap();
-        assert_eq!((s.pattern, s.items), ("read_block", vec![item("ret", None)]));
+        assert_eq!(
+            (s.pattern, s.items),
+            ("read_block", vec![item("ret", None)])
+        );
         let s = split_spec("f(len, name:str) ret").unwrap();
         assert_eq!(s.items.len(), 3);
-        for cpp in ["ns::K::f(int)", "f(char const*)", "Foo::operator()", "f(std::string&)"] {
+        for cpp in [
+            "ns::K::f(int)",
+            "f(char const*)",
+            "Foo::operator()",
+            "f(std::string&)",
+        ] {
             let s = split_spec(cpp).unwrap();
             assert_eq!((s.pattern, s.items.len()), (cpp, 0), "{cpp}");
         }

@@ -97,7 +97,11 @@ pub fn plan(
         );
         args
     };
-    let add = |defs: &mut Vec<ProbeDef>, event: &str, is_return: bool, location: &ProbeLocation, fetch| {
+    let add = |defs: &mut Vec<ProbeDef>,
+               event: &str,
+               is_return: bool,
+               location: &ProbeLocation,
+               fetch| {
         defs.push(ProbeDef {
             group: group.to_string(),
             event: event.to_string(),
@@ -152,7 +156,13 @@ pub fn plan(
                 add(&mut defs, &ret, true, &loc, fetch_args(t, true, true));
             }
         }
-        events.push(event(entry, Role::Entry, members.clone(), true, pmu_at.clone()));
+        events.push(event(
+            entry,
+            Role::Entry,
+            members.clone(),
+            true,
+            pmu_at.clone(),
+        ));
         if !count_only {
             events.push(event(ret, Role::Return, members, true, pmu_at));
         }
@@ -175,13 +185,31 @@ pub fn plan(
             }
             TargetKind::Usdt { .. } => {
                 let name = format!("s{i}");
-                add(&mut defs, &name, false, &uprobe_location(&t.kind), fetch_args(t, false, false));
+                add(
+                    &mut defs,
+                    &name,
+                    false,
+                    &uprobe_location(&t.kind),
+                    fetch_args(t, false, false),
+                );
                 events.push(event(name, Role::Hit, one, true, None));
             }
             TargetKind::Pair { start, done } => {
                 let (entry, ret) = (format!("a{i}"), format!("ar{i}"));
-                add(&mut defs, &entry, false, &uprobe_location(start), fetch_args(t, false, false));
-                add(&mut defs, &ret, false, &uprobe_location(done), fetch_args(t, true, false));
+                add(
+                    &mut defs,
+                    &entry,
+                    false,
+                    &uprobe_location(start),
+                    fetch_args(t, false, false),
+                );
+                add(
+                    &mut defs,
+                    &ret,
+                    false,
+                    &uprobe_location(done),
+                    fetch_args(t, true, false),
+                );
                 events.push(event(entry, Role::Entry, one.clone(), true, None));
                 events.push(event(ret, Role::Return, one, true, None));
             }

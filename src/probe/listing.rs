@@ -21,7 +21,7 @@ pub fn keyed_rows(
     let mut per_target: HashMap<u32, HashMap<String, FuncStats>> = HashMap::new();
     for ((target, key), f) in &calls.keyed {
         let shown = match key {
-            Key::Value(v) => v.to_string(),
+            Key::Value(v) => v.plain(),
             Key::Frames(frames) => caller_name(stacks, frames),
             Key::Missing => "[none]".into(),
             Key::Other => "[other]".into(),
@@ -55,7 +55,11 @@ pub fn keyed_rows(
             .map(|(_, f)| weight(f))
             .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
     };
-    groups.sort_by(|a, b| group_weight(&b.1).cmp(&group_weight(&a.1)).then(a.0.cmp(&b.0)));
+    groups.sort_by(|a, b| {
+        group_weight(&b.1)
+            .cmp(&group_weight(&a.1))
+            .then(a.0.cmp(&b.0))
+    });
     let (mut fnames, mut keys, mut stats) = (Vec::new(), Vec::new(), Stats::new(0));
     for (t, rows) in groups {
         for (k, f) in rows {
@@ -148,7 +152,11 @@ pub fn write_trace(
         writeln!(w, "{}", line(&t.call, names, fetches, stacks))?;
     }
     if end && calls.trace_skipped > 0 {
-        writeln!(w, "... {} more calls (over --trace-rate)", calls.trace_skipped)?;
+        writeln!(
+            w,
+            "... {} more calls (over --trace-rate)",
+            calls.trace_skipped
+        )?;
         calls.trace_skipped = 0;
     }
     Ok(())
@@ -162,9 +170,12 @@ fn line(call: &SlowCall, names: &[String], fetches: &[&[Fetch]], stacks: &StackC
     } else {
         "-".into()
     };
-    let text = describe(&names[t], fetches.get(t).copied().unwrap_or(&[]), call, &|f| {
-        caller_name(stacks, f)
-    });
+    let text = describe(
+        &names[t],
+        fetches.get(t).copied().unwrap_or(&[]),
+        call,
+        &|f| caller_name(stacks, f),
+    );
     format!(
         "{:>12.6} {:>8} {dur:>10}  {text}",
         call.time as f64 / 1e9,

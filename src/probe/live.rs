@@ -1,9 +1,9 @@
 //! Decoding and applying the records of `rprof probe`: each record read from a ring becomes an [`Item`] in the
 //! time-ordered merge, and the [`Sink`] applies the items in time order (pairing, mappings, stacks).
 use super::addrmap::AddrMap;
+use super::calls::{Call, Calls};
 use super::fetch::{FieldLoc, Value};
 use super::group::Role;
-use super::calls::{Call, Calls};
 use super::pairing::{CallData, Pairer};
 use super::stacks::{self, StackCounter};
 use super::stats::Stats;
@@ -355,7 +355,11 @@ impl Sink {
         values: Option<Values>,
         stack: Option<&[u64]>,
     ) -> Box<CallData> {
-        let shape = self.fetch_shape.get(target as usize).copied().unwrap_or_default();
+        let shape = self
+            .fetch_shape
+            .get(target as usize)
+            .copied()
+            .unwrap_or_default();
         let mut data = CallData {
             values: vec![None; shape.count],
             caller: None,
@@ -370,7 +374,10 @@ impl Sink {
         if let Some(Some(Value::Addr(ret))) = shape.caller.and_then(|i| data.values.get(i)) {
             data.caller = Some(self.stacks.caller(pid, space, *ret, shape.kernel));
         }
-        let slow = self.calls.as_ref().is_some_and(|c| c.opts.min_duration.is_some());
+        let slow = self
+            .calls
+            .as_ref()
+            .is_some_and(|c| c.opts.min_duration.is_some());
         if let (true, Some(chain)) = (slow, stack) {
             data.stack = Some(self.stacks.frames(pid, space, chain));
         }

@@ -218,7 +218,14 @@ pub fn run(opts: &ProbeOptions, out: &mut dyn std::io::Write) -> Result<RunSumma
         }
     };
     for (text, spec, items) in &specs {
-        let mut found = resolve::resolve(std::slice::from_ref(spec), &ropts, tracefs.as_ref())?;
+        let mut found = resolve::resolve(std::slice::from_ref(spec), &ropts, tracefs.as_ref())
+            .map_err(|e| match e {
+                ProbeError::Usdt(e) => ProbeError::Spec {
+                    spec: text.clone(),
+                    reason: e.to_string(),
+                },
+                e => e,
+            })?;
         for t in &mut found {
             t.fetches = args::resolve_fetches(t, items, text)?;
         }
@@ -232,7 +239,11 @@ pub fn run(opts: &ProbeOptions, out: &mut dyn std::io::Write) -> Result<RunSumma
         pair.fetches = args::resolve_fetches(&pair, &items, &text)?;
         add(vec![pair]);
     }
-    if opts.count_only && targets.iter().any(|t| t.fetches.iter().any(|f| f.on_return)) {
+    if opts.count_only
+        && targets
+            .iter()
+            .any(|t| t.fetches.iter().any(|f| f.on_return))
+    {
         return Err(ProbeError::Spec {
             spec: "ret".into(),
             reason: "return values need return probes: drop --count".into(),
@@ -275,7 +286,11 @@ pub fn write_list(out: &mut dyn std::io::Write, targets: &[Target]) -> std::io::
         };
         let mut place = place;
         if !t.fetches.is_empty() {
-            let args: Vec<String> = t.fetches.iter().map(|f| format!("{}={}", f.label, f.expr)).collect();
+            let args: Vec<String> = t
+                .fetches
+                .iter()
+                .map(|f| format!("{}={}", f.label, f.expr))
+                .collect();
             place = format!("{place}\tfetch: {}", args.join(" "));
         }
         if t.aliases.is_empty() {
@@ -295,7 +310,9 @@ pub fn write_list(out: &mut dyn std::io::Write, targets: &[Target]) -> std::io::
 /// Where a USDT probe or a pair of probe points is: `PATH:0xOFF (semaphore 0xREF)`.
 fn describe_uprobes(kind: &TargetKind) -> String {
     let one = |k: &TargetKind| match k.uprobe_at() {
-        Some((path, off, Some(sem))) => format!("{}:0x{off:x} (semaphore 0x{sem:x})", path.display()),
+        Some((path, off, Some(sem))) => {
+            format!("{}:0x{off:x} (semaphore 0x{sem:x})", path.display())
+        }
         Some((path, off, None)) => format!("{}:0x{off:x}", path.display()),
         None => String::new(),
     };

@@ -58,7 +58,11 @@ impl Report<'_> {
             .filter(|(_, (_, f))| self.show_zero || f.count > 0 || f.paired > 0)
             .map(|(i, (name, f))| Row {
                 name,
-                key: self.keys.as_ref().and_then(|k| k.values.get(i)).map(String::as_str),
+                key: self
+                    .keys
+                    .as_ref()
+                    .and_then(|k| k.values.get(i))
+                    .map(String::as_str),
                 f,
             })
             .collect();
@@ -129,12 +133,17 @@ pub fn write_table(w: &mut dyn Write, report: &Report) -> io::Result<()> {
         writeln!(w, "{ts}")?;
     }
     let rows = report.rows();
-    let width = |f: &dyn Fn(&Row) -> usize, cap: usize| rows.iter().map(f).max().unwrap_or(4).clamp(4, cap);
+    let width =
+        |f: &dyn Fn(&Row) -> usize, cap: usize| rows.iter().map(f).max().unwrap_or(4).clamp(4, cap);
     // With `--by`, the function and value columns share the line: each is cut, and the percentiles are left to
     // CSV and JSON, so that a row fits in about 120 columns.
     let keyed = report.keys.as_ref().map(|k| k.header);
-    let name_w = width(&|r| r.name.chars().count(), if keyed.is_some() { 28 } else { 60 });
-    let key_w = width(&|r| r.key.map_or(0, |k| k.chars().count()), 28).max(keyed.map_or(0, str::len));
+    let name_w = width(
+        &|r| r.name.chars().count(),
+        if keyed.is_some() { 28 } else { 60 },
+    );
+    let key_w =
+        width(&|r| r.key.map_or(0, |k| k.chars().count()), 28).max(keyed.map_or(0, str::len));
     let columns: &[&str] = if keyed.is_some() {
         &["COUNT", "TOTAL", "SELF", "AVG", "MIN", "MAX"]
     } else {

@@ -78,7 +78,7 @@ pub fn parse_spec(text: &str, has_binary: bool) -> Result<Spec, PatternError> {
     // `lib:PATTERN`: a single ':' (C++ names hold "::"), with a library name before it.
     if let Some(i) = text.find(':') {
         let (lib, rest) = (&text[..i], &text[i + 1..]);
-        if !rest.starts_with(':') && !lib.is_empty() && !lib.contains(['*', '?', '[']) {
+        if !rest.starts_with(':') && !lib.is_empty() && !lib.contains(['*', '?', '[', '(']) {
             if rest.is_empty() {
                 return Err(bad("expected LIBRARY:PATTERN, e.g. c:malloc"));
             }

@@ -195,7 +195,10 @@ pub fn resolve_pair(start: &str, done: &str, opts: &ResolveOptions) -> Result<Ta
         };
         match found.as_slice() {
             [t] if t.kind.uprobe_at().is_some() => Ok(t.clone()),
-            [t] => Err(bad(format!("{} is not a user function or USDT probe", t.name))),
+            [t] => Err(bad(format!(
+                "{} is not a user function or USDT probe",
+                t.name
+            ))),
             many => Err(bad(format!(
                 "`{text}` matches {} probe points; name exactly one",
                 many.len()

@@ -3,11 +3,11 @@
 //! the records of both decoded into the time-ordered merge and applied in order, and print the reports (every
 //! `-i` and at the end). `--count` reads counters instead.
 use super::addrmap::AddrMap;
+use super::calls::Calls;
 use super::count::Counters;
 use super::engine::{self, EngineChoice};
 use super::events::{event_types, open_events, Opened};
 use super::group::{self, PlannedEvent, ProbeGroup};
-use super::calls::Calls;
 use super::listing;
 use super::live::{decode, EventTypes, FetchShape, Item, PerfParse, ProbeInfo, Sink};
 use super::output::{self, Report};
@@ -84,8 +84,7 @@ pub fn run(
     }
     // Counters carry no values: fetched arguments and per-call work need samples.
     let values = opts.calls.any() || targets.iter().any(|t| !t.fetches.is_empty());
-    let counters =
-        opts.count_only && !opts.stacks && !values && opts.engine == EngineChoice::Auto;
+    let counters = opts.count_only && !opts.stacks && !values && opts.engine == EngineChoice::Auto;
     // Counted user functions, and those whose stacks are sampled (-g), use the uprobe PMU where the kernel has
     // it: those probes go with rprof's fds, even when it is SIGKILLed. Timing without -g keeps tracefs probes,
     // whose `sp` fetch argument is cheaper than the user registers a PMU probe needs (see cost.rs).
@@ -193,7 +192,16 @@ fn run_counters(
     perf::run_loop::run(&mut empty, &s.signals, when, &mut handler)?;
     handler.counters.disable();
     let stats = handler.counters.take()?;
-    write_report(handler.out, s.opts, &s.names, &stats, false, 0, probe_cost, None)?;
+    write_report(
+        handler.out,
+        s.opts,
+        &s.names,
+        &stats,
+        false,
+        0,
+        probe_cost,
+        None,
+    )?;
     Ok(RunSummary {
         exit_code: exit_code(s),
     })
@@ -534,7 +542,14 @@ impl Handler<ProbeInfo> for Live<'_> {
             if !calls.trace_lines.is_empty() && !last {
                 self.sink.stacks.finish();
                 let fetches = fetch_lists(self.targets);
-                listing::write_trace(self.out, calls, self.names, &fetches, &self.sink.stacks, false)?;
+                listing::write_trace(
+                    self.out,
+                    calls,
+                    self.names,
+                    &fetches,
+                    &self.sink.stacks,
+                    false,
+                )?;
                 self.out.flush()?;
             }
         }
@@ -561,11 +576,14 @@ impl Handler<ProbeInfo> for Live<'_> {
             self.sink.timed,
             self.sink.pairer.open_calls(),
             self.cost,
-            calls.as_mut().map(|c| PerCall {
-                calls: c,
-                stacks: &mut self.sink.stacks,
-                fetches: &fetches,
-            }).as_mut(),
+            calls
+                .as_mut()
+                .map(|c| PerCall {
+                    calls: c,
+                    stacks: &mut self.sink.stacks,
+                    fetches: &fetches,
+                })
+                .as_mut(),
         )
     }
 }
@@ -626,7 +644,11 @@ fn write_report(
     finish_report(out, opts, stats)
 }
 
-fn finish_report(out: &mut dyn Write, opts: &ProbeOptions, stats: &Stats) -> Result<(), ProbeError> {
+fn finish_report(
+    out: &mut dyn Write,
+    opts: &ProbeOptions,
+    stats: &Stats,
+) -> Result<(), ProbeError> {
     if stats.lost > 0 && matches!(opts.format, super::Format::Csv | super::Format::Json) {
         eprintln!(
             "rprof: warning: {} events were lost (the ring buffers overflowed)",

@@ -60,7 +60,12 @@ impl StackCounter {
     /// The frames (leaf first) of a callchain of process `pid`, whose mappings are `space`; named at [`finish`].
     ///
     /// [`finish`]: StackCounter::finish
-    pub fn frames(&mut self, pid: u32, space: Option<&AddressSpace>, chain: &[u64]) -> Arc<[FrameId]> {
+    pub fn frames(
+        &mut self,
+        pid: u32,
+        space: Option<&AddressSpace>,
+        chain: &[u64],
+    ) -> Arc<[FrameId]> {
         let key = (
             pid,
             space.map_or(0, AddressSpace::generation),
@@ -83,9 +88,19 @@ impl StackCounter {
 
     /// The frames of the function that holds return address `ret` (the caller of a function entered at a
     /// user or kernel address).
-    pub fn caller(&mut self, pid: u32, space: Option<&AddressSpace>, ret: u64, kernel: bool) -> Arc<[FrameId]> {
+    pub fn caller(
+        &mut self,
+        pid: u32,
+        space: Option<&AddressSpace>,
+        ret: u64,
+        kernel: bool,
+    ) -> Arc<[FrameId]> {
         use perf_event_open_sys::bindings::PERF_CONTEXT_KERNEL;
-        let marker = if kernel { PERF_CONTEXT_KERNEL } else { PERF_CONTEXT_USER };
+        let marker = if kernel {
+            PERF_CONTEXT_KERNEL
+        } else {
+            PERF_CONTEXT_USER
+        };
         // The call instruction, not the one after it (which may belong to the next function).
         self.frames(pid, space, &[marker, ret.saturating_sub(1)])
     }
