@@ -98,8 +98,8 @@ impl Counters {
         self.events.iter().filter(|(_, _, c)| *c).count()
     }
 
-    /// Enable the counters per CPU, and with `per_task_too` the others (which a launched command's exec
-    /// enables otherwise).
+    /// Enable the counters: all of them, or (when a launched command's exec enables the per-task ones) those
+    /// per CPU.
     pub(super) fn enable(&self, per_task_too: bool) -> Result<(), PerfError> {
         self.events
             .iter()

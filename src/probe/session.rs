@@ -150,13 +150,8 @@ fn run_counters(
         return Err(no_usable(s.opts));
     }
     let probe_cost = cal.measure_counter(s.tracefs);
-    // Counters per CPU count from now: the launched command execs in `start`. Those per task count from its
-    // exec (enable_on_exec), or from now with -p.
-    counters.enable(false)?;
     start(s)?;
-    if s.workload.is_none() {
-        counters.enable(true)?;
-    }
+    counters.enable(s.workload.is_none())?;
     let per_cpu = match (counters.cpu_wide(), &s.opts.target) {
         (0, _) | (_, TaskTarget::SystemWide) => String::new(),
         _ => format!(
