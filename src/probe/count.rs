@@ -3,10 +3,6 @@
 //! return probes, nothing to lose: a probed call costs the uprobe trap and one counter increment. User
 //! functions are counted on uprobes of the `uprobe` PMU where the kernel has it (nothing in tracefs, nothing
 //! left after a SIGKILL).
-//!
-//! A user function in a file that no other process maps is counted per CPU even under `-p`/`-- CMD`: the
-//! breakpoints land only in the processes that map the file (the targets), and the kernel then skips the
-//! per-task filter of each hit (a read lock and a walk of the target list), about 10% of a counted call here.
 use super::group::PlannedEvent;
 use super::stats::Stats;
 use super::{ProbeError, TaskTarget};
@@ -15,16 +11,15 @@ use crate::tracefs::Tracefs;
 
 /// The counters of every target.
 pub(super) struct Counters {
-    /// (target, its events on every task or CPU, whether they are per CPU).
-    events: Vec<(u32, Vec<PerfEvent>, bool)>,
+    /// (target, its events on every task or CPU).
+    events: Vec<(u32, Vec<PerfEvent>)>,
     /// Each target's count at the last read.
     last: Vec<u64>,
 }
 
 impl Counters {
     /// Open one counter per planned event (each stands for one target) on each task (`inherit`, any CPU) or,
-    /// system-wide and for events whose `private(event)` is true, on each CPU. A probe the kernel refuses is
-    /// skipped with a warning.
+    /// system-wide, on each CPU. A probe the kernel refuses is skipped with a warning.
     pub(super) fn open(
         tracefs: &Tracefs,
         planned: &[PlannedEvent],
@@ -32,14 +27,13 @@ impl Counters {
         target: &TaskTarget,
         tasks: &[i32],
         pmu: Option<UprobePmu>,
-        private: &dyn Fn(&PlannedEvent) -> bool,
     ) -> Result<Counters, ProbeError> {
         let cpus = crate::perf::online_cpus()?;
-        let per_cpu: Vec<(i32, i32)> = cpus.iter().map(|&c| (-1, c as i32)).collect();
-        let per_task: Vec<(i32, i32)> = tasks.iter().map(|&t| (t, -1)).collect();
-        crate::perf::event_set::raise_nofile(
-            (planned.len() * per_cpu.len().max(per_task.len())) as u64,
-        );
+        let places: Vec<(i32, i32)> = match target {
+            TaskTarget::SystemWide => cpus.iter().map(|&c| (-1, c as i32)).collect(),
+            _ => tasks.iter().map(|&t| (t, -1)).collect(),
+        };
+        crate::perf::event_set::raise_nofile((planned.len() * places.len()) as u64);
         let mut events = Vec::new();
         for p in planned {
             let Some(&member) = p.members.first() else {
@@ -52,16 +46,14 @@ impl Counters {
             let Some(mut attr) = attr.map(|a| a.period(0)) else {
                 continue;
             };
-            let cpu_wide = *target == TaskTarget::SystemWide || (p.user && private(p));
-            if !cpu_wide {
+            if *target != TaskTarget::SystemWide {
                 attr = attr.inherit();
-                if matches!(target, TaskTarget::Command(_)) {
-                    attr = attr.enable_on_exec();
-                }
             }
-            let places = if cpu_wide { &per_cpu } else { &per_task };
+            if matches!(target, TaskTarget::Command(_)) {
+                attr = attr.enable_on_exec();
+            }
             let mut evs = Vec::new();
-            for &(pid, cpu) in places {
+            for &(pid, cpu) in &places {
                 match PerfEvent::open(&attr, pid, cpu) {
                     Ok(ev) => evs.push(ev),
                     Err(PerfError::NoSuchProcess { .. }) if pid != -1 => continue,
@@ -76,7 +68,7 @@ impl Counters {
                 }
             }
             if !evs.is_empty() {
-                events.push((member, evs, cpu_wide));
+                events.push((member, evs));
             }
         }
         let last = vec![0; names.len()];
@@ -90,26 +82,18 @@ impl Counters {
 
     /// How many perf events are open.
     pub(super) fn len(&self) -> usize {
-        self.events.iter().map(|(_, e, _)| e.len()).sum()
+        self.events.iter().map(|(_, e)| e.len()).sum()
     }
 
-    /// How many targets are counted per CPU.
-    pub(super) fn cpu_wide(&self) -> usize {
-        self.events.iter().filter(|(_, _, c)| *c).count()
-    }
-
-    /// Enable the counters: all of them, or (when a launched command's exec enables the per-task ones) those
-    /// per CPU.
-    pub(super) fn enable(&self, per_task_too: bool) -> Result<(), PerfError> {
+    pub(super) fn enable(&self) -> Result<(), PerfError> {
         self.events
             .iter()
-            .filter(|(_, _, cpu_wide)| *cpu_wide || per_task_too)
-            .flat_map(|(_, e, _)| e)
+            .flat_map(|(_, e)| e)
             .try_for_each(PerfEvent::enable)
     }
 
     pub(super) fn disable(&self) {
-        for ev in self.events.iter().flat_map(|(_, e, _)| e) {
+        for ev in self.events.iter().flat_map(|(_, e)| e) {
             let _ = ev.disable();
         }
     }
@@ -117,7 +101,7 @@ impl Counters {
     /// The counts since the last call, as statistics (counts only).
     pub(super) fn take(&mut self) -> Result<Stats, PerfError> {
         let mut stats = Stats::new(self.last.len());
-        for (target, evs, _) in &self.events {
+        for (target, evs) in &self.events {
             let mut total = 0;
             for ev in evs {
                 total += ev.read_count()?;

@@ -94,22 +94,6 @@ fn maps_file(m: &crate::process::MapEntry, path: &Path, id: Option<(u64, u64)>) 
     }
 }
 
-/// The file names (not paths) of the probed files that no other process maps, comma-separated.
-pub fn private_files(shared: &[Sharing]) -> String {
-    let names: Vec<String> = shared
-        .iter()
-        .filter(|s| s.others == 0)
-        .map(|s| {
-            s.path
-                .file_name()
-                .unwrap_or(s.path.as_os_str())
-                .to_string_lossy()
-                .into_owned()
-        })
-        .collect();
-    names.join(", ")
-}
-
 /// The probed file of a user event, with how many other processes map it (None for other events).
 pub fn shared_file<'a>(
     p: &PlannedEvent,

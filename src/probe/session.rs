@@ -132,11 +132,6 @@ fn run_counters(
     cal: &cost::Calibration,
     out: &mut dyn Write,
 ) -> Result<RunSummary, ProbeError> {
-    // Files only the targets map are counted per CPU (see count.rs).
-    let shared = engine::sharing(s.targets, &s.opts.target);
-    let private = |p: &PlannedEvent| {
-        engine::shared_file(p, s.targets, &shared).is_some_and(|f| f.others == 0)
-    };
     let mut counters = Counters::open(
         s.tracefs,
         planned,
@@ -144,24 +139,17 @@ fn run_counters(
         &s.opts.target,
         &s.tasks,
         s.pmu,
-        &private,
     )?;
     if counters.targets() == 0 {
         return Err(no_usable(s.opts));
     }
     let probe_cost = cal.measure_counter(s.tracefs);
     start(s)?;
-    counters.enable(s.workload.is_none())?;
-    let per_cpu = match (counters.cpu_wide(), &s.opts.target) {
-        (0, _) | (_, TaskTarget::SystemWide) => String::new(),
-        _ => format!(
-            "; per CPU for {}, which only the targets map",
-            engine::private_files(&shared)
-        ),
-    };
+    if s.workload.is_none() {
+        counters.enable()?;
+    }
     eprintln!(
-        "rprof: counting {} targets ({} perf events{per_cpu}), engine: counters{}{}, set up in {:.2}s; Ctrl-C to \
-         end",
+        "rprof: counting {} targets ({} perf events), engine: counters{}{}, set up in {:.2}s; Ctrl-C to end",
         counters.targets(),
         counters.len(),
         if s.pmu.is_some() && planned.iter().any(|p| p.pmu.is_some()) {
