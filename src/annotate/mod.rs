@@ -8,8 +8,8 @@
 use crate::addr::FileOffset;
 use crate::elf_layout::ElfLayout;
 use crate::process::AddressSpaces;
-use crate::recording::{CpuMode, Event, Reader, RecordingError, OFF_CPU_EVENT};
-use crate::report::{read_batches, resolver_for, thousands, track, Origin, ReportError};
+use crate::recording::{CpuMode, Event, Reader, OFF_CPU_EVENT};
+use crate::report::{resolver_for, stream_events, thousands, track, Origin, ReportError};
 use crate::report::{Salvaged, StackResolver};
 use crate::symbols::{FunctionRange, ModuleKey, SymbolizerOptions};
 use std::collections::{BTreeMap, HashMap};
@@ -129,36 +129,19 @@ pub fn load(input: &Path, debug_dirs: Vec<PathBuf>) -> Result<Sampled, AnnotateE
     let mut spaces = AddressSpaces::new();
     // Leaf frame id -> (samples, period).
     let mut leaves: HashMap<u32, (u64, u64)> = HashMap::new();
-    let mut salvaged = None;
     let mut read = 0u64;
-    std::thread::scope(|scope| -> Result<(), ReportError> {
-        let (sender, batches) = std::sync::mpsc::sync_channel(crate::report::QUEUED_BATCHES);
-        std::thread::Builder::new()
-            .name("rprof-reader".into())
-            .spawn_scoped(scope, move || read_batches(reader, sender))
-            .map_err(ReportError::Output)?;
-        for batch in batches {
-            let batch = match batch {
-                Ok(batch) => batch,
-                Err(error @ RecordingError::Incomplete { .. }) => {
-                    salvaged = Some(error);
-                    break;
-                }
-                Err(e) => return Err(e.into()),
-            };
-            for event in batch {
-                track(&event, &mut spaces, &mut resolver, None);
-                let Event::Sample(s) = event else { continue };
-                read += 1;
-                if s.off_cpu {
-                    continue;
-                }
-                let kernel = s.cpu_mode == CpuMode::Kernel;
-                let ids = resolver.resolve_addr(s.pid, spaces.get(s.pid), s.ip, kernel, true);
-                let leaf = leaves.entry(ids[0]).or_default();
-                leaf.0 += 1;
-                leaf.1 = leaf.1.saturating_add(s.period);
-            }
+    let salvaged = stream_events(reader, crate::report::QUEUED_BATCHES, |event| {
+        track(&event, &mut spaces, &mut resolver, None);
+        let Event::Sample(s) = event else {
+            return Ok(());
+        };
+        read += 1;
+        if !s.off_cpu {
+            let kernel = s.cpu_mode == CpuMode::Kernel;
+            let ids = resolver.resolve_addr(s.pid, spaces.get(s.pid), s.ip, kernel, true);
+            let leaf = leaves.entry(ids[0]).or_default();
+            leaf.0 += 1;
+            leaf.1 = leaf.1.saturating_add(s.period);
         }
         Ok(())
     })?;

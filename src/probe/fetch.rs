@@ -160,7 +160,10 @@ pub fn split_spec(text: &str) -> Result<SplitSpec<'_>, PatternError> {
                         || w.contains("::")
                         || w.contains(['<', '*', '&'])
                 });
-            if !looks_cpp && open > 0 {
+            if !looks_cpp && open == 0 {
+                return Err(bad("no function pattern before the values".into()));
+            }
+            if !looks_cpp {
                 for w in words {
                     items.push(FetchItem::parse(w).map_err(bad)?);
                 }

@@ -295,6 +295,9 @@ impl Sink {
                             let mut entry = closed.data.map(|d| *d).unwrap_or_default();
                             // The values fetched at the return join those of the entry.
                             if let Some(ret) = data {
+                                if entry.values.len() < ret.values.len() {
+                                    entry.values.resize(ret.values.len(), None);
+                                }
                                 for (slot, v) in entry.values.iter_mut().zip(ret.values) {
                                     if v.is_some() {
                                         *slot = v;

@@ -270,30 +270,12 @@ pub fn load(
             && filter.kinds.keeps(sample.off_cpu)
     };
     let mut samples_read = 0u64;
-    let mut salvaged = None;
     // The file is parsed on a thread of its own, in batches, while this one resolves and symbolizes.
-    std::thread::scope(|scope| -> Result<(), ReportError> {
-        let (sender, batches) = std::sync::mpsc::sync_channel(QUEUED_BATCHES);
-        std::thread::Builder::new()
-            .name("rprof-reader".into())
-            .spawn_scoped(scope, move || read_batches(reader, sender))
-            .map_err(ReportError::Output)?;
-        for batch in batches {
-            let batch = match batch {
-                Ok(batch) => batch,
-                Err(error @ RecordingError::Incomplete { .. }) => {
-                    salvaged = Some(error);
-                    break;
-                }
-                Err(e) => return Err(e.into()),
-            };
-            for event in batch {
-                samples_read += matches!(event, Event::Sample(_)) as u64;
-                match event {
-                    Event::Sample(sample) if !keep(&sample) => {}
-                    event => s.handle(event, &filter.comms),
-                }
-            }
+    let salvaged = stream_events(reader, QUEUED_BATCHES, |event| {
+        samples_read += matches!(event, Event::Sample(_)) as u64;
+        match event {
+            Event::Sample(sample) if !keep(&sample) => {}
+            event => s.handle(event, &filter.comms),
         }
         Ok(())
     })?;
@@ -364,9 +346,35 @@ pub(crate) const BATCH: usize = 1024;
 /// DWARF or waits for kallsyms (tens of milliseconds, some 100k events), and bounded (tens of MiB).
 pub(crate) const QUEUED_BATCHES: usize = 128;
 
+/// Read every event of `reader` on a thread of its own, in bounded batches, and hand each to `each` on this
+/// thread, in file order, with at most `queued` batches read ahead: the one streaming loop of report, script and
+/// annotate. Returns why the file ended early when it was not finished (a killed recorder), after the events
+/// before that point.
+pub(crate) fn stream_events(
+    reader: Reader,
+    queued: usize,
+    mut each: impl FnMut(Event) -> Result<(), ReportError>,
+) -> Result<Option<RecordingError>, ReportError> {
+    std::thread::scope(|scope| {
+        let (sender, batches) = std::sync::mpsc::sync_channel(queued);
+        std::thread::Builder::new()
+            .name("rprof-reader".into())
+            .spawn_scoped(scope, move || read_batches(reader, sender))
+            .map_err(ReportError::Output)?;
+        for batch in batches {
+            match batch {
+                Ok(batch) => batch.into_iter().try_for_each(&mut each)?,
+                Err(error @ RecordingError::Incomplete { .. }) => return Ok(Some(error)),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(None)
+    })
+}
+
 /// Send the recording's events in batches until the end, an error (sent after the events before it), or until
 /// the receiver is gone.
-pub(crate) fn read_batches(
+fn read_batches(
     mut reader: Reader,
     sender: std::sync::mpsc::SyncSender<Result<Vec<Event>, RecordingError>>,
 ) {

@@ -13,9 +13,9 @@
 //! kept (memory follows the distinct addresses, not the samples).
 use super::resolve::{short_name, FastMap, Origin, KERNEL_NAME};
 pub use super::script_fields::{Fields, FIELD_NAMES};
-use super::{read_batches, resolver_for, track, ReportError, Salvaged, StackResolver};
+use super::{resolver_for, stream_events, track, ReportError, Salvaged, StackResolver};
 use crate::process::AddressSpaces;
-use crate::recording::{CpuMode, Event, Reader, RecordingError, Sample};
+use crate::recording::{CpuMode, Event, Reader, Sample};
 use crate::symbols::SymbolizerOptions;
 use crate::unwind::dwarf::DwarfUnwinder;
 use crate::unwind::fp::{self, ChainPart};
@@ -94,29 +94,7 @@ pub fn script(
         buf: Vec::with_capacity(4096),
         samples: 0,
     };
-    let mut salvaged = None;
-    std::thread::scope(|scope| -> Result<(), ReportError> {
-        let (sender, batches) = std::sync::mpsc::sync_channel(QUEUED_BATCHES);
-        std::thread::Builder::new()
-            .name("rprof-reader".into())
-            .spawn_scoped(scope, move || read_batches(reader, sender))
-            .map_err(ReportError::Output)?;
-        for batch in batches {
-            match batch {
-                Ok(batch) => {
-                    for event in batch {
-                        s.handle(event)?;
-                    }
-                }
-                Err(error @ RecordingError::Incomplete { .. }) => {
-                    salvaged = Some(error);
-                    break;
-                }
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Ok(())
-    })?;
+    let salvaged = stream_events(reader, QUEUED_BATCHES, |event| Ok(s.handle(event)?))?;
     s.out.flush()?;
     Ok(ScriptSummary {
         samples: s.samples,
