@@ -1,14 +1,19 @@
 //! Writing what [`Calls`] gathered: the `--by` rows as a report, `--hist VALUE` histograms, the slow calls
-//! of `--min-duration` and the `--trace` lines.
+//! of `--min-duration` and the `--trace` lines; and [`write_report`], which writes a run's or an interval's report
+//! with them.
 use super::calls::{describe, Calls, Key, SlowCall};
 use super::fetch::Fetch;
+use super::output::{self, Report};
 use super::output::{human_ns, write_log2_hist};
+use super::resolve::Target;
 use super::stacks::StackCounter;
 use super::stats::{FuncStats, Stats};
+use super::{Format, ProbeError, ProbeOptions};
 use crate::report::FrameId;
 use std::collections::HashMap;
 use std::io::{self, Write};
 use std::sync::Arc;
+use std::time::SystemTime;
 
 /// The `--by` rows as report rows: function names, values and statistics, grouped by function (the function
 /// with the most time, or calls, first), each function's values by time then count, the top `top` of them and
@@ -181,4 +186,97 @@ fn line(call: &SlowCall, names: &[String], fetches: &[&[Fetch]], stacks: &StackC
         call.time as f64 / 1e9,
         call.tid
     )
+}
+
+/// The per-call results to write with a report.
+pub(super) struct PerCall<'a> {
+    pub(super) calls: &'a mut Calls,
+    pub(super) stacks: &'a mut StackCounter,
+    pub(super) fetches: &'a [&'a [Fetch]],
+}
+
+/// Each target's fetches.
+pub(super) fn fetch_lists(targets: &[Target]) -> Vec<&[Fetch]> {
+    targets.iter().map(|t| t.fetches.as_slice()).collect()
+}
+
+/// The wall clock as `HH:MM:SS` (UTC).
+fn clock() -> String {
+    let s = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+        % 86_400;
+    format!("{:02}:{:02}:{:02}", s / 3600, (s / 60) % 60, s % 60)
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(super) fn write_report(
+    out: &mut dyn Write,
+    opts: &ProbeOptions,
+    names: &[String],
+    stats: &Stats,
+    timed: bool,
+    open_calls: usize,
+    probe_cost_ns: Option<u64>,
+    per_call: Option<&mut PerCall<'_>>,
+) -> Result<(), ProbeError> {
+    let mut r = Report {
+        names,
+        stats,
+        timed,
+        timestamp: opts.timestamps.then(clock),
+        open_calls,
+        show_zero: false,
+        probe_cost_ns,
+        keys: None,
+    };
+    let Some(pc) = per_call else {
+        output::write(out, &r, opts.format)?;
+        return finish_report(out, opts, stats);
+    };
+    // `--by`: the rows by value replace the rows by function.
+    let keyed;
+    if let Some(header) = pc.calls.opts.by.as_deref() {
+        keyed = keyed_rows(pc.calls, names, pc.stacks);
+        let mut keyed_stats = keyed.2.clone();
+        keyed_stats.lost = stats.lost;
+        keyed_stats.orphan_returns = stats.orphan_returns;
+        let report = Report {
+            names: &keyed.0,
+            stats: &keyed_stats,
+            keys: Some(output::KeyColumn {
+                header,
+                values: &keyed.1,
+            }),
+            ..r.clone()
+        };
+        output::write(out, &report, opts.format)?;
+        r.keys = None;
+    } else {
+        output::write(out, &r, opts.format)?;
+    }
+    if matches!(opts.format, Format::Table | Format::Hist) {
+        if let Some(label) = pc.calls.opts.hist_of.as_deref() {
+            write_value_hists(out, pc.calls, names, label)?;
+        }
+        let all: u64 = stats.funcs.iter().map(|f| f.paired).sum();
+        write_slow(out, pc.calls, all, names, pc.fetches, pc.stacks)?;
+    }
+    finish_report(out, opts, stats)
+}
+
+fn finish_report(
+    out: &mut dyn Write,
+    opts: &ProbeOptions,
+    stats: &Stats,
+) -> Result<(), ProbeError> {
+    if stats.lost > 0 && matches!(opts.format, Format::Csv | Format::Json) {
+        eprintln!(
+            "rprof: warning: {} events were lost (the ring buffers overflowed)",
+            stats.lost
+        );
+    }
+    out.flush()?;
+    Ok(())
 }

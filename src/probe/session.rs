@@ -8,9 +8,9 @@ use super::count::Counters;
 use super::engine::{self, EngineChoice};
 use super::events::{event_types, open_events, Opened};
 use super::group::{self, PlannedEvent, ProbeGroup};
-use super::listing;
+use super::listing::{self, fetch_lists, write_report, PerCall};
 use super::live::{decode, EventTypes, FetchShape, Item, PerfParse, ProbeInfo, Sink};
-use super::output::{self, Report};
+use super::output;
 use super::pairing::Pairer;
 use super::resolve::Target;
 use super::ring::RingEngine;
@@ -26,17 +26,7 @@ use crate::tracefs::Tracefs;
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::os::fd::BorrowedFd;
-use std::time::{Instant, SystemTime};
-
-/// The wall clock as `HH:MM:SS` (UTC).
-fn clock() -> String {
-    let s = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-        % 86_400;
-    format!("{:02}:{:02}:{:02}", s / 3600, (s / 60) % 60, s % 60)
-}
+use std::time::Instant;
 
 /// What every engine needs to run: the targets, the tasks, the launched command.
 struct Setup<'a> {
@@ -482,18 +472,6 @@ struct Live<'a> {
     cost: Option<u64>,
 }
 
-/// The per-call results to write with a report.
-struct PerCall<'a> {
-    calls: &'a mut Calls,
-    stacks: &'a mut StackCounter,
-    fetches: &'a [&'a [super::fetch::Fetch]],
-}
-
-/// Each target's fetches.
-fn fetch_lists(targets: &[Target]) -> Vec<&[super::fetch::Fetch]> {
-    targets.iter().map(|t| t.fetches.as_slice()).collect()
-}
-
 impl Handler<ProbeInfo> for Live<'_> {
     type Error = ProbeError;
 
@@ -574,75 +552,4 @@ impl Handler<ProbeInfo> for Live<'_> {
                 .as_mut(),
         )
     }
-}
-
-#[allow(clippy::too_many_arguments)]
-fn write_report(
-    out: &mut dyn Write,
-    opts: &ProbeOptions,
-    names: &[String],
-    stats: &Stats,
-    timed: bool,
-    open_calls: usize,
-    probe_cost_ns: Option<u64>,
-    per_call: Option<&mut PerCall<'_>>,
-) -> Result<(), ProbeError> {
-    let mut r = Report {
-        names,
-        stats,
-        timed,
-        timestamp: opts.timestamps.then(clock),
-        open_calls,
-        show_zero: false,
-        probe_cost_ns,
-        keys: None,
-    };
-    let Some(pc) = per_call else {
-        output::write(out, &r, opts.format)?;
-        return finish_report(out, opts, stats);
-    };
-    // `--by`: the rows by value replace the rows by function.
-    let keyed;
-    if let Some(header) = pc.calls.opts.by.as_deref() {
-        keyed = listing::keyed_rows(pc.calls, names, pc.stacks);
-        let mut keyed_stats = keyed.2.clone();
-        keyed_stats.lost = stats.lost;
-        keyed_stats.orphan_returns = stats.orphan_returns;
-        let report = Report {
-            names: &keyed.0,
-            stats: &keyed_stats,
-            keys: Some(output::KeyColumn {
-                header,
-                values: &keyed.1,
-            }),
-            ..r.clone()
-        };
-        output::write(out, &report, opts.format)?;
-        r.keys = None;
-    } else {
-        output::write(out, &r, opts.format)?;
-    }
-    if matches!(opts.format, super::Format::Table | super::Format::Hist) {
-        if let Some(label) = pc.calls.opts.hist_of.as_deref() {
-            listing::write_value_hists(out, pc.calls, names, label)?;
-        }
-        let all: u64 = stats.funcs.iter().map(|f| f.paired).sum();
-        listing::write_slow(out, pc.calls, all, names, pc.fetches, pc.stacks)?;
-    }
-    finish_report(out, opts, stats)
-}
-
-fn finish_report(
-    out: &mut dyn Write,
-    opts: &ProbeOptions,
-    stats: &Stats,
-) -> Result<(), ProbeError> {
-    if stats.lost > 0 && matches!(opts.format, super::Format::Csv | super::Format::Json) {
-        eprintln!(
-            "rprof: warning: {} events were lost (the ring buffers overflowed)",
-            stats.lost
-        );
-    }
-    out.flush()?;
-    Ok(())
 }
