@@ -2,26 +2,12 @@
 //! parameter names, and the one-line errors of bad value specs (issue 14). Needs root and uprobes; skips with
 //! a reason elsewhere, and fails under RPROF_REQUIRE_PRIVILEGED=1.
 mod common;
-use common::{build_c, privileged};
+use common::{build_c, privileged, rprof_ok as ok};
 use std::collections::HashMap;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 
 const PYTHON: &str = "/usr/bin/python3.11";
-
-fn rprof(args: &[&str]) -> Output {
-    common::rprof().args(args).output().unwrap()
-}
-
-fn ok(args: &[&str]) -> String {
-    let out = rprof(args);
-    assert!(
-        out.status.success(),
-        "rprof {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
 
 /// `--by` CSV rows: value -> (count, total_us).
 fn keyed(csv: &str, function: &str) -> HashMap<String, (u64, f64)> {
@@ -228,7 +214,7 @@ fn bad_value_specs() {
         let mut all = vec!["probe"];
         all.extend(args.iter().copied());
         all.extend(["--", bin, "slow", "1"]);
-        let out = rprof(&all);
+        let out = common::rprof().args(&all).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{args:?} succeeded");
         assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");

@@ -59,9 +59,6 @@ fn resolve_one(
                 target.name
             )));
         }
-        if item.ty == Some(FetchType::Str) && matches!(target.kind, TargetKind::Kernel { .. }) {
-            return Ok(Fetch::new("ret", field, "$retval", FetchType::Str, true));
-        }
         return Ok(Fetch::new(
             "ret",
             field,

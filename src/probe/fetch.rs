@@ -106,11 +106,6 @@ impl FetchItem {
     pub fn is_caller(&self) -> bool {
         self.name == "caller"
     }
-
-    /// The label the value is shown under: the name, with its type when one was given.
-    pub fn label(&self) -> String {
-        self.name.clone()
-    }
 }
 
 fn is_ident(s: &str) -> bool {

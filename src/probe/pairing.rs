@@ -73,15 +73,7 @@ impl Pairer {
         let stack = self.threads.entry(tid).or_default();
         if let Some(sp) = sp {
             // Open calls at a lower address than a new entry are frames that were unwound without returning.
-            while let Some(top) = stack.last() {
-                match top.sp {
-                    Some(top_sp) if top_sp < sp => {
-                        stats.funcs[top.probe as usize].unpaired += 1;
-                        stack.pop();
-                    }
-                    _ => break,
-                }
-            }
+            drop_frames_below(stack, sp, stats);
         }
         if stack.len() >= MAX_DEPTH {
             let old = stack.remove(0);
@@ -122,15 +114,7 @@ impl Pairer {
         let Some(idx) = found else {
             // No entry: it came before probing began or was lost. Frames below the returning one are gone.
             if let Some(esp) = entry_sp {
-                while let Some(top) = stack.last() {
-                    match top.sp {
-                        Some(top_sp) if top_sp < esp => {
-                            stats.funcs[top.probe as usize].unpaired += 1;
-                            stack.pop();
-                        }
-                        _ => break,
-                    }
-                }
+                drop_frames_below(stack, esp, stats);
             }
             stats.orphan_returns += 1;
             return None;
@@ -168,6 +152,20 @@ impl Pairer {
     /// Calls still open (running at the end of the run, or waiting for a return that will never come).
     pub fn open_calls(&self) -> usize {
         self.threads.values().map(Vec::len).sum()
+    }
+}
+
+/// Pop the open calls on top of `stack` whose SP is below `sp` (frames unwound without returning: longjmp,
+/// exceptions, lost returns), counting each as unpaired.
+fn drop_frames_below(stack: &mut Vec<OpenCall>, sp: u64, stats: &mut Stats) {
+    while let Some(top) = stack.last() {
+        match top.sp {
+            Some(top_sp) if top_sp < sp => {
+                stats.funcs[top.probe as usize].unpaired += 1;
+                stack.pop();
+            }
+            _ => break,
+        }
     }
 }
 

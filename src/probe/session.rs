@@ -7,6 +7,7 @@ use super::calls::Calls;
 use super::count::Counters;
 use super::engine::{self, EngineChoice};
 use super::events::{event_types, open_events, Opened};
+use super::fetch::Fetch;
 use super::group::{self, PlannedEvent, ProbeGroup};
 use super::listing::{self, fetch_lists, write_report, PerCall};
 use super::live::{decode, EventTypes, FetchShape, Item, PerfParse, ProbeInfo, Sink};
@@ -398,7 +399,7 @@ fn run_sampled(
         ring,
         opts,
         names: &s.names,
-        targets: s.targets,
+        fetches: fetch_lists(s.targets),
         out,
         cost: probe_cost,
     };
@@ -416,13 +417,13 @@ fn run_sampled(
         mut sink,
         out,
         mut ring,
+        fetches,
         ..
     } = live;
     if let Some(r) = ring.as_mut() {
         sink.stats.lost += r.take_lost();
     }
     drop(ring);
-    let fetches = fetch_lists(s.targets);
     let mut extra = sink.calls.as_mut().map(|c| PerCall {
         calls: c,
         stacks: &mut sink.stacks,
@@ -467,7 +468,8 @@ struct Live<'a> {
     ring: Option<RingEngine>,
     opts: &'a ProbeOptions,
     names: &'a [String],
-    targets: &'a [Target],
+    /// Each target's fetches.
+    fetches: Vec<&'a [Fetch]>,
     out: &'a mut dyn Write,
     cost: Option<u64>,
 }
@@ -507,12 +509,11 @@ impl Handler<ProbeInfo> for Live<'_> {
         if let Some(calls) = self.sink.calls.as_mut() {
             if !calls.trace_lines.is_empty() && !last {
                 self.sink.stacks.finish();
-                let fetches = fetch_lists(self.targets);
                 listing::write_trace(
                     self.out,
                     calls,
                     self.names,
-                    &fetches,
+                    &self.fetches,
                     &self.sink.stacks,
                     false,
                 )?;
@@ -529,7 +530,6 @@ impl Handler<ProbeInfo> for Live<'_> {
             self.sink.stats.lost += r.take_lost();
         }
         let interval = self.sink.stats.take();
-        let fetches = fetch_lists(self.targets);
         let mut calls = self.sink.calls.as_mut().map(Calls::take);
         if calls.is_some() {
             self.sink.stacks.finish();
@@ -547,7 +547,7 @@ impl Handler<ProbeInfo> for Live<'_> {
                 .map(|c| PerCall {
                     calls: c,
                     stacks: &mut self.sink.stacks,
-                    fetches: &fetches,
+                    fetches: &self.fetches,
                 })
                 .as_mut(),
         )

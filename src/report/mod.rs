@@ -1,19 +1,19 @@
 //! `rprof report`: replay a recording (rprof's or perf's), symbolize each sample's stack, aggregate, and print a
 //! top table, folded stacks or an SVG flame graph.
-use crate::process::{AddressSpaces, Mapping, TaskEvent};
+use crate::process::AddressSpaces;
 use crate::recording::{CpuMode, Event, Reader, RecordingError, Sample, Sampling};
-use crate::symbols::{KernelRef, SymbolizerOptions};
+use crate::symbols::SymbolizerOptions;
 use crate::unwind::dwarf::{DwarfStats, DwarfUnwinder};
-use resolve::{FastMap, KERNEL_NAME};
+use resolve::FastMap;
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 mod exports;
 mod firefox;
 mod output;
 mod pprof;
+mod replay;
 mod resolve;
 mod script;
 mod script_fields;
@@ -24,6 +24,7 @@ pub use output::{
     TableOptions, OFF_CPU_FRAME,
 };
 pub use pprof::{proto, to_pprof, write_pprof};
+pub(crate) use replay::{resolver_for, stream_events, track, QUEUED_BATCHES};
 pub use resolve::{folded_name, is_jit_like, Origin, StackResolver};
 pub use script::{script, Fields, ScriptOptions, ScriptSummary, FIELD_NAMES};
 
@@ -288,123 +289,6 @@ pub fn load(
     Ok(profile)
 }
 
-/// The one stack resolver of a recording: its recorded build ids, its kernel and its namespace pids.
-pub(crate) fn resolver_for(reader: &Reader, opts: SymbolizerOptions) -> StackResolver {
-    let build_ids: HashMap<String, Vec<u8>> = reader
-        .build_ids()
-        .iter()
-        .map(|b| (b.path.clone(), b.build_id.clone()))
-        .collect();
-    let kernel_build_id = build_ids.get(KERNEL_NAME).cloned();
-    let mut resolver = StackResolver::new(opts, build_ids);
-    resolver.symbolizer().set_kernel(KernelRef {
-        build_id: kernel_build_id,
-        text: None,
-    });
-    resolver.symbolizer().set_ns_pids(reader.ns_pids().clone());
-    resolver
-}
-
-/// Apply what an event says about address spaces and the kernel (every reader of a recording does this
-/// before looking at samples): mappings, exec, fork and exit of processes, and the kernel's own mapping.
-pub(crate) fn track(
-    event: &Event,
-    spaces: &mut AddressSpaces,
-    resolver: &mut StackResolver,
-    unwinder: Option<&mut DwarfUnwinder>,
-) {
-    if let Some(task) = task_event(event, resolver) {
-        if let (TaskEvent::Exit { pid }, Some(unwinder)) = (&task, unwinder) {
-            unwinder.forget(*pid);
-        }
-        spaces.apply(task);
-    }
-    if let Event::Mmap {
-        path,
-        pgoff,
-        cpu_mode: CpuMode::Kernel,
-        ..
-    } = event
-    {
-        // The recording describes the kernel: its samples will need kallsyms. The kernel's own mapping
-        // (`[kernel.kallsyms]_text`) starts at `_text`, its offset, which gives the KASLR offset against a
-        // cached copy of kallsyms.
-        if path.starts_with(KERNEL_NAME) {
-            let build_id = resolver.build_id(KERNEL_NAME).cloned();
-            resolver.symbolizer().set_kernel(KernelRef {
-                build_id,
-                text: Some(*pgoff),
-            });
-        }
-        resolver.symbolizer().prefetch_kernel();
-    }
-}
-
-/// Events per message from the reading thread.
-pub(crate) const BATCH: usize = 1024;
-/// Batches the reading thread may run ahead: enough to keep it busy while this thread loads a large binary's
-/// DWARF or waits for kallsyms (tens of milliseconds, some 100k events), and bounded (tens of MiB).
-pub(crate) const QUEUED_BATCHES: usize = 128;
-
-/// Read every event of `reader` on a thread of its own, in bounded batches, and hand each to `each` on this
-/// thread, in file order, with at most `queued` batches read ahead: the one streaming loop of report, script and
-/// annotate. Returns why the file ended early when it was not finished (a killed recorder), after the events
-/// before that point.
-pub(crate) fn stream_events(
-    reader: Reader,
-    queued: usize,
-    mut each: impl FnMut(Event) -> Result<(), ReportError>,
-) -> Result<Option<RecordingError>, ReportError> {
-    std::thread::scope(|scope| {
-        let (sender, batches) = std::sync::mpsc::sync_channel(queued);
-        std::thread::Builder::new()
-            .name("rprof-reader".into())
-            .spawn_scoped(scope, move || read_batches(reader, sender))
-            .map_err(ReportError::Output)?;
-        for batch in batches {
-            match batch {
-                Ok(batch) => batch.into_iter().try_for_each(&mut each)?,
-                Err(error @ RecordingError::Incomplete { .. }) => return Ok(Some(error)),
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Ok(None)
-    })
-}
-
-/// Send the recording's events in batches until the end, an error (sent after the events before it), or until
-/// the receiver is gone.
-fn read_batches(
-    mut reader: Reader,
-    sender: std::sync::mpsc::SyncSender<Result<Vec<Event>, RecordingError>>,
-) {
-    loop {
-        let mut batch = Vec::with_capacity(BATCH);
-        let mut error = None;
-        while batch.len() < BATCH {
-            match reader.next_event() {
-                Ok(Some(event)) => batch.push(event),
-                Ok(None) => break,
-                Err(e) => {
-                    error = Some(e);
-                    break;
-                }
-            }
-        }
-        let last = batch.len() < BATCH;
-        if sender.send(Ok(batch)).is_err() {
-            return;
-        }
-        if let Some(e) = error {
-            let _ = sender.send(Err(e));
-            return;
-        }
-        if last {
-            return;
-        }
-    }
-}
-
 impl Session {
     /// Apply one event (samples already filtered by pid and tid).
     fn handle(&mut self, event: Event, comms: &[String]) {
@@ -570,45 +454,6 @@ impl Session {
         self.profile.stacks = stacks;
         self.profile.frames = self.resolver.into_frames();
         self.profile
-    }
-}
-
-/// The address-space change a recording's event makes, if any (kernel mappings are not part of a process).
-fn task_event(event: &Event, resolver: &StackResolver) -> Option<TaskEvent> {
-    match event {
-        Event::Comm {
-            pid, exec: true, ..
-        } => Some(TaskEvent::Exec { pid: *pid }),
-        Event::Mmap {
-            pid,
-            start,
-            len,
-            pgoff,
-            path,
-            build_id,
-            cpu_mode,
-            ..
-        } if *cpu_mode != CpuMode::Kernel && *pid >= 0 => {
-            let build_id = build_id.as_ref().or_else(|| resolver.build_id(path));
-            Some(TaskEvent::Mmap {
-                pid: *pid as u32,
-                mapping: Mapping {
-                    start: *start,
-                    end: start.saturating_add(*len),
-                    pgoff: *pgoff,
-                    path: Arc::from(path.as_str()),
-                    file: None,
-                    build_id: build_id.map(|b| Arc::from(b.as_slice())),
-                    prot: 0,
-                },
-            })
-        }
-        Event::Fork { pid, ppid, .. } if pid != ppid => Some(TaskEvent::Fork {
-            parent: *ppid,
-            child: *pid,
-        }),
-        Event::Exit { pid, tid } if pid == tid => Some(TaskEvent::Exit { pid: *pid }),
-        _ => None,
     }
 }
 
