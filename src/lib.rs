@@ -8,23 +8,30 @@
 //! - [`merge`]: the time-ordered merge of records from several buffers (a generic sort).
 //! - [`tracefs`]: find/mount tracefs, create and remove probe events, instances, the ftrace ring-buffer page
 //!   format.
-//! - [`perf`]: perf_event_open, ioctls, mmap ring buffers (perf's and ftrace's), mapped files, the event set and
-//!   its run loop. The only unsafe code.
+//! - [`perf`]: perf_event_open, ioctls, mmap ring buffers (perf's and ftrace's), the event set and its run loop.
+//!   Unsafe code lives here and in [`mapped`].
+//! - [`mapped`]: files mapped read-only (memmap2), below the symbolizer and the unwinder.
 //! - [`process`]: /proc parsers (maps, tasks, comm) and the one per-process address-space model.
 //! - [`symbols`]: kallsyms, ELF, DWARF, debug files, perf maps, demangling.
 //! - [`unwind`]: frame-pointer callchains and DWARF unwinding.
 //! - [`recording`]: the perf.data (PERFILE2) writer and reader.
 //! - [`record`]: `rprof record`, sampling into a recording.
-//! - [`report`]: `rprof report`, the one stack resolver (also used by `probe -g`), tables, folded stacks, flame graphs.
+//! - [`resolve`]: the one stack resolver (callchains to interned frames), shared by report, script, annotate and
+//!   probe.
+//! - [`replay`]: reading a recording as every reader does (the resolver set up from it, streamed events).
+//! - [`text`]: numbers as the reports print them.
+//! - [`report`]: `rprof report` and `rprof script`: tables, folded stacks, flame graphs, exports.
 //! - [`annotate`]: `rprof annotate`, the source lines and instructions of hot functions (iced-x86).
 //! - [`probe`]: `rprof probe`, exact function counts and durations.
 //!
-//! `unsafe` code is denied everywhere but in [`perf`] (and the lint enforces it).
+//! `unsafe` code is denied everywhere but in [`perf`] and [`mapped`] (and the lint enforces it).
 #![deny(unsafe_code)]
 pub mod addr;
 pub mod annotate;
 pub mod buildid;
 pub mod elf_layout;
+#[allow(unsafe_code)]
+pub mod mapped;
 pub mod merge;
 #[allow(unsafe_code)]
 pub mod perf;
@@ -33,7 +40,10 @@ pub mod process;
 pub mod record;
 pub mod recording;
 pub mod regs;
+pub mod replay;
 pub mod report;
+pub mod resolve;
 pub mod symbols;
+pub mod text;
 pub mod tracefs;
 pub mod unwind;

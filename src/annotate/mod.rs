@@ -9,9 +9,10 @@ use crate::addr::FileOffset;
 use crate::elf_layout::ElfLayout;
 use crate::process::AddressSpaces;
 use crate::recording::{CpuMode, Event, Reader, OFF_CPU_EVENT};
-use crate::report::{resolver_for, stream_events, thousands, track, Origin, ReportError};
-use crate::report::{Salvaged, StackResolver};
+use crate::replay::{resolver_for, stream_events, track, Salvaged, QUEUED_BATCHES};
+use crate::resolve::{Origin, StackResolver};
 use crate::symbols::{FunctionRange, ModuleKey, SymbolizerOptions};
+use crate::text::thousands;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -45,7 +46,7 @@ pub struct AnnotateOptions {
 #[derive(Debug, thiserror::Error)]
 pub enum AnnotateError {
     #[error(transparent)]
-    Report(#[from] ReportError),
+    Recording(#[from] crate::recording::RecordingError),
     #[error("{0}: no CPU samples to annotate")]
     NoSamples(PathBuf),
     #[error("no sampled function matches `{pattern}`{dso} in {input} (exact, demangled or glob name); {found}")]
@@ -112,7 +113,7 @@ pub struct Sampled {
 
 /// Read a recording's CPU samples and attribute each to the function and instruction at its IP.
 pub fn load(input: &Path, debug_dirs: Vec<PathBuf>) -> Result<Sampled, AnnotateError> {
-    let reader = Reader::open(input).map_err(ReportError::from)?;
+    let reader = Reader::open(input)?;
     let event = reader
         .event_names()
         .iter()
@@ -130,7 +131,7 @@ pub fn load(input: &Path, debug_dirs: Vec<PathBuf>) -> Result<Sampled, AnnotateE
     // Leaf frame id -> (samples, period).
     let mut leaves: HashMap<u32, (u64, u64)> = HashMap::new();
     let mut read = 0u64;
-    let salvaged = stream_events(reader, crate::report::QUEUED_BATCHES, |event| {
+    let salvaged = stream_events::<AnnotateError>(reader, QUEUED_BATCHES, |event| {
         track(&event, &mut spaces, &mut resolver, None);
         let Event::Sample(s) = event else {
             return Ok(());

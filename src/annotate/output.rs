@@ -5,8 +5,8 @@ use super::disasm::{disassemble, Insn};
 use super::source::SourceFiles;
 use super::{AnnotateError, AnnotateOptions, Sampled};
 use crate::addr::ElfAddr;
-use crate::report::thousands;
 use crate::symbols::{function_code, SourceLine};
+use crate::text::thousands;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 

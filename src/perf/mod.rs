@@ -4,10 +4,8 @@ pub mod attr;
 pub mod event;
 pub mod event_set;
 pub mod ftrace_ring;
-pub mod mapped;
 pub mod ring;
 pub mod run_loop;
-pub mod tracepoint;
 pub mod uprobe_pmu;
 pub mod workload;
 

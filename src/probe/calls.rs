@@ -4,7 +4,7 @@
 //! per function, [`MAX_SLOW`] listed slow calls, and a trace rate.
 use super::fetch::{Fetch, Value};
 use super::stats::{FuncStats, Histogram};
-use crate::report::FrameId;
+use crate::resolve::FrameId;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::Arc;

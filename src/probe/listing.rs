@@ -9,7 +9,7 @@ use super::resolve::Target;
 use super::stacks::StackCounter;
 use super::stats::{FuncStats, Stats};
 use super::{Format, ProbeError, ProbeOptions};
-use crate::report::FrameId;
+use crate::resolve::FrameId;
 use std::collections::HashMap;
 use std::io::{self, Write};
 use std::sync::Arc;

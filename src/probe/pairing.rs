@@ -32,8 +32,8 @@ struct OpenCall {
 #[derive(Clone, Debug, Default)]
 pub struct CallData {
     pub values: Vec<Option<crate::probe::fetch::Value>>,
-    pub caller: Option<std::sync::Arc<[crate::report::FrameId]>>,
-    pub stack: Option<std::sync::Arc<[crate::report::FrameId]>>,
+    pub caller: Option<std::sync::Arc<[crate::resolve::FrameId]>>,
+    pub stack: Option<std::sync::Arc<[crate::resolve::FrameId]>>,
 }
 
 /// A call closed by its return.

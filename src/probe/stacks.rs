@@ -1,6 +1,6 @@
 //! `-g`: distinct user and kernel stacks at function entry, counted (stackcount), printed as text or folded.
 use crate::process::AddressSpace;
-use crate::report::{folded_name, FrameId, StackResolver};
+use crate::resolve::{folded_name, FrameId, StackResolver};
 use crate::symbols::SymbolizerOptions;
 use std::collections::HashMap;
 use std::io::{self, Write};

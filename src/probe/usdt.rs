@@ -13,7 +13,7 @@ pub use arg::{ArgLocation, UsdtArg};
 
 use crate::addr::ElfAddr;
 use crate::elf_layout::ElfLayout;
-use crate::perf::mapped::MappedFile;
+use crate::mapped::MappedFile;
 use object::{Object, ObjectSection, ObjectSymbol};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

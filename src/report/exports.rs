@@ -1,8 +1,8 @@
 //! What the exports that show threads and time (pprof, Firefox profiler) get from a report: every kept sample
 //! with its thread and time, and its stack as locations (an address in a module, with the functions inlined
 //! there), built from the stack resolver's pending ids.
-use super::resolve::{FastMap, Origin, StackResolver, KERNEL_NAME};
 use super::{FrameId, StackCount};
+use crate::resolve::{FastMap, Origin, StackResolver, KERNEL_NAME};
 use std::collections::HashMap;
 
 /// Every sample kept for the outputs that show threads and time (pprof, Firefox profiler), with its stack as

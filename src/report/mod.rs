@@ -2,9 +2,9 @@
 //! top table, folded stacks or an SVG flame graph.
 use crate::process::AddressSpaces;
 use crate::recording::{CpuMode, Event, Reader, RecordingError, Sample, Sampling};
+use crate::resolve::FastMap;
 use crate::symbols::SymbolizerOptions;
 use crate::unwind::dwarf::{DwarfStats, DwarfUnwinder};
-use resolve::FastMap;
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -13,10 +13,12 @@ mod exports;
 mod firefox;
 mod output;
 mod pprof;
-mod replay;
-mod resolve;
 mod script;
 mod script_fields;
+pub use crate::replay::Salvaged;
+pub(crate) use crate::replay::{resolver_for, stream_events, track, QUEUED_BATCHES};
+pub use crate::resolve::{folded_name, is_jit_like, FrameId, FrameInfo, Origin, StackResolver};
+pub use crate::text::thousands;
 pub use exports::{ExportLocation, ExportModule, Exports, TimedSample};
 pub use firefox::{write_firefox, FirefoxOptions};
 pub use output::{
@@ -24,8 +26,6 @@ pub use output::{
     TableOptions, OFF_CPU_FRAME,
 };
 pub use pprof::{proto, to_pprof, write_pprof};
-pub(crate) use replay::{resolver_for, stream_events, track, QUEUED_BATCHES};
-pub use resolve::{folded_name, is_jit_like, Origin, StackResolver};
 pub use script::{script, Fields, ScriptOptions, ScriptSummary, FIELD_NAMES};
 
 /// Errors of the report stage.
@@ -80,20 +80,6 @@ impl SampleKinds {
     }
 }
 
-/// A frame as printed: a function (or `[unknown]`) in a module.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct FrameInfo {
-    pub name: String,
-    /// The module's file name (`[kernel.kallsyms]` for the kernel).
-    pub module: String,
-    pub kernel: bool,
-    /// The name as the binary stores it (mangled), when it differs from `name`.
-    pub system_name: Option<String>,
-}
-
-/// Frames are interned: stacks are vectors of indices into [`Profile::frames`].
-pub type FrameId = u32;
-
 /// One distinct stack of one command, with how often it was sampled on CPU and off CPU.
 #[derive(Clone, Debug, Default)]
 pub struct StackCount {
@@ -147,60 +133,6 @@ impl Profile {
     pub fn has_off_cpu(&self) -> bool {
         self.off_samples > 0
     }
-}
-
-/// What was read of a recording that was not finished (its recorder was killed) or is damaged.
-#[derive(Debug)]
-pub struct Salvaged {
-    /// The samples read from the file (before the pid, tid and comm filters).
-    pub samples: u64,
-    /// The recording error that ended the reading ([`RecordingError::Incomplete`]).
-    pub error: RecordingError,
-}
-
-impl Salvaged {
-    /// The one warning line: what happened, how much was read, and what may be missing.
-    pub fn warning(&self) -> String {
-        let RecordingError::Incomplete {
-            path,
-            reason,
-            unfinished,
-            read_to,
-        } = &self.error
-        else {
-            return self.error.to_string();
-        };
-        let what = if *unfinished {
-            "was not finished (was its recorder killed?)".to_string()
-        } else {
-            format!("is incomplete ({reason})")
-        };
-        let missing = if *unfinished {
-            "; symbols of mappings not yet written may be missing, binaries are taken from this system \
-             unchecked (no build ids), and the command line was not recorded"
-        } else {
-            ""
-        };
-        format!(
-            "{} {what}: read {} samples up to byte {}{missing}",
-            path.display(),
-            thousands(self.samples),
-            thousands(*read_to)
-        )
-    }
-}
-
-/// `1234567` as `1,234,567`.
-pub fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 /// A raw stack as sampled: what [`Session::add_sample`] resolves, and the key of its cache.
@@ -272,7 +204,7 @@ pub fn load(
     };
     let mut samples_read = 0u64;
     // The file is parsed on a thread of its own, in batches, while this one resolves and symbolizes.
-    let salvaged = stream_events(reader, QUEUED_BATCHES, |event| {
+    let salvaged = stream_events::<ReportError>(reader, QUEUED_BATCHES, |event| {
         samples_read += matches!(event, Event::Sample(_)) as u64;
         match event {
             Event::Sample(sample) if !keep(&sample) => {}
@@ -347,26 +279,13 @@ impl Session {
         }
     }
 
-    /// Unwind a sample's user stack copy into its callchain: the kernel part stays, the user part becomes
-    /// PERF_CONTEXT_USER and the unwound frames (leaf IP first).
-    fn unwind(&mut self, sample: &mut Sample) {
-        let (Some(unwinder), Some(user)) = (self.unwinder.as_mut(), sample.user_stack.take())
-        else {
-            return;
-        };
-        let outcome = unwinder.unwind_callchain(
-            sample.pid,
-            self.spaces.get(sample.pid),
-            &user.regs,
-            &user.stack,
-            user.dyn_size,
-            &mut sample.callchain,
-        );
-        self.profile.unwound.count(outcome, user.stack.len() as u64);
-    }
-
     fn add_sample(&mut self, mut sample: Sample, comm: u32) {
-        self.unwind(&mut sample);
+        crate::replay::unwind_sample(
+            self.unwinder.as_mut(),
+            &self.spaces,
+            &mut sample,
+            &mut self.profile.unwound,
+        );
         let chain = !sample.callchain.is_empty();
         let key = ChainKey {
             pid: sample.pid,

@@ -11,13 +11,13 @@
 //! It streams: the file is parsed on a thread of its own in bounded batches, each sample is symbolized as it
 //! comes through the one [`StackResolver`], and the text of each distinct return address is made once and
 //! kept (memory follows the distinct addresses, not the samples).
-use super::resolve::{short_name, FastMap, Origin, KERNEL_NAME};
 pub use super::script_fields::{Fields, FIELD_NAMES};
 use super::{resolver_for, stream_events, track, ReportError, Salvaged, StackResolver};
 use crate::process::AddressSpaces;
 use crate::recording::{CpuMode, Event, Reader, Sample};
+use crate::resolve::{short_name, FastMap, Origin, KERNEL_NAME};
 use crate::symbols::SymbolizerOptions;
-use crate::unwind::dwarf::DwarfUnwinder;
+use crate::unwind::dwarf::{DwarfStats, DwarfUnwinder};
 use crate::unwind::fp::{self, ChainPart};
 use std::io::Write;
 use std::path::Path;
@@ -94,7 +94,8 @@ pub fn script(
         buf: Vec::with_capacity(4096),
         samples: 0,
     };
-    let salvaged = stream_events(reader, QUEUED_BATCHES, |event| Ok(s.handle(event)?))?;
+    let salvaged =
+        stream_events::<ReportError>(reader, QUEUED_BATCHES, |event| Ok(s.handle(event)?))?;
     s.out.flush()?;
     Ok(ScriptSummary {
         samples: s.samples,
@@ -145,16 +146,12 @@ impl<W: Write> Script<'_, W> {
     }
 
     fn sample(&mut self, mut sample: Sample) -> std::io::Result<()> {
-        if let (Some(unwinder), Some(user)) = (self.unwinder.as_mut(), sample.user_stack.take()) {
-            unwinder.unwind_callchain(
-                sample.pid,
-                self.spaces.get(sample.pid),
-                &user.regs,
-                &user.stack,
-                user.dyn_size,
-                &mut sample.callchain,
-            );
-        }
+        crate::replay::unwind_sample(
+            self.unwinder.as_mut(),
+            &self.spaces,
+            &mut sample,
+            &mut DwarfStats::default(),
+        );
         let f = self.fields;
         let chain = f.callchain && f.frames() && !sample.callchain.is_empty();
         // The sample's text is made in one buffer (formatting through `write!` costs more than the rest).

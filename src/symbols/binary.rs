@@ -6,7 +6,7 @@ use super::elf::{
 };
 use super::{demangle, ElfInfo, FileOffset, Frame, FunctionRange, SymbolError, SymbolizerOptions};
 use crate::addr::ElfAddr;
-use crate::perf::mapped::MappedFile;
+use crate::mapped::MappedFile;
 use object::Object;
 use std::cell::OnceCell;
 use std::collections::HashSet;

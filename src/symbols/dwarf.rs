@@ -13,7 +13,7 @@
 //!
 //! Split DWARF (`.dwo` files next to the compilation directory) is loaded on demand, as the `Loader` does;
 //! DWARF packages (`.dwp`) are not searched.
-use crate::perf::mapped::MappedFile;
+use crate::mapped::MappedFile;
 use addr2line::{LookupContinuation, LookupResult, SplitDwarfLoad};
 use gimli::{EndianReader, Reader as _, RunTimeEndian, Section as _, SectionId};
 use object::{CompressionFormat, Object, ObjectSection};

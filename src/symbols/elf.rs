@@ -2,7 +2,7 @@
 //! synthesized for PLT entries.
 use super::{ElfInfo, SymbolError};
 use crate::elf_layout::ElfLayout;
-use crate::perf::mapped::{MapError, MappedFile};
+use crate::mapped::{MapError, MappedFile};
 use object::elf::{FileHeader32, FileHeader64};
 use object::read::elf::{FileHeader, SectionHeader};
 use object::{

@@ -1,12 +1,13 @@
 //! Replaying a recording, as every reader of one does (report, script, annotate): the one stack resolver set up
 //! from the recording's build ids, kernel and namespace pids; the events streamed from a reading thread; and
 //! what each event says about address spaces and the kernel, applied before samples are looked at.
-use super::resolve::KERNEL_NAME;
-use super::{ReportError, StackResolver};
 use crate::process::{AddressSpaces, Mapping, TaskEvent};
+use crate::recording::Sample;
 use crate::recording::{CpuMode, Event, Reader, RecordingError};
+use crate::resolve::{StackResolver, KERNEL_NAME};
 use crate::symbols::{KernelRef, SymbolizerOptions};
-use crate::unwind::dwarf::DwarfUnwinder;
+use crate::text::thousands;
+use crate::unwind::dwarf::{DwarfStats, DwarfUnwinder};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -62,6 +63,29 @@ pub(crate) fn track(
     }
 }
 
+/// Unwind a sample's user stack copy (recordings of `perf record --call-graph dwarf`) into its callchain: the
+/// kernel part stays, the user part becomes PERF_CONTEXT_USER and the unwound frames (leaf IP first). The
+/// outcome is counted in `stats`. Samples without a copy, or readers without an unwinder, are left as they are.
+pub(crate) fn unwind_sample(
+    unwinder: Option<&mut DwarfUnwinder>,
+    spaces: &AddressSpaces,
+    sample: &mut Sample,
+    stats: &mut DwarfStats,
+) {
+    let (Some(unwinder), Some(user)) = (unwinder, sample.user_stack.take()) else {
+        return;
+    };
+    let outcome = unwinder.unwind_callchain(
+        sample.pid,
+        spaces.get(sample.pid),
+        &user.regs,
+        &user.stack,
+        user.dyn_size,
+        &mut sample.callchain,
+    );
+    stats.count(outcome, user.stack.len() as u64);
+}
+
 /// Events per message from the reading thread.
 pub(crate) const BATCH: usize = 1024;
 /// Batches the reading thread may run ahead: enough to keep it busy while this thread loads a large binary's
@@ -72,17 +96,17 @@ pub(crate) const QUEUED_BATCHES: usize = 128;
 /// thread, in file order, with at most `queued` batches read ahead: the one streaming loop of report, script and
 /// annotate. Returns why the file ended early when it was not finished (a killed recorder), after the events
 /// before that point.
-pub(crate) fn stream_events(
+pub(crate) fn stream_events<E: From<RecordingError> + From<std::io::Error>>(
     reader: Reader,
     queued: usize,
-    mut each: impl FnMut(Event) -> Result<(), ReportError>,
-) -> Result<Option<RecordingError>, ReportError> {
+    mut each: impl FnMut(Event) -> Result<(), E>,
+) -> Result<Option<RecordingError>, E> {
     std::thread::scope(|scope| {
         let (sender, batches) = std::sync::mpsc::sync_channel(queued);
         std::thread::Builder::new()
             .name("rprof-reader".into())
             .spawn_scoped(scope, move || read_batches(reader, sender))
-            .map_err(ReportError::Output)?;
+            .map_err(E::from)?;
         for batch in batches {
             match batch {
                 Ok(batch) => batch.into_iter().try_for_each(&mut each)?,
@@ -163,5 +187,46 @@ fn task_event(event: &Event, resolver: &StackResolver) -> Option<TaskEvent> {
         }),
         Event::Exit { pid, tid } if pid == tid => Some(TaskEvent::Exit { pid: *pid }),
         _ => None,
+    }
+}
+
+/// What was read of a recording that was not finished (its recorder was killed) or is damaged.
+#[derive(Debug)]
+pub struct Salvaged {
+    /// The samples read from the file (before the pid, tid and comm filters).
+    pub samples: u64,
+    /// The recording error that ended the reading ([`RecordingError::Incomplete`]).
+    pub error: RecordingError,
+}
+
+impl Salvaged {
+    /// The one warning line: what happened, how much was read, and what may be missing.
+    pub fn warning(&self) -> String {
+        let RecordingError::Incomplete {
+            path,
+            reason,
+            unfinished,
+            read_to,
+        } = &self.error
+        else {
+            return self.error.to_string();
+        };
+        let what = if *unfinished {
+            "was not finished (was its recorder killed?)".to_string()
+        } else {
+            format!("is incomplete ({reason})")
+        };
+        let missing = if *unfinished {
+            "; symbols of mappings not yet written may be missing, binaries are taken from this system \
+             unchecked (no build ids), and the command line was not recorded"
+        } else {
+            ""
+        };
+        format!(
+            "{} {what}: read {} samples up to byte {}{missing}",
+            path.display(),
+            thousands(self.samples),
+            thousands(*read_to)
+        )
     }
 }

@@ -6,7 +6,6 @@
 //! Kernel addresses and addresses in mapped files get a *pending* frame id: they are symbolized at the end
 //! ([`StackResolver::finish`]), while the symbolizer reads kallsyms and loads each binary on threads of its own,
 //! instead of holding up the first sample that needs them.
-use super::{FrameId, FrameInfo};
 use crate::addr::{FileOffset, RuntimeAddr};
 use crate::process::{AddressSpace, Mapping};
 use crate::symbols::{ModuleKey, Symbolizer, SymbolizerOptions, VDSO};
@@ -17,6 +16,20 @@ use std::sync::Arc;
 
 /// The maps hashed once or more per sample: SipHash (std's default) costs more there than everything else.
 pub(crate) type FastMap<K, V> = HashMap<K, V, ahash::RandomState>;
+
+/// A frame as printed: a function (or `[unknown]`) in a module.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct FrameInfo {
+    pub name: String,
+    /// The module's file name (`[kernel.kallsyms]` for the kernel).
+    pub module: String,
+    pub kernel: bool,
+    /// The name as the binary stores it (mangled), when it differs from `name`.
+    pub system_name: Option<String>,
+}
+
+/// Frames are interned: stacks are vectors of indices into [`Profile::frames`].
+pub type FrameId = u32;
 
 /// The kernel's name in BUILD_ID entries and mappings (`[kernel.kallsyms]_text`).
 pub const KERNEL_NAME: &str = "[kernel.kallsyms]";
