@@ -1,6 +1,9 @@
 //! The tracefs layer and the kprobe path on a fake tracefs tree (plain files in a temp dir).
 use rprof::probe::group;
-use rprof::probe::resolve::{resolve_kernel, resolve_syscalls, resolve_tracepoints, TargetKind};
+use rprof::probe::plan::{plan, Capabilities};
+use rprof::probe::{
+    resolve_kernel, resolve_syscalls, resolve_tracepoints, ProbeOptions, TargetKind, Targets,
+};
 use rprof::tracefs::{
     CpuStats, Instance, ProbeDef, ProbeFile, ProbeLocation, Tracefs, TracefsError,
 };
@@ -130,7 +133,13 @@ fn kprobe_path() {
     let targets = resolve_kernel(&t, "vfs_*", false).unwrap();
     let names: Vec<&str> = targets.iter().map(|t| t.name.as_str()).collect();
     assert_eq!(names, vec!["vfs_read", "vfs_write", "vfs_writev"]);
-    let (defs, events) = group::plan("rprof_9", &targets, false, false, false);
+    let p = plan(
+        "rprof_9",
+        &Targets::new(targets),
+        &ProbeOptions::default(),
+        &Capabilities::default(),
+    );
+    let (defs, events) = (p.defs, p.events);
     t.add_probes(&defs).unwrap();
     let k = read(&d.path().join("kprobe_events"));
     assert!(

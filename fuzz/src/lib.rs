@@ -23,7 +23,7 @@ pub fn elf(path: &Path) -> Vec<String> {
     let symbols = function_symbols(path, &[])
         .map_err(|e| errors.push(e.to_string()))
         .unwrap_or_default();
-    if let Err(e) = rprof::probe::resolve::resolve_user(path, "*", false, &[]) {
+    if let Err(e) = rprof::probe::resolve_user(path, "*", false, &[]) {
         errors.push(e.to_string());
     }
     let mut offsets = Vec::new();

@@ -43,7 +43,7 @@ pub fn duration_ns(s: &str) -> Result<u64, String> {
 
 /// A value `--by`/`--hist` can take: `argN`, `ret`, `caller` or a parameter name, with an optional `:TYPE`.
 pub fn value_name(s: &str) -> Result<String, String> {
-    rprof::probe::fetch::FetchItem::parse(s)?;
+    rprof::probe::FetchItem::parse(s)?;
     Ok(s.to_string())
 }
 
@@ -124,6 +124,15 @@ pub fn pages(s: &str) -> Result<usize, String> {
         Ok(n) if n.is_power_of_two() => Ok(n),
         _ => Err("the number of ring buffer pages must be a power of two, like 128".to_string()),
     }
+}
+
+/// `RPROF_DEBUG_COST`: `1` (or any value) reports the calibration, `pmu` also the uprobe PMU's cost.
+pub fn debug_cost(s: &str) -> Result<rprof::probe::DebugCost, String> {
+    Ok(match s {
+        "" | "0" => rprof::probe::DebugCost::Off,
+        "pmu" => rprof::probe::DebugCost::Pmu,
+        _ => rprof::probe::DebugCost::On,
+    })
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 use super::output::Stdout;
 use super::parse;
 use clap::Args;
-use rprof::probe::{self, Format, ProbeOptions, TaskTarget};
+use rprof::probe::{self, Format, Notice, ProbeOptions, Started, TaskTarget};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -102,6 +102,12 @@ pub struct ProbeArgs {
     /// Read the tracefs ring with read(2) even where the kernel can map it.
     #[arg(long, env = "RPROF_RING_READ", hide = true, value_parser = clap::builder::BoolishValueParser::new())]
     pub ring_read: bool,
+    /// Use the kernel's uprobe PMU where it helps (`0`: take the path of kernels before 4.17, for tests).
+    #[arg(long, env = "RPROF_UPROBE_PMU", hide = true, default_value = "1", value_parser = clap::builder::BoolishValueParser::new())]
+    pub uprobe_pmu: bool,
+    /// Report the calibration's measurements (`1`), and the uprobe PMU's cost beside tracefs's (`pmu`).
+    #[arg(long, env = "RPROF_DEBUG_COST", hide = true, value_parser = parse::debug_cost)]
+    pub debug_cost: Option<probe::DebugCost>,
     /// A directory searched for separate debug files (repeatable; default /usr/lib/debug).
     #[arg(long = "debug-dir", value_name = "DIR")]
     pub debug_dirs: Vec<PathBuf>,
@@ -148,6 +154,8 @@ impl ProbeArgs {
             engine: self.engine,
             ring_read: self.ring_read,
             keep_workload: self.keep_workload,
+            uprobe_pmu: self.uprobe_pmu,
+            debug_cost: self.debug_cost.unwrap_or_default(),
             ..ProbeOptions::default()
         };
         if !self.debug_dirs.is_empty() {
@@ -161,7 +169,7 @@ impl ProbeArgs {
         let hist_of = self.hist.filter(|h| !h.is_empty());
         // Values named by --by and --hist are fetched from every target, with the type given there.
         for v in by.iter().chain(hist_of.iter()) {
-            if let Ok(item) = probe::fetch::FetchItem::parse(v) {
+            if let Ok(item) = probe::FetchItem::parse(v) {
                 opts.values.push(item);
             }
         }
@@ -180,6 +188,65 @@ impl ProbeArgs {
 /// Probe; returns the launched command's exit status (0 without one).
 pub fn run(args: ProbeArgs) -> anyhow::Result<u8> {
     let opts = args.options();
-    let summary = probe::run(&opts, &mut Stdout::lock())?;
+    let summary = probe::run(&opts, &mut Stdout::lock(), &mut |n| {
+        eprintln!("rprof: {}", notice(&n))
+    })?;
     Ok(super::exit_status(summary.exit_code))
+}
+
+/// A notice of the probe session as one line.
+fn notice(n: &Notice) -> String {
+    match n {
+        Notice::StaleRemoved(what) => format!(
+            "removed probe groups and instances left by rprof processes that are gone: {}",
+            what.join(", ")
+        ),
+        Notice::RingUnavailable(why) => format!("the tracefs ring cannot be used ({why}); using perf events"),
+        Notice::SharedFileForced { path, others } => format!(
+            "warning: {others} other processes map {}: with --engine tracefs, each of their calls to a probed \
+             function takes the uprobe trap too",
+            path.display()
+        ),
+        Notice::Refused { count, names, reason } => format!(
+            "warning: skipping {count} target(s) ({}{}): the kernel refused the probe ({reason})",
+            names.join(", "),
+            if *count > names.len() { ", ..." } else { "" }
+        ),
+        Notice::Started(s) => started(s),
+        Notice::Removing => "removing the probes...".into(),
+        Notice::Unresolved(n) => {
+            format!("warning: {n} hits in processes whose mappings were not seen were not counted")
+        }
+        Notice::Lost(n) => format!("warning: {n} events were lost (the ring buffers overflowed)"),
+        Notice::NotRemoved(e) => format!("warning: could not remove the probes: {e}"),
+        Notice::Calibration(text) => format!("calibration: {text}"),
+    }
+}
+
+/// The header line: `probing 3 targets (6 probe points, 3 perf events), engine: perf, probe cost about 1.2us
+/// per call, set up in 0.05s; Ctrl-C to end`.
+fn started(s: &Started) -> String {
+    let cost = match s.cost_ns {
+        Some(ns) if s.counting => format!(
+            ", probe cost about {} per counted call",
+            probe::human_ns(ns)
+        ),
+        Some(ns) => format!(", probe cost about {} per call", probe::human_ns(ns)),
+        None => String::new(),
+    };
+    let verb = if s.counting { "counting" } else { "probing" };
+    let points = if s.counting {
+        format!("{} perf events", s.perf_events)
+    } else {
+        format!(
+            "{} probe points, {} perf events",
+            s.probe_points, s.perf_events
+        )
+    };
+    format!(
+        "{verb} {} targets ({points}), {}{cost}, set up in {:.2}s; Ctrl-C to end",
+        s.targets,
+        s.engine,
+        s.setup.as_secs_f64()
+    )
 }

@@ -1,43 +1,72 @@
 //! `rprof probe`: exact per-function counts and durations with uprobes/uretprobes, kprobes and tracepoints.
 //!
-//! Stages: [`pattern`] classifies and matches patterns; [`resolve`] turns them into [`resolve::Target`]s (one per
-//! address); [`group`] creates the tracefs probes in the group `rprof_<pid>` and guarantees their removal;
-//! [`engine`] chooses per probe event between the tracefs instance ring ([`ring`]) and per-task perf events
-//! ([`events`]), or counters for `--count` ([`count`]); [`cost`] measures the probe's own cost per call;
-//! [`session`] runs them in `perf`'s loop (shared with `rprof record`); [`live`] decodes perf samples and ring
-//! events alike into the time-ordered merge and feeds the [`pairing`] shadow stacks, which fill [`stats`];
-//! [`output`] prints tables, histograms, CSV and JSON; [`stacks`] counts the distinct stacks at entry (`-g`).
-pub mod addrmap;
-pub mod args;
-pub mod calls;
-pub mod cost;
-pub mod count;
-pub mod engine;
-pub mod events;
-pub mod fetch;
-pub mod group;
-pub mod listing;
-pub mod live;
-pub mod output;
-pub mod pairing;
-pub mod pattern;
-pub mod resolve;
-pub mod ring;
-pub mod session;
-pub mod stacks;
-pub mod stats;
-pub mod usdt;
+//! The pipeline, one folder or file a stage: [`spec`] turns patterns into the session's [`target::Targets`]
+//! (one per address or event, each named by a [`target::TargetId`]); [`plan`] decides, in one pure function,
+//! the probes, the events and which engine reads each; [`engine`] carries the plan out (the tracefs group and
+//! its removal, perf events, the tracefs instance ring, counters, decoding, the probe's cost); [`session`] runs
+//! the engines in `perf`'s loop (shared with `rprof record`); [`analysis`] pairs entries and returns into calls
+//! and keeps statistics, per-call work and stacks; [`output`] writes the reports. The library prints nothing:
+//! it writes reports to the writer it is given, and tells the caller the rest through [`Notice`]s.
+mod analysis;
+mod engine;
+mod output;
+pub mod plan;
+mod session;
+pub mod spec;
+pub mod target;
+pub mod value;
 
-pub use engine::EngineChoice;
-pub use output::Format;
-pub use pattern::Spec;
-pub use resolve::{Target, TargetKind};
+pub use analysis::CallOptions;
+pub use engine::group;
+pub use engine::sharing::Sharing;
+pub use output::{human_ns, write_list, Format};
+pub use spec::fetch::FetchItem;
+pub use spec::pattern::Spec;
+pub use spec::resolve::{resolve_kernel, resolve_syscalls, resolve_tracepoints, resolve_user};
+pub use spec::usdt;
+pub use target::{Target, TargetId, TargetKind, Targets};
 
 use crate::perf::PerfError;
 use crate::symbols::SymbolError;
 use crate::tracefs::TracefsError;
 use std::path::PathBuf;
 use std::time::Duration;
+
+/// The engine asked for (`--engine`, or the environment variable `RPROF_PROBE_ENGINE`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum EngineChoice {
+    /// Per event: the tracefs ring when only the targets map the probed file, else perf; counters for
+    /// `--count`.
+    #[default]
+    Auto,
+    /// Every event through perf.
+    Perf,
+    /// Every event through the tracefs ring (with a warning when other processes map a probed file).
+    Tracefs,
+}
+
+impl std::str::FromStr for EngineChoice {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(EngineChoice::Auto),
+            "perf" => Ok(EngineChoice::Perf),
+            "tracefs" | "ring" => Ok(EngineChoice::Tracefs),
+            _ => Err(format!("unknown engine '{s}': use auto, perf or tracefs")),
+        }
+    }
+}
+
+/// What the calibration at start reports besides the cost (`RPROF_DEBUG_COST`, read by the CLI).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DebugCost {
+    #[default]
+    Off,
+    /// Each measurement's bare and probed ns per call.
+    On,
+    /// Also the uprobe PMU's cost beside the tracefs path's.
+    Pmu,
+}
 
 /// Errors of `rprof probe`. Each is one line that names the thing and the fix.
 #[derive(Debug, thiserror::Error)]
@@ -49,7 +78,7 @@ pub enum ProbeError {
         place: String,
     },
     #[error(transparent)]
-    Pattern(#[from] pattern::PatternError),
+    Pattern(#[from] spec::pattern::PatternError),
     #[error(transparent)]
     Symbols(#[from] SymbolError),
     #[error(transparent)]
@@ -76,7 +105,7 @@ pub enum ProbeError {
     #[error("probe spec `{spec}`: {reason}")]
     Spec { spec: String, reason: String },
     #[error(transparent)]
-    Usdt(#[from] usdt::UsdtError),
+    Usdt(#[from] spec::usdt::UsdtError),
 }
 
 /// Which tasks to probe.
@@ -127,11 +156,15 @@ pub struct ProbeOptions {
     /// Leave the launched command running when rprof ends or dies.
     pub keep_workload: bool,
     /// Per-call work: `--by`, `--hist VALUE`, `--trace`, `--min-duration`.
-    pub calls: calls::CallOptions,
+    pub calls: CallOptions,
     /// `--pair START,DONE`: time from one probe point to the other.
     pub pair: Option<(String, String)>,
     /// Values fetched from every target (those `--by` and `--hist VALUE` name).
-    pub values: Vec<fetch::FetchItem>,
+    pub values: Vec<FetchItem>,
+    /// Use the kernel's uprobe PMU where the plan wants it (off: the path of kernels before 4.17, for tests).
+    pub uprobe_pmu: bool,
+    /// Report the calibration's measurements.
+    pub debug_cost: DebugCost,
 }
 
 impl Default for ProbeOptions {
@@ -154,13 +187,15 @@ impl Default for ProbeOptions {
             ring_read: false,
             debug_dirs: vec![PathBuf::from("/usr/lib/debug")],
             keep_workload: false,
-            calls: calls::CallOptions {
+            calls: CallOptions {
                 top: 10,
                 trace_rate: 1000,
-                ..calls::CallOptions::default()
+                ..CallOptions::default()
             },
             pair: None,
             values: Vec::new(),
+            uprobe_pmu: true,
+            debug_cost: DebugCost::Off,
         }
     }
 }
@@ -172,152 +207,69 @@ pub struct RunSummary {
     pub exit_code: Option<i32>,
 }
 
-/// Run `rprof probe` and write its reports to `out` (warnings go to stderr).
-pub fn run(opts: &ProbeOptions, out: &mut dyn std::io::Write) -> Result<RunSummary, ProbeError> {
-    // Each pattern with the values it fetches (its own, then those of --by and --hist).
-    let mut specs: Vec<(String, Spec, Vec<fetch::FetchItem>)> = Vec::new();
-    for p in &opts.patterns {
-        let split = fetch::split_spec(p)?;
-        let spec = pattern::parse_spec(split.pattern, opts.binary.is_some())?;
-        let mut items = split.items;
-        items.extend(opts.values.iter().cloned());
-        specs.push((p.clone(), spec, items));
-    }
-    if specs.is_empty() && opts.pair.is_none() {
-        return Err(pattern::PatternError::Bad {
-            pattern: String::new(),
-            reason: "give at least one pattern, e.g. `rprof probe -x ./bin 'func_*'`".into(),
-        }
-        .into());
-    }
-    let needs_tracefs = !opts.list
-        || specs
-            .iter()
-            .any(|(_, s, _)| !matches!(s, Spec::User { .. } | Spec::Usdt { .. }));
-    let tracefs = if needs_tracefs {
+/// What a session tells its caller besides the reports, as it happens (the CLI prints these on stderr).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Notice {
+    /// Probe groups and instances of rprof processes that are gone were removed at start.
+    StaleRemoved(Vec<String>),
+    /// The tracefs ring cannot be used (why); perf events read every event.
+    RingUnavailable(String),
+    /// `--engine tracefs` on a file other processes map: each of their calls to a probed function traps too.
+    SharedFileForced { path: PathBuf, others: usize },
+    /// The kernel refused probes: their targets (the first few names) are skipped.
+    Refused {
+        count: usize,
+        names: Vec<String>,
+        reason: String,
+    },
+    /// Probing started.
+    Started(Started),
+    /// Removing the probes takes a while (the kernel waits for RCU per event).
+    Removing,
+    /// Hits in processes whose mappings were not seen, not counted.
+    Unresolved(u64),
+    /// Events lost (said here for CSV and JSON, whose reports have no line for it).
+    Lost(u64),
+    /// The probes or the instance could not be removed.
+    NotRemoved(String),
+    /// A measurement of the calibration (`RPROF_DEBUG_COST`).
+    Calibration(String),
+}
+
+/// What the header line says when probing starts.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Started {
+    /// Targets probed (or counted).
+    pub targets: usize,
+    /// Tracefs probes and uprobe PMU probes.
+    pub probe_points: usize,
+    pub perf_events: usize,
+    /// `engine: tracefs ring (mapped)`, `engine: perf`, `engine: counters (uprobe PMU)`...
+    pub engine: String,
+    /// Counters: entries counted only.
+    pub counting: bool,
+    /// The probe's own cost per call, measured at start.
+    pub cost_ns: Option<u64>,
+    pub setup: Duration,
+}
+
+/// Run `rprof probe`: write its reports to `out`, and tell `notice` the rest.
+pub fn run(
+    opts: &ProbeOptions,
+    out: &mut dyn std::io::Write,
+    notice: &mut dyn FnMut(Notice),
+) -> Result<RunSummary, ProbeError> {
+    let specs = spec::parse(opts)?;
+    let tracefs = if !opts.list || spec::needs_tracefs(&specs) {
         Some(crate::tracefs::Tracefs::find_or_mount()?)
     } else {
         None
     };
-    let pid = match &opts.target {
-        TaskTarget::Pid(p) => Some(*p as u32),
-        _ => None,
-    };
-    let ropts = resolve::ResolveOptions {
-        binary: opts.binary.clone(),
-        pid,
-        regex: opts.regex,
-        debug_dirs: opts.debug_dirs.clone(),
-    };
-    let mut targets: Vec<Target> = Vec::new();
-    let mut add = |found: Vec<Target>| {
-        for t in found {
-            if !targets.iter().any(|o| o.kind == t.kind) {
-                targets.push(t);
-            }
-        }
-    };
-    for (text, spec, items) in &specs {
-        let mut found = resolve::resolve(std::slice::from_ref(spec), &ropts, tracefs.as_ref())
-            .map_err(|e| match e {
-                ProbeError::Usdt(e) => ProbeError::Spec {
-                    spec: text.clone(),
-                    reason: e.to_string(),
-                },
-                e => e,
-            })?;
-        for t in &mut found {
-            t.fetches = args::resolve_fetches(t, items, text)?;
-        }
-        add(found);
-    }
-    if let Some((start, done)) = &opts.pair {
-        let mut pair = resolve::resolve_pair(start, done, &ropts)?;
-        let text = format!("--pair {start},{done}");
-        let mut items = fetch::split_spec(start)?.items;
-        items.extend(opts.values.iter().cloned());
-        pair.fetches = args::resolve_fetches(&pair, &items, &text)?;
-        add(vec![pair]);
-    }
-    if opts.count_only
-        && targets
-            .iter()
-            .any(|t| t.fetches.iter().any(|f| f.on_return))
-    {
-        return Err(ProbeError::Spec {
-            spec: "ret".into(),
-            reason: "return values need return probes: drop --count".into(),
-        });
-    }
-    if !opts.count_only {
-        let mut seen: Vec<&PathBuf> = Vec::new();
-        for t in &targets {
-            if let TargetKind::User { path, .. } = &t.kind {
-                if !seen.contains(&path) {
-                    seen.push(path);
-                    if resolve::is_go_binary(path)? {
-                        return Err(ProbeError::GoReturns { path: path.clone() });
-                    }
-                }
-            }
-        }
-    }
+    let targets = spec::targets(opts, &specs, tracefs.as_ref())?;
     if opts.list {
         write_list(out, &targets)?;
         return Ok(RunSummary::default());
     }
     let tracefs = tracefs.ok_or(ProbeError::NoTracefs)?;
-    session::run(opts, &tracefs, &targets, out)
-}
-
-/// `-l`: one line per target: name, where, aliases.
-pub fn write_list(out: &mut dyn std::io::Write, targets: &[Target]) -> std::io::Result<()> {
-    for t in targets {
-        let place = match &t.kind {
-            TargetKind::User { path, addr, offset } => {
-                format!("{}:0x{:x} (addr 0x{:x})", path.display(), offset.0, addr.0)
-            }
-            TargetKind::Kernel { symbol } => format!("kernel {symbol}"),
-            TargetKind::Syscall { name } => {
-                format!("syscalls:sys_enter_{name} + syscalls:sys_exit_{name}")
-            }
-            TargetKind::Tracepoint { category, event } => format!("tracepoint {category}:{event}"),
-            TargetKind::Usdt { .. } | TargetKind::Pair { .. } => describe_uprobes(&t.kind),
-        };
-        let mut place = place;
-        if !t.fetches.is_empty() {
-            let args: Vec<String> = t
-                .fetches
-                .iter()
-                .map(|f| format!("{}={}", f.label, f.expr))
-                .collect();
-            place = format!("{place}\tfetch: {}", args.join(" "));
-        }
-        if t.aliases.is_empty() {
-            writeln!(out, "{}\t{place}", t.name)?;
-        } else {
-            writeln!(
-                out,
-                "{}\t{place}\taliases: {}",
-                t.name,
-                t.aliases.join(", ")
-            )?;
-        }
-    }
-    writeln!(out, "{} probe targets", targets.len())
-}
-
-/// Where a USDT probe or a pair of probe points is: `PATH:0xOFF (semaphore 0xREF)`.
-fn describe_uprobes(kind: &TargetKind) -> String {
-    let one = |k: &TargetKind| match k.uprobe_at() {
-        Some((path, off, Some(sem))) => {
-            format!("{}:0x{off:x} (semaphore 0x{sem:x})", path.display())
-        }
-        Some((path, off, None)) => format!("{}:0x{off:x}", path.display()),
-        None => String::new(),
-    };
-    match kind {
-        TargetKind::Pair { start, done } => format!("{} to {}", one(start), one(done)),
-        k => one(k),
-    }
+    session::run(opts, &tracefs, &targets, out, notice)
 }

@@ -1,56 +1,53 @@
-//! Running `rprof probe`: create the probes, choose each event's engine, open the perf events and the tracefs
-//! ring, synthesize the mappings of running processes, run `perf`'s loop (the one `rprof record` uses) with
-//! the records of both decoded into the time-ordered merge and applied in order, and print the reports (every
-//! `-i` and at the end). `--count` reads counters instead.
-use super::addrmap::AddrMap;
-use super::calls::Calls;
-use super::count::Counters;
-use super::engine::{self, EngineChoice};
-use super::events::{event_types, open_events, Opened};
-use super::fetch::Fetch;
-use super::group::{self, PlannedEvent, ProbeGroup};
-use super::listing::{self, fetch_lists, write_report, PerCall};
-use super::live::{decode, EventTypes, FetchShape, Item, PerfParse, ProbeInfo, Sink};
-use super::output;
-use super::pairing::Pairer;
-use super::resolve::Target;
-use super::ring::RingEngine;
-use super::stacks::StackCounter;
-use super::stats::Stats;
-use super::{cost, ProbeError, ProbeOptions, RunSummary, TaskTarget};
+//! Running a probe session: find what the kernel offers, plan, create the probes, open the engines the plan
+//! names, run `perf`'s loop (the one `rprof record` uses) with the records of every engine decoded into the
+//! time-ordered merge and applied in order, and write the reports (every `-i` and at the end). The probes and
+//! the tracefs instance are removed on every way out.
+use super::analysis::{AddrMap, Calls, Sink};
+use super::engine::cost::{calibration_site, Calibrator, Measured};
+use super::engine::counters::Counters;
+use super::engine::decode::{decode, event_types, EventTypes, Item, PerfParse, ProbeInfo};
+use super::engine::group::{self, ProbeGroup};
+use super::engine::perf::{open_events, Opened};
+use super::engine::ring::RingEngine;
+use super::engine::sharing::sharing;
+use super::engine::Refusal;
+use super::output::{self, ReportParts};
+use super::plan::{self, Capabilities, Mode, Plan};
+use super::target::{TargetId, Targets};
+use super::{DebugCost, Format, Notice, ProbeError, ProbeOptions, RunSummary, Started, TaskTarget};
 use crate::merge::OrderedMerge;
 use crate::perf::{
-    self, EventInfos, Handler, PerfError, RawRecord, StopSignals, StopWhen, Workload,
+    self, EventInfos, Handler, PerfError, RawRecord, StopSignals, StopWhen, UprobePmu, Workload,
 };
-use crate::process::AddressSpaces;
 use crate::tracefs::Tracefs;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::io::Write;
 use std::os::fd::BorrowedFd;
 use std::time::Instant;
 
-/// What every engine needs to run: the targets, the tasks, the launched command.
+/// What every engine needs to run: the targets, the tasks, the launched command, where notices go.
 struct Setup<'a> {
     opts: &'a ProbeOptions,
     tracefs: &'a Tracefs,
-    targets: &'a [Target],
-    names: Vec<String>,
+    targets: &'a Targets,
     tasks: Vec<i32>,
     workload: Option<Workload>,
     signals: StopSignals,
-    group_name: String,
-    /// The uprobe PMU, when counted (`--count`) or stack-sampled (`-g`) user functions use it.
-    pmu: Option<perf::UprobePmu>,
+    group: String,
+    caps: Capabilities,
+    pmu: Option<UprobePmu>,
     started: Instant,
+    notice: &'a mut dyn FnMut(Notice),
 }
 
-/// Create the probes, run until the end of the duration, the target's exit or SIGINT/SIGTERM/SIGHUP, and print
-/// reports. The probes and the tracefs instance are removed on every way out.
+/// Create the probes, run until the end of the duration, the target's exit or SIGINT/SIGTERM/SIGHUP, and write
+/// reports.
 pub fn run(
     opts: &ProbeOptions,
     tracefs: &Tracefs,
-    targets: &[Target],
+    targets: &Targets,
     out: &mut dyn Write,
+    notice: &mut dyn FnMut(Notice),
 ) -> Result<RunSummary, ProbeError> {
     let signals = StopSignals::register()?;
     // Fork the command before anything else starts (the child waits for us before exec).
@@ -65,131 +62,110 @@ pub fn run(
         }
         TaskTarget::Command(_) => vec![workload.as_ref().map_or(-1, Workload::pid)],
     };
-    let group_name = group::group_name(std::process::id());
     let removed = group::remove_stale(tracefs)?;
     if !removed.is_empty() {
-        eprintln!(
-            "rprof: removed probe groups and instances left by rprof processes that are gone: {}",
-            removed.join(", ")
-        );
+        notice(Notice::StaleRemoved(removed));
     }
-    // Counters carry no values: fetched arguments and per-call work need samples.
-    let values = opts.calls.any() || targets.iter().any(|t| !t.fetches.is_empty());
-    let counters = opts.count_only && !opts.stacks && !values && opts.engine == EngineChoice::Auto;
-    // Counted user functions, and those whose stacks are sampled (-g), use the uprobe PMU where the kernel has
-    // it: those probes go with rprof's fds, even when it is SIGKILLed. Timing without -g keeps tracefs probes,
-    // whose `sp` fetch argument is cheaper than the user registers a PMU probe needs (see cost.rs).
-    let stacks_pmu = opts.stacks && opts.engine != EngineChoice::Tracefs;
-    // RPROF_UPROBE_PMU=0 takes the path of kernels without the PMU (before 4.17), for tests.
-    let pmu_allowed = std::env::var("RPROF_UPROBE_PMU").as_deref() != Ok("0");
-    let pmu = (pmu_allowed && (counters || stacks_pmu))
-        .then(perf::UprobePmu::find)
-        .flatten();
-    let mut setup = Setup {
+    let pmu = opts.uprobe_pmu.then(UprobePmu::find).flatten();
+    let caps = Capabilities {
+        uprobe_pmu: pmu.is_some(),
+        ring: tracefs.instance_supported(),
+        sharing: sharing(targets, &opts.target),
+        calibration_site: calibration_site(),
+    };
+    let mut s = Setup {
         opts,
         tracefs,
         targets,
-        names: targets.iter().map(|t| t.name.clone()).collect(),
         tasks,
         workload,
         signals,
-        group_name,
+        group: group::group_name(std::process::id()),
+        caps,
         pmu,
         started: Instant::now(),
+        notice,
     };
-    let (defs, planned) = group::plan(
-        &setup.group_name,
-        targets,
-        opts.count_only,
-        counters || pmu.is_some(),
-        pmu.is_some(),
-    );
-    let cal = cost::plan(&setup.group_name, opts.count_only, counters, pmu);
-    let all_defs: Vec<_> = defs.iter().chain(cal.defs.iter()).cloned().collect();
-    // Declared before the events and the instance: dropped after them (the kernel refuses to delete probes
-    // that are open or enabled).
-    let _group = ProbeGroup::create(tracefs, &setup.group_name, &all_defs)?;
-    if counters {
-        run_counters(&mut setup, &planned, &cal, out)
-    } else {
-        run_sampled(&mut setup, &defs, planned, &cal, out)
+    let plan = plan::plan(&s.group, targets, opts, &s.caps);
+    // Created before the events and the instance, removed after them (the kernel refuses to delete probes
+    // that are open or enabled); dropped on errors and panics.
+    let probes = ProbeGroup::create(tracefs, &s.group, &plan.defs)?;
+    let summary = match plan.mode {
+        Mode::Counters => run_counters(&mut s, &plan, out),
+        Mode::Sampled => run_sampled(&mut s, plan, out),
+    }?;
+    if let Err(e) = probes.close() {
+        (s.notice)(Notice::NotRemoved(e.to_string()));
     }
+    Ok(summary)
 }
 
 /// `--count`: counters only.
 fn run_counters(
     s: &mut Setup<'_>,
-    planned: &[PlannedEvent],
-    cal: &cost::Calibration,
+    plan: &Plan,
     out: &mut dyn Write,
 ) -> Result<RunSummary, ProbeError> {
-    let mut counters = Counters::open(
+    let (mut counters, refused) = Counters::open(
         s.tracefs,
-        planned,
-        &s.names,
+        &plan.events,
+        s.targets.len(),
         &s.opts.target,
         &s.tasks,
         s.pmu,
     )?;
+    report_refused(s, &refused);
     if counters.targets() == 0 {
         return Err(no_usable(s.opts));
     }
-    let probe_cost = cal.measure_counter(s.tracefs);
+    let cost = calibrate(s, plan, |c| c.counter());
     start(s)?;
     if s.workload.is_none() {
         counters.enable()?;
     }
-    eprintln!(
-        "rprof: counting {} targets ({} perf events), engine: counters{}{}, set up in {:.2}s; Ctrl-C to end",
-        counters.targets(),
-        counters.len(),
-        if s.pmu.is_some() && planned.iter().any(|p| p.pmu.is_some()) {
-            " (uprobe PMU)"
-        } else {
-            ""
-        },
-        cost_note(probe_cost, "per counted call"),
-        s.started.elapsed().as_secs_f64()
-    );
+    let engine = if plan.uses_pmu() {
+        "engine: counters (uprobe PMU)"
+    } else {
+        "engine: counters"
+    };
+    let started = Started {
+        targets: counters.targets(),
+        probe_points: plan.probe_points(),
+        perf_events: counters.len(),
+        engine: engine.into(),
+        counting: true,
+        cost_ns: cost,
+        setup: s.started.elapsed(),
+    };
+    (s.notice)(Notice::Started(started));
     let mut empty: perf::EventSet<()> =
         perf::EventSet::open(&[], &[], &[], 1, &mut |_, _| perf::Refused::Fail)?;
     let mut handler = CountLoop {
         counters: &mut counters,
-        s_opts: s.opts,
-        names: &s.names,
+        opts: s.opts,
+        targets: s.targets,
         out,
-        cost: probe_cost,
+        cost,
     };
-    let pid = pid_list(&s.opts.target);
-    let when = StopWhen {
-        flag: None,
-        duration: s.opts.duration,
-        workload: s.workload.as_mut(),
-        pids: &pid,
-        tick: s.opts.interval,
-    };
-    perf::run_loop::run(&mut empty, &s.signals, when, &mut handler)?;
-    handler.counters.disable();
-    let stats = handler.counters.take()?;
-    write_report(
-        handler.out,
-        s.opts,
-        &s.names,
-        &stats,
-        false,
-        0,
-        probe_cost,
-        None,
+    let pids = pid_list(&s.opts.target);
+    perf::run_loop::run(
+        &mut empty,
+        &s.signals,
+        stop_when(s.opts, s.workload.as_mut(), &pids),
+        &mut handler,
     )?;
+    handler.counters.disable();
+    handler.tick()?;
     Ok(RunSummary {
         exit_code: exit_code(s),
     })
 }
 
+/// The loop's handler for counters: nothing to read, a report at each tick.
 struct CountLoop<'a> {
     counters: &'a mut Counters,
-    s_opts: &'a ProbeOptions,
-    names: &'a [String],
+    opts: &'a ProbeOptions,
+    targets: &'a Targets,
     out: &'a mut dyn Write,
     cost: Option<u64>,
 }
@@ -204,16 +180,17 @@ impl Handler<()> for CountLoop<'_> {
     }
     fn tick(&mut self) -> Result<(), ProbeError> {
         let stats = self.counters.take()?;
-        write_report(
-            self.out,
-            self.s_opts,
-            self.names,
-            &stats,
-            false,
-            0,
-            self.cost,
-            None,
-        )
+        let stacks = Default::default();
+        let parts = ReportParts {
+            targets: self.targets,
+            stats: &stats,
+            timed: false,
+            open_calls: 0,
+            probe_cost_ns: self.cost,
+            calls: None,
+            stacks: &stacks,
+        };
+        Ok(output::write_report(self.out, self.opts, &parts)?)
     }
 }
 
@@ -232,6 +209,20 @@ fn pid_list(target: &TaskTarget) -> Vec<i32> {
     }
 }
 
+fn stop_when<'a>(
+    opts: &ProbeOptions,
+    workload: Option<&'a mut Workload>,
+    pids: &'a [i32],
+) -> StopWhen<'a> {
+    StopWhen {
+        flag: None,
+        duration: opts.duration,
+        workload,
+        pids,
+        tick: opts.interval,
+    }
+}
+
 fn exit_code(s: &mut Setup<'_>) -> Option<i32> {
     s.workload.as_mut().and_then(|w| {
         w.try_wait();
@@ -247,124 +238,211 @@ fn start(s: &mut Setup<'_>) -> Result<(), ProbeError> {
     Ok(())
 }
 
-/// `, durations include about 2.10us of probe cost per call`, or nothing when it could not be measured.
-fn cost_note(cost: Option<u64>, what: &str) -> String {
-    match cost {
-        Some(ns) => format!(", probe cost about {} {what}", output::human_ns(ns)),
-        None => String::new(),
+/// Tell the caller which targets the kernel refused to probe.
+fn report_refused(s: &mut Setup<'_>, refused: &[Refusal]) {
+    for r in refused {
+        let names = r
+            .targets
+            .iter()
+            .take(3)
+            .map(|&t| s.targets.name(t).to_string())
+            .collect();
+        (s.notice)(Notice::Refused {
+            count: r.targets.len(),
+            names,
+            reason: r.reason.clone(),
+        });
     }
+}
+
+/// The probe's cost per call by the plan's calibration, measured with `how`; reported with `RPROF_DEBUG_COST`.
+fn calibrate(
+    s: &mut Setup<'_>,
+    plan: &Plan,
+    how: impl FnOnce(&Calibrator<'_>) -> Option<Measured>,
+) -> Option<u64> {
+    let cal = plan.calibration.as_ref()?;
+    let site = s.caps.calibration_site.as_ref()?;
+    let calibrator = Calibrator {
+        tracefs: s.tracefs,
+        group: &s.group,
+        cal,
+        site,
+        pmu: s.pmu,
+    };
+    let m = how(&calibrator)?;
+    if s.opts.debug_cost != DebugCost::Off {
+        (s.notice)(Notice::Calibration(format!(
+            "{:.1} ns per call bare, {:.1} probed",
+            m.bare_ns, m.probed_ns
+        )));
+    }
+    Some(m.cost_ns())
 }
 
 /// Timing (or sampled counting): the tracefs ring and/or perf events.
 fn run_sampled(
     s: &mut Setup<'_>,
-    defs: &[crate::tracefs::ProbeDef],
-    mut planned: Vec<PlannedEvent>,
-    cal: &cost::Calibration,
+    mut plan: Plan,
     out: &mut dyn Write,
 ) -> Result<RunSummary, ProbeError> {
-    let opts = s.opts;
-    let want_ring = opts.engine != EngineChoice::Perf && !opts.stacks;
-    let shared = if want_ring {
-        engine::sharing(s.targets, &opts.target)
-    } else {
-        Vec::new()
-    };
-    let mut ring = None;
-    if want_ring
-        && !(opts.engine == EngineChoice::Auto
-            && planned
-                .iter()
-                .all(|p| engine::shared_file(p, s.targets, &shared).is_some_and(|f| f.others > 0)))
-    {
-        match RingEngine::create(s.tracefs, &s.group_name, opts) {
-            Ok(r) => ring = Some(r),
-            Err(e) => eprintln!("rprof: the tracefs ring cannot be used ({e}); using perf events"),
-        }
+    let mut ring = open_ring(s, &mut plan);
+    for f in &plan.forced_shared {
+        (s.notice)(Notice::SharedFileForced {
+            path: f.path.clone(),
+            others: f.others,
+        });
     }
-    let forced = engine::assign(
-        &mut planned,
-        s.targets,
-        &shared,
-        opts.engine,
-        ring.is_some(),
-        opts.stacks,
-    );
-    for f in &forced {
-        eprintln!(
-            "rprof: warning: {} other processes map {}: with --engine tracefs, each of their calls to a probed \
-             function takes the uprobe trap too",
-            f.others,
-            f.path.display()
-        );
-    }
-    if !planned.iter().any(|p| p.ring) {
-        ring = None;
-    }
-    let (types, ids) = event_types(s.tracefs, &planned, s.targets)?;
+    let (types, ids) = event_types(s.tracefs, &plan.events, s.targets)?;
     // The ring's cost is measured before its tasks are set (the calibration runs on this thread).
-    let ring_cost = ring.as_mut().and_then(|r| cal.measure_ring(s.tracefs, r));
+    let ring_cost = match ring.as_mut() {
+        Some(r) => calibrate(s, &plan, |c| c.ring(r)),
+        None => None,
+    };
     let Opened {
         mut events,
         parse,
-        mut usable,
-    } = open_events(opts, s.tracefs, &planned, &ids, s.targets, &s.tasks, s.pmu)?;
+        mut refused,
+    } = open_events(s.opts, s.tracefs, &plan.events, &ids, &s.tasks, s.pmu)?;
     if let Some(r) = ring.as_mut() {
-        r.set_tasks(&opts.target, &s.tasks)?;
-        for p in planned.iter().filter(|p| p.ring) {
-            if let Err(e) = r.enable(&p.group, &p.event) {
-                eprintln!(
-                    "rprof: warning: skipping {} target(s): the kernel refused the event ({e})",
-                    p.members.len()
-                );
-                for &m in &p.members {
-                    usable[m as usize] = false;
-                }
-            }
-        }
-        r.open_rings()?;
+        refused.extend(enable_ring(s, &plan, r)?);
     }
-    let probed = usable.iter().filter(|u| **u).count();
+    report_refused(s, &refused);
+    let refused: HashSet<TargetId> = refused
+        .iter()
+        .flat_map(|r| r.targets.iter().copied())
+        .collect();
+    let probed = s.targets.len() - refused.len();
     if probed == 0 {
-        return Err(no_usable(opts));
+        return Err(no_usable(s.opts));
     }
-    let probe_cost = match &ring {
+    let cost = match ring {
         Some(_) => ring_cost,
-        None => cal.measure_perf(s.tracefs, &parse),
+        None => calibrate(s, &plan, |c| c.perf(&parse)),
     };
-    cal.debug_compare_pmu(s.tracefs, &parse);
-    let timed = !opts.count_only && s.targets.iter().any(Target::can_time);
-    let mut sink = Sink {
-        stats: Stats::new(s.targets.len()),
-        pairer: Pairer::new(),
-        stacks: StackCounter::new(),
-        addrs: AddrMap::new(s.targets),
-        spaces: AddressSpaces::new(),
-        synthesized: HashSet::new(),
-        threads: HashMap::new(),
-        timed,
-        unresolved: 0,
-        calls: opts
-            .calls
-            .any()
-            .then(|| Calls::new(opts.calls.clone(), &fetch_lists(s.targets))),
-        fetch_shape: s
+    compare_pmu(s, &plan, &parse);
+    let sink = new_sink(s);
+    start(s)?;
+    if s.workload.is_none() {
+        events.enable()?;
+    }
+    let engine = describe_engine(&plan, ring.as_ref().map(RingEngine::mode));
+    let started = Started {
+        targets: probed,
+        probe_points: plan.probe_points(),
+        perf_events: events.len(),
+        engine,
+        counting: false,
+        cost_ns: cost,
+        setup: s.started.elapsed(),
+    };
+    (s.notice)(Notice::Started(started));
+    let mut live = SampledLoop {
+        sink,
+        merge: OrderedMerge::new(),
+        parse,
+        types,
+        ring,
+        opts: s.opts,
+        out,
+        cost,
+    };
+    let pids = pid_list(&s.opts.target);
+    perf::run_loop::run(
+        &mut events,
+        &s.signals,
+        stop_when(s.opts, s.workload.as_mut(), &pids),
+        &mut live,
+    )?;
+    drop(events);
+    finish_sampled(s, live)
+}
+
+/// The tracefs instance ring, when the plan reads events from it. When it cannot be made, the plan is made
+/// again without it (perf events read everything; the probe definitions are the same).
+fn open_ring(s: &mut Setup<'_>, plan: &mut Plan) -> Option<RingEngine> {
+    if !plan.uses_ring() {
+        return None;
+    }
+    match RingEngine::create(s.tracefs, &s.group, s.opts) {
+        Ok(r) => Some(r),
+        Err(e) => {
+            (s.notice)(Notice::RingUnavailable(e.to_string()));
+            s.caps.ring = false;
+            *plan = plan::plan(&s.group, s.targets, s.opts, &s.caps);
+            None
+        }
+    }
+}
+
+/// Set the ring's tasks, enable its events (those the kernel refuses are returned) and open its rings.
+fn enable_ring(
+    s: &Setup<'_>,
+    plan: &Plan,
+    ring: &mut RingEngine,
+) -> Result<Vec<Refusal>, ProbeError> {
+    ring.set_tasks(&s.opts.target, &s.tasks)?;
+    let mut refused = Vec::new();
+    for p in plan.events.iter().filter(|p| p.ring()) {
+        if let Err(e) = ring.enable(&p.group, &p.event) {
+            refused.push(Refusal {
+                targets: p.members.clone(),
+                reason: e.to_string(),
+            });
+        }
+    }
+    ring.open_rings()?;
+    Ok(refused)
+}
+
+/// `RPROF_DEBUG_COST=pmu`: the uprobe PMU's cost per call pair beside the tracefs path's, three times.
+fn compare_pmu(s: &mut Setup<'_>, plan: &Plan, parse: &PerfParse) {
+    if s.opts.debug_cost != DebugCost::Pmu {
+        return;
+    }
+    let (Some(cal), Some(site)) = (plan.calibration.as_ref(), s.caps.calibration_site.as_ref())
+    else {
+        return;
+    };
+    let calibrator = Calibrator {
+        tracefs: s.tracefs,
+        group: &s.group,
+        cal,
+        site,
+        pmu: s.pmu,
+    };
+    for _ in 0..3 {
+        let (tracefs_ns, pmu_ns) = calibrator
+            .compare_pmu(parse)
+            .map_or((None, None), |(a, b)| {
+                (Some(a.cost_ns()), Some(b.cost_ns()))
+            });
+        (s.notice)(Notice::Calibration(format!(
+            "probe pair cost: tracefs TIME|RAW(sp fetch) {tracefs_ns:?} ns, uprobe PMU \
+             TIME|TID|IDENTIFIER|REGS_USER(sp) {pmu_ns:?} ns"
+        )));
+    }
+}
+
+/// The sink of a session, with the mappings of the processes that exist already (from /proc).
+fn new_sink<'a>(s: &Setup<'a>) -> Sink<'a> {
+    let opts = s.opts;
+    let timed = !opts.count_only && s.targets.iter().any(|(_, t)| t.can_time());
+    let calls = opts.calls.any().then(|| {
+        let fetches = s
             .targets
             .iter()
-            .map(|t| FetchShape {
-                count: t.fetches.len(),
-                caller: t.fetches.iter().position(|f| f.label == "caller"),
-                kernel: matches!(t.kind, super::TargetKind::Kernel { .. }),
-            })
-            .collect(),
-    };
-    // Processes that exist already: their mappings of the probed binaries come from /proc.
-    if !sink.addrs.is_empty() || opts.stacks {
+            .map(|(_, t)| t.fetches.as_slice())
+            .collect();
+        Calls::new(opts.calls.clone(), &fetches)
+    });
+    let mut sink = Sink::new(s.targets, AddrMap::new(s.targets), timed, calls);
+    if sink.needs_mappings() || opts.stacks {
         match &opts.target {
             TaskTarget::Pid(p) => {
                 sink.spaces.synthesize(*p as u32);
                 for &t in &s.tasks {
-                    sink.threads.insert(t as u32, *p as u32);
+                    sink.add_thread(t as u32, *p as u32);
                 }
             }
             TaskTarget::SystemWide => {
@@ -376,81 +454,65 @@ fn run_sampled(
         }
     }
     if let Some(w) = &s.workload {
-        sink.threads.insert(w.pid() as u32, w.pid() as u32);
+        sink.add_thread(w.pid() as u32, w.pid() as u32);
     }
-    start(s)?;
-    if s.workload.is_none() {
-        events.enable()?;
+    sink
+}
+
+/// The header line's engine part: `engine: tracefs ring (mapped)`, `engine: perf`, or both with what each reads.
+fn describe_engine(plan: &Plan, ring_mode: Option<&str>) -> String {
+    let ring = plan.events.iter().filter(|p| p.ring()).count();
+    let perf = plan.events.len() - ring;
+    let ring_name = format!("tracefs ring ({})", ring_mode.unwrap_or("read"));
+    let perf_name = if plan.uses_pmu() {
+        "perf (uprobe PMU)"
+    } else {
+        "perf"
+    };
+    match (ring, perf) {
+        (0, _) => format!("engine: {perf_name}"),
+        (_, 0) => format!("engine: {ring_name}"),
+        _ => format!("engines: {ring_name} for {ring} events, {perf_name} for {perf} (files other processes map)"),
     }
-    let engine = engine::describe(&planned, ring.as_ref().map(RingEngine::mode));
-    eprintln!(
-        "rprof: probing {probed} targets ({} probe points, {} perf events), {engine}{}, set up in {:.2}s; \
-         Ctrl-C to end",
-        defs.len() + planned.iter().filter(|p| p.pmu.is_some()).count(),
-        events.len(),
-        cost_note(probe_cost, "per call"),
-        s.started.elapsed().as_secs_f64()
-    );
-    let mut live = Live {
-        sink,
-        merge: OrderedMerge::new(),
-        parse,
-        types,
-        ring,
-        opts,
-        names: &s.names,
-        fetches: fetch_lists(s.targets),
-        out,
-        cost: probe_cost,
-    };
-    let pid = pid_list(&opts.target);
-    let when = StopWhen {
-        flag: None,
-        duration: opts.duration,
-        workload: s.workload.as_mut(),
-        pids: &pid,
-        tick: opts.interval,
-    };
-    perf::run_loop::run(&mut events, &s.signals, when, &mut live)?;
-    drop(events);
-    let Live {
+}
+
+/// The end of a sampled session: what the ring lost, the last trace lines, the report, the stacks.
+fn finish_sampled(s: &mut Setup<'_>, live: SampledLoop<'_>) -> Result<RunSummary, ProbeError> {
+    let SampledLoop {
         mut sink,
         out,
-        mut ring,
-        fetches,
+        ring,
+        cost,
         ..
     } = live;
-    if let Some(r) = ring.as_mut() {
+    if let Some(mut r) = ring {
         sink.stats.lost += r.take_lost();
+        if let Err(e) = r.close() {
+            (s.notice)(Notice::NotRemoved(e.to_string()));
+        }
     }
-    drop(ring);
-    let mut extra = sink.calls.as_mut().map(|c| PerCall {
-        calls: c,
-        stacks: &mut sink.stacks,
-        fetches: &fetches,
-    });
-    if let Some(x) = extra.as_mut() {
-        x.stacks.finish();
-        listing::write_trace(out, x.calls, &s.names, x.fetches, x.stacks, true)?;
+    if let Some(calls) = sink.calls.as_mut() {
+        sink.stacks.finish();
+        output::write_trace(out, calls, s.targets, &sink.stacks, true)?;
     }
-    write_report(
-        out,
-        opts,
-        &s.names,
-        &sink.stats,
-        sink.timed,
-        sink.pairer.open_calls(),
-        probe_cost,
-        extra.as_mut(),
-    )?;
+    let parts = ReportParts {
+        targets: s.targets,
+        stats: &sink.stats,
+        timed: sink.timed,
+        open_calls: sink.pairer.open_calls(),
+        probe_cost_ns: cost,
+        calls: sink.calls.as_ref(),
+        stacks: &sink.stacks,
+    };
+    output::write_report(out, s.opts, &parts)?;
+    if sink.stats.lost > 0 && matches!(s.opts.format, Format::Csv | Format::Json) {
+        (s.notice)(Notice::Lost(sink.stats.lost));
+    }
     if sink.unresolved > 0 {
-        eprintln!(
-            "rprof: warning: {} hits in processes whose mappings were not seen were not counted",
-            sink.unresolved
-        );
+        (s.notice)(Notice::Unresolved(sink.unresolved));
     }
-    if opts.stacks {
-        sink.stacks.write(out, &s.names, opts.folded)?;
+    if s.opts.stacks {
+        sink.stacks.write(out, s.targets, s.opts.folded)?;
         out.flush()?;
     }
     Ok(RunSummary {
@@ -458,23 +520,20 @@ fn run_sampled(
     })
 }
 
-/// The loop's handler: records are decoded into the merge, released in time order into the sink, and each
-/// tick prints the interval's report.
-struct Live<'a> {
-    sink: Sink,
+/// The loop's handler for sampled events: records are decoded into the merge, released in time order into
+/// the sink, and each tick writes the interval's report.
+struct SampledLoop<'a> {
+    sink: Sink<'a>,
     merge: OrderedMerge<Item>,
     parse: PerfParse,
     types: EventTypes,
     ring: Option<RingEngine>,
     opts: &'a ProbeOptions,
-    names: &'a [String],
-    /// Each target's fetches.
-    fetches: Vec<&'a [Fetch]>,
     out: &'a mut dyn Write,
     cost: Option<u64>,
 }
 
-impl Handler<ProbeInfo> for Live<'_> {
+impl Handler<ProbeInfo> for SampledLoop<'_> {
     type Error = ProbeError;
 
     fn record(
@@ -482,14 +541,8 @@ impl Handler<ProbeInfo> for Live<'_> {
         infos: &EventInfos<ProbeInfo>,
         rec: RawRecord<'_>,
     ) -> Result<(), ProbeError> {
-        decode(
-            rec,
-            infos,
-            &self.parse,
-            &self.types,
-            &mut self.merge,
-            &mut self.sink.stats,
-        );
+        let lost = &mut self.sink.stats.lost;
+        decode(rec, infos, &self.parse, &self.types, &mut self.merge, lost);
         Ok(())
     }
 
@@ -509,14 +562,7 @@ impl Handler<ProbeInfo> for Live<'_> {
         if let Some(calls) = self.sink.calls.as_mut() {
             if !calls.trace_lines.is_empty() && !last {
                 self.sink.stacks.finish();
-                listing::write_trace(
-                    self.out,
-                    calls,
-                    self.names,
-                    &self.fetches,
-                    &self.sink.stacks,
-                    false,
-                )?;
+                output::write_trace(self.out, calls, self.sink.targets, &self.sink.stacks, false)?;
                 self.out.flush()?;
             }
         }
@@ -530,26 +576,19 @@ impl Handler<ProbeInfo> for Live<'_> {
             self.sink.stats.lost += r.take_lost();
         }
         let interval = self.sink.stats.take();
-        let mut calls = self.sink.calls.as_mut().map(Calls::take);
+        let calls = self.sink.calls.as_mut().map(Calls::take);
         if calls.is_some() {
             self.sink.stacks.finish();
         }
-        write_report(
-            self.out,
-            self.opts,
-            self.names,
-            &interval,
-            self.sink.timed,
-            self.sink.pairer.open_calls(),
-            self.cost,
-            calls
-                .as_mut()
-                .map(|c| PerCall {
-                    calls: c,
-                    stacks: &mut self.sink.stacks,
-                    fetches: &self.fetches,
-                })
-                .as_mut(),
-        )
+        let parts = ReportParts {
+            targets: self.sink.targets,
+            stats: &interval,
+            timed: self.sink.timed,
+            open_calls: self.sink.pairer.open_calls(),
+            probe_cost_ns: self.cost,
+            calls: calls.as_ref(),
+            stacks: &self.sink.stacks,
+        };
+        Ok(output::write_report(self.out, self.opts, &parts)?)
     }
 }

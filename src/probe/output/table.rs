@@ -1,5 +1,6 @@
-//! Output of `rprof probe`: the table, funclatency-style histograms, CSV and JSON.
-use super::stats::{bucket_range, FuncStats, Histogram, Stats};
+//! The per-function report of `rprof probe`: the table, funclatency-style histograms, CSV and JSON.
+use crate::probe::analysis::{bucket_range, FuncStats, Histogram, Stats};
+use crate::probe::target::Targets;
 use std::io::{self, Write};
 
 /// The output format.
@@ -19,62 +20,39 @@ pub enum Format {
 /// The CSV header (parsed by other tools: keep it exact).
 pub const CSV_HEADER: &str = "function,count,total_us,self_us,avg_us,min_us,max_us";
 
-/// One report: the statistics of a run or an interval with the names of the targets.
+/// One report: the rows of a run or an interval, and what is said under them.
 #[derive(Clone, Debug)]
 pub struct Report<'a> {
-    /// Display names, indexed like `stats.funcs`.
-    pub names: &'a [String],
-    pub stats: &'a Stats,
+    /// The rows, sorted by total time then count (in the given order with a key column).
+    pub rows: Vec<Row<'a>>,
+    /// `--by`: the value column's header (each row has its value).
+    pub key_header: Option<&'a str>,
     /// True when returns are probed (durations are meaningful).
     pub timed: bool,
     /// Wall-clock time of the report (`-T`), as `HH:MM:SS`.
     pub timestamp: Option<String>,
     /// Open calls at the time of the report.
     pub open_calls: usize,
-    /// Also list targets with a count of 0.
-    pub show_zero: bool,
+    pub totals: Totals,
     /// The probe's own cost per call, measured at start.
     pub probe_cost_ns: Option<u64>,
-    /// `--by`: a value per row (rows are then in the given order: grouped by function, by then).
-    pub keys: Option<KeyColumn<'a>>,
 }
 
-/// The `--by` column: its header (the value's name) and one value per row.
-#[derive(Clone, Debug)]
-pub struct KeyColumn<'a> {
-    pub header: &'a str,
-    pub values: &'a [String],
+/// What the report says of all rows: events lost, calls unpaired, returns without an entry.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Totals {
+    pub lost: u64,
+    pub unpaired: u64,
+    pub orphan_returns: u64,
 }
 
-impl Report<'_> {
-    /// Rows with at least one hit (or all with `show_zero`), sorted by total time then count, descending
-    /// (in the given order with `--by`).
-    pub fn rows(&self) -> Vec<Row<'_>> {
-        let mut rows: Vec<Row> = self
-            .names
-            .iter()
-            .zip(self.stats.funcs.iter())
-            .enumerate()
-            .filter(|(_, (_, f))| self.show_zero || f.count > 0 || f.paired > 0)
-            .map(|(i, (name, f))| Row {
-                name,
-                key: self
-                    .keys
-                    .as_ref()
-                    .and_then(|k| k.values.get(i))
-                    .map(String::as_str),
-                f,
-            })
-            .collect();
-        if self.keys.is_some() {
-            return rows;
+impl Totals {
+    pub fn of(stats: &Stats) -> Totals {
+        Totals {
+            lost: stats.lost,
+            unpaired: stats.unpaired(),
+            orphan_returns: stats.orphan_returns,
         }
-        rows.sort_by(|a, b| {
-            (b.f.total_ns, b.f.count)
-                .cmp(&(a.f.total_ns, a.f.count))
-                .then_with(|| a.name.cmp(b.name))
-        });
-        rows
     }
 }
 
@@ -84,6 +62,27 @@ pub struct Row<'a> {
     pub name: &'a str,
     pub key: Option<&'a str>,
     pub f: &'a FuncStats,
+}
+
+/// A row per target with at least one hit (or every target with `show_zero`), sorted by total time then
+/// count, descending.
+pub fn function_rows<'a>(targets: &'a Targets, stats: &'a Stats, show_zero: bool) -> Vec<Row<'a>> {
+    let mut rows: Vec<Row> = stats
+        .funcs
+        .iter()
+        .filter(|(_, f)| show_zero || f.count > 0 || f.paired > 0)
+        .map(|(id, f)| Row {
+            name: targets.name(id),
+            key: None,
+            f,
+        })
+        .collect();
+    rows.sort_by(|a, b| {
+        (b.f.total_ns, b.f.count)
+            .cmp(&(a.f.total_ns, a.f.count))
+            .then_with(|| a.name.cmp(b.name))
+    });
+    rows
 }
 
 /// `s` cut to `max` characters, with `~` marking the cut.
@@ -132,12 +131,12 @@ pub fn write_table(w: &mut dyn Write, report: &Report) -> io::Result<()> {
     if let Some(ts) = &report.timestamp {
         writeln!(w, "{ts}")?;
     }
-    let rows = report.rows();
+    let rows = &report.rows;
     let width =
         |f: &dyn Fn(&Row) -> usize, cap: usize| rows.iter().map(f).max().unwrap_or(4).clamp(4, cap);
     // With `--by`, the function and value columns share the line: each is cut, and the percentiles are left to
     // CSV and JSON, so that a row fits in about 120 columns.
-    let keyed = report.keys.as_ref().map(|k| k.header);
+    let keyed = report.key_header;
     let name_w = width(
         &|r| r.name.chars().count(),
         if keyed.is_some() { 28 } else { 60 },
@@ -161,7 +160,7 @@ pub fn write_table(w: &mut dyn Write, report: &Report) -> io::Result<()> {
         head.push_str(&format!(" {:>10}", "COUNT"));
     }
     writeln!(w, "{}", head.trim_end())?;
-    for row in &rows {
+    for row in rows {
         let f = row.f;
         let mut line = format!("{:<name_w$}", cut(row.name, name_w));
         if keyed.is_some() {
@@ -192,7 +191,7 @@ pub fn write_table(w: &mut dyn Write, report: &Report) -> io::Result<()> {
 }
 
 fn write_footer(w: &mut dyn Write, report: &Report) -> io::Result<()> {
-    let s = report.stats;
+    let s = &report.totals;
     if let Some(ns) = report.probe_cost_ns {
         if report.timed {
             writeln!(
@@ -216,7 +215,7 @@ fn write_footer(w: &mut dyn Write, report: &Report) -> io::Result<()> {
             s.lost
         )?;
     }
-    let unpaired = s.unpaired();
+    let unpaired = s.unpaired;
     if report.timed && (unpaired > 0 || s.orphan_returns > 0) {
         writeln!(
             w,
@@ -238,14 +237,14 @@ fn csv_field(s: &str) -> String {
 
 /// CSV: the exact header, then one line per function; times in microseconds with 3 decimals.
 pub fn write_csv(w: &mut dyn Write, report: &Report) -> io::Result<()> {
-    match &report.keys {
-        Some(k) => {
+    match report.key_header {
+        Some(header) => {
             let (first, rest) = CSV_HEADER.split_once(',').unwrap_or((CSV_HEADER, ""));
-            writeln!(w, "{first},{},{rest}", csv_field(k.header))?;
+            writeln!(w, "{first},{},{rest}", csv_field(header))?;
         }
         None => writeln!(w, "{CSV_HEADER}")?,
     }
-    for Row { name, key, f } in report.rows() {
+    for &Row { name, key, f } in &report.rows {
         let name = match key {
             Some(k) => format!("{},{}", csv_field(name), csv_field(k)),
             None => csv_field(name),
@@ -268,9 +267,9 @@ pub fn write_csv(w: &mut dyn Write, report: &Report) -> io::Result<()> {
 /// JSON: `{"timestamp", "lost", "unpaired", "orphan_returns", "open_calls", "functions": [...]}` on one line.
 pub fn write_json(w: &mut dyn Write, report: &Report) -> io::Result<()> {
     let functions: Vec<serde_json::Value> = report
-        .rows()
-        .into_iter()
-        .map(|Row { name, key, f }| {
+        .rows
+        .iter()
+        .map(|&Row { name, key, f }| {
             let mut v = serde_json::json!({
                 "function": name,
                 "count": f.count,
@@ -300,12 +299,12 @@ pub fn write_json(w: &mut dyn Write, report: &Report) -> io::Result<()> {
         .collect();
     let doc = serde_json::json!({
         "timestamp": report.timestamp,
-        "lost": report.stats.lost,
-        "unpaired": report.stats.unpaired(),
-        "orphan_returns": report.stats.orphan_returns,
+        "lost": report.totals.lost,
+        "unpaired": report.totals.unpaired,
+        "orphan_returns": report.totals.orphan_returns,
         "open_calls": report.open_calls,
         "probe_cost_ns": report.probe_cost_ns,
-        "by": report.keys.as_ref().map(|k| k.header),
+        "by": report.key_header,
         "functions": functions,
     });
     writeln!(w, "{doc}")
@@ -371,7 +370,7 @@ pub fn write_hists(w: &mut dyn Write, report: &Report) -> io::Result<()> {
     if !report.timed {
         return Ok(());
     }
-    for Row { name, f, .. } in report.rows() {
+    for &Row { name, f, .. } in &report.rows {
         if f.paired == 0 {
             continue;
         }
@@ -391,35 +390,51 @@ pub fn write_hists(w: &mut dyn Write, report: &Report) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::probe::target::{Target, TargetId, TargetKind};
 
-    fn sample() -> (Vec<String>, Stats) {
+    fn sample() -> (Targets, Stats) {
         let mut s = Stats::new(3);
-        s.funcs[0].enter();
-        s.funcs[0].paired_call(10_000_000, 2_000_000);
-        s.funcs[1].enter();
-        s.funcs[1].enter();
-        s.funcs[1].paired_call(4_000_000, 4_000_000);
-        s.funcs[1].paired_call(4_000_000, 4_000_000);
-        (
-            vec!["outer".into(), "ns::f(int, char)".into(), "never".into()],
-            s,
-        )
+        let t = TargetId::new;
+        s.funcs[t(0)].enter();
+        s.funcs[t(0)].paired_call(10_000_000, 2_000_000);
+        s.funcs[t(1)].enter();
+        s.funcs[t(1)].enter();
+        s.funcs[t(1)].paired_call(4_000_000, 4_000_000);
+        s.funcs[t(1)].paired_call(4_000_000, 4_000_000);
+        let named = |name: &str| Target {
+            name: name.into(),
+            aliases: Vec::new(),
+            kind: TargetKind::Tracepoint {
+                category: "c".into(),
+                event: name.into(),
+            },
+            fetches: Vec::new(),
+        };
+        let targets = Targets::new(vec![
+            named("outer"),
+            named("ns::f(int, char)"),
+            named("never"),
+        ]);
+        (targets, s)
+    }
+
+    fn report<'a>(targets: &'a Targets, stats: &'a Stats) -> Report<'a> {
+        Report {
+            rows: function_rows(targets, stats, false),
+            key_header: None,
+            timed: true,
+            timestamp: None,
+            open_calls: 0,
+            totals: Totals::of(stats),
+            probe_cost_ns: None,
+        }
     }
 
     /// Check that the CSV has the exact header, one line per called function, quoting and microseconds.
     #[test]
     fn csv_layout() {
-        let (names, stats) = sample();
-        let r = Report {
-            names: &names,
-            stats: &stats,
-            timed: true,
-            timestamp: None,
-            open_calls: 0,
-            show_zero: false,
-            keys: None,
-            probe_cost_ns: None,
-        };
+        let (targets, stats) = sample();
+        let r = report(&targets, &stats);
         let mut out = Vec::new();
         write_csv(&mut out, &r).unwrap();
         let text = String::from_utf8(out).unwrap();
@@ -463,17 +478,8 @@ mod tests {
     /// Check that the table is sorted by total and JSON parses back.
     #[test]
     fn table_and_json() {
-        let (names, stats) = sample();
-        let r = Report {
-            names: &names,
-            stats: &stats,
-            timed: true,
-            timestamp: None,
-            open_calls: 0,
-            show_zero: false,
-            keys: None,
-            probe_cost_ns: None,
-        };
+        let (targets, stats) = sample();
+        let r = report(&targets, &stats);
         let mut out = Vec::new();
         write_table(&mut out, &r).unwrap();
         let text = String::from_utf8(out).unwrap();

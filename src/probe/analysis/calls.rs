@@ -2,8 +2,10 @@
 //! (`--by`, `--callers`), log2 histograms of a value (`--hist VALUE`), the list of slow calls
 //! (`--min-duration`), and one line per call (`--trace`). Everything is bounded: [`MAX_KEYS`] distinct values
 //! per function, [`MAX_SLOW`] listed slow calls, and a trace rate.
-use super::fetch::{Fetch, Value};
 use super::stats::{FuncStats, Histogram};
+use crate::probe::spec::fetch::Fetch;
+use crate::probe::target::{PerTarget, TargetId};
+use crate::probe::value::Value;
 use crate::resolve::FrameId;
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -50,46 +52,68 @@ pub enum Key {
     Other,
 }
 
-/// One call, as the pairing closes it (or as an entry, for untimed probes).
+/// One call: what an entry opens, pairing closes (with its duration) and per-call work uses. For a probe
+/// without returns (USDT, tracepoints, `--count`), one hit.
 #[derive(Clone, Debug)]
-pub struct Call<'a> {
-    pub target: u32,
+pub struct Call {
+    pub target: TargetId,
     pub tid: u32,
-    /// Entry time (ns, the session clock).
+    /// Entry time (ns, the session clock; relative to the first call once kept in a list).
     pub time: u64,
-    /// Duration and self time, for paired calls.
+    /// Duration and self time (ns), once paired.
     pub dur: Option<(u64, u64)>,
-    /// The values, indexed like the target's fetches.
-    pub values: &'a [Option<Value>],
+    /// The values, indexed like the target's fetches (those of the entry, then the return's).
+    pub values: Vec<Option<Value>>,
     /// The caller's frames (for `caller`), and the stack at entry (`-g` with `--min-duration`).
     pub caller: Option<Arc<[FrameId]>>,
     pub stack: Option<Arc<[FrameId]>>,
 }
 
-/// A slow call, kept for the report.
-#[derive(Clone, Debug)]
-pub struct SlowCall {
-    pub target: u32,
-    pub tid: u32,
-    pub time: u64,
-    pub dur: u64,
-    pub values: Vec<Option<Value>>,
-    pub caller: Option<Arc<[FrameId]>>,
-    pub stack: Option<Arc<[FrameId]>>,
+impl Call {
+    /// A call entered at `time` on thread `tid`, carrying nothing yet.
+    pub fn entry(target: TargetId, tid: u32, time: u64) -> Call {
+        Call {
+            target,
+            tid,
+            time,
+            dur: None,
+            values: Vec::new(),
+            caller: None,
+            stack: None,
+        }
+    }
+
+    /// Add the values fetched at the return (set slots win over empty ones).
+    pub fn join_return(&mut self, values: Vec<Option<Value>>) {
+        if self.values.len() < values.len() {
+            self.values.resize(values.len(), None);
+        }
+        for (slot, v) in self.values.iter_mut().zip(values) {
+            if v.is_some() {
+                *slot = v;
+            }
+        }
+    }
+}
+
+/// What per-call work keeps for one target: where its `--by` and `--hist` values are among its fetches, how
+/// many distinct `--by` values it has, and its value histogram.
+#[derive(Clone, Debug, Default)]
+pub struct TargetCalls {
+    by: Option<usize>,
+    hist_of: Option<usize>,
+    keys: usize,
+    pub hist: Histogram,
 }
 
 /// The per-call results of a run or interval.
 #[derive(Debug, Default)]
 pub struct Calls {
     pub opts: CallOptions,
-    /// Per target: the index of the `--by` and `--hist` values in its fetches.
-    by_index: Vec<Option<usize>>,
-    hist_index: Vec<Option<usize>>,
+    pub per_target: PerTarget<TargetCalls>,
     /// (target, key) -> statistics.
-    pub keyed: HashMap<(u32, Key), FuncStats>,
-    keys_per_target: Vec<usize>,
-    pub hists: Vec<Histogram>,
-    pub slow: Vec<SlowCall>,
+    pub keyed: HashMap<(TargetId, Key), FuncStats>,
+    pub slow: Vec<Call>,
     /// Calls at or above the minimum duration, listed or not.
     pub slow_count: u64,
     /// Trace lines waiting to be written, and calls not traced because of the rate limit.
@@ -103,7 +127,7 @@ pub struct Calls {
 /// One `--trace` call, formatted when written (its caller's name may need the resolver).
 #[derive(Clone, Debug)]
 pub struct TraceLine {
-    pub call: SlowCall,
+    pub call: Call,
     /// Calls skipped by the rate limit just before this one.
     pub skipped_before: u64,
 }
@@ -115,12 +139,14 @@ fn index_of(fetches: &[Fetch], label: &Option<String>) -> Option<usize> {
 
 impl Calls {
     /// Empty results for targets with these fetches.
-    pub fn new(opts: CallOptions, fetches: &[&[Fetch]]) -> Calls {
+    pub fn new(opts: CallOptions, fetches: &PerTarget<&[Fetch]>) -> Calls {
+        let per_target = fetches.map(|f| TargetCalls {
+            by: index_of(f, &opts.by),
+            hist_of: index_of(f, &opts.hist_of),
+            ..TargetCalls::default()
+        });
         Calls {
-            by_index: fetches.iter().map(|f| index_of(f, &opts.by)).collect(),
-            hist_index: fetches.iter().map(|f| index_of(f, &opts.hist_of)).collect(),
-            keys_per_target: vec![0; fetches.len()],
-            hists: vec![Histogram::default(); fetches.len()],
+            per_target,
             opts,
             ..Calls::default()
         }
@@ -130,10 +156,11 @@ impl Calls {
     pub fn take(&mut self) -> Calls {
         let fresh = Calls {
             opts: self.opts.clone(),
-            by_index: self.by_index.clone(),
-            hist_index: self.hist_index.clone(),
-            keys_per_target: vec![0; self.keys_per_target.len()],
-            hists: vec![Histogram::default(); self.hists.len()],
+            per_target: self.per_target.map(|t| TargetCalls {
+                by: t.by,
+                hist_of: t.hist_of,
+                ..TargetCalls::default()
+            }),
             epoch: self.epoch,
             window: self.window,
             ..Calls::default()
@@ -141,44 +168,52 @@ impl Calls {
         std::mem::replace(self, fresh)
     }
 
+    /// The `--by` key of a call.
+    fn key(&self, call: &Call) -> Key {
+        let value = |i: usize| {
+            call.values
+                .get(i)
+                .cloned()
+                .flatten()
+                .map_or(Key::Missing, Key::Value)
+        };
+        match self.per_target[call.target].by {
+            Some(i) if self.opts.by.as_deref() == Some("caller") => match &call.caller {
+                Some(frames) => Key::Frames(Arc::clone(frames)),
+                None => value(i),
+            },
+            Some(i) => value(i),
+            None => Key::Missing,
+        }
+    }
+
+    /// Count a call in its `--by` row (a new value past [`MAX_KEYS`] goes to `[other]`).
+    fn add_keyed(&mut self, call: &Call) {
+        let key = self.key(call);
+        let t = &mut self.per_target[call.target];
+        let key = if self.keyed.contains_key(&(call.target, key.clone())) {
+            key
+        } else if t.keys < MAX_KEYS {
+            t.keys += 1;
+            key
+        } else {
+            Key::Other
+        };
+        let row = self.keyed.entry((call.target, key)).or_default();
+        row.enter();
+        if let Some((dur, own)) = call.dur {
+            row.paired_call(dur, own);
+        }
+    }
+
     /// Apply one call: its `--by` row, its value histogram, the slow list and the trace.
     pub fn add(&mut self, call: &Call) {
-        let t = call.target as usize;
         let epoch = *self.epoch.get_or_insert(call.time);
         if self.opts.by.is_some() {
-            let key = match self.by_index.get(t).copied().flatten() {
-                Some(i) if self.opts.by.as_deref() == Some("caller") => match &call.caller {
-                    Some(frames) => Key::Frames(Arc::clone(frames)),
-                    None => call
-                        .values
-                        .get(i)
-                        .cloned()
-                        .flatten()
-                        .map_or(Key::Missing, Key::Value),
-                },
-                Some(i) => call
-                    .values
-                    .get(i)
-                    .cloned()
-                    .flatten()
-                    .map_or(Key::Missing, Key::Value),
-                None => Key::Missing,
-            };
-            let key = if self.keyed.contains_key(&(call.target, key.clone())) {
-                key
-            } else if self.keys_per_target[t] < MAX_KEYS {
-                self.keys_per_target[t] += 1;
-                key
-            } else {
-                Key::Other
-            };
-            let row = self.keyed.entry((call.target, key)).or_default();
-            row.enter();
-            if let Some((dur, own)) = call.dur {
-                row.paired_call(dur, own);
-            }
+            self.add_keyed(call);
         }
-        if let Some(i) = self.hist_index.get(t).copied().flatten() {
+        let t = &mut self.per_target[call.target];
+        if let Some(i) = t.hist_of {
             if let Some(v) = call
                 .values
                 .get(i)
@@ -186,17 +221,12 @@ impl Calls {
                 .flatten()
                 .and_then(|v| v.as_u64())
             {
-                self.hists[t].record(v);
+                t.hist.record(v);
             }
         }
-        let kept = || SlowCall {
-            target: call.target,
-            tid: call.tid,
+        let kept = || Call {
             time: call.time - epoch.min(call.time),
-            dur: call.dur.map_or(0, |d| d.0),
-            values: call.values.to_vec(),
-            caller: call.caller.clone(),
-            stack: call.stack.clone(),
+            ..call.clone()
         };
         if let (Some(min), Some((dur, _))) = (self.opts.min_duration, call.dur) {
             if dur >= min {
@@ -230,7 +260,7 @@ impl Calls {
 pub fn describe(
     name: &str,
     fetches: &[Fetch],
-    call: &SlowCall,
+    call: &Call,
     caller_name: &dyn Fn(&Arc<[FrameId]>) -> String,
 ) -> String {
     let mut s = String::new();
@@ -266,7 +296,7 @@ pub fn describe(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::probe::fetch::FetchType;
+    use crate::probe::spec::fetch::FetchType;
 
     fn fetches() -> Vec<Fetch> {
         vec![
@@ -293,15 +323,11 @@ mod tests {
         ]
     }
 
-    fn call(values: &[Option<Value>], dur: u64, time: u64) -> Call<'_> {
+    fn call(values: &[Option<Value>], dur: u64, time: u64) -> Call {
         Call {
-            target: 0,
-            tid: 7,
-            time,
             dur: Some((dur, dur)),
-            values,
-            caller: None,
-            stack: None,
+            values: values.to_vec(),
+            ..Call::entry(TargetId::new(0), 7, time)
         }
     }
 
@@ -315,17 +341,17 @@ mod tests {
             top: 10,
             ..CallOptions::default()
         };
-        let mut c = Calls::new(opts, &[&f]);
+        let mut c = Calls::new(opts, &PerTarget::filled(1, f.as_slice()));
         for i in 0..10i64 {
             let v = [Some(Value::Int(i % 2)), Some(Value::Int(i * 2))];
             c.add(&call(&v, 100 + i as u64, i as u64));
         }
-        let even = &c.keyed[&(0, Key::Value(Value::Int(0)))];
+        let even = &c.keyed[&(TargetId::new(0), Key::Value(Value::Int(0)))];
         assert_eq!(
             (even.count, even.paired, even.total_ns),
             (5, 5, 100 + 102 + 104 + 106 + 108)
         );
-        assert_eq!(c.hists[0].total(), 10);
+        assert_eq!(c.per_target[TargetId::new(0)].hist.total(), 10);
     }
 
     /// Check that only slow calls are kept, with their values, and that the trace is rate-limited.
@@ -338,7 +364,7 @@ mod tests {
             trace_rate: 3,
             ..CallOptions::default()
         };
-        let mut c = Calls::new(opts, &[&f]);
+        let mut c = Calls::new(opts, &PerTarget::filled(1, f.as_slice()));
         for i in 0..10u64 {
             let v = [Some(Value::Int(i as i64)), Some(Value::Int(0))];
             c.add(&call(&v, if i % 5 == 0 { 5000 } else { 10 }, i));

@@ -2,8 +2,8 @@
 //! x86-64 ABI position for functions, by DWARF parameter name where the binary has debug info (as perf probe
 //! does), and by the argument specs of USDT notes.
 use super::fetch::{Fetch, FetchItem, FetchType, ABI_REGS};
-use super::resolve::{Target, TargetKind};
-use super::ProbeError;
+use crate::probe::target::{Target, TargetKind};
+use crate::probe::ProbeError;
 
 fn spec_error(spec: &str, reason: String) -> ProbeError {
     ProbeError::Spec {

@@ -1,91 +1,16 @@
 //! Turning patterns into probe targets: symbols of a binary or library (one target per address, aliases
 //! folded), syscalls, tracepoints and kernel functions.
-use super::fetch::{ArgSource, Fetch, FetchType};
+use super::fetch::{ArgSource, FetchType};
+use super::library::find_library;
 use super::pattern::{short_name, NameMatcher, Spec};
-use super::ProbeError;
 use crate::addr::{ElfAddr, FileOffset};
+use crate::probe::target::{Target, TargetKind};
+use crate::probe::ProbeError;
 use crate::tracefs::Tracefs;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::symbols::{elf_info, function_symbols};
-
-/// What is probed for one target.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum TargetKind {
-    /// A function in a binary: a uprobe (and a uretprobe) at `offset` of `path`.
-    User {
-        path: PathBuf,
-        addr: ElfAddr,
-        offset: FileOffset,
-    },
-    /// A kernel function: a kprobe (and a kretprobe).
-    Kernel { symbol: String },
-    /// A syscall: `syscalls:sys_enter_NAME` paired with `syscalls:sys_exit_NAME`.
-    Syscall { name: String },
-    /// A tracepoint, counted.
-    Tracepoint { category: String, event: String },
-    /// A USDT probe (`.note.stapsdt`): a uprobe at `offset` of `path`, with its semaphore's file offset (the
-    /// kernel counts it up while the probe is enabled, so "is enabled" guards fire), counted.
-    Usdt {
-        path: PathBuf,
-        offset: FileOffset,
-        semaphore: Option<u64>,
-        args: Vec<ArgSource>,
-    },
-    /// `--pair START,DONE`: two probe points timed as one call (START opens it, DONE closes it on the same
-    /// thread, innermost first).
-    Pair {
-        start: Box<TargetKind>,
-        done: Box<TargetKind>,
-    },
-}
-
-impl TargetKind {
-    /// The probed file and offset of a uprobe (user functions and USDT probes), with its semaphore.
-    pub fn uprobe_at(&self) -> Option<(&Path, u64, Option<u64>)> {
-        match self {
-            TargetKind::User { path, offset, .. } => Some((path, offset.0, None)),
-            TargetKind::Usdt {
-                path,
-                offset,
-                semaphore,
-                ..
-            } => Some((path, offset.0, *semaphore)),
-            _ => None,
-        }
-    }
-}
-
-/// One thing to count (and time).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Target {
-    /// The display name (demangled, without Rust hash).
-    pub name: String,
-    /// Other names at the same address (probed once).
-    pub aliases: Vec<String>,
-    pub kind: TargetKind,
-    /// Values fetched at its entry or return (arguments, `ret`, `caller`).
-    pub fetches: Vec<Fetch>,
-}
-
-impl Target {
-    /// True when the target has a return event to pair with (user and kernel functions, syscalls, pairs).
-    pub fn can_time(&self) -> bool {
-        !matches!(
-            self.kind,
-            TargetKind::Tracepoint { .. } | TargetKind::Usdt { .. }
-        )
-    }
-
-    /// True when the target is a function whose return value can be fetched.
-    pub fn can_return(&self) -> bool {
-        matches!(
-            self.kind,
-            TargetKind::User { .. } | TargetKind::Kernel { .. }
-        )
-    }
-}
 
 /// Where `probe` looks for things: the binary of `-x`, the target pid for libraries, debug dirs, regex mode.
 #[derive(Clone, Debug, Default)]
@@ -320,100 +245,6 @@ pub fn is_go_binary(path: &Path) -> Result<bool, ProbeError> {
     Ok(elf_info(path)?.is_go)
 }
 
-/// Find a library as the dynamic loader would: `c` -> `libc.so.6`. A name with `/` is a path. With a pid, the
-/// library the process has mapped wins; then `ldconfig -p`; then the usual directories and LD_LIBRARY_PATH.
-pub fn find_library(name: &str, pid: Option<u32>) -> Result<PathBuf, ProbeError> {
-    if name.contains('/') {
-        return Ok(PathBuf::from(name));
-    }
-    let stem = if name.starts_with("lib") {
-        name.to_string()
-    } else {
-        format!("lib{name}")
-    };
-    let fits = |file: &str| {
-        file == format!("{stem}.so")
-            || file.starts_with(&format!("{stem}.so."))
-            || file.starts_with(&format!("{stem}-"))
-    };
-    if let Some(pid) = pid {
-        if let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) {
-            for line in maps.lines() {
-                if let Some(p) = line.split_whitespace().nth(5) {
-                    let file = Path::new(p)
-                        .file_name()
-                        .and_then(|f| f.to_str())
-                        .unwrap_or("");
-                    if p.starts_with('/') && fits(file) {
-                        return Ok(crate::process::root_path(pid, Path::new(p)));
-                    }
-                }
-            }
-        }
-    }
-    if let Ok(out) = std::process::Command::new("ldconfig").arg("-p").output() {
-        let text = String::from_utf8_lossy(&out.stdout);
-        if let Some(p) = parse_ldconfig(&text, &stem) {
-            return Ok(p);
-        }
-    }
-    let mut dirs: Vec<PathBuf> = std::env::var("LD_LIBRARY_PATH")
-        .unwrap_or_default()
-        .split(':')
-        .filter(|d| !d.is_empty())
-        .map(PathBuf::from)
-        .collect();
-    for d in [
-        "/lib/x86_64-linux-gnu",
-        "/usr/lib/x86_64-linux-gnu",
-        "/lib64",
-        "/usr/lib64",
-        "/lib",
-        "/usr/lib",
-        "/usr/local/lib",
-    ] {
-        dirs.push(PathBuf::from(d));
-    }
-    for d in dirs {
-        let Ok(entries) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        let mut names: Vec<String> = entries
-            .filter_map(Result::ok)
-            .filter_map(|e| e.file_name().into_string().ok())
-            .filter(|f| fits(f))
-            .collect();
-        // `libc.so` may be a linker script: prefer a versioned name.
-        names.sort_by_key(|f| (f == &format!("{stem}.so"), f.clone()));
-        if let Some(f) = names.first() {
-            return Ok(d.join(f));
-        }
-    }
-    Err(ProbeError::NoLibrary {
-        name: name.to_string(),
-    })
-}
-
-/// The x86-64 library `stem.so*` in `ldconfig -p` output.
-pub fn parse_ldconfig(text: &str, stem: &str) -> Option<PathBuf> {
-    let mut best: Option<(bool, PathBuf)> = None;
-    for line in text.lines() {
-        let line = line.trim();
-        let Some((left, path)) = line.split_once(" => ") else {
-            continue;
-        };
-        let file = left.split_whitespace().next().unwrap_or("");
-        if !(file.starts_with(&format!("{stem}.so.")) || file == format!("{stem}.so")) {
-            continue;
-        }
-        let x86_64 = left.contains("x86-64");
-        if best.as_ref().is_none_or(|(b, _)| !*b && x86_64) {
-            best = Some((x86_64, PathBuf::from(path.trim())));
-        }
-    }
-    best.map(|(_, p)| p)
-}
-
 /// Syscalls matching `pattern` that have both enter and exit tracepoints.
 pub fn resolve_syscalls(
     tracefs: &Tracefs,
@@ -516,23 +347,4 @@ pub fn resolve_kernel(
             fetches: Vec::new(),
         })
         .collect())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Check that ldconfig output picks the x86-64 versioned library.
-    #[test]
-    fn ldconfig_lookup() {
-        let text = "1234 libs found in cache `/etc/ld.so.cache'\n\
-            \tlibcrypt.so.1 (libc6,x86-64) => /lib/x86_64-linux-gnu/libcrypt.so.1\n\
-            \tlibc.so.6 (libc6) => /lib/i386-linux-gnu/libc.so.6\n\
-            \tlibc.so.6 (libc6,x86-64) => /lib/x86_64-linux-gnu/libc.so.6\n";
-        assert_eq!(
-            parse_ldconfig(text, "libc"),
-            Some(PathBuf::from("/lib/x86_64-linux-gnu/libc.so.6"))
-        );
-        assert_eq!(parse_ldconfig(text, "libz"), None);
-    }
 }

@@ -5,7 +5,7 @@
 //! address (`__probe_ip` / `__probe_func` in the event's raw data). This module keeps the probed binaries and
 //! their probed offsets, and translates `runtime address -> file offset -> target` through the process's
 //! mappings in the shared address-space model ([`crate::process::AddressSpace`]).
-use super::resolve::{Target, TargetKind};
+use crate::probe::target::{TargetId, TargetKind, Targets};
 use crate::process::{AddressSpace, Mapping};
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
@@ -24,14 +24,14 @@ pub struct BinaryId {
 #[derive(Debug, Default)]
 pub struct AddrMap {
     binaries: Vec<BinaryId>,
-    offsets: HashMap<(u32, u64), u32>,
+    offsets: HashMap<(u32, u64), TargetId>,
 }
 
 impl AddrMap {
     /// The binaries and offsets of the user targets.
-    pub fn new(targets: &[Target]) -> AddrMap {
+    pub fn new(targets: &Targets) -> AddrMap {
         let mut map = AddrMap::default();
-        for (i, t) in targets.iter().enumerate() {
+        for (id, t) in targets.iter() {
             let TargetKind::User { path, offset, .. } = &t.kind else {
                 continue;
             };
@@ -56,7 +56,7 @@ impl AddrMap {
                     map.binaries.len() - 1
                 }
             };
-            map.offsets.insert((bin as u32, offset.0), i as u32);
+            map.offsets.insert((bin as u32, offset.0), id);
         }
         map
     }
@@ -84,7 +84,7 @@ impl AddrMap {
     }
 
     /// The target probed at runtime address `addr` of a process whose mappings are `space`.
-    pub fn lookup(&self, space: Option<&AddressSpace>, addr: u64) -> Option<u32> {
+    pub fn lookup(&self, space: Option<&AddressSpace>, addr: u64) -> Option<TargetId> {
         let m = space?.find(addr)?;
         let bin = self.binary_of_mapping(m)?;
         self.offsets.get(&(bin, m.file_offset(addr))).copied()
@@ -94,6 +94,7 @@ impl AddrMap {
 mod tests {
     use super::*;
     use crate::addr::{ElfAddr, FileOffset};
+    use crate::probe::target::Target;
     use crate::process::AddressSpaces;
 
     fn target(path: &str, off: u64) -> Target {
@@ -113,10 +114,10 @@ mod tests {
     /// device and inode, and not through other files.
     #[test]
     fn translates_runtime_addresses() {
-        let targets = vec![
+        let targets = Targets::new(vec![
             target("/nonexistent/bin", 0x1139),
             target("/nonexistent/bin", 0x1200),
-        ];
+        ]);
         let mut m = AddrMap::new(&targets);
         assert!(m.binary_of(b"/nonexistent/bin", 0, 0, 0).is_some());
         assert_eq!(m.binary_of(b"/other", 0, 0, 0), None);
@@ -130,10 +131,10 @@ mod tests {
         let mut spaces = AddressSpaces::new();
         spaces.add_proc_maps(10, &maps);
         let space = spaces.get(10);
-        assert_eq!(m.lookup(space, 0x5555_0000_1139), Some(0));
-        assert_eq!(m.lookup(space, 0x5555_0000_1200), Some(1));
+        assert_eq!(m.lookup(space, 0x5555_0000_1139), Some(TargetId::new(0)));
+        assert_eq!(m.lookup(space, 0x5555_0000_1200), Some(TargetId::new(1)));
         assert_eq!(m.lookup(space, 0x5555_0000_1201), None);
-        assert_eq!(m.lookup(space, 0x7f00_0000_1139), Some(0));
+        assert_eq!(m.lookup(space, 0x7f00_0000_1139), Some(TargetId::new(0)));
         assert_eq!(m.lookup(space, 0x7f00_0000_3139), None);
         assert_eq!(m.lookup(spaces.get(11), 0x5555_0000_1139), None);
     }

@@ -3,11 +3,11 @@
 //! time), the probe events enabled there for the target tasks only (`set_event_pid`, following forks), read
 //! through `per_cpu/cpuN/trace_pipe_raw` (mapped where the kernel allows it, else read) and decoded like perf
 //! samples' RAW data. Writing an event costs the target about 0.2 us against 0.5 us or more for a perf sample;
-//! but the uprobe traps in every process that maps the file (see [`super::engine`]).
-use super::live::{EventTypes, Item};
-use super::{ProbeError, ProbeOptions, TaskTarget};
+//! but the uprobe traps in every process that maps the file (see [`crate::probe::plan`]).
+use super::decode::{EventTypes, Item};
 use crate::merge::OrderedMerge;
 use crate::perf::ftrace_ring::{FtraceRings, RingMode};
+use crate::probe::{ProbeError, ProbeOptions, TaskTarget};
 use crate::tracefs::instance::Instance;
 use crate::tracefs::{Tracefs, TracefsError};
 use std::os::fd::BorrowedFd;
@@ -16,7 +16,7 @@ use std::os::fd::BorrowedFd;
 pub const CLOCK: &str = "mono";
 
 /// A running tracefs-ring engine. Dropping it disables its events and removes the instance.
-pub(super) struct RingEngine {
+pub struct RingEngine {
     instance: Instance,
     rings: Option<FtraceRings>,
     force_read: bool,
@@ -29,7 +29,7 @@ pub(super) struct RingEngine {
 impl RingEngine {
     /// Create the instance `name` (the probe group's name) with the `mono` clock, rings of `--mmap-pages` per
     /// CPU that drop new events when full (never overwrite: a missing entry or return is counted, not silent).
-    pub(super) fn create(
+    pub fn create(
         tracefs: &Tracefs,
         name: &str,
         opts: &ProbeOptions,
@@ -51,7 +51,7 @@ impl RingEngine {
     }
 
     /// Record only the target's threads (and the tasks they fork); system-wide, every task.
-    pub(super) fn set_tasks(&self, target: &TaskTarget, tasks: &[i32]) -> Result<(), TracefsError> {
+    pub fn set_tasks(&self, target: &TaskTarget, tasks: &[i32]) -> Result<(), TracefsError> {
         match target {
             TaskTarget::SystemWide => self.instance.set_event_pids(&[]),
             _ => {
@@ -63,20 +63,20 @@ impl RingEngine {
     }
 
     /// Enable one probe event in the instance.
-    pub(super) fn enable(&mut self, group: &str, event: &str) -> Result<(), TracefsError> {
+    pub fn enable(&mut self, group: &str, event: &str) -> Result<(), TracefsError> {
         self.instance.enable_event(group, event, true)?;
         self.enabled.push((group.to_string(), event.to_string()));
         Ok(())
     }
 
     /// Open the per-CPU rings (after the buffer size is set: a mapped ring cannot be resized).
-    pub(super) fn open_rings(&mut self) -> Result<(), ProbeError> {
+    pub fn open_rings(&mut self) -> Result<(), ProbeError> {
         self.rings = Some(FtraceRings::open(self.instance.path(), self.force_read)?);
         Ok(())
     }
 
     /// `mapped` or `read`: how the rings are read.
-    pub(super) fn mode(&self) -> &'static str {
+    pub fn mode(&self) -> &'static str {
         match self.rings.as_ref().map(FtraceRings::mode) {
             Some(RingMode::Mapped) => "mapped",
             _ => "read",
@@ -84,7 +84,7 @@ impl RingEngine {
     }
 
     /// The ring descriptors to poll.
-    pub(super) fn fds(&self) -> Vec<BorrowedFd<'_>> {
+    pub fn fds(&self) -> Vec<BorrowedFd<'_>> {
         self.rings
             .as_ref()
             .map(FtraceRings::fds)
@@ -92,7 +92,7 @@ impl RingEngine {
     }
 
     /// Read every CPU's ring once into the merge; returns the events read.
-    pub(super) fn read(
+    pub fn read(
         &mut self,
         types: &EventTypes,
         merge: &mut OrderedMerge<Item>,
@@ -109,12 +109,12 @@ impl RingEngine {
     }
 
     /// Stop recording (before the last read).
-    pub(super) fn disable(&self) {
+    pub fn disable(&self) {
         let _ = self.instance.set_tracing_on(false);
     }
 
     /// Events the kernel dropped or overwrote (every CPU's `stats`) since the last call.
-    pub(super) fn take_lost(&mut self) -> u64 {
+    pub fn take_lost(&mut self) -> u64 {
         let cpus = crate::perf::online_cpus().unwrap_or_default();
         let total: u64 = cpus
             .iter()
@@ -127,11 +127,7 @@ impl RingEngine {
     }
 
     /// Enable the calibration events for this thread alone (before the targets' are set).
-    pub(super) fn calibrate_on(
-        &mut self,
-        group: &str,
-        events: &[&str],
-    ) -> Result<(), TracefsError> {
+    pub fn calibrate_on(&mut self, group: &str, events: &[&str]) -> Result<(), TracefsError> {
         let tid = nix::unistd::gettid().as_raw() as u32;
         self.instance.set_event_pids(&[tid])?;
         for e in events {
@@ -141,21 +137,31 @@ impl RingEngine {
     }
 
     /// Disable the calibration events again.
-    pub(super) fn calibrate_off(&mut self, group: &str, events: &[&str]) {
+    pub fn calibrate_off(&mut self, group: &str, events: &[&str]) {
         for e in events {
             let _ = self.instance.enable_event(group, e, false);
         }
     }
 }
 
-impl Drop for RingEngine {
-    fn drop(&mut self) {
+impl RingEngine {
+    /// Close the rings, disable the events and remove the instance, saying why it could not be removed.
+    pub fn close(mut self) -> Result<(), TracefsError> {
+        self.shut()
+    }
+
+    fn shut(&mut self) -> Result<(), TracefsError> {
         self.rings = None;
-        for (g, e) in &self.enabled {
-            let _ = self.instance.enable_event(g, e, false);
+        for (g, e) in std::mem::take(&mut self.enabled) {
+            let _ = self.instance.enable_event(&g, &e, false);
         }
-        if let Err(e) = self.instance.remove() {
-            eprintln!("rprof: warning: could not remove the tracefs instance: {e}");
-        }
+        self.instance.remove()
+    }
+}
+
+impl Drop for RingEngine {
+    /// Errors and panics: the best that can be done (the next rprof removes an instance left behind).
+    fn drop(&mut self) {
+        let _ = self.shut();
     }
 }

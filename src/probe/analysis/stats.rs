@@ -1,4 +1,5 @@
 //! Per-function statistics in bounded memory: count, total, self, min, max and a log2 histogram.
+use crate::probe::target::PerTarget;
 
 /// Number of log2 buckets: bucket 0 is unused, bucket `i` (1..=64) holds values in `[2^(i-1), 2^i - 1]`,
 /// with 0 counted in bucket 1 (as bcc's `bpf_log2l` does).
@@ -145,7 +146,7 @@ impl FuncStats {
 /// Statistics of every probe target of a run (or of one interval), indexed like the targets.
 #[derive(Clone, Debug, Default)]
 pub struct Stats {
-    pub funcs: Vec<FuncStats>,
+    pub funcs: PerTarget<FuncStats>,
     /// Events the kernel dropped (PERF_RECORD_LOST).
     pub lost: u64,
     /// Returns that came without a matching entry (calls already running when probing began, lost entries).
@@ -156,7 +157,7 @@ impl Stats {
     /// Empty statistics for `n` targets.
     pub fn new(n: usize) -> Stats {
         Stats {
-            funcs: vec![FuncStats::default(); n],
+            funcs: PerTarget::filled(n, FuncStats::default()),
             lost: 0,
             orphan_returns: 0,
         }
@@ -164,22 +165,13 @@ impl Stats {
 
     /// Total unpaired entries over all functions.
     pub fn unpaired(&self) -> u64 {
-        self.funcs.iter().map(|f| f.unpaired).sum()
+        self.funcs.values().map(|f| f.unpaired).sum()
     }
 
     /// Take the counts so far and start a new interval from zero.
     pub fn take(&mut self) -> Stats {
         let n = self.funcs.len();
         std::mem::replace(self, Stats::new(n))
-    }
-
-    /// Add another interval's statistics.
-    pub fn merge(&mut self, o: &Stats) {
-        for (a, b) in self.funcs.iter_mut().zip(o.funcs.iter()) {
-            a.merge(b);
-        }
-        self.lost += o.lost;
-        self.orphan_returns += o.orphan_returns;
     }
 }
 

@@ -1,4 +1,5 @@
 //! `-g`: distinct user and kernel stacks at function entry, counted (stackcount), printed as text or folded.
+use crate::probe::target::{TargetId, Targets};
 use crate::process::AddressSpace;
 use crate::resolve::{folded_name, FrameId, StackResolver};
 use crate::symbols::SymbolizerOptions;
@@ -35,7 +36,7 @@ pub struct StackCounter {
     /// (pid, address-space generation, raw callchain) -> frames, leaf first (some symbolized at the end).
     chains: HashMap<RawStack, Arc<[FrameId]>>,
     /// (target, frames leaf first) -> hits.
-    counts: HashMap<(u32, Arc<[FrameId]>), u64>,
+    counts: HashMap<(TargetId, Arc<[FrameId]>), u64>,
     /// Hits whose stack was not kept because [`MAX_STACKS`] distinct stacks were already counted.
     pub dropped: u64,
 }
@@ -120,7 +121,7 @@ impl StackCounter {
     }
 
     /// Count one entry of `target` in process `pid`, whose mappings are `space`, with this callchain.
-    pub fn add(&mut self, target: u32, pid: u32, space: Option<&AddressSpace>, chain: &[u64]) {
+    pub fn add(&mut self, target: TargetId, pid: u32, space: Option<&AddressSpace>, chain: &[u64]) {
         let frames = self.frames(pid, space, chain);
         let key = (target, frames);
         if let Some(n) = self.counts.get_mut(&key) {
@@ -134,10 +135,10 @@ impl StackCounter {
 
     /// Print the stacks: per target, each stack innermost frame first then its count (stackcount's layout),
     /// or folded (`outermost;...;innermost count`, frames named as `rprof report --folded` names them).
-    pub fn write(&mut self, w: &mut dyn Write, names: &[String], folded: bool) -> io::Result<()> {
+    pub fn write(&mut self, w: &mut dyn Write, targets: &Targets, folded: bool) -> io::Result<()> {
         self.resolver.finish();
         // Merge stacks that symbolize the same (different pids, addresses in the same function).
-        let mut lines: HashMap<(u32, Vec<String>), u64> = HashMap::new();
+        let mut lines: HashMap<(TargetId, Vec<String>), u64> = HashMap::new();
         let mut ids = Vec::new();
         for ((target, frames), n) in &self.counts {
             ids.clear();
@@ -148,7 +149,7 @@ impl StackCounter {
                 .collect();
             *lines.entry((*target, frames)).or_default() += n;
         }
-        let mut lines: Vec<((u32, Vec<String>), u64)> = lines.into_iter().collect();
+        let mut lines: Vec<((TargetId, Vec<String>), u64)> = lines.into_iter().collect();
         lines.sort_by(|a, b| {
             a.0 .0
                 .cmp(&b.0 .0)
@@ -159,15 +160,15 @@ impl StackCounter {
             for ((target, frames), n) in &lines {
                 let mut parts: Vec<&str> = frames.iter().rev().map(String::as_str).collect();
                 if parts.is_empty() {
-                    parts.push(&names[*target as usize]);
+                    parts.push(targets.name(*target));
                 }
                 writeln!(w, "{} {n}", parts.join(";"))?;
             }
         } else {
-            let mut last: Option<u32> = None;
+            let mut last: Option<TargetId> = None;
             for ((target, frames), n) in &lines {
                 if last != Some(*target) {
-                    writeln!(w, "\nSTACKS of {}", names[*target as usize])?;
+                    writeln!(w, "\nSTACKS of {}", targets.name(*target))?;
                     last = Some(*target);
                 }
                 for f in frames {

@@ -6,7 +6,7 @@
 //! a parameter name, `ret` or `caller`, and a type is `str` (a NUL-terminated string the value points to),
 //! `s8`..`s64`, `u8`..`u64` or `x8`..`x64`.
 use super::pattern::PatternError;
-use std::fmt;
+use crate::probe::value::ValueKind;
 
 /// The x86-64 System V integer argument registers, as tracefs names them.
 pub const ABI_REGS: [&str; 6] = ["di", "si", "dx", "cx", "r8", "r9"];
@@ -202,32 +202,6 @@ impl ArgSource {
     }
 }
 
-/// How a fetched value is read from the event's data and shown.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ValueKind {
-    Int {
-        size: u8,
-        signed: bool,
-    },
-    Hex {
-        size: u8,
-    },
-    /// A `__data_loc` string.
-    Str,
-    /// A return address, shown as the function that holds it.
-    Caller,
-}
-
-impl ValueKind {
-    fn of(ty: FetchType) -> ValueKind {
-        match ty {
-            FetchType::Str => ValueKind::Str,
-            FetchType::Int { size, signed } => ValueKind::Int { size, signed },
-            FetchType::Hex { size } => ValueKind::Hex { size },
-        }
-    }
-}
-
 /// One resolved fetch argument of a target.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Fetch {
@@ -273,113 +247,6 @@ impl Fetch {
             on_return: false,
         }
     }
-}
-
-/// A value read from an event.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Value {
-    Int(i64),
-    UInt(u64),
-    Hex(u64),
-    Str(Box<str>),
-    /// A caller's return address (shown through the symbolizer).
-    Addr(u64),
-}
-
-/// Strings are shown up to this many characters.
-pub const MAX_SHOWN: usize = 96;
-
-impl fmt::Display for Value {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Value::Int(v) => write!(f, "{v}"),
-            Value::UInt(v) => write!(f, "{v}"),
-            Value::Hex(v) | Value::Addr(v) => write!(f, "0x{v:x}"),
-            Value::Str(s) if s.chars().count() > MAX_SHOWN => {
-                let cut: String = s.chars().take(MAX_SHOWN).collect();
-                write!(f, "\"{}...\"", cut.escape_debug())
-            }
-            Value::Str(s) => write!(f, "\"{}\"", s.escape_debug()),
-        }
-    }
-}
-
-impl Value {
-    /// The value as a `--by` key shows it: strings without quotes.
-    pub fn plain(&self) -> String {
-        match self {
-            Value::Str(s) => s.to_string(),
-            v => v.to_string(),
-        }
-    }
-
-    /// The value as a number for histograms (strings have none; negative numbers count as 0).
-    pub fn as_u64(&self) -> Option<u64> {
-        match self {
-            Value::Int(v) => Some((*v).max(0) as u64),
-            Value::UInt(v) | Value::Hex(v) | Value::Addr(v) => Some(*v),
-            Value::Str(_) => None,
-        }
-    }
-}
-
-/// Where a fetched value lies in an event's data (from the event's `format` file).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FieldLoc {
-    pub offset: usize,
-    pub kind: ValueKind,
-}
-
-impl FieldLoc {
-    /// Read the value from an event's data.
-    pub fn read(&self, data: &[u8]) -> Option<Value> {
-        let at = |off: usize, n: usize| data.get(off..off + n);
-        let le = |b: &[u8]| {
-            let mut v = [0u8; 8];
-            v[..b.len()].copy_from_slice(b);
-            u64::from_le_bytes(v)
-        };
-        Some(match self.kind {
-            ValueKind::Int { size, signed } => {
-                let raw = le(at(self.offset, size as usize)?);
-                if signed {
-                    let shift = 64 - size as u32 * 8;
-                    Value::Int(((raw << shift) as i64) >> shift)
-                } else {
-                    Value::UInt(raw)
-                }
-            }
-            ValueKind::Hex { size } => Value::Hex(le(at(self.offset, size as usize)?)),
-            ValueKind::Caller => Value::Addr(le(at(self.offset, 8)?)),
-            ValueKind::Str => {
-                // __data_loc: u32 with the length in the high half and the offset in the low half.
-                let loc = le(at(self.offset, 4)?) as u32;
-                let (off, len) = ((loc & 0xffff) as usize, (loc >> 16) as usize);
-                let bytes = data.get(off..off + len).unwrap_or(&[]);
-                let bytes = bytes.split(|&b| b == 0).next().unwrap_or(&[]);
-                Value::Str(String::from_utf8_lossy(bytes).into())
-            }
-        })
-    }
-}
-
-/// The fields of `fetches` in an event's format (those of the entry or of the return event).
-pub fn field_locs(format: &str, fetches: &[Fetch], on_return: bool) -> Vec<(usize, FieldLoc)> {
-    fetches
-        .iter()
-        .enumerate()
-        .filter(|(_, f)| f.on_return == on_return)
-        .filter_map(|(i, f)| {
-            let offset = crate::tracefs::parse_field_offset(format, &f.field)?;
-            Some((
-                i,
-                FieldLoc {
-                    offset,
-                    kind: f.kind,
-                },
-            ))
-        })
-        .collect()
 }
 
 #[cfg(test)]
@@ -441,31 +308,5 @@ mod tests {
         assert_eq!(f.arg(), "v0=%di:u32");
         assert_eq!(FetchType::parse("x64"), Some(FetchType::Hex { size: 8 }));
         assert_eq!(FetchType::parse("q8"), None);
-    }
-
-    /// Check that values are read back from event data: sign extension, hex and __data_loc strings.
-    #[test]
-    fn reads_values() {
-        let mut data = vec![0u8; 16];
-        data[0..4].copy_from_slice(&(-5i32).to_le_bytes());
-        data[4..8].copy_from_slice(&((3u32 << 16) | 12).to_le_bytes());
-        data.extend_from_slice(b"");
-        data.truncate(12);
-        data.extend_from_slice(b"ab\0");
-        let int = FieldLoc {
-            offset: 0,
-            kind: ValueKind::Int {
-                size: 4,
-                signed: true,
-            },
-        };
-        assert_eq!(int.read(&data), Some(Value::Int(-5)));
-        let s = FieldLoc {
-            offset: 4,
-            kind: ValueKind::Str,
-        };
-        assert_eq!(s.read(&data), Some(Value::Str("ab".into())));
-        assert_eq!(Value::Str("a\"b".into()).to_string(), "\"a\\\"b\"");
-        assert_eq!(Value::Int(-5).as_u64(), Some(0));
     }
 }

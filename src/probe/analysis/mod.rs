@@ -1,0 +1,15 @@
+//! What the decoded events become, applied in time order by the [`Sink`]: calls paired per thread
+//! ([`pairing`]), per-function statistics ([`stats`]), per-call work ([`calls`]: values, slow calls, trace
+//! lines), stacks at entry ([`stacks`]), and the map from runtime addresses back to targets ([`addrmap`]).
+mod addrmap;
+mod calls;
+mod pairing;
+mod sink;
+mod stacks;
+mod stats;
+
+pub use addrmap::AddrMap;
+pub use calls::{describe, Call, CallOptions, Calls, Key};
+pub use sink::Sink;
+pub use stacks::{add_entry_caller, StackCounter};
+pub use stats::{bucket_range, FuncStats, Histogram, Stats};

@@ -1,0 +1,185 @@
+//! The sink: decoded events, released in time order by the merge, become calls (pairing), statistics,
+//! per-call work (values, slow calls, trace lines) and stacks; mapping events keep the address spaces current.
+use super::addrmap::AddrMap;
+use super::calls::{Call, Calls};
+use super::pairing::Pairer;
+use super::stacks::StackCounter;
+use super::stats::Stats;
+use crate::merge::OrderedMerge;
+use crate::probe::engine::decode::{Hit, Item, Values};
+use crate::probe::plan::Role;
+use crate::probe::target::Targets;
+use crate::probe::value::Value;
+use crate::process::{AddressSpaces, TaskEvent};
+use std::collections::{HashMap, HashSet};
+
+/// The state that released events update.
+pub struct Sink<'a> {
+    pub targets: &'a Targets,
+    pub stats: Stats,
+    pub pairer: Pairer,
+    pub stacks: StackCounter,
+    addrs: AddrMap,
+    /// Every process's mappings.
+    pub spaces: AddressSpaces,
+    /// Processes whose mappings were read from /proc on their first hit.
+    synthesized: HashSet<u32>,
+    /// The process of each thread seen (from FORK records, or /proc on a thread's first hit).
+    threads: HashMap<u32, u32>,
+    /// Returns are probed: entries and returns are paired into calls.
+    pub timed: bool,
+    /// User hits whose address matched no probed function (a process whose mappings were missed).
+    pub unresolved: u64,
+    /// Per-call work (`--by`, `--hist VALUE`, `--min-duration`, `--trace`), when asked for.
+    pub calls: Option<Calls>,
+}
+
+impl<'a> Sink<'a> {
+    /// An empty sink for `targets`, pairing when `timed`, with per-call work when `calls` is given.
+    pub fn new(
+        targets: &'a Targets,
+        addrs: AddrMap,
+        timed: bool,
+        calls: Option<Calls>,
+    ) -> Sink<'a> {
+        Sink {
+            targets,
+            stats: Stats::new(targets.len()),
+            pairer: Pairer::new(),
+            stacks: StackCounter::new(),
+            addrs,
+            spaces: AddressSpaces::new(),
+            synthesized: HashSet::new(),
+            threads: HashMap::new(),
+            timed,
+            unresolved: 0,
+            calls,
+        }
+    }
+
+    /// Thread `tid` belongs to process `pid` (known before any record says so).
+    pub fn add_thread(&mut self, tid: u32, pid: u32) {
+        self.threads.insert(tid, pid);
+    }
+
+    /// Whether hits name their target by address (user functions sharing events).
+    pub fn needs_mappings(&self) -> bool {
+        !self.addrs.is_empty()
+    }
+
+    pub fn apply(&mut self, time: u64, item: Item) {
+        match item {
+            Item::Hit(hit) => self.hit(time, hit),
+            Item::Task(task) => self.spaces.apply(task),
+            Item::Thread { pid, tid } => {
+                self.threads.insert(tid, pid);
+            }
+            Item::Exit { pid, tid } => {
+                self.threads.remove(&tid);
+                self.pairer.thread_exit(&mut self.stats, tid);
+                if pid == tid {
+                    self.spaces.apply(TaskEvent::Exit { pid });
+                }
+            }
+        }
+    }
+
+    /// One probe hit: its target (by address for shared user events), then by role an entry, a return or a
+    /// counted hit, and its stack.
+    fn hit(&mut self, time: u64, hit: Hit) {
+        let needs_pid = hit.target.is_none() || hit.stack.is_some() || self.calls.is_some();
+        let pid = if needs_pid {
+            let Some(pid) = self.pid_of(hit.tid) else {
+                self.unresolved += 1;
+                return;
+            };
+            // A process whose mappings came before we looked (or were missed): read them now.
+            if self.spaces.get(pid).is_none() && self.synthesized.insert(pid) {
+                self.spaces.synthesize(pid);
+            }
+            pid
+        } else {
+            0
+        };
+        let target = match hit.target {
+            Some(t) => t,
+            None => match self.addrs.lookup(self.spaces.get(pid), hit.addr) {
+                Some(t) => t,
+                None => {
+                    self.unresolved += 1;
+                    return;
+                }
+            },
+        };
+        let mut call = Call::entry(target, hit.tid, time);
+        if self.calls.is_some() {
+            self.carry(&mut call, pid, hit.values, hit.stack.as_deref());
+        }
+        match hit.role {
+            Role::Entry if self.timed => self.pairer.entry(&mut self.stats, call, hit.sp),
+            Role::Return if self.timed => {
+                let closed = self
+                    .pairer
+                    .ret(&mut self.stats, hit.tid, target, time, hit.sp);
+                if let (Some(calls), Some(mut closed)) = (self.calls.as_mut(), closed) {
+                    closed.join_return(call.values);
+                    calls.add(&closed);
+                }
+            }
+            Role::Return => {}
+            Role::Entry | Role::Hit => {
+                self.stats.funcs[target].enter();
+                if let Some(calls) = self.calls.as_mut() {
+                    calls.add(&call);
+                }
+            }
+        }
+        if let Some(chain) = hit.stack {
+            self.stacks.add(target, pid, self.spaces.get(pid), &chain);
+        }
+    }
+
+    /// What one event of a call carries for it: its values in the target's order, its caller's frames, and
+    /// (for the slow-call list) the stack at entry.
+    fn carry(&mut self, call: &mut Call, pid: u32, values: Option<Values>, stack: Option<&[u64]>) {
+        let t = &self.targets[call.target];
+        let caller = t.fetches.iter().position(|f| f.label == "caller");
+        let kernel = t.is_kernel();
+        call.values = vec![None; t.fetches.len()];
+        for (i, v) in values.map(Vec::from).unwrap_or_default() {
+            if let Some(slot) = call.values.get_mut(i) {
+                *slot = Some(v);
+            }
+        }
+        let space = self.spaces.get(pid);
+        if let Some(Some(Value::Addr(ret))) = caller.and_then(|i| call.values.get(i)) {
+            call.caller = Some(self.stacks.caller(pid, space, *ret, kernel));
+        }
+        let slow = self
+            .calls
+            .as_ref()
+            .is_some_and(|c| c.opts.min_duration.is_some());
+        if let (true, Some(chain)) = (slow, stack) {
+            call.stack = Some(self.stacks.frames(pid, space, chain));
+        }
+    }
+
+    /// The process of thread `tid`: known from a FORK record, or read from /proc (kept for its next hits).
+    fn pid_of(&mut self, tid: u32) -> Option<u32> {
+        if let Some(&pid) = self.threads.get(&tid) {
+            return Some(pid);
+        }
+        let pid = crate::process::tgid(tid as i32).ok()? as u32;
+        self.threads.insert(tid, pid);
+        Some(pid)
+    }
+
+    /// Release what the merge holds (all of it with `drain`).
+    pub fn release(&mut self, merge: &mut OrderedMerge<Item>, drain: bool) {
+        if drain {
+            merge.drain(|t, item| self.apply(t, item));
+        } else {
+            merge.finish_round(|t, item| self.apply(t, item));
+        }
+    }
+}

@@ -1,0 +1,306 @@
+//! Decoding the records of a probe session: perf samples (their RAW data, or a uprobe PMU sample's thread
+//! and registers) and tracefs ring events alike become [`Item`]s in the time-ordered merge; the table of every
+//! probe event's fields, by type id, says what each event's data holds.
+use crate::merge::OrderedMerge;
+use crate::perf::record_type::{
+    EXIT as PERF_RECORD_EXIT, LOST as PERF_RECORD_LOST, SAMPLE as PERF_RECORD_SAMPLE,
+};
+use crate::perf::{EventInfos, RawRecord};
+use crate::probe::analysis::add_entry_caller;
+use crate::probe::plan::{PlannedEvent, Role};
+use crate::probe::target::{TargetId, Targets};
+use crate::probe::value::{field_locs, FieldLoc, Value};
+use crate::probe::ProbeError;
+use crate::process::TaskEvent;
+use crate::tracefs::{parse_field_offset, Tracefs};
+use linux_perf_event_reader::{EventRecord, RecordParseInfo, SampleRecord};
+use std::collections::HashMap;
+
+/// What probe knows about one tracefs event, found by its type id (`common_type`, the first field of its data).
+#[derive(Clone, Copy, Debug)]
+pub struct EventInfo {
+    /// The target, when the event stands for one (kernel functions, syscalls, tracepoints, lone user functions).
+    pub target: Option<TargetId>,
+    pub role: Role,
+    /// Offset in the data of the probed address (`__probe_ip` / `__probe_func`), for shared user events.
+    pub addr_field: Option<usize>,
+    /// Offset in the data of the `sp` fetch argument (timed user probes).
+    pub sp_field: Option<usize>,
+}
+
+/// The probe's events by type id, and where every event's data holds the thread id (`common_pid`).
+#[derive(Debug, Default)]
+pub struct EventTypes {
+    by_type: HashMap<u16, EventInfo>,
+    pid_field: usize,
+    /// The fetched values of events that have some: (index in the target's fetches, where in the data).
+    fields: HashMap<u16, Box<[(usize, FieldLoc)]>>,
+}
+
+/// Values fetched by one event: (index in its target's fetches, value).
+pub type Values = Box<[(usize, Value)]>;
+
+fn read_u64(data: &[u8], at: usize) -> Option<u64> {
+    Some(u64::from_ne_bytes(data.get(at..at + 8)?.try_into().ok()?))
+}
+
+/// One probe hit, as decoded.
+#[derive(Debug)]
+pub struct Hit {
+    /// The target, or None when the runtime address `addr` names it (user functions sharing an event).
+    pub target: Option<TargetId>,
+    pub addr: u64,
+    pub role: Role,
+    pub tid: u32,
+    /// The user stack pointer (timed user probes).
+    pub sp: Option<u64>,
+    /// The callchain at entry (`-g`), leaf first, with its context markers.
+    pub stack: Option<Box<[u64]>>,
+    pub values: Option<Values>,
+}
+
+/// An event read from a ring, waiting in the time-ordered merge.
+#[derive(Debug)]
+pub enum Item {
+    Hit(Hit),
+    /// A change of a process's mappings (MMAP2, COMM exec, FORK).
+    Task(TaskEvent),
+    /// A new thread `tid` of process `pid` (FORK).
+    Thread {
+        pid: u32,
+        tid: u32,
+    },
+    Exit {
+        pid: u32,
+        tid: u32,
+    },
+}
+
+impl EventTypes {
+    /// The item of one event's data (from a perf RAW sample or the tracefs ring); None for other events.
+    pub fn item(&self, data: &[u8], stack: Option<Box<[u64]>>) -> Option<Item> {
+        let kind = u16::from_ne_bytes(data.get(..2)?.try_into().ok()?);
+        let info = self.by_type.get(&kind)?;
+        let tid = i32::from_ne_bytes(
+            data.get(self.pid_field..self.pid_field + 4)?
+                .try_into()
+                .ok()?,
+        );
+        let addr = match info.addr_field {
+            Some(off) => read_u64(data, off)?,
+            None => 0,
+        };
+        let sp = info.sp_field.and_then(|off| read_u64(data, off));
+        let values = self.fields.get(&kind).map(|fields| {
+            fields
+                .iter()
+                .filter_map(|(i, loc)| Some((*i, loc.read(data)?)))
+                .collect()
+        });
+        Some(Item::Hit(Hit {
+            target: info.target,
+            addr,
+            role: info.role,
+            tid: tid as u32,
+            sp,
+            stack,
+            values,
+        }))
+    }
+}
+
+/// What a perf event of a probe session is: how its records parse, and, for an event of the uprobe PMU (which
+/// has no tracefs type id to look up), what its hits are.
+#[derive(Clone, Copy, Debug)]
+pub struct ProbeInfo {
+    pub parse: RecordParseInfo,
+    pub pmu: Option<EventInfo>,
+}
+
+/// How the perf records of a probe session parse: one layout for all (no IDENTIFIER), or per event id (`-g`,
+/// whose entry samples carry stacks and whose returns do not).
+#[derive(Clone, Copy, Debug)]
+pub struct PerfParse {
+    /// The side-band event's: non-sample records parse the same under every attr of the session.
+    pub any: RecordParseInfo,
+    /// The probe events' samples, when they all have one layout (None with `by_id`, or no perf probe events).
+    pub samples: Option<RecordParseInfo>,
+    pub by_id: bool,
+}
+
+/// Decode one perf record into the merge; adds the events LOST records count to `lost`.
+pub fn decode(
+    rec: RawRecord<'_>,
+    infos: &EventInfos<ProbeInfo>,
+    parse: &PerfParse,
+    types: &EventTypes,
+    merge: &mut OrderedMerge<Item>,
+    lost: &mut u64,
+) {
+    if rec.kind == PERF_RECORD_SAMPLE {
+        decode_sample(rec, infos, parse, types, merge);
+    } else {
+        decode_side_band(rec, parse, merge, lost);
+    }
+}
+
+/// A probe hit: a tracefs event's data says which event and thread it is; a uprobe PMU event's id says which,
+/// and the thread and stack pointer come with the sample.
+fn decode_sample(
+    rec: RawRecord<'_>,
+    infos: &EventInfos<ProbeInfo>,
+    parse: &PerfParse,
+    types: &EventTypes,
+    merge: &mut OrderedMerge<Item>,
+) {
+    let (info, pmu) = match (&parse.samples, parse.by_id) {
+        (Some(p), false) => (p, None),
+        (_, true) => match infos.of(&rec) {
+            Some(p) => (&p.parse, p.pmu),
+            None => return,
+        },
+        (None, false) => return,
+    };
+    let Ok(EventRecord::Sample(s)) = rec.event(info).parse() else {
+        return;
+    };
+    let Some(time) = s.timestamp else {
+        return;
+    };
+    let stack = entry_stack(&s);
+    let item = match (s.raw, pmu) {
+        (Some(raw), _) => types.item(&raw.as_slice(), stack),
+        (None, Some(info)) => s.tid.map(|tid| {
+            Item::Hit(Hit {
+                target: info.target,
+                addr: 0,
+                role: info.role,
+                tid: tid as u32,
+                sp: s
+                    .user_regs
+                    .as_ref()
+                    .and_then(|r| r.get(u64::from(crate::regs::index::SP))),
+                stack,
+                values: None,
+            })
+        }),
+        (None, None) => None,
+    };
+    if let Some(item) = item {
+        merge.push(time, item);
+    }
+}
+
+/// The callchain of an entry sample (`-g`), with the caller read from the copied top of the user stack.
+fn entry_stack(s: &SampleRecord<'_>) -> Option<Box<[u64]>> {
+    let c = s.callchain.as_ref()?;
+    let mut chain: Vec<u64> = (0..c.len()).filter_map(|i| c.get(i)).collect();
+    if let Some((mut data, size)) = s.user_stack {
+        let mut b = [0u8; 8];
+        if size >= 8 && data.read_exact(&mut b).is_ok() {
+            add_entry_caller(&mut chain, u64::from_ne_bytes(b));
+        }
+    }
+    Some(chain.into_boxed_slice())
+}
+
+/// Losses, and what threads and mappings do.
+fn decode_side_band(
+    rec: RawRecord<'_>,
+    parse: &PerfParse,
+    merge: &mut OrderedMerge<Item>,
+    lost: &mut u64,
+) {
+    let raw = rec.event(&parse.any);
+    let time = raw.timestamp().unwrap_or(0);
+    match (rec.kind, raw.parse()) {
+        (PERF_RECORD_LOST, Ok(EventRecord::Lost(l))) => *lost += l.count,
+        (PERF_RECORD_EXIT, Ok(EventRecord::Exit(e))) => merge.push(
+            e.timestamp,
+            Item::Exit {
+                pid: e.pid as u32,
+                tid: e.tid as u32,
+            },
+        ),
+        (_, Ok(record)) => {
+            // Threads and their processes: from forks, and from the COMM record of an exec (a launched command
+            // was forked before the events existed).
+            let (time, thread) = match &record {
+                EventRecord::Fork(f) => (f.timestamp, Some((f.pid, f.tid))),
+                EventRecord::Comm(c) => (time, Some((c.pid, c.tid))),
+                _ => (time, None),
+            };
+            if let Some((pid, tid)) = thread {
+                let (pid, tid) = (pid as u32, tid as u32);
+                merge.push(time, Item::Thread { pid, tid });
+            }
+            if let Some(task) = TaskEvent::from_record(&record) {
+                merge.push(time, Item::Task(task));
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Each planned event's fields, by type id: where the probed address and the stack pointer are. Also each
+/// planned event's tracefs id, in `planned`'s order (None for uprobe PMU events), for opening the perf events.
+/// Each event's `id` and `format` files are read once.
+pub fn event_types(
+    tracefs: &Tracefs,
+    planned: &[PlannedEvent],
+    targets: &Targets,
+) -> Result<(EventTypes, Vec<Option<u64>>), ProbeError> {
+    let mut types = EventTypes::default();
+    let mut ids = Vec::with_capacity(planned.len());
+    let mut pid_field = None;
+    for p in planned {
+        if p.pmu().is_some() {
+            ids.push(None);
+            continue;
+        }
+        let id = tracefs.event_id(&p.group, &p.event)?;
+        ids.push(Some(id));
+        // The values a lone target fetches on this event.
+        let fetches = match p.members.as_slice() {
+            [m] => targets[*m].fetches.as_slice(),
+            _ => &[],
+        };
+        let format = if pid_field.is_none() || p.user || !fetches.is_empty() {
+            tracefs.event_format(&p.group, &p.event)?
+        } else {
+            String::new()
+        };
+        if pid_field.is_none() {
+            pid_field = parse_field_offset(&format, "common_pid");
+        }
+        types.by_type.insert(id as u16, event_info(p, &format));
+        let locs = field_locs(&format, fetches, p.role == Role::Return);
+        if !locs.is_empty() {
+            types.fields.insert(id as u16, locs.into_boxed_slice());
+        }
+    }
+    types.pid_field = pid_field.unwrap_or(4);
+    Ok((types, ids))
+}
+
+/// Where one event's data holds the probed address and the stack pointer, from its `format`.
+fn event_info(p: &PlannedEvent, format: &str) -> EventInfo {
+    let (mut addr_field, mut sp_field) = (None, None);
+    if p.user {
+        let field = if p.role == Role::Return {
+            "__probe_func"
+        } else {
+            "__probe_ip"
+        };
+        if p.members.len() > 1 {
+            addr_field = Some(parse_field_offset(format, field).unwrap_or(8));
+        }
+        sp_field = parse_field_offset(format, "sp");
+    }
+    EventInfo {
+        target: (p.members.len() == 1).then(|| p.members[0]),
+        role: p.role,
+        addr_field,
+        sp_field,
+    }
+}

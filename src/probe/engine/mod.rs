@@ -1,0 +1,21 @@
+//! The engines that carry out a [`crate::probe::plan::Plan`]: the tracefs probe group of the session
+//! ([`group`]), per-task perf events ([`perf`]), the tracefs instance ring ([`ring`]), counters ([`counters`]),
+//! the decoding of what they read ([`decode`]), and the measurement of the probe's own cost ([`cost`]).
+//! [`sharing`] finds which other processes map the probed files, for the plan's choice of engine.
+pub mod cost;
+pub mod counters;
+pub mod decode;
+pub mod group;
+pub mod perf;
+pub mod ring;
+pub mod sharing;
+
+use crate::probe::target::TargetId;
+
+/// A probe the kernel refused: the targets it stood for are not probed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refusal {
+    pub targets: Vec<TargetId>,
+    /// The kernel's error.
+    pub reason: String,
+}

@@ -1,0 +1,180 @@
+//! Opening the perf events of `rprof probe`: a side-band event (mmaps, forks, exits) and one sampled event per
+//! planned probe event read through perf, opened for each CPU and task in one [`EventSet`].
+use super::decode::{EventInfo, PerfParse, ProbeInfo};
+use super::Refusal;
+use crate::perf::attr::sample;
+use crate::perf::{ring, Attr, EventSet, PerfError, Refused, UprobePmu};
+use crate::probe::plan::{PlannedEvent, Role};
+use crate::probe::{ProbeError, ProbeOptions, TaskTarget};
+use crate::tracefs::Tracefs;
+
+/// The open perf events of a probe session.
+pub struct Opened {
+    pub events: EventSet<ProbeInfo>,
+    pub parse: PerfParse,
+    /// The probes the kernel refused (their targets are not probed).
+    pub refused: Vec<Refusal>,
+}
+
+/// The sample bits of the events read through perf: the time and the event's data (which holds the thread id,
+/// the probed address and the fetch arguments), nothing more; with `-g`, the stack at entry and the event id
+/// (entries and returns then differ in layout).
+fn sample_bits(stacks: bool, role: Role, user: bool) -> u64 {
+    let mut bits = sample::TIME | sample::RAW;
+    if stacks {
+        bits |= sample::IDENTIFIER;
+        if role != Role::Return {
+            bits |= sample::CALLCHAIN;
+            if user {
+                // The return address at SP: the caller, which a frame-pointer walk at function entry skips.
+                bits |= sample::STACK_USER;
+            }
+        }
+    }
+    bits
+}
+
+/// The sample bits of a uprobe PMU event (`-g`): no data to carry the thread and the stack pointer, so TID and
+/// the user SP register; the id tells entries from returns and which function.
+pub fn pmu_sample_bits(stacks: bool, role: Role) -> u64 {
+    let mut bits = sample::TIME | sample::TID | sample::IDENTIFIER | sample::REGS_USER;
+    if stacks && role != Role::Return {
+        bits |= sample::CALLCHAIN | sample::STACK_USER;
+    }
+    bits
+}
+
+/// Open the side-band event and one perf event per planned event not read through the tracefs ring, for each
+/// CPU and task (uprobe PMU events with `pmu`); `ids` are the planned events' tracefs ids (from
+/// [`super::decode::event_types`]). A probe the kernel refuses is skipped and listed in [`Opened::refused`].
+pub fn open_events(
+    opts: &ProbeOptions,
+    tracefs: &Tracefs,
+    planned: &[PlannedEvent],
+    ids: &[Option<u64>],
+    tasks: &[i32],
+    pmu: Option<UprobePmu>,
+) -> Result<Opened, ProbeError> {
+    let cpus = crate::perf::online_cpus()?;
+    let pages = opts.mmap_pages.max(1).next_power_of_two();
+    let common = Common {
+        opts,
+        watermark: (pages * ring::page_size() / 4) as u32,
+    };
+    let id_bits = if opts.stacks { sample::IDENTIFIER } else { 0 };
+    // Mmaps (to map user addresses back to functions), forks (threads to processes) and exits (to close the
+    // open calls of threads that end mid-call).
+    let side = common.apply(
+        Attr::dummy()
+            .sample_type(sample::TIME | id_bits)
+            .side_band(),
+    );
+    let mut specs: Vec<(Attr, ProbeInfo)> = vec![(side, info(side, None))];
+    let mut members: Vec<&PlannedEvent> = Vec::new();
+    for (p, id) in planned.iter().zip(ids).filter(|(p, _)| !p.ring()) {
+        let Some(spec) = event_spec(&common, tracefs, p, *id, pmu)? else {
+            continue;
+        };
+        specs.push(spec);
+        members.push(p);
+    }
+    let mut refusals = Vec::new();
+    // A probe the kernel refuses is skipped (the side-band event is needed, and counted tracepoints too).
+    let mut refused = |i: usize, e: &PerfError| {
+        let PerfError::Open { source, .. } = e else {
+            return Refused::Fail;
+        };
+        if i == 0 || members[i - 1].role == Role::Hit {
+            return Refused::Fail;
+        }
+        refusals.push(Refusal {
+            targets: members[i - 1].members.clone(),
+            reason: source.to_string(),
+        });
+        Refused::Skip
+    };
+    let events = EventSet::open(&specs, &cpus, tasks, pages, &mut refused)?;
+    Ok(Opened {
+        parse: PerfParse {
+            any: specs[0].1.parse,
+            samples: specs.get(1).map(|p| p.1.parse),
+            by_id: opts.stacks,
+        },
+        events,
+        refused: refusals,
+    })
+}
+
+/// What every perf event of the session shares: the clock, the wakeup watermark, and following the target's
+/// tasks.
+struct Common<'a> {
+    opts: &'a ProbeOptions,
+    watermark: u32,
+}
+
+impl Common<'_> {
+    fn apply(&self, attr: Attr) -> Attr {
+        let mut attr = attr
+            .sample_id_all()
+            .clock_monotonic()
+            .wakeup_watermark(self.watermark);
+        if self.opts.target != TaskTarget::SystemWide {
+            attr = attr.inherit();
+        }
+        if matches!(self.opts.target, TaskTarget::Command(_)) {
+            attr = attr.enable_on_exec();
+        }
+        attr
+    }
+}
+
+fn info(attr: Attr, pmu: Option<EventInfo>) -> ProbeInfo {
+    ProbeInfo {
+        parse: attr.parse_info(),
+        pmu,
+    }
+}
+
+/// The attr of one planned event read through perf: a uprobe PMU probe (the thread and SP from the sample) or
+/// a tracefs event (its data says everything). None when the PMU cannot take the path.
+fn event_spec(
+    common: &Common<'_>,
+    tracefs: &Tracefs,
+    p: &PlannedEvent,
+    id: Option<u64>,
+    pmu: Option<UprobePmu>,
+) -> Result<Option<(Attr, ProbeInfo)>, ProbeError> {
+    let stacks = common.opts.stacks;
+    let (mut attr, pmu_info) = match (p.pmu(), pmu) {
+        (Some((path, offset)), Some(pmu)) => {
+            let Some(attr) = pmu.attr(path, offset, p.role == Role::Return) else {
+                return Ok(None);
+            };
+            let attr = attr
+                .sample_type(pmu_sample_bits(stacks, p.role))
+                .regs_user(1 << crate::perf::attr::regs::SP);
+            let hits = EventInfo {
+                target: p.members.first().copied(),
+                role: p.role,
+                addr_field: None,
+                sp_field: None,
+            };
+            (common.apply(attr), Some(hits))
+        }
+        _ => {
+            let id = match id {
+                Some(id) => id,
+                None => tracefs.event_id(&p.group, &p.event)?,
+            };
+            let bits = sample_bits(stacks, p.role, p.user);
+            (common.apply(Attr::tracepoint(id).sample_type(bits)), None)
+        }
+    };
+    if stacks {
+        attr = attr.max_stack(127);
+        if p.user && p.role != Role::Return {
+            attr = attr.stack_user(8);
+        }
+    }
+    Ok(Some((attr, info(attr, pmu_info))))
+}

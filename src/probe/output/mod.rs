@@ -1,0 +1,75 @@
+//! What `rprof probe` writes: the per-function report ([`table`]: table, histograms, CSV, JSON), what per-call
+//! work gathered ([`percall`]), and the `-l` listing ([`list`]). [`write_report`] writes one run's or
+//! interval's report with all of it.
+mod list;
+mod percall;
+mod table;
+
+pub use list::write_list;
+pub use percall::write_trace;
+pub use table::{human_ns, Format, Report, Totals};
+
+use crate::probe::analysis::{Calls, StackCounter, Stats};
+use crate::probe::target::Targets;
+use crate::probe::ProbeOptions;
+use std::io::{self, Write};
+use std::time::SystemTime;
+
+/// What a report is made of: the interval's statistics, and its per-call results when asked for.
+pub struct ReportParts<'a> {
+    pub targets: &'a Targets,
+    pub stats: &'a Stats,
+    /// Returns are probed.
+    pub timed: bool,
+    /// Calls open at the time of the report.
+    pub open_calls: usize,
+    pub probe_cost_ns: Option<u64>,
+    pub calls: Option<&'a Calls>,
+    /// The stacks that name callers and slow calls' frames.
+    pub stacks: &'a StackCounter,
+}
+
+/// The wall clock as `HH:MM:SS` (UTC).
+fn clock() -> String {
+    let s = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+        % 86_400;
+    format!("{:02}:{:02}:{:02}", s / 3600, (s / 60) % 60, s % 60)
+}
+
+/// Write a run's or an interval's report: its rows (by function, or by `--by` value), then with the table the
+/// value histograms and the slow calls.
+pub fn write_report(
+    out: &mut dyn Write,
+    opts: &ProbeOptions,
+    parts: &ReportParts<'_>,
+) -> io::Result<()> {
+    let keyed = match (parts.calls, opts.calls.by.as_deref()) {
+        (Some(calls), Some(_)) => Some(percall::keyed_rows(calls, parts.stacks)),
+        _ => None,
+    };
+    let rows = match &keyed {
+        Some(k) => percall::report_rows(parts.targets, k),
+        None => table::function_rows(parts.targets, parts.stats, false),
+    };
+    let report = Report {
+        rows,
+        key_header: keyed.as_ref().and(opts.calls.by.as_deref()),
+        timed: parts.timed,
+        timestamp: opts.timestamps.then(clock),
+        open_calls: parts.open_calls,
+        totals: Totals::of(parts.stats),
+        probe_cost_ns: parts.probe_cost_ns,
+    };
+    table::write(out, &report, opts.format)?;
+    if let (Some(calls), Format::Table | Format::Hist) = (parts.calls, opts.format) {
+        if let Some(label) = calls.opts.hist_of.as_deref() {
+            percall::write_value_hists(out, calls, parts.targets, label)?;
+        }
+        let all: u64 = parts.stats.funcs.values().map(|f| f.paired).sum();
+        percall::write_slow(out, calls, all, parts.targets, parts.stacks)?;
+    }
+    out.flush()
+}

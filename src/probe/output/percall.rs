@@ -1,0 +1,180 @@
+//! Writing what per-call work gathered ([`Calls`]): the `--by` rows, `--hist VALUE` histograms, the slow calls
+//! of `--min-duration` and the `--trace` lines.
+use super::table::{human_ns, write_log2_hist, Row};
+use crate::probe::analysis::{describe, Call, Calls, FuncStats, Key, StackCounter};
+use crate::probe::target::{TargetId, Targets};
+use crate::resolve::FrameId;
+use std::collections::HashMap;
+use std::io::{self, Write};
+use std::sync::Arc;
+
+/// The `--by` rows of each target: its values and their statistics.
+pub type KeyedRows = Vec<(TargetId, Vec<(String, FuncStats)>)>;
+
+/// The `--by` rows, grouped by function (the function with the most time, or calls, first), each function's
+/// values by time then count, the top `top` of them and an `[other]` row for the rest. Callers that resolve
+/// to one function are one row.
+pub fn keyed_rows(calls: &Calls, stacks: &StackCounter) -> KeyedRows {
+    let mut per_target: HashMap<TargetId, HashMap<String, FuncStats>> = HashMap::new();
+    for ((target, key), f) in &calls.keyed {
+        let shown = match key {
+            Key::Value(v) => v.plain(),
+            Key::Frames(frames) => caller_name(stacks, frames),
+            Key::Missing => "[none]".into(),
+            Key::Other => "[other]".into(),
+        };
+        per_target
+            .entry(*target)
+            .or_default()
+            .entry(shown)
+            .or_default()
+            .merge(f);
+    }
+    let weight = |f: &FuncStats| (f.total_ns, f.count);
+    let mut groups: KeyedRows = per_target
+        .into_iter()
+        .map(|(t, rows)| {
+            let mut rows: Vec<(String, FuncStats)> = rows.into_iter().collect();
+            rows.sort_by(|a, b| weight(&b.1).cmp(&weight(&a.1)).then_with(|| a.0.cmp(&b.0)));
+            let top = calls.opts.top.max(1);
+            if rows.len() > top {
+                let mut other = FuncStats::default();
+                for (_, f) in rows.drain(top..) {
+                    other.merge(&f);
+                }
+                rows.push(("[other]".into(), other));
+            }
+            (t, rows)
+        })
+        .collect();
+    let group_weight = |rows: &[(String, FuncStats)]| {
+        rows.iter()
+            .map(|(_, f)| weight(f))
+            .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
+    };
+    groups.sort_by(|a, b| {
+        group_weight(&b.1)
+            .cmp(&group_weight(&a.1))
+            .then(a.0.cmp(&b.0))
+    });
+    groups
+}
+
+/// The keyed rows as report rows.
+pub fn report_rows<'a>(targets: &'a Targets, keyed: &'a KeyedRows) -> Vec<Row<'a>> {
+    keyed
+        .iter()
+        .flat_map(|(t, rows)| {
+            rows.iter().map(move |(k, f)| Row {
+                name: targets.name(*t),
+                key: Some(k.as_str()),
+                f,
+            })
+        })
+        .collect()
+}
+
+/// The innermost function of a caller's frames.
+fn caller_name(stacks: &StackCounter, frames: &Arc<[FrameId]>) -> String {
+    stacks
+        .names(frames)
+        .into_iter()
+        .next()
+        .unwrap_or_else(|| "[unknown]".into())
+}
+
+/// `--hist VALUE`: one log2 histogram of the value per function that has one.
+pub fn write_value_hists(
+    w: &mut dyn Write,
+    calls: &Calls,
+    targets: &Targets,
+    label: &str,
+) -> io::Result<()> {
+    for (t, c) in calls.per_target.iter() {
+        let h = &c.hist;
+        if h.total() == 0 {
+            continue;
+        }
+        writeln!(w, "\nFunction = {}, {label}", targets.name(t))?;
+        write_log2_hist(w, h, label)?;
+        writeln!(w, "\ncount: {}", h.total())?;
+    }
+    Ok(())
+}
+
+/// `--min-duration`: how many calls were slow out of how many, then each (time, thread, call, duration) and,
+/// with `-g`, its stack at entry.
+pub fn write_slow(
+    w: &mut dyn Write,
+    calls: &Calls,
+    all_calls: u64,
+    targets: &Targets,
+    stacks: &StackCounter,
+) -> io::Result<()> {
+    let Some(min) = calls.opts.min_duration else {
+        return Ok(());
+    };
+    writeln!(
+        w,
+        "\nSLOW CALLS (at least {}): {} of {all_calls} calls",
+        human_ns(min),
+        calls.slow_count
+    )?;
+    writeln!(w, "{:>12} {:>8} {:>10}  CALL", "TIME(s)", "TID", "DURATION")?;
+    for call in &calls.slow {
+        writeln!(w, "{}", line(call, targets, stacks))?;
+        if let Some(frames) = &call.stack {
+            for name in stacks.names(frames) {
+                writeln!(w, "{:>34}{name}", "")?;
+            }
+        }
+    }
+    if calls.slow_count > calls.slow.len() as u64 {
+        writeln!(
+            w,
+            "... {} more slow calls not listed",
+            calls.slow_count - calls.slow.len() as u64
+        )?;
+    }
+    Ok(())
+}
+
+/// `--trace`: write the lines gathered since the last call, and say how many calls the rate limit skipped.
+pub fn write_trace(
+    w: &mut dyn Write,
+    calls: &mut Calls,
+    targets: &Targets,
+    stacks: &StackCounter,
+    end: bool,
+) -> io::Result<()> {
+    for t in std::mem::take(&mut calls.trace_lines) {
+        if t.skipped_before > 0 {
+            writeln!(w, "... {} more calls (over --trace-rate)", t.skipped_before)?;
+        }
+        writeln!(w, "{}", line(&t.call, targets, stacks))?;
+    }
+    if end && calls.trace_skipped > 0 {
+        writeln!(
+            w,
+            "... {} more calls (over --trace-rate)",
+            calls.trace_skipped
+        )?;
+        calls.trace_skipped = 0;
+    }
+    Ok(())
+}
+
+/// `TIME TID DURATION func(args) = ret`.
+fn line(call: &Call, targets: &Targets, stacks: &StackCounter) -> String {
+    let t = &targets[call.target];
+    let dur = match call.dur {
+        Some((d, _)) if d > 0 => human_ns(d),
+        _ => "-".into(),
+    };
+    let text = describe(&t.name, &t.fetches, call, &|f| caller_name(stacks, f));
+    format!(
+        "{:>12.6} {:>8} {dur:>10}  {text}",
+        call.time as f64 / 1e9,
+        call.tid
+    )
+}

@@ -1,0 +1,515 @@
+//! The one place where a probe session is decided: the tracefs probes to create, the events to read and which
+//! engine reads each (the tracefs instance ring, perf samples, counters; tracefs events or the uprobe PMU), and
+//! how the probe's own cost is calibrated. [`plan`] is a pure function of the targets, the options and what the
+//! kernel and the files offer ([`Capabilities`]); the session carries the plan out.
+use super::engine::sharing::Sharing;
+use super::target::{Target, TargetId, TargetKind, Targets};
+use super::{EngineChoice, ProbeOptions};
+use crate::tracefs::{ProbeDef, ProbeLocation};
+use std::path::{Path, PathBuf};
+
+#[cfg(test)]
+mod tests;
+
+/// What the kernel and the files offer, found before planning.
+#[derive(Clone, Debug, Default)]
+pub struct Capabilities {
+    /// The kernel's `uprobe` PMU (4.17 and later): fd-owned uprobes without fetch arguments.
+    pub uprobe_pmu: bool,
+    /// tracefs instances: the ring engine.
+    pub ring: bool,
+    /// Each probed user file, with how many processes other than the targets map it.
+    pub sharing: Vec<Sharing>,
+    /// A function of rprof's own binary to calibrate the probe's cost on: its file and offset.
+    pub calibration_site: Option<(PathBuf, u64)>,
+}
+
+/// How the events are read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// `--count` without values or stacks: one counting perf event per target, read with read(2).
+    Counters,
+    /// Every hit is a record: tracefs ring events and perf samples, merged by time.
+    Sampled,
+}
+
+/// What a perf event on a planned event stands for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// A function entry (uprobe, kprobe, sys_enter).
+    Entry,
+    /// A function return (uretprobe, kretprobe, sys_exit).
+    Return,
+    /// A counted hit (tracepoint, USDT probe).
+    Hit,
+}
+
+/// What a perf event is opened on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Attach {
+    /// The tracefs event `group/event` (its id).
+    Tracefs,
+    /// A uprobe of the `uprobe` PMU at this file and offset (no tracefs probe; no fetch arguments).
+    Pmu { path: PathBuf, offset: u64 },
+}
+
+/// Which engine reads an event.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// Enabled in the session's tracefs instance and read from its ring.
+    Ring,
+    /// Per-task (or per-CPU) sampled perf events.
+    Perf(Attach),
+    /// Per-task (or per-CPU) counting perf events.
+    Counter(Attach),
+}
+
+/// One event to read: a tracefs event (or a uprobe PMU probe) and the targets whose hits it carries.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlannedEvent {
+    pub group: String,
+    pub event: String,
+    pub role: Role,
+    /// The targets whose probe points this event holds. With more than one (user functions), a hit names its
+    /// target by the runtime address in its raw data.
+    pub members: Vec<TargetId>,
+    /// A uprobe or uretprobe: its data holds the probed address and (timed) the user SP.
+    pub user: bool,
+    pub source: Source,
+}
+
+impl PlannedEvent {
+    /// Read through the tracefs instance's ring.
+    pub fn ring(&self) -> bool {
+        self.source == Source::Ring
+    }
+
+    /// The uprobe PMU probe's file and offset, for events without a tracefs event.
+    pub fn pmu(&self) -> Option<(&Path, u64)> {
+        match &self.source {
+            Source::Perf(Attach::Pmu { path, offset })
+            | Source::Counter(Attach::Pmu { path, offset }) => Some((path, *offset)),
+            _ => None,
+        }
+    }
+}
+
+/// How the probe's own cost is measured at start, on [`Capabilities::calibration_site`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Calibration {
+    /// The engine of the measurement: the targets' own.
+    pub source: Source,
+    /// The tracefs events of the calibration probes (entry, then return when timed), in the session's group.
+    pub events: Vec<String>,
+    /// Entry and return probes (else the entry only).
+    pub timed: bool,
+}
+
+/// The whole decision.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub mode: Mode,
+    /// The tracefs probes to create (the targets' and the calibration's), all in the session's group.
+    pub defs: Vec<ProbeDef>,
+    pub events: Vec<PlannedEvent>,
+    pub calibration: Option<Calibration>,
+    /// Files other processes map on which the tracefs ring was forced (`--engine tracefs`): their calls to a
+    /// probed function take the trap too.
+    pub forced_shared: Vec<Sharing>,
+}
+
+impl Plan {
+    /// Whether any event is read from the tracefs ring.
+    pub fn uses_ring(&self) -> bool {
+        self.events.iter().any(PlannedEvent::ring)
+    }
+
+    /// Whether any event is a uprobe PMU probe.
+    pub fn uses_pmu(&self) -> bool {
+        self.events.iter().any(|e| e.pmu().is_some())
+    }
+
+    /// Probe points: tracefs probes and uprobe PMU probes.
+    pub fn probe_points(&self) -> usize {
+        self.defs.len() + self.events.iter().filter(|e| e.pmu().is_some()).count()
+    }
+}
+
+/// Probe points per tracefs event for user functions. Closing an event's last perf event costs an RCU grace
+/// period (tens of ms on some machines) under a global mutex, so few events with many points each are fast.
+pub const POINTS_PER_EVENT: usize = 1024;
+
+/// The fetch argument that carries the user stack pointer, which pairing matches returns to entries by.
+pub const SP_FETCH: &str = "sp=%sp";
+
+/// Event names of the calibration probes.
+pub const CALIBRATION_EVENTS: [&str; 2] = ["cal", "calr"];
+
+/// Decide the session for `targets`, with probes in the tracefs group `group`.
+///
+/// - `--count` without values, stacks or a forced engine reads counters ([`Mode::Counters`]).
+/// - Counted user functions, and those whose stacks are sampled (`-g`), use the uprobe PMU where the kernel has
+///   it: those probes go with rprof's fds, even after a SIGKILL. Timing without `-g` keeps tracefs probes, whose
+///   `sp` fetch argument is cheaper than the user registers a PMU probe needs.
+/// - A sampled event is read from the tracefs ring where instances exist, unless perf is asked for, stacks are
+///   wanted, or (auto) it probes a file other processes map: the ring's uprobe would trap in them too.
+pub fn plan(group: &str, targets: &Targets, opts: &ProbeOptions, caps: &Capabilities) -> Plan {
+    let values = opts.calls.any() || targets.iter().any(|(_, t)| !t.fetches.is_empty());
+    let mode = if opts.count_only && !opts.stacks && !values && opts.engine == EngineChoice::Auto {
+        Mode::Counters
+    } else {
+        Mode::Sampled
+    };
+    let pmu = caps.uprobe_pmu
+        && (mode == Mode::Counters || (opts.stacks && opts.engine != EngineChoice::Tracefs));
+    let points = Points {
+        group,
+        count_only: opts.count_only,
+        one_per_target: mode == Mode::Counters || pmu,
+        pmu,
+    };
+    let (mut defs, unplaced) = points.plan(targets);
+    let mut forced_shared = Vec::new();
+    let events: Vec<PlannedEvent> = unplaced
+        .into_iter()
+        .map(|e| {
+            let source = source(&e, mode, targets, opts, caps, &mut forced_shared);
+            e.with_source(source)
+        })
+        .collect();
+    let calibration = calibration(group, mode, pmu, &events, opts, caps, &mut defs);
+    Plan {
+        mode,
+        defs,
+        events,
+        calibration,
+        forced_shared,
+    }
+}
+
+/// The engine of one event (see [`plan`]); a forced ring on a shared file is noted in `forced`.
+fn source(
+    e: &Unplaced,
+    mode: Mode,
+    targets: &Targets,
+    opts: &ProbeOptions,
+    caps: &Capabilities,
+    forced: &mut Vec<Sharing>,
+) -> Source {
+    let attach = match &e.pmu_at {
+        Some((path, offset)) => Attach::Pmu {
+            path: path.clone(),
+            offset: *offset,
+        },
+        None => Attach::Tracefs,
+    };
+    if mode == Mode::Counters {
+        return Source::Counter(attach);
+    }
+    if attach != Attach::Tracefs || !caps.ring || opts.stacks {
+        return Source::Perf(attach);
+    }
+    let shared = shared_file(e, targets, &caps.sharing).filter(|s| s.others > 0);
+    match (opts.engine, shared) {
+        (EngineChoice::Perf, _) | (EngineChoice::Auto, Some(_)) => Source::Perf(attach),
+        (EngineChoice::Tracefs, Some(s)) => {
+            if !forced.contains(s) {
+                forced.push(s.clone());
+            }
+            Source::Ring
+        }
+        _ => Source::Ring,
+    }
+}
+
+/// The probed file of a user event, with how many other processes map it (None for other events).
+fn shared_file<'a>(e: &Unplaced, targets: &Targets, shared: &'a [Sharing]) -> Option<&'a Sharing> {
+    let &m = e.members.first()?;
+    match &targets[m].kind {
+        TargetKind::User { path, .. } => shared.iter().find(|s| &s.path == path),
+        _ => None,
+    }
+}
+
+/// The calibration probes on rprof's own function, read the way the targets are (their definitions are added
+/// to `defs`, except for uprobe PMU probes, which need none).
+fn calibration(
+    group: &str,
+    mode: Mode,
+    pmu: bool,
+    events: &[PlannedEvent],
+    opts: &ProbeOptions,
+    caps: &Capabilities,
+    defs: &mut Vec<ProbeDef>,
+) -> Option<Calibration> {
+    let (path, offset) = caps.calibration_site.clone()?;
+    let timed = !opts.count_only;
+    let attach = if pmu {
+        Attach::Pmu {
+            path: path.clone(),
+            offset,
+        }
+    } else {
+        Attach::Tracefs
+    };
+    let source = match mode {
+        Mode::Counters => Source::Counter(attach),
+        Mode::Sampled if events.iter().any(PlannedEvent::ring) => Source::Ring,
+        Mode::Sampled => Source::Perf(attach),
+    };
+    let names = if timed {
+        &CALIBRATION_EVENTS[..]
+    } else {
+        &CALIBRATION_EVENTS[..1]
+    };
+    if !pmu {
+        let fetch = if mode == Mode::Counters || !timed {
+            Vec::new()
+        } else {
+            vec![SP_FETCH.to_string()]
+        };
+        for (i, name) in names.iter().enumerate() {
+            defs.push(ProbeDef {
+                group: group.to_string(),
+                event: name.to_string(),
+                is_return: i == 1,
+                location: ProbeLocation::User {
+                    path: path.clone(),
+                    offset,
+                    ref_ctr: None,
+                },
+                fetch: fetch.clone(),
+            });
+        }
+    }
+    Some(Calibration {
+        source,
+        events: names.iter().map(|n| n.to_string()).collect(),
+        timed,
+    })
+}
+
+/// An event before its engine is chosen.
+struct Unplaced {
+    group: String,
+    event: String,
+    role: Role,
+    members: Vec<TargetId>,
+    user: bool,
+    /// The uprobe PMU probe it is, if any (no tracefs probe then).
+    pmu_at: Option<(PathBuf, u64)>,
+}
+
+impl Unplaced {
+    fn with_source(self, source: Source) -> PlannedEvent {
+        PlannedEvent {
+            group: self.group,
+            event: self.event,
+            role: self.role,
+            members: self.members,
+            user: self.user,
+            source,
+        }
+    }
+}
+
+/// How probe points are grouped into tracefs events.
+struct Points<'a> {
+    group: &'a str,
+    count_only: bool,
+    /// One event per target (counters, uprobe PMU probes).
+    one_per_target: bool,
+    /// User functions without values become uprobe PMU probes.
+    pmu: bool,
+}
+
+impl Points<'_> {
+    /// The probe definitions and the events of `targets`, each event with its uprobe PMU probe if it is one.
+    ///
+    /// User functions of one binary share events `u<N>` (entries) and `ur<N>` (returns), up to
+    /// [`POINTS_PER_EVENT`] functions each (one function per event with `one_per_target`, and for functions that
+    /// fetch values); kernel function `i` gets `k<i>` and `kr<i>`, USDT probe `i` gets `s<i>`, a `--pair` `a<i>`
+    /// (its start) and `ar<i>` (its done); syscalls and tracepoints use the kernel's own events. No return
+    /// probes with `count_only`; timed user probes fetch the stack pointer ([`SP_FETCH`]) and every probe
+    /// fetches its target's values.
+    fn plan(&self, targets: &Targets) -> (Vec<ProbeDef>, Vec<Unplaced>) {
+        let mut defs = Vec::new();
+        let mut events = Vec::new();
+        self.user_functions(targets, &mut defs, &mut events);
+        for (id, t) in targets.iter() {
+            self.other(id, t, &mut defs, &mut events);
+        }
+        (defs, events)
+    }
+
+    /// User functions, chunked per binary (alone when they fetch values).
+    fn user_functions(
+        &self,
+        targets: &Targets,
+        defs: &mut Vec<ProbeDef>,
+        events: &mut Vec<Unplaced>,
+    ) {
+        let per_event = if self.one_per_target {
+            1
+        } else {
+            POINTS_PER_EVENT
+        };
+        let mut chunks: Vec<(PathBuf, Vec<TargetId>)> = Vec::new();
+        for (id, t) in targets.iter() {
+            let TargetKind::User { path, .. } = &t.kind else {
+                continue;
+            };
+            let joins = |(p, m): &&mut (PathBuf, Vec<TargetId>)| {
+                p == path
+                    && m.len() < per_event
+                    && t.fetches.is_empty()
+                    && targets[m[0]].fetches.is_empty()
+            };
+            match chunks.iter_mut().rev().find(joins) {
+                Some((_, m)) => m.push(id),
+                None => chunks.push((path.clone(), vec![id])),
+            }
+        }
+        for (n, (_, members)) in chunks.into_iter().enumerate() {
+            let (entry, ret) = (format!("u{n}"), format!("ur{n}"));
+            let mut pmu_at = None;
+            for &m in &members {
+                let t = &targets[m];
+                let TargetKind::User { path, offset, .. } = &t.kind else {
+                    continue;
+                };
+                if self.pmu && self.one_per_target && t.fetches.is_empty() {
+                    pmu_at = Some((path.clone(), offset.0));
+                    continue;
+                }
+                let loc = ProbeLocation::User {
+                    path: path.clone(),
+                    offset: offset.0,
+                    ref_ctr: None,
+                };
+                defs.push(self.def(&entry, false, &loc, fetch_args(t, false, !self.count_only)));
+                if !self.count_only {
+                    defs.push(self.def(&ret, true, &loc, fetch_args(t, true, true)));
+                }
+            }
+            let event = |name: String, role| Unplaced {
+                pmu_at: pmu_at.clone(),
+                ..self.event(name, role, members.clone(), true)
+            };
+            events.push(event(entry, Role::Entry));
+            if !self.count_only {
+                events.push(event(ret, Role::Return));
+            }
+        }
+    }
+
+    /// Kernel functions, USDT probes, pairs, syscalls and tracepoints: an event (or two) each.
+    fn other(
+        &self,
+        id: TargetId,
+        t: &Target,
+        defs: &mut Vec<ProbeDef>,
+        events: &mut Vec<Unplaced>,
+    ) {
+        let i = id.index();
+        let one = vec![id];
+        let mut push = |e: Unplaced| events.push(e);
+        match &t.kind {
+            TargetKind::User { .. } => {}
+            TargetKind::Kernel { symbol } => {
+                let loc = ProbeLocation::Kernel {
+                    symbol: symbol.clone(),
+                };
+                let (entry, ret) = (format!("k{i}"), format!("kr{i}"));
+                defs.push(self.def(&entry, false, &loc, fetch_args(t, false, false)));
+                push(self.event(entry, Role::Entry, one.clone(), false));
+                if !self.count_only {
+                    defs.push(self.def(&ret, true, &loc, fetch_args(t, true, false)));
+                    push(self.event(ret, Role::Return, one, false));
+                }
+            }
+            TargetKind::Usdt { .. } => {
+                let name = format!("s{i}");
+                let loc = uprobe_location(&t.kind);
+                defs.push(self.def(&name, false, &loc, fetch_args(t, false, false)));
+                push(self.event(name, Role::Hit, one, true));
+            }
+            TargetKind::Pair { start, done } => {
+                let (entry, ret) = (format!("a{i}"), format!("ar{i}"));
+                let (s, d) = (uprobe_location(start), uprobe_location(done));
+                defs.push(self.def(&entry, false, &s, fetch_args(t, false, false)));
+                defs.push(self.def(&ret, false, &d, fetch_args(t, true, false)));
+                push(self.event(entry, Role::Entry, one.clone(), true));
+                push(self.event(ret, Role::Return, one, true));
+            }
+            TargetKind::Syscall { name } => {
+                let ev = |e: String, role| Unplaced {
+                    group: "syscalls".into(),
+                    ..self.event(e, role, one.clone(), false)
+                };
+                push(ev(format!("sys_enter_{name}"), Role::Entry));
+                if !self.count_only {
+                    push(ev(format!("sys_exit_{name}"), Role::Return));
+                }
+            }
+            TargetKind::Tracepoint { category, event } => push(Unplaced {
+                group: category.clone(),
+                ..self.event(event.clone(), Role::Hit, one, false)
+            }),
+        }
+    }
+
+    fn def(
+        &self,
+        event: &str,
+        is_return: bool,
+        location: &ProbeLocation,
+        fetch: Vec<String>,
+    ) -> ProbeDef {
+        ProbeDef {
+            group: self.group.to_string(),
+            event: event.to_string(),
+            is_return,
+            location: location.clone(),
+            fetch,
+        }
+    }
+
+    fn event(&self, event: String, role: Role, members: Vec<TargetId>, user: bool) -> Unplaced {
+        Unplaced {
+            group: self.group.into(),
+            event,
+            role,
+            members,
+            user,
+            pmu_at: None,
+        }
+    }
+}
+
+/// The fetch arguments of a target's entry or return probe: the stack pointer first when `sp`.
+fn fetch_args(t: &Target, is_return: bool, sp: bool) -> Vec<String> {
+    let mut args = Vec::new();
+    if sp {
+        args.push(SP_FETCH.to_string());
+    }
+    args.extend(
+        t.fetches
+            .iter()
+            .filter(|f| f.on_return == is_return)
+            .map(|f| f.arg()),
+    );
+    args
+}
+
+/// The uprobe location of a user function or USDT probe (with its semaphore).
+fn uprobe_location(kind: &TargetKind) -> ProbeLocation {
+    let (path, offset, ref_ctr) = kind
+        .uprobe_at()
+        .expect("pairs and USDT targets are uprobes");
+    ProbeLocation::User {
+        path: path.to_path_buf(),
+        offset,
+        ref_ctr,
+    }
+}

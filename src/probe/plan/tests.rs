@@ -1,0 +1,305 @@
+//! The engine choices of [`plan`], one test each.
+use super::*;
+use crate::addr::{ElfAddr, FileOffset};
+use crate::probe::spec::fetch::{Fetch, FetchType};
+use crate::probe::target::Target;
+
+const BIN: &str = "/opt/app/bin";
+const LIBC: &str = "/lib/libc.so.6";
+
+fn user(path: &str, off: u64) -> Target {
+    Target {
+        name: format!("f{off:x}"),
+        aliases: Vec::new(),
+        kind: TargetKind::User {
+            path: path.into(),
+            addr: ElfAddr(off),
+            offset: FileOffset(off),
+        },
+        fetches: Vec::new(),
+    }
+}
+
+fn with_arg0(mut t: Target) -> Target {
+    let ty = FetchType::Int {
+        size: 8,
+        signed: true,
+    };
+    t.fetches = vec![Fetch::new("arg0", "v0".into(), "%di", ty, false)];
+    t
+}
+
+fn targets(list: Vec<Target>) -> Targets {
+    Targets::new(list)
+}
+
+/// A kernel with the ring and the uprobe PMU, libc mapped by 3 other processes, the binary by none.
+fn caps() -> Capabilities {
+    Capabilities {
+        uprobe_pmu: true,
+        ring: true,
+        sharing: vec![
+            Sharing {
+                path: BIN.into(),
+                others: 0,
+            },
+            Sharing {
+                path: LIBC.into(),
+                others: 3,
+            },
+        ],
+        calibration_site: Some(("/usr/bin/rprof".into(), 0x1234)),
+    }
+}
+
+fn opts() -> ProbeOptions {
+    ProbeOptions::default()
+}
+
+fn sources(p: &Plan) -> Vec<&Source> {
+    p.events.iter().map(|e| &e.source).collect()
+}
+
+/// Check that `--count` on user functions reads counters on uprobe PMU probes: one event per target, no
+/// tracefs probe at all, and the calibration counts on the PMU too.
+#[test]
+fn count_uses_pmu_counters() {
+    let t = targets(vec![user(BIN, 0x10), user(BIN, 0x20)]);
+    let o = ProbeOptions {
+        count_only: true,
+        ..opts()
+    };
+    let p = plan("rprof_1", &t, &o, &caps());
+    assert_eq!(p.mode, Mode::Counters);
+    assert!(p.defs.is_empty(), "{:?}", p.defs);
+    assert_eq!(p.events.len(), 2);
+    assert!(matches!(
+        p.events[0].source,
+        Source::Counter(Attach::Pmu { offset: 0x10, .. })
+    ));
+    assert_eq!(p.probe_points(), 2);
+    let cal = p.calibration.unwrap();
+    assert!(matches!(cal.source, Source::Counter(Attach::Pmu { .. })));
+    assert_eq!(cal.events, vec!["cal"]);
+}
+
+/// Check that `--count` without the uprobe PMU counts on tracefs probes: entries only, without the `sp` fetch,
+/// and a calibration entry probe without fetch arguments.
+#[test]
+fn count_without_pmu_uses_tracefs_counters() {
+    let t = targets(vec![user(BIN, 0x10)]);
+    let o = ProbeOptions {
+        count_only: true,
+        ..opts()
+    };
+    let c = Capabilities {
+        uprobe_pmu: false,
+        ..caps()
+    };
+    let p = plan("rprof_1", &t, &o, &c);
+    assert_eq!(sources(&p), vec![&Source::Counter(Attach::Tracefs)]);
+    let lines: Vec<String> = p.defs.iter().map(ProbeDef::line).collect();
+    assert_eq!(
+        lines,
+        vec![
+            "p:rprof_1/u0 /opt/app/bin:0x10",
+            "p:rprof_1/cal /usr/bin/rprof:0x1234"
+        ]
+    );
+}
+
+/// Check that timing a private binary reads the tracefs ring: its functions share one entry and one return
+/// event, which fetch the stack pointer, and the calibration goes through the ring with the same probes.
+#[test]
+fn private_binary_uses_the_ring() {
+    let t = targets(vec![user(BIN, 0x10), user(BIN, 0x20)]);
+    let p = plan("rprof_1", &t, &opts(), &caps());
+    assert_eq!(p.mode, Mode::Sampled);
+    assert_eq!(sources(&p), vec![&Source::Ring, &Source::Ring]);
+    assert_eq!(p.events[0].members.len(), 2);
+    assert_eq!(p.defs[0].line(), "p:rprof_1/u0 /opt/app/bin:0x10 sp=%sp");
+    assert_eq!(p.defs[1].line(), "r:rprof_1/ur0 /opt/app/bin:0x10 sp=%sp");
+    let cal = p.calibration.unwrap();
+    assert_eq!((cal.source, cal.timed), (Source::Ring, true));
+    assert_eq!(p.defs.len(), 4 + 2);
+    assert!(p.forced_shared.is_empty());
+}
+
+/// Check that a file other processes map is read through perf events (the ring's uprobe would trap in them),
+/// beside the ring for the private binary.
+#[test]
+fn shared_file_uses_perf() {
+    let t = targets(vec![user(BIN, 0x10), user(LIBC, 0x99)]);
+    let p = plan("rprof_1", &t, &opts(), &caps());
+    assert_eq!(
+        sources(&p),
+        vec![
+            &Source::Ring,
+            &Source::Ring,
+            &Source::Perf(Attach::Tracefs),
+            &Source::Perf(Attach::Tracefs)
+        ]
+    );
+}
+
+/// Check that `--engine tracefs` puts a shared file on the ring anyway, and says which file.
+#[test]
+fn forced_ring_on_a_shared_file_is_noted() {
+    let t = targets(vec![user(LIBC, 0x99)]);
+    let o = ProbeOptions {
+        engine: EngineChoice::Tracefs,
+        ..opts()
+    };
+    let p = plan("rprof_1", &t, &o, &caps());
+    assert_eq!(sources(&p), vec![&Source::Ring, &Source::Ring]);
+    assert_eq!(p.forced_shared.len(), 1);
+    assert_eq!(p.forced_shared[0].others, 3);
+}
+
+/// Check that `--engine perf`, and a kernel without tracefs instances, read every event through perf, and
+/// the calibration too.
+#[test]
+fn perf_when_asked_or_without_instances() {
+    let t = targets(vec![user(BIN, 0x10)]);
+    let o = ProbeOptions {
+        engine: EngineChoice::Perf,
+        ..opts()
+    };
+    let no_ring = Capabilities {
+        ring: false,
+        ..caps()
+    };
+    for p in [plan("g", &t, &o, &caps()), plan("g", &t, &opts(), &no_ring)] {
+        assert!(p
+            .events
+            .iter()
+            .all(|e| e.source == Source::Perf(Attach::Tracefs)));
+        assert_eq!(p.calibration.unwrap().source, Source::Perf(Attach::Tracefs));
+    }
+}
+
+/// Check that `-g` samples stacks through uprobe PMU probes, one per target, never through the ring; and
+/// through tracefs probes with `--engine tracefs` (which then still reads them through perf).
+#[test]
+fn stacks_use_pmu_probes() {
+    let t = targets(vec![user(BIN, 0x10), user(BIN, 0x20)]);
+    let o = ProbeOptions {
+        stacks: true,
+        ..opts()
+    };
+    let p = plan("g", &t, &o, &caps());
+    assert_eq!(p.events.len(), 4);
+    assert!(p.events.iter().all(|e| e.pmu().is_some()));
+    assert!(p.defs.is_empty());
+    let forced = ProbeOptions {
+        engine: EngineChoice::Tracefs,
+        ..o
+    };
+    let p = plan("g", &t, &forced, &caps());
+    assert!(p
+        .events
+        .iter()
+        .all(|e| e.source == Source::Perf(Attach::Tracefs)));
+    assert_eq!(p.events[0].members.len(), 2);
+}
+
+/// Check that fetched values make `--count` sample (counters carry no values), and that a target with values
+/// gets events of its own (one event holds points with identical fetch arguments only).
+#[test]
+fn values_need_samples() {
+    let t = targets(vec![
+        with_arg0(user(BIN, 0x10)),
+        user(BIN, 0x20),
+        user(BIN, 0x30),
+    ]);
+    let o = ProbeOptions {
+        count_only: true,
+        ..opts()
+    };
+    let p = plan("g", &t, &o, &caps());
+    assert_eq!(p.mode, Mode::Sampled);
+    let members: Vec<usize> = p.events.iter().map(|e| e.members.len()).collect();
+    assert_eq!(members, vec![1, 2]);
+    assert_eq!(p.defs[0].line(), "p:g/u0 /opt/app/bin:0x10 v0=%di:s64");
+}
+
+/// Check the events of syscalls, tracepoints and kernel functions, with and without returns.
+#[test]
+fn kernel_events() {
+    let t = targets(vec![
+        Target {
+            kind: TargetKind::Syscall {
+                name: "openat".into(),
+            },
+            ..user(BIN, 0)
+        },
+        Target {
+            kind: TargetKind::Tracepoint {
+                category: "sched".into(),
+                event: "sched_switch".into(),
+            },
+            ..user(BIN, 0)
+        },
+        Target {
+            kind: TargetKind::Kernel {
+                symbol: "vfs_read".into(),
+            },
+            ..user(BIN, 0)
+        },
+    ]);
+    let names = |p: &Plan| -> Vec<String> {
+        p.events
+            .iter()
+            .map(|e| format!("{}/{}", e.group, e.event))
+            .collect()
+    };
+    let p = plan("g", &t, &opts(), &caps());
+    assert_eq!(
+        names(&p),
+        vec![
+            "syscalls/sys_enter_openat",
+            "syscalls/sys_exit_openat",
+            "sched/sched_switch",
+            "g/k2",
+            "g/kr2"
+        ]
+    );
+    assert!(p.events.iter().all(|e| e.ring()));
+    let o = ProbeOptions {
+        count_only: true,
+        ..opts()
+    };
+    let p = plan("g", &t, &o, &caps());
+    assert_eq!(
+        names(&p),
+        vec!["syscalls/sys_enter_openat", "sched/sched_switch", "g/k2"]
+    );
+    assert!(p
+        .events
+        .iter()
+        .all(|e| e.source == Source::Counter(Attach::Tracefs)));
+}
+
+/// Check that user functions of one binary are grouped [`POINTS_PER_EVENT`] to an event.
+#[test]
+fn many_functions_share_few_events() {
+    let n = POINTS_PER_EVENT + 10;
+    let t = targets((0..n as u64).map(|i| user(BIN, 0x1000 + 16 * i)).collect());
+    let p = plan("g", &t, &opts(), &caps());
+    let members: Vec<usize> = p.events.iter().map(|e| e.members.len()).collect();
+    assert_eq!(members, vec![POINTS_PER_EVENT, POINTS_PER_EVENT, 10, 10]);
+    assert_eq!(p.defs.len(), 2 * n + 2);
+}
+
+/// Check that without rprof's own calibration function, nothing is calibrated.
+#[test]
+fn no_calibration_site() {
+    let t = targets(vec![user(BIN, 0x10)]);
+    let c = Capabilities {
+        calibration_site: None,
+        ..caps()
+    };
+    let p = plan("g", &t, &opts(), &c);
+    assert!(p.calibration.is_none());
+    assert_eq!(p.defs.len(), 2);
+}
