@@ -253,6 +253,65 @@ fn launched_command_dies_with_rprof() {
     }
 }
 
+/// Check the bar of the supervisor: 2 s after `kill -9` of a timing `rprof probe` (the tracefs ring engine on a
+/// private fixture, and perf events on `c:malloc`), `uprobe_events` holds no line of its group, `instances/` no
+/// instance of it, and the launched command is gone.
+#[test]
+fn sigkilled_timing_probe_leaves_nothing() {
+    if !privileged("sigkilled_timing_probe_leaves_nothing") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = build_c(dir.path(), "probe_fixture.c", &["-O0", "-g"]);
+    let bin = bin.to_str().unwrap();
+    for (spec, engine) in [
+        (vec!["-x", bin, "func_a"], "engine: tracefs ring"),
+        (vec!["c:malloc"], "engine: perf"),
+    ] {
+        let mut args = vec!["probe"];
+        args.extend(&spec);
+        args.extend(["--", bin, "wait", "1", "0"]);
+        let mut child = rprof()
+            .args(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let header = read_line(child.stderr.as_mut().unwrap());
+        assert!(header.contains(engine), "{spec:?}: header: {header}");
+        let line = read_line(child.stdout.as_mut().unwrap());
+        let workload: u32 = line.trim().parse().expect("the fixture's pid");
+        let pid = child.id();
+        assert!(
+            !rprof_uprobes(pid).is_empty(),
+            "{spec:?}: the probes are not in uprobe_events"
+        );
+        child.kill().unwrap();
+        let killed = std::time::Instant::now();
+        child.wait().unwrap();
+        let instance = Path::new("/sys/kernel/tracing/instances").join(format!("rprof_{pid}"));
+        while (!rprof_uprobes(pid).is_empty() || instance.exists())
+            && killed.elapsed() < Duration::from_secs(2)
+        {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(
+            rprof_uprobes(pid),
+            Vec::<String>::new(),
+            "{spec:?}: uprobe_events 2 s after the SIGKILL"
+        );
+        assert!(
+            !instance.exists(),
+            "{spec:?}: {} 2 s after the SIGKILL",
+            instance.display()
+        );
+        assert!(
+            gone(workload, Duration::from_secs(2)),
+            "{spec:?}: the launched command outlived the SIGKILLed rprof probe"
+        );
+    }
+}
+
 /// The lines of `uprobe_events` that belong to the rprof process `pid` (group `rprof_<pid>`).
 fn rprof_uprobes(pid: u32) -> Vec<String> {
     let tag = format!(":rprof_{pid}/");

@@ -39,6 +39,12 @@ pub use output::is_stdout_closed;
 /// Parse the command line and run the chosen command. Returns rprof's exit status: the launched command's when
 /// there was one, else 0.
 pub fn run() -> anyhow::Result<u8> {
+    // The probe session's supervisor (see rprof::probe::supervise): rprof itself, run by a probe session.
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.len() == 4 && args[1] == rprof::probe::SUPERVISOR_ARG {
+        rprof::probe::supervise(std::path::Path::new(&args[2]), &args[3].to_string_lossy())?;
+        return Ok(0);
+    }
     let cli = Cli::parse();
     match cli.command {
         Command::Record(a) => record::run(a),

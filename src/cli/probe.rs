@@ -219,6 +219,10 @@ fn notice(n: &Notice) -> String {
         }
         Notice::Lost(n) => format!("warning: {n} events were lost (the ring buffers overflowed)"),
         Notice::NotRemoved(e) => format!("warning: could not remove the probes: {e}"),
+        Notice::NoSupervisor(e) => format!(
+            "warning: cannot start the supervisor that removes the probes if rprof is killed ({e}); after a \
+             SIGKILL they stay until the next rprof starts"
+        ),
         Notice::Calibration(text) => format!("calibration: {text}"),
     }
 }

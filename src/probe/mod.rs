@@ -12,13 +12,14 @@ mod engine;
 mod output;
 pub mod plan;
 mod session;
-pub mod spec;
+mod spec;
 pub mod target;
-pub mod value;
+mod value;
 
 pub use analysis::CallOptions;
 pub use engine::group;
 pub use engine::sharing::Sharing;
+pub use engine::supervisor::{supervise, ARG as SUPERVISOR_ARG};
 pub use output::{human_ns, write_list, Format};
 pub use spec::fetch::FetchItem;
 pub use spec::pattern::Spec;
@@ -232,6 +233,9 @@ pub enum Notice {
     Lost(u64),
     /// The probes or the instance could not be removed.
     NotRemoved(String),
+    /// The supervisor that removes the probes if rprof is killed could not be started (why): a SIGKILL then
+    /// leaves them until the next rprof starts.
+    NoSupervisor(String),
     /// A measurement of the calibration (`RPROF_DEBUG_COST`).
     Calibration(String),
 }

@@ -10,6 +10,7 @@ use super::engine::group::{self, ProbeGroup};
 use super::engine::perf::{open_events, Opened};
 use super::engine::ring::RingEngine;
 use super::engine::sharing::sharing;
+use super::engine::supervisor::Supervisor;
 use super::engine::Refusal;
 use super::output::{self, ReportParts};
 use super::plan::{self, Capabilities, Mode, Plan};
@@ -87,6 +88,14 @@ pub fn run(
         notice,
     };
     let plan = plan::plan(&s.group, targets, opts, &s.caps);
+    // Started before the probes exist, and dropped (which ends it) after they are removed.
+    let _supervisor = match Supervisor::spawn(tracefs, &s.group) {
+        Ok(sup) => Some(sup),
+        Err(e) => {
+            (s.notice)(Notice::NoSupervisor(e.to_string()));
+            None
+        }
+    };
     // Created before the events and the instance, removed after them (the kernel refuses to delete probes
     // that are open or enabled); dropped on errors and panics.
     let probes = ProbeGroup::create(tracefs, &s.group, &plan.defs)?;

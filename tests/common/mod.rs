@@ -290,3 +290,20 @@ pub fn only_child(pid: u32) -> u32 {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
 }
+
+/// The probe supervisor rprof process `pid` started (`rprof __probe-supervisor ...`), waiting up to 10 s for it.
+pub fn probe_supervisor(pid: u32) -> Option<u32> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::time::Instant::now() < deadline {
+        let children =
+            std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
+        for child in children.split_whitespace() {
+            let cmdline = std::fs::read(format!("/proc/{child}/cmdline")).unwrap_or_default();
+            if cmdline.split(|&b| b == 0).nth(1) == Some(b"__probe-supervisor") {
+                return child.parse().ok();
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    None
+}

@@ -656,7 +656,8 @@ fn pid_and_stacks() {
     assert!(folded.contains("main;func_a"), "{folded}");
 }
 
-/// Check that a SIGKILLed rprof's group is removed by the next rprof.
+/// Check that a SIGKILLed rprof's group is removed by the next rprof (its supervisor, which would remove it at
+/// once, is SIGKILLed first).
 #[test]
 fn stale_group_is_removed() {
     if !privileged("stale_group_is_removed") {
@@ -673,6 +674,11 @@ fn stale_group_is_removed() {
     assert!(
         !leftover(vpid).is_empty(),
         "the victim never created its group"
+    );
+    let supervisor = common::probe_supervisor(vpid).expect("the victim's supervisor");
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(supervisor as i32),
+        nix::sys::signal::Signal::SIGKILL,
     );
     victim.kill().unwrap();
     victim.wait().unwrap();

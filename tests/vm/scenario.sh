@@ -194,8 +194,44 @@ step_glob() {
 }
 
 # Step 3: probes left by a SIGKILLed rprof are removed by the next rprof, which also cleans up after itself.
+# supervisor_of PID: the pid of rprof PID's probe supervisor (`rprof __probe-supervisor ...`), if any.
+supervisor_of() {
+    for d in /proc/[0-9]*; do
+        case "$(cat "$d/cmdline" 2>/dev/null)" in
+            *__probe-supervisor*)
+                if [ "$(awk '{ print $4 }' "$d/stat" 2>/dev/null)" = "$1" ]; then
+                    echo "${d#/proc/}"
+                    return
+                fi
+                ;;
+        esac
+    done
+}
+
+# count_group PID: the probe lines of group rprof_PID.
+count_group() { grep -c "^[pr][0-9]*:rprof_$1/" "$T/kprobe_events"; }
+
 step_stale_cleanup() {
     t0=$(now)
+    # A SIGKILLed rprof: its supervisor removes its probes within 2 s.
+    start_rprof /dev/null /tmp/s3s.err probe -d 60 "$OPENFN"
+    killed=$RPID
+    if ! wait_group "$killed" 30; then
+        finish_rprof
+        log stale_cleanup /tmp/s3s.err
+        result stale_cleanup fail "$t0" "rprof probe exited $RC without creating group rprof_$killed: $(oneline /tmp/s3s.err)"
+        return
+    fi
+    sup=$(supervisor_of "$killed")
+    kill -9 "$killed"
+    finish_rprof
+    i=0
+    while [ "$(count_group "$killed")" -gt 0 ] && [ "$i" -lt 20 ]; do
+        sleep 0.1
+        i=$((i + 1))
+    done
+    supervised=$(count_group "$killed")
+    # An rprof SIGKILLed with its supervisor: the next rprof removes its probes at start.
     start_rprof /dev/null /tmp/s3a.err probe -d 60 "$OPENFN"
     dead=$RPID
     if ! wait_group "$dead" 30; then
@@ -205,20 +241,23 @@ step_stale_cleanup() {
         return
     fi
     sleep 1
+    sup2=$(supervisor_of "$dead")
+    [ -n "$sup2" ] && kill -9 "$sup2"
     kill -9 "$dead"
     finish_rprof
-    before=$(grep -c "^[pr][0-9]*:rprof_$dead/" "$T/kprobe_events")
+    before=$(count_group "$dead")
     timeout 60 rprof probe -d 1 "$OPENFN" > /dev/null 2> /tmp/s3b.err
     rc=$?
-    after=$(grep -c "^[pr][0-9]*:rprof_$dead/" "$T/kprobe_events")
+    after=$(count_group "$dead")
     others=$(groups | tr '\n' ' ')
     dir=absent
     [ -d "$T/events/rprof_$dead" ] && dir=present
-    detail="dead=rprof_$dead probes_before=$before probes_after=$after fresh_rc=$rc groups_left=[$others] events_dir=$dir"
-    if [ "$before" -gt 0 ] && [ "$after" -eq 0 ] && [ "$rc" -eq 0 ] && [ -z "$others" ] && [ "$dir" = absent ]; then
+    detail="supervisor=${sup:-none} left_2s_after_kill=$supervised dead=rprof_$dead probes_before=$before probes_after=$after fresh_rc=$rc groups_left=[$others] events_dir=$dir"
+    if [ -n "$sup" ] && [ "$supervised" -eq 0 ] && [ "$before" -gt 0 ] && [ "$after" -eq 0 ] && [ "$rc" -eq 0 ] \
+        && [ -z "$others" ] && [ "$dir" = absent ]; then
         result stale_cleanup pass "$t0" "$detail"
     else
-        log stale_cleanup /tmp/s3b.err
+        log stale_cleanup /tmp/s3s.err /tmp/s3b.err
         result stale_cleanup fail "$t0" "$detail stderr=$(oneline /tmp/s3b.err)"
     fi
 }
