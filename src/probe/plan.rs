@@ -135,6 +135,13 @@ impl Plan {
     }
 }
 
+/// Targets counted with counters at most; more are counted from samples of shared events. A counter is one
+/// event per target, and closing each costs the kernel RCU grace periods under a global mutex (`event_mutex`:
+/// about 85 ms per uprobe and 36 ms per tracepoint here, one after the other), so 1,000 counters take 85 s to
+/// close, against one grace period per [`POINTS_PER_EVENT`] functions for sampled events (which cost the
+/// target a ring write more per call).
+pub const MAX_COUNTERS: usize = 16;
+
 /// Probe points per tracefs event for user functions. Closing an event's last perf event costs an RCU grace
 /// period (tens of ms on some machines) under a global mutex, so few events with many points each are fast.
 pub const POINTS_PER_EVENT: usize = 1024;
@@ -147,7 +154,8 @@ pub const CALIBRATION_EVENTS: [&str; 2] = ["cal", "calr"];
 
 /// Decide the session for `targets`, with probes in the tracefs group `group`.
 ///
-/// - `--count` without values, stacks or a forced engine reads counters ([`Mode::Counters`]).
+/// - `--count` without values, stacks or a forced engine reads counters ([`Mode::Counters`]) for up to
+///   [`MAX_COUNTERS`] targets.
 /// - Counted user functions, and those whose stacks are sampled (`-g`), use the uprobe PMU where the kernel has
 ///   it: those probes go with rprof's fds, even after a SIGKILL. Timing without `-g` keeps tracefs probes, whose
 ///   `sp` fetch argument is cheaper than the user registers a PMU probe needs.
@@ -155,7 +163,12 @@ pub const CALIBRATION_EVENTS: [&str; 2] = ["cal", "calr"];
 ///   wanted, or (auto) it probes a file other processes map: the ring's uprobe would trap in them too.
 pub fn plan(group: &str, targets: &Targets, opts: &ProbeOptions, caps: &Capabilities) -> Plan {
     let values = opts.calls.any() || targets.iter().any(|(_, t)| !t.fetches.is_empty());
-    let mode = if opts.count_only && !opts.stacks && !values && opts.engine == EngineChoice::Auto {
+    let mode = if opts.count_only
+        && !opts.stacks
+        && !values
+        && opts.engine == EngineChoice::Auto
+        && targets.len() <= MAX_COUNTERS
+    {
         Mode::Counters
     } else {
         Mode::Sampled

@@ -165,6 +165,7 @@ fn run_counters(
     )?;
     handler.counters.disable();
     handler.tick()?;
+    counters.close();
     Ok(RunSummary {
         exit_code: exit_code(s),
     })
@@ -341,7 +342,7 @@ fn run_sampled(
         probe_points: plan.probe_points(),
         perf_events: events.len(),
         engine,
-        counting: false,
+        counting: s.opts.count_only,
         cost_ns: cost,
         setup: s.started.elapsed(),
     };

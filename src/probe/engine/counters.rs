@@ -101,6 +101,11 @@ impl Counters {
         }
     }
 
+    /// Close every counter, in parallel (see [`crate::perf::close_all`]).
+    pub fn close(self) {
+        crate::perf::close_all(self.events.into_iter().flat_map(|(_, e)| e).collect());
+    }
+
     /// The counts since the last call, as statistics (counts only).
     pub fn take(&mut self) -> Result<Stats, PerfError> {
         let mut stats = Stats::new(self.last.len());

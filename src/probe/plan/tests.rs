@@ -303,3 +303,20 @@ fn no_calibration_site() {
     assert!(p.calibration.is_none());
     assert_eq!(p.defs.len(), 2);
 }
+
+/// Check that `--count` on more than [`MAX_COUNTERS`] functions counts from shared events read through the ring
+/// (their teardown costs one grace period per event, not one per function).
+#[test]
+fn many_counted_functions_share_sampled_events() {
+    let n = MAX_COUNTERS + 1;
+    let t = targets((0..n as u64).map(|i| user(BIN, 0x1000 + 16 * i)).collect());
+    let o = ProbeOptions {
+        count_only: true,
+        ..opts()
+    };
+    let p = plan("g", &t, &o, &caps());
+    assert_eq!(p.mode, Mode::Sampled);
+    assert_eq!(sources(&p), vec![&Source::Ring]);
+    assert_eq!(p.events[0].members.len(), n);
+    assert_eq!(p.defs[0].line(), "p:g/u0 /opt/app/bin:0x1000");
+}
