@@ -286,3 +286,34 @@ fn instances() {
     assert!(!dir.exists());
     inst.remove().unwrap();
 }
+
+/// Check that a probed file whose path `uprobe_events` cannot parse (a space splits the line) is written as
+/// `/proc/self/fd/N`, and a plain path as itself.
+#[test]
+fn unparsable_paths_are_written_through_an_fd() {
+    let d = fake_tree(false);
+    let bins = tempfile::tempdir().unwrap();
+    let spaced = bins.path().join("a b");
+    fs::write(&spaced, b"\x7fELF").unwrap();
+    let plain = bins.path().join("plain");
+    fs::write(&plain, b"\x7fELF").unwrap();
+    let def = |path: &Path, event: &str| ProbeDef {
+        group: "rprof_5".into(),
+        event: event.into(),
+        is_return: false,
+        location: ProbeLocation::User {
+            path: path.to_path_buf(),
+            offset: 0x10,
+            ref_ctr: None,
+        },
+        fetch: Vec::new(),
+    };
+    let t = Tracefs::at(d.path());
+    t.add_probes(&[def(&spaced, "u0"), def(&plain, "u1")])
+        .unwrap();
+    let u = read(&d.path().join("uprobe_events"));
+    let lines: Vec<&str> = u.lines().collect();
+    assert!(lines[0].starts_with("p:rprof_5/u0 /proc/self/fd/"), "{u}");
+    assert!(lines[0].ends_with(":0x10"), "{u}");
+    assert_eq!(lines[1], format!("p:rprof_5/u1 {}:0x10", plain.display()));
+}

@@ -133,6 +133,11 @@ impl ProbeDef {
 
     /// The definition line, without the newline.
     pub fn line(&self) -> String {
+        self.line_with(None)
+    }
+
+    /// The definition line with `alias` written for the user path (see [`Tracefs::add_probes`]).
+    fn line_with(&self, alias: Option<&str>) -> String {
         let kind = if self.is_return { 'r' } else { 'p' };
         let mut line = match &self.location {
             ProbeLocation::User {
@@ -141,11 +146,10 @@ impl ProbeDef {
                 ref_ctr,
             } => {
                 let semaphore = ref_ctr.map_or(String::new(), |r| format!("(0x{r:x})"));
+                let path = alias.map_or_else(|| path.display().to_string(), str::to_string);
                 format!(
-                    "{kind}:{}/{} {}:0x{offset:x}{semaphore}",
-                    self.group,
-                    self.event,
-                    path.display()
+                    "{kind}:{}/{} {path}:0x{offset:x}{semaphore}",
+                    self.group, self.event,
                 )
             }
             ProbeLocation::Kernel { symbol } => {
@@ -158,6 +162,53 @@ impl ProbeDef {
         }
         line
     }
+}
+
+/// The files of user probes whose paths `uprobe_events` cannot parse, open for as long as the probes are
+/// written, each named `/proc/self/fd/N`.
+struct PathAliases {
+    open: Vec<(PathBuf, fs::File)>,
+}
+
+impl PathAliases {
+    /// Open every path of `defs` that needs an alias.
+    fn open(defs: &[ProbeDef]) -> Result<PathAliases, TracefsError> {
+        let mut open: Vec<(PathBuf, fs::File)> = Vec::new();
+        for d in defs {
+            let ProbeLocation::User { path, .. } = &d.location else {
+                continue;
+            };
+            if !needs_alias(path) || open.iter().any(|(p, _)| p == path) {
+                continue;
+            }
+            let file = fs::File::open(path).map_err(|error| TracefsError::Read {
+                path: path.clone(),
+                error,
+            })?;
+            open.push((path.clone(), file));
+        }
+        Ok(PathAliases { open })
+    }
+
+    /// `/proc/self/fd/N` for a def whose path needs it.
+    fn of(&self, def: &ProbeDef) -> Option<String> {
+        use std::os::fd::AsRawFd;
+        let ProbeLocation::User { path, .. } = &def.location else {
+            return None;
+        };
+        let (_, file) = self.open.iter().find(|(p, _)| p == path)?;
+        Some(format!("/proc/self/fd/{}", file.as_raw_fd()))
+    }
+}
+
+/// Whether `uprobe_events` cannot take `path` as written: whitespace or control characters (it splits at
+/// whitespace and ends lines at newlines), bytes that are not UTF-8 (the line is text), or a length that, with
+/// the rest of the line, would pass the kernel's 4 KiB line limit.
+pub fn needs_alias(path: &Path) -> bool {
+    let Some(text) = path.to_str() else {
+        return true;
+    };
+    text.len() > 1024 || text.chars().any(|c| c.is_whitespace() || c.is_control())
 }
 
 /// A probe line as listed by `uprobe_events` / `kprobe_events`: kind, group and event.
@@ -303,14 +354,19 @@ impl Tracefs {
 
     /// Create probe events, batching many lines per write (1,000 probes take well under a second).
     ///
+    /// A file whose path `uprobe_events` cannot take as written (it splits lines at whitespace and takes 4 KiB
+    /// lines at most) is opened and named `/proc/self/fd/N`: the kernel resolves that magic link, when the line
+    /// is written, to the same inode, and keeps it.
+    ///
     /// On failure, the error names the first line whose event was not created. Events created before it stay;
     /// the caller removes the whole group.
     pub fn add_probes(&self, defs: &[ProbeDef]) -> Result<(), TracefsError> {
+        let aliases = PathAliases::open(defs)?;
         for file in [ProbeFile::Uprobe, ProbeFile::Kprobe] {
             let lines: Vec<(String, &ProbeDef)> = defs
                 .iter()
                 .filter(|d| d.file() == file)
-                .map(|d| (d.line(), d))
+                .map(|d| (d.line_with(aliases.of(d).as_deref()), d))
                 .collect();
             if lines.is_empty() {
                 continue;
