@@ -126,11 +126,10 @@ pub fn pages(s: &str) -> Result<usize, String> {
     }
 }
 
-/// `RPROF_DEBUG_COST`: `1` (or any value) reports the calibration, `pmu` also the uprobe PMU's cost.
+/// `RPROF_DEBUG_COST`: `1` (or any value but `0`) reports each measurement of the calibration.
 pub fn debug_cost(s: &str) -> Result<rprof::probe::DebugCost, String> {
     Ok(match s {
         "" | "0" => rprof::probe::DebugCost::Off,
-        "pmu" => rprof::probe::DebugCost::Pmu,
         _ => rprof::probe::DebugCost::On,
     })
 }

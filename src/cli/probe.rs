@@ -111,6 +111,15 @@ pub struct ProbeArgs {
     /// A directory searched for separate debug files (repeatable; default /usr/lib/debug).
     #[arg(long = "debug-dir", value_name = "DIR")]
     pub debug_dirs: Vec<PathBuf>,
+    /// Subtract from each duration the probe's own bias (the part of its cost inside every measured duration,
+    /// measured at start per class of probed instruction), and from a caller's the whole cost of its probed
+    /// callees; never below 0.
+    #[arg(long, conflicts_with = "count")]
+    pub net: bool,
+    /// Probe each function at its first instruction, even where the kernel single-steps it (by default
+    /// probes go on the first instruction the kernel emulates, when the ones before it can be skipped).
+    #[arg(long)]
+    pub at_entry: bool,
     /// Leave the launched COMMAND running when rprof ends or dies (by default it gets SIGTERM when rprof ends
     /// first, and SIGKILL when rprof is killed).
     #[arg(long = "keep-workload", requires = "command")]
@@ -155,6 +164,8 @@ impl ProbeArgs {
             ring_read: self.ring_read,
             keep_workload: self.keep_workload,
             uprobe_pmu: self.uprobe_pmu,
+            at_entry: self.at_entry,
+            net: self.net,
             debug_cost: self.debug_cost.unwrap_or_default(),
             ..ProbeOptions::default()
         };
@@ -230,23 +241,24 @@ fn notice(n: &Notice) -> String {
 /// The header line: `probing 3 targets (6 probe points, 3 perf events), engine: perf, probe cost about 1.2us
 /// per call, set up in 0.05s; Ctrl-C to end`.
 fn started(s: &Started) -> String {
-    let cost = match s.cost_ns {
-        Some(ns) if s.counting => format!(
-            ", probe cost about {} per counted call",
-            probe::human_ns(ns)
-        ),
-        Some(ns) => format!(", probe cost about {} per call", probe::human_ns(ns)),
-        None => String::new(),
+    let classes: Vec<String> = [("emul", s.costs.emulated), ("step", s.costs.stepped)]
+        .into_iter()
+        .filter_map(|(tag, c)| Some(format!("{} ({tag})", probe::human_ns(c?.cost_ns))))
+        .collect();
+    let cost = match (classes.is_empty(), s.counting) {
+        (true, _) => String::new(),
+        (false, true) => format!(", probe cost about {} per counted call", classes.join(", ")),
+        (false, false) => format!(", probe cost about {} per call", classes.join(", ")),
     };
-    let verb = if s.counting { "counting" } else { "probing" };
-    let points = if s.counting {
-        format!("{} perf events", s.perf_events)
-    } else {
+    let points = if s.probe_points > 0 {
         format!(
             "{} probe points, {} perf events",
             s.probe_points, s.perf_events
         )
+    } else {
+        format!("{} perf events", s.perf_events)
     };
+    let verb = if s.counting { "counting" } else { "probing" };
     format!(
         "{verb} {} targets ({points}), {}{cost}, set up in {:.2}s; Ctrl-C to end",
         s.targets,

@@ -4,6 +4,7 @@ pub mod attr;
 pub mod event;
 pub mod event_set;
 pub mod ftrace_ring;
+pub mod probe_targets;
 pub mod ring;
 pub mod run_loop;
 pub mod uprobe_pmu;

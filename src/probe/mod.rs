@@ -17,6 +17,7 @@ pub mod target;
 mod value;
 
 pub use analysis::CallOptions;
+pub use engine::cost::{ClassCost, Costs};
 pub use engine::group;
 pub use engine::sharing::Sharing;
 pub use engine::supervisor::{supervise, ARG as SUPERVISOR_ARG};
@@ -63,10 +64,8 @@ impl std::str::FromStr for EngineChoice {
 pub enum DebugCost {
     #[default]
     Off,
-    /// Each measurement's bare and probed ns per call.
+    /// Each measurement's bare and probed ns per call, and its median duration.
     On,
-    /// Also the uprobe PMU's cost beside the tracefs path's.
-    Pmu,
 }
 
 /// Errors of `rprof probe`. Each is one line that names the thing and the fix.
@@ -166,6 +165,10 @@ pub struct ProbeOptions {
     pub uprobe_pmu: bool,
     /// Report the calibration's measurements.
     pub debug_cost: DebugCost,
+    /// `--at-entry`: probe functions at their first instruction, even where the kernel single-steps it.
+    pub at_entry: bool,
+    /// `--net`: durations minus the probe's bias (never below 0), and minus probed callees' whole cost.
+    pub net: bool,
 }
 
 impl Default for ProbeOptions {
@@ -197,6 +200,8 @@ impl Default for ProbeOptions {
             values: Vec::new(),
             uprobe_pmu: true,
             debug_cost: DebugCost::Off,
+            at_entry: false,
+            net: false,
         }
     }
 }
@@ -252,8 +257,8 @@ pub struct Started {
     pub engine: String,
     /// Counters: entries counted only.
     pub counting: bool,
-    /// The probe's own cost per call, measured at start.
-    pub cost_ns: Option<u64>,
+    /// The probe's own cost per call, per class of probed instruction, measured at start.
+    pub costs: Costs,
     pub setup: Duration,
 }
 
@@ -271,7 +276,12 @@ pub fn run(
     };
     let targets = spec::targets(opts, &specs, tracefs.as_ref())?;
     if opts.list {
-        write_list(out, &targets)?;
+        let emulates = plan::running_kernel_emulates();
+        let placements = targets
+            .iter()
+            .map(|(_, t)| plan::place(t, opts.at_entry, emulates))
+            .collect();
+        write_list(out, &targets, &placements)?;
         return Ok(RunSummary::default());
     }
     let tracefs = tracefs.ok_or(ProbeError::NoTracefs)?;

@@ -3,7 +3,8 @@
 //! how the probe's own cost is calibrated. [`plan`] is a pure function of the targets, the options and what the
 //! kernel and the files offer ([`Capabilities`]); the session carries the plan out.
 use super::engine::sharing::Sharing;
-use super::target::{Target, TargetId, TargetKind, Targets};
+use super::spec::code::{gpr_bit, Emulation, FunctionCode, Store};
+use super::target::{PerTarget, Target, TargetId, TargetKind, Targets};
 use super::{EngineChoice, ProbeOptions};
 use crate::tracefs::{ProbeDef, ProbeLocation};
 use std::path::{Path, PathBuf};
@@ -20,8 +21,75 @@ pub struct Capabilities {
     pub ring: bool,
     /// Each probed user file, with how many processes other than the targets map it.
     pub sharing: Vec<Sharing>,
-    /// A function of rprof's own binary to calibrate the probe's cost on: its file and offset.
-    pub calibration_site: Option<(PathBuf, u64)>,
+    /// Functions of rprof's own binary to calibrate the probe's cost on, one per class: their file and offset.
+    pub calibration_sites: Vec<(ProbeClass, PathBuf, u64)>,
+    /// Which instructions this kernel emulates at a uprobe (the others are single-stepped).
+    pub emulates: Emulates,
+}
+
+/// The instructions a kernel emulates at a uprobe beyond relative branches and `nop` (0x90), which every
+/// kernel rprof runs on emulates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Emulates {
+    /// `push reg` (Linux 5.17 and later).
+    pub push: bool,
+    /// The kernel's own multi-byte nops (Linux 6.16 and later).
+    pub long_nops: bool,
+}
+
+impl Default for Emulates {
+    fn default() -> Self {
+        Emulates::for_kernel(6, 18)
+    }
+}
+
+impl Emulates {
+    /// What Linux `major.minor` emulates.
+    pub fn for_kernel(major: u32, minor: u32) -> Emulates {
+        let at_least = |a: u32, b: u32| (major, minor) >= (a, b);
+        Emulates {
+            push: at_least(5, 17),
+            long_nops: at_least(6, 16),
+        }
+    }
+
+    fn emulates(&self, e: Emulation) -> bool {
+        match e {
+            Emulation::Branch | Emulation::Nop => true,
+            Emulation::Push => self.push,
+            Emulation::LongNop => self.long_nops,
+            Emulation::Endbr | Emulation::Stepped => false,
+        }
+    }
+}
+
+/// How the kernel runs a probed instruction: what a probe there costs each call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ProbeClass {
+    /// Emulated in the trap (about 0.5 us).
+    Emulated,
+    /// Copied out of line and single-stepped: a second trap (about 9 us here).
+    SingleStepped,
+}
+
+impl ProbeClass {
+    pub fn name(self) -> &'static str {
+        match self {
+            ProbeClass::Emulated => "emulated",
+            ProbeClass::SingleStepped => "single-stepped",
+        }
+    }
+}
+
+/// Where a function's probes go (its entry probe and its return probe, which takes the return address from
+/// `[rsp]` and so works at any instruction before `rsp` changes), and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Placement {
+    /// Bytes past the function's first instruction.
+    pub offset: u64,
+    pub class: ProbeClass,
+    /// `je: emulated; skipped test`, `push: emulated`, `mov: single-stepped; sub at +0x3 moves the stack`.
+    pub why: String,
 }
 
 /// How the events are read.
@@ -94,15 +162,34 @@ impl PlannedEvent {
     }
 }
 
-/// How the probe's own cost is measured at start, on [`Capabilities::calibration_site`].
+/// How the probe's own cost is measured at start: on functions of rprof's own binary, one per class of
+/// probed instruction the targets have, read the way the targets are.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Calibration {
-    /// The engine of the measurement: the targets' own.
-    pub source: Source,
-    /// The tracefs events of the calibration probes (entry, then return when timed), in the session's group.
-    pub events: Vec<String>,
+    pub method: Method,
+    /// Through uprobe PMU probes (no tracefs probes).
+    pub pmu: bool,
     /// Entry and return probes (else the entry only).
     pub timed: bool,
+    pub sites: Vec<CalibrationSite>,
+}
+
+/// The engine of a calibration: the targets' own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Method {
+    Counter,
+    Ring,
+    Perf,
+}
+
+/// One calibrated function.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CalibrationSite {
+    pub class: ProbeClass,
+    pub path: PathBuf,
+    pub offset: u64,
+    /// Its tracefs events (entry, then return when timed) in the session's group; none on the uprobe PMU.
+    pub events: Vec<String>,
 }
 
 /// The whole decision.
@@ -116,6 +203,8 @@ pub struct Plan {
     /// Files other processes map on which the tracefs ring was forced (`--engine tracefs`): their calls to a
     /// probed function take the trap too.
     pub forced_shared: Vec<Sharing>,
+    /// Where each user function is probed (None for other targets).
+    pub placements: PerTarget<Option<Placement>>,
 }
 
 impl Plan {
@@ -149,9 +238,6 @@ pub const POINTS_PER_EVENT: usize = 1024;
 /// The fetch argument that carries the user stack pointer, which pairing matches returns to entries by.
 pub const SP_FETCH: &str = "sp=%sp";
 
-/// Event names of the calibration probes.
-pub const CALIBRATION_EVENTS: [&str; 2] = ["cal", "calr"];
-
 /// Decide the session for `targets`, with probes in the tracefs group `group`.
 ///
 /// - `--count` without values, stacks or a forced engine reads counters ([`Mode::Counters`]) for up to
@@ -175,11 +261,16 @@ pub fn plan(group: &str, targets: &Targets, opts: &ProbeOptions, caps: &Capabili
     };
     let pmu = caps.uprobe_pmu
         && (mode == Mode::Counters || (opts.stacks && opts.engine != EngineChoice::Tracefs));
+    let placements = targets
+        .iter()
+        .map(|(_, t)| place(t, opts.at_entry, caps.emulates))
+        .collect();
     let points = Points {
         group,
         count_only: opts.count_only,
         one_per_target: mode == Mode::Counters || pmu,
         pmu,
+        placements: &placements,
     };
     let (mut defs, unplaced) = points.plan(targets);
     let mut forced_shared = Vec::new();
@@ -190,14 +281,123 @@ pub fn plan(group: &str, targets: &Targets, opts: &ProbeOptions, caps: &Capabili
             e.with_source(source)
         })
         .collect();
-    let calibration = calibration(group, mode, pmu, &events, opts, caps, &mut defs);
+    let (calibration, cal_defs) = calibration(group, mode, pmu, &events, &placements, opts, caps);
+    defs.extend(cal_defs);
     Plan {
         mode,
         defs,
         events,
         calibration,
         forced_shared,
+        placements,
     }
+}
+
+/// What the running kernel emulates (from `uname`; a release that cannot be read counts as the newest).
+pub fn running_kernel_emulates() -> Emulates {
+    let release = nix::sys::utsname::uname()
+        .map(|u| u.release().to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut parts = release.split(['.', '-']).map(|p| p.parse::<u32>().ok());
+    match (parts.next().flatten(), parts.next().flatten()) {
+        (Some(major), Some(minor)) => Emulates::for_kernel(major, minor),
+        _ => Emulates::default(),
+    }
+}
+
+/// How many instructions of a function's head a placement looks at (the head ends before, usually).
+const PLACE_MAX: usize = 16;
+
+/// Where a user function's probes go: on the first instruction the kernel emulates, when every instruction
+/// before it is skippable (not a branch; `rsp`, `[rsp]` and memory unchanged; no register a fetch reads
+/// written) and no direct branch of the function lands after its start, up to and including it; else at +0.
+/// With `at_entry`, at +0 always.
+pub fn place(t: &Target, at_entry: bool, emulates: Emulates) -> Option<Placement> {
+    let TargetKind::User { .. } = t.kind else {
+        return None;
+    };
+    let Some(code) = t.code.as_ref().filter(|c| !c.head.is_empty()) else {
+        return Some(Placement {
+            offset: 0,
+            class: ProbeClass::SingleStepped,
+            why: "code not read: assumed single-stepped".into(),
+        });
+    };
+    let first = &code.head[0];
+    let class = |e| match emulates.emulates(e) {
+        true => ProbeClass::Emulated,
+        false => ProbeClass::SingleStepped,
+    };
+    let at_zero = |reason: String| Placement {
+        offset: 0,
+        class: class(first.emulation),
+        why: format!("{}: {}{reason}", first.text, class(first.emulation).name()),
+    };
+    if at_entry {
+        return Some(at_zero(" (--at-entry)".into()));
+    }
+    if emulates.emulates(first.emulation) {
+        return Some(at_zero(String::new()));
+    }
+    let (fetched, reads_memory) = fetched_registers(t);
+    let mut skipped: Vec<&str> = Vec::new();
+    for h in code.head.iter().take(PLACE_MAX) {
+        if emulates.emulates(h.emulation) {
+            return Some(placed_at(code, h.offset, &h.text, &skipped).unwrap_or_else(at_zero));
+        }
+        let blocker = if h.branches {
+            Some("branches")
+        } else if h.moves_stack {
+            Some("moves the stack")
+        } else if h.stores == Store::Anywhere || (h.stores == Store::Global && reads_memory) {
+            Some("writes memory a fetch may read")
+        } else if h.writes & fetched != 0 {
+            Some("writes a fetched register")
+        } else {
+            None
+        };
+        if let Some(b) = blocker {
+            return Some(at_zero(format!("; {} at +{:#x} {b}", h.text, h.offset)));
+        }
+        skipped.push(&h.text);
+    }
+    Some(at_zero("; no emulated instruction ahead".into()))
+}
+
+/// The placement on the emulated instruction at `offset`, unless a branch of the function lands after its
+/// start, up to and including it (a loop back would fire the entry again): then why not.
+fn placed_at(
+    code: &FunctionCode,
+    offset: u64,
+    text: &str,
+    skipped: &[&str],
+) -> Result<Placement, String> {
+    if let Some(t) = code.targets.range(1..=offset).next() {
+        return Err(format!("; a branch of the function lands on +{t:#x}"));
+    }
+    Ok(Placement {
+        offset,
+        class: ProbeClass::Emulated,
+        why: format!("{text}: emulated; skipped {}", skipped.join(", ")),
+    })
+}
+
+/// The general-purpose registers the target's entry fetches read (`%di`, `+0(%si):string`, `%sp`), and
+/// whether they read memory through a pointer (`+0(%si):string`; `[rsp]` is safe from global stores).
+fn fetched_registers(t: &Target) -> (u16, bool) {
+    let mut regs = gpr_bit("sp").unwrap_or(0);
+    let mut memory = false;
+    for f in t.fetches.iter().filter(|f| !f.on_return) {
+        memory |= f.expr.contains('(') && !f.expr.starts_with("+0(%sp)");
+        for part in f.expr.split('%').skip(1) {
+            let name: String = part
+                .chars()
+                .take_while(char::is_ascii_alphanumeric)
+                .collect();
+            regs |= gpr_bit(&name).unwrap_or(0);
+        }
+    }
+    (regs, memory)
 }
 
 /// The engine of one event (see [`plan`]); a forced ring on a shared file is noted in `forced`.
@@ -244,62 +444,70 @@ fn shared_file<'a>(e: &Unplaced, targets: &Targets, shared: &'a [Sharing]) -> Op
     }
 }
 
-/// The calibration probes on rprof's own function, read the way the targets are (their definitions are added
-/// to `defs`, except for uprobe PMU probes, which need none).
+/// The calibration probes on rprof's own functions of the classes the targets' probes have, read the way the
+/// targets are (their definitions are added to `defs`, except for uprobe PMU probes, which need none).
 fn calibration(
     group: &str,
     mode: Mode,
     pmu: bool,
     events: &[PlannedEvent],
+    placements: &PerTarget<Option<Placement>>,
     opts: &ProbeOptions,
     caps: &Capabilities,
-    defs: &mut Vec<ProbeDef>,
-) -> Option<Calibration> {
-    let (path, offset) = caps.calibration_site.clone()?;
+) -> (Option<Calibration>, Vec<ProbeDef>) {
+    let mut defs = Vec::new();
     let timed = !opts.count_only;
-    let attach = if pmu {
-        Attach::Pmu {
-            path: path.clone(),
-            offset,
-        }
+    let method = match mode {
+        Mode::Counters => Method::Counter,
+        Mode::Sampled if events.iter().any(PlannedEvent::ring) => Method::Ring,
+        Mode::Sampled => Method::Perf,
+    };
+    let used = |c: ProbeClass| placements.values().flatten().any(|p| p.class == c);
+    let fetch = if mode == Mode::Counters || !timed {
+        Vec::new()
     } else {
-        Attach::Tracefs
+        vec![SP_FETCH.to_string()]
     };
-    let source = match mode {
-        Mode::Counters => Source::Counter(attach),
-        Mode::Sampled if events.iter().any(PlannedEvent::ring) => Source::Ring,
-        Mode::Sampled => Source::Perf(attach),
-    };
-    let names = if timed {
-        &CALIBRATION_EVENTS[..]
-    } else {
-        &CALIBRATION_EVENTS[..1]
-    };
-    if !pmu {
-        let fetch = if mode == Mode::Counters || !timed {
-            Vec::new()
-        } else {
-            vec![SP_FETCH.to_string()]
+    let mut sites = Vec::new();
+    for (class, path, offset) in caps.calibration_sites.iter().filter(|s| used(s.0)) {
+        let tag = match class {
+            ProbeClass::Emulated => "e",
+            ProbeClass::SingleStepped => "s",
         };
+        let mut names = vec![format!("cal_{tag}")];
+        if timed {
+            names.push(format!("calr_{tag}"));
+        }
+        if pmu {
+            names.clear();
+        }
         for (i, name) in names.iter().enumerate() {
             defs.push(ProbeDef {
                 group: group.to_string(),
-                event: name.to_string(),
+                event: name.clone(),
                 is_return: i == 1,
                 location: ProbeLocation::User {
                     path: path.clone(),
-                    offset,
+                    offset: *offset,
                     ref_ctr: None,
                 },
                 fetch: fetch.clone(),
             });
         }
+        sites.push(CalibrationSite {
+            class: *class,
+            path: path.clone(),
+            offset: *offset,
+            events: names,
+        });
     }
-    Some(Calibration {
-        source,
-        events: names.iter().map(|n| n.to_string()).collect(),
+    let cal = (!sites.is_empty()).then_some(Calibration {
+        method,
+        pmu,
         timed,
-    })
+        sites,
+    });
+    (cal, defs)
 }
 
 /// An event before its engine is chosen.
@@ -334,6 +542,7 @@ struct Points<'a> {
     one_per_target: bool,
     /// User functions without values become uprobe PMU probes.
     pmu: bool,
+    placements: &'a PerTarget<Option<Placement>>,
 }
 
 impl Points<'_> {
@@ -391,13 +600,14 @@ impl Points<'_> {
                 let TargetKind::User { path, offset, .. } = &t.kind else {
                     continue;
                 };
+                let offset = offset.0 + self.placements[m].as_ref().map_or(0, |p| p.offset);
                 if self.pmu && self.one_per_target && t.fetches.is_empty() {
-                    pmu_at = Some((path.clone(), offset.0));
+                    pmu_at = Some((path.clone(), offset));
                     continue;
                 }
                 let loc = ProbeLocation::User {
                     path: path.clone(),
-                    offset: offset.0,
+                    offset,
                     ref_ctr: None,
                 };
                 defs.push(self.def(&entry, false, &loc, fetch_args(t, false, !self.count_only)));

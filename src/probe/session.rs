@@ -2,8 +2,8 @@
 //! names, run `perf`'s loop (the one `rprof record` uses) with the records of every engine decoded into the
 //! time-ordered merge and applied in order, and write the reports (every `-i` and at the end). The probes and
 //! the tracefs instance are removed on every way out.
-use super::analysis::{AddrMap, Calls, Sink};
-use super::engine::cost::{calibration_site, Calibrator, Measured};
+use super::analysis::{AddrMap, Calls, NetCost, Sink};
+use super::engine::cost::{calibration_sites, Calibrator, Costs, Measured};
 use super::engine::counters::Counters;
 use super::engine::decode::{decode, event_types, EventTypes, Item, PerfParse, ProbeInfo};
 use super::engine::group::{self, ProbeGroup};
@@ -13,8 +13,8 @@ use super::engine::sharing::sharing;
 use super::engine::supervisor::Supervisor;
 use super::engine::Refusal;
 use super::output::{self, ReportParts};
-use super::plan::{self, Capabilities, Mode, Plan};
-use super::target::{TargetId, Targets};
+use super::plan::{self, Capabilities, Mode, Placement, Plan, ProbeClass};
+use super::target::{PerTarget, TargetId, Targets};
 use super::{DebugCost, Format, Notice, ProbeError, ProbeOptions, RunSummary, Started, TaskTarget};
 use crate::merge::OrderedMerge;
 use crate::perf::{
@@ -72,7 +72,8 @@ pub fn run(
         uprobe_pmu: pmu.is_some(),
         ring: tracefs.instance_supported(),
         sharing: sharing(targets, &opts.target),
-        calibration_site: calibration_site(),
+        calibration_sites: calibration_sites(),
+        emulates: plan::running_kernel_emulates(),
     };
     let mut s = Setup {
         opts,
@@ -127,7 +128,7 @@ fn run_counters(
     if counters.targets() == 0 {
         return Err(no_usable(s.opts));
     }
-    let cost = calibrate(s, plan, |c| c.counter());
+    let costs = calibrate(s, plan, |c, report| c.counters(report));
     start(s)?;
     if s.workload.is_none() {
         counters.enable()?;
@@ -143,7 +144,7 @@ fn run_counters(
         perf_events: counters.len(),
         engine: engine.into(),
         counting: true,
-        cost_ns: cost,
+        costs,
         setup: s.started.elapsed(),
     };
     (s.notice)(Notice::Started(started));
@@ -153,8 +154,9 @@ fn run_counters(
         counters: &mut counters,
         opts: s.opts,
         targets: s.targets,
+        placements: &plan.placements,
         out,
-        cost,
+        costs,
     };
     let pids = pid_list(&s.opts.target);
     perf::run_loop::run(
@@ -176,8 +178,9 @@ struct CountLoop<'a> {
     counters: &'a mut Counters,
     opts: &'a ProbeOptions,
     targets: &'a Targets,
+    placements: &'a PerTarget<Option<Placement>>,
     out: &'a mut dyn Write,
-    cost: Option<u64>,
+    costs: Costs,
 }
 
 impl Handler<()> for CountLoop<'_> {
@@ -196,7 +199,8 @@ impl Handler<()> for CountLoop<'_> {
             stats: &stats,
             timed: false,
             open_calls: 0,
-            probe_cost_ns: self.cost,
+            costs: self.costs,
+            placements: self.placements,
             calls: None,
             stacks: &stacks,
         };
@@ -265,29 +269,36 @@ fn report_refused(s: &mut Setup<'_>, refused: &[Refusal]) {
     }
 }
 
-/// The probe's cost per call by the plan's calibration, measured with `how`; reported with `RPROF_DEBUG_COST`.
+/// The probe's cost per call, per class of probed instruction, by the plan's calibration measured with
+/// `how`; each measurement reported with `RPROF_DEBUG_COST`.
 fn calibrate(
     s: &mut Setup<'_>,
     plan: &Plan,
-    how: impl FnOnce(&Calibrator<'_>) -> Option<Measured>,
-) -> Option<u64> {
-    let cal = plan.calibration.as_ref()?;
-    let site = s.caps.calibration_site.as_ref()?;
+    how: impl FnOnce(&Calibrator<'_>, &mut dyn FnMut(ProbeClass, &Measured)) -> Costs,
+) -> Costs {
+    let Some(cal) = plan.calibration.as_ref() else {
+        return Costs::default();
+    };
     let calibrator = Calibrator {
         tracefs: s.tracefs,
         group: &s.group,
         cal,
-        site,
         pmu: s.pmu,
     };
-    let m = how(&calibrator)?;
-    if s.opts.debug_cost != DebugCost::Off {
-        (s.notice)(Notice::Calibration(format!(
-            "{:.1} ns per call bare, {:.1} probed",
-            m.bare_ns, m.probed_ns
-        )));
-    }
-    Some(m.cost_ns())
+    let debug = s.opts.debug_cost != DebugCost::Off;
+    let notice = &mut s.notice;
+    how(&calibrator, &mut |class, m| {
+        if debug {
+            notice(Notice::Calibration(format!(
+                "{}: {:.1} ns per call bare, {:.1} probed, median duration {:?} ns of {} calls",
+                class.name(),
+                m.bare_ns,
+                m.probed_ns,
+                m.bias_ns(),
+                m.durations.len()
+            )));
+        }
+    })
 }
 
 /// Timing (or sampled counting): the tracefs ring and/or perf events.
@@ -305,8 +316,11 @@ fn run_sampled(
     }
     let (types, ids) = event_types(s.tracefs, &plan.events, s.targets)?;
     // The ring's cost is measured before its tasks are set (the calibration runs on this thread).
-    let ring_cost = match ring.as_mut() {
-        Some(r) => calibrate(s, &plan, |c| c.ring(r)),
+    let ring_costs = match ring.as_mut() {
+        Some(r) => {
+            r.open_rings()?;
+            Some(calibrate(s, &plan, |c, report| c.ring(r, report)))
+        }
         None => None,
     };
     let Opened {
@@ -326,12 +340,11 @@ fn run_sampled(
     if probed == 0 {
         return Err(no_usable(s.opts));
     }
-    let cost = match ring {
-        Some(_) => ring_cost,
-        None => calibrate(s, &plan, |c| c.perf(&parse)),
+    let costs = match ring_costs {
+        Some(c) => c,
+        None => calibrate(s, &plan, |c, report| c.perf(parse.by_id, report)),
     };
-    compare_pmu(s, &plan, &parse);
-    let sink = new_sink(s);
+    let sink = new_sink(s, &plan.placements, &costs);
     start(s)?;
     if s.workload.is_none() {
         events.enable()?;
@@ -343,7 +356,7 @@ fn run_sampled(
         perf_events: events.len(),
         engine,
         counting: s.opts.count_only,
-        cost_ns: cost,
+        costs,
         setup: s.started.elapsed(),
     };
     (s.notice)(Notice::Started(started));
@@ -354,8 +367,9 @@ fn run_sampled(
         types,
         ring,
         opts: s.opts,
+        placements: &plan.placements,
         out,
-        cost,
+        costs,
     };
     let pids = pid_list(&s.opts.target);
     perf::run_loop::run(
@@ -401,42 +415,28 @@ fn enable_ring(
             });
         }
     }
-    ring.open_rings()?;
     Ok(refused)
 }
 
-/// `RPROF_DEBUG_COST=pmu`: the uprobe PMU's cost per call pair beside the tracefs path's, three times.
-fn compare_pmu(s: &mut Setup<'_>, plan: &Plan, parse: &PerfParse) {
-    if s.opts.debug_cost != DebugCost::Pmu {
-        return;
-    }
-    let (Some(cal), Some(site)) = (plan.calibration.as_ref(), s.caps.calibration_site.as_ref())
-    else {
-        return;
-    };
-    let calibrator = Calibrator {
-        tracefs: s.tracefs,
-        group: &s.group,
-        cal,
-        site,
-        pmu: s.pmu,
-    };
-    for _ in 0..3 {
-        let (tracefs_ns, pmu_ns) = calibrator
-            .compare_pmu(parse)
-            .map_or((None, None), |(a, b)| {
-                (Some(a.cost_ns()), Some(b.cost_ns()))
-            });
-        (s.notice)(Notice::Calibration(format!(
-            "probe pair cost: tracefs TIME|RAW(sp fetch) {tracefs_ns:?} ns, uprobe PMU \
-             TIME|TID|IDENTIFIER|REGS_USER(sp) {pmu_ns:?} ns"
-        )));
-    }
-}
-
 /// The sink of a session, with the mappings of the processes that exist already (from /proc).
-fn new_sink<'a>(s: &Setup<'a>) -> Sink<'a> {
+fn new_sink<'a>(
+    s: &Setup<'a>,
+    placements: &PerTarget<Option<Placement>>,
+    costs: &Costs,
+) -> Sink<'a> {
     let opts = s.opts;
+    let net = opts.net.then(|| {
+        placements.map(|p| {
+            let cost = p
+                .as_ref()
+                .and_then(|p| costs.of(p.class))
+                .unwrap_or_default();
+            NetCost {
+                bias_ns: cost.bias_ns.unwrap_or(0),
+                cost_ns: cost.cost_ns,
+            }
+        })
+    });
     let timed = !opts.count_only && s.targets.iter().any(|(_, t)| t.can_time());
     let calls = opts.calls.any().then(|| {
         let fetches = s
@@ -446,7 +446,13 @@ fn new_sink<'a>(s: &Setup<'a>) -> Sink<'a> {
             .collect();
         Calls::new(opts.calls.clone(), &fetches)
     });
-    let mut sink = Sink::new(s.targets, AddrMap::new(s.targets), timed, calls);
+    let mut sink = Sink::new(
+        s.targets,
+        AddrMap::new(s.targets, placements),
+        timed,
+        net,
+        calls,
+    );
     if sink.needs_mappings() || opts.stacks {
         match &opts.target {
             TaskTarget::Pid(p) => {
@@ -492,7 +498,8 @@ fn finish_sampled(s: &mut Setup<'_>, live: SampledLoop<'_>) -> Result<RunSummary
         mut sink,
         out,
         ring,
-        cost,
+        costs,
+        placements,
         ..
     } = live;
     if let Some(mut r) = ring {
@@ -510,7 +517,8 @@ fn finish_sampled(s: &mut Setup<'_>, live: SampledLoop<'_>) -> Result<RunSummary
         stats: &sink.stats,
         timed: sink.timed,
         open_calls: sink.pairer.open_calls(),
-        probe_cost_ns: cost,
+        costs,
+        placements,
         calls: sink.calls.as_ref(),
         stacks: &sink.stacks,
     };
@@ -539,8 +547,9 @@ struct SampledLoop<'a> {
     types: EventTypes,
     ring: Option<RingEngine>,
     opts: &'a ProbeOptions,
+    placements: &'a PerTarget<Option<Placement>>,
     out: &'a mut dyn Write,
-    cost: Option<u64>,
+    costs: Costs,
 }
 
 impl Handler<ProbeInfo> for SampledLoop<'_> {
@@ -595,7 +604,8 @@ impl Handler<ProbeInfo> for SampledLoop<'_> {
             stats: &interval,
             timed: self.sink.timed,
             open_calls: self.sink.pairer.open_calls(),
-            probe_cost_ns: self.cost,
+            costs: self.costs,
+            placements: self.placements,
             calls: calls.as_ref(),
             stacks: &self.sink.stacks,
         };

@@ -1,5 +1,6 @@
 //! What is probed: the one table of targets, each named by a [`TargetId`], and [`PerTarget`] for a value per
 //! target (statistics, per-call state) indexed by that id.
+use super::spec::code::FunctionCode;
 use super::spec::fetch::{ArgSource, Fetch};
 use crate::addr::{ElfAddr, FileOffset};
 use std::ops::{Index, IndexMut};
@@ -78,6 +79,8 @@ pub struct Target {
     pub kind: TargetKind,
     /// Values fetched at its entry or return (arguments, `ret`, `caller`).
     pub fetches: Vec<Fetch>,
+    /// What its machine code says about probe placement (user functions whose code could be read).
+    pub code: Option<FunctionCode>,
 }
 
 impl Target {

@@ -5,7 +5,8 @@
 //! address (`__probe_ip` / `__probe_func` in the event's raw data). This module keeps the probed binaries and
 //! their probed offsets, and translates `runtime address -> file offset -> target` through the process's
 //! mappings in the shared address-space model ([`crate::process::AddressSpace`]).
-use crate::probe::target::{TargetId, TargetKind, Targets};
+use crate::probe::plan::Placement;
+use crate::probe::target::{PerTarget, TargetId, TargetKind, Targets};
 use crate::process::{AddressSpace, Mapping};
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
@@ -28,8 +29,8 @@ pub struct AddrMap {
 }
 
 impl AddrMap {
-    /// The binaries and offsets of the user targets.
-    pub fn new(targets: &Targets) -> AddrMap {
+    /// The binaries and probed offsets (each function's offset plus its placement) of the user targets.
+    pub fn new(targets: &Targets, placements: &PerTarget<Option<Placement>>) -> AddrMap {
         let mut map = AddrMap::default();
         for (id, t) in targets.iter() {
             let TargetKind::User { path, offset, .. } = &t.kind else {
@@ -56,7 +57,8 @@ impl AddrMap {
                     map.binaries.len() - 1
                 }
             };
-            map.offsets.insert((bin as u32, offset.0), id);
+            let placed = placements[id].as_ref().map_or(0, |p| p.offset);
+            map.offsets.insert((bin as u32, offset.0 + placed), id);
         }
         map
     }
@@ -107,6 +109,7 @@ mod tests {
                 offset: FileOffset(off),
             },
             fetches: Vec::new(),
+            code: None,
         }
     }
 
@@ -118,7 +121,7 @@ mod tests {
             target("/nonexistent/bin", 0x1139),
             target("/nonexistent/bin", 0x1200),
         ]);
-        let mut m = AddrMap::new(&targets);
+        let mut m = AddrMap::new(&targets, &targets.per_target(None));
         assert!(m.binary_of(b"/nonexistent/bin", 0, 0, 0).is_some());
         assert_eq!(m.binary_of(b"/other", 0, 0, 0), None);
         m.binaries[0].inode = 77;

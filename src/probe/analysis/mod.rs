@@ -10,6 +10,7 @@ mod stats;
 
 pub use addrmap::AddrMap;
 pub use calls::{describe, Call, CallOptions, Calls, Key};
+pub use pairing::NetCost;
 pub use sink::Sink;
 pub use stacks::{add_entry_caller, StackCounter};
 pub use stats::{bucket_range, FuncStats, Histogram, Stats};

@@ -9,7 +9,7 @@
 //! same probe is taken, and those above it are unpaired.
 use super::calls::Call;
 use super::stats::Stats;
-use crate::probe::target::TargetId;
+use crate::probe::target::{PerTarget, TargetId};
 use std::collections::HashMap;
 
 /// Open calls kept per thread at most; beyond this the oldest are dropped as unpaired.
@@ -21,22 +21,37 @@ const SWEEP_THREADS: usize = 1024;
 #[derive(Clone, Debug)]
 struct OpenCall {
     sp: Option<u64>,
-    /// Time spent in probed callees that returned.
+    /// Time spent in probed callees that returned (as reported: net with `--net`).
     child_ns: u64,
+    /// The whole probe cost of the probed callees that returned (`--net`).
+    child_cost: u64,
     /// The call as its entry made it (target, thread, entry time, values fetched at entry, caller, stack).
     call: Call,
+}
+
+/// What `--net` takes out of a target's durations: the bias of its probe (inside its own durations) and the
+/// whole cost of its probe pair (inside its callers' durations).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NetCost {
+    pub bias_ns: u64,
+    pub cost_ns: u64,
 }
 
 /// The per-thread shadow stacks.
 #[derive(Debug, Default)]
 pub struct Pairer {
     threads: HashMap<u32, Vec<OpenCall>>,
+    /// `--net`: each target's probe bias and cost.
+    net: Option<PerTarget<NetCost>>,
 }
 
 impl Pairer {
-    /// No open calls.
-    pub fn new() -> Pairer {
-        Pairer::default()
+    /// No open calls; durations net of the probes' costs when `net` gives them.
+    pub fn new(net: Option<PerTarget<NetCost>>) -> Pairer {
+        Pairer {
+            threads: HashMap::new(),
+            net,
+        }
     }
 
     /// A function entry: `call` as the entry makes it (its thread, entry time and what its return should get
@@ -55,6 +70,7 @@ impl Pairer {
         stack.push(OpenCall {
             sp,
             child_ns: 0,
+            child_cost: 0,
             call,
         });
     }
@@ -94,11 +110,17 @@ impl Pairer {
             stats.funcs[skipped.call.target].unpaired += 1;
         }
         let open = stack.pop().expect("idx is in the stack");
-        let dur = time.saturating_sub(open.call.time);
+        let net = self.net.as_ref().map(|n| n[target]);
+        let raw = time.saturating_sub(open.call.time);
+        let dur = match net {
+            Some(n) => raw.saturating_sub(n.bias_ns + open.child_cost),
+            None => raw,
+        };
         let self_ns = dur.saturating_sub(open.child_ns);
         stats.funcs[target].paired_call(dur, self_ns);
         if let Some(parent) = stack.last_mut() {
             parent.child_ns += dur;
+            parent.child_cost += net.map_or(0, |n| n.cost_ns);
         }
         if stack.is_empty() && self.threads.len() > SWEEP_THREADS {
             self.threads.retain(|_, s| !s.is_empty());
@@ -156,7 +178,7 @@ mod tests {
     #[test]
     fn nested_calls_and_self_time() {
         let mut s = Stats::new(2);
-        let mut p = Pairer::new();
+        let mut p = Pairer::new(None);
         enter(&mut p, &mut s, 1, 0, 100, Some(SP));
         enter(&mut p, &mut s, 1, 1, 110, Some(SP - 64));
         let _ = p.ret(&mut s, 1, t(1), 150, Some(SP - 56));
@@ -171,7 +193,7 @@ mod tests {
     #[test]
     fn recursion() {
         let mut s = Stats::new(1);
-        let mut p = Pairer::new();
+        let mut p = Pairer::new(None);
         for d in 0..3u64 {
             enter(&mut p, &mut s, 7, 0, 10 * d, Some(SP - 32 * d));
         }
@@ -187,7 +209,7 @@ mod tests {
     #[test]
     fn longjmp_skips_returns() {
         let mut s = Stats::new(2);
-        let mut p = Pairer::new();
+        let mut p = Pairer::new(None);
         // main-level caller 0 enters, 1 enters deeper, longjmp back: 1's return never comes.
         enter(&mut p, &mut s, 1, 0, 0, Some(SP));
         enter(&mut p, &mut s, 1, 1, 10, Some(SP - 100));
@@ -205,7 +227,7 @@ mod tests {
     #[test]
     fn orphans_and_threads() {
         let mut s = Stats::new(1);
-        let mut p = Pairer::new();
+        let mut p = Pairer::new(None);
         let _ = p.ret(&mut s, 1, t(0), 5, Some(SP));
         enter(&mut p, &mut s, 2, 0, 10, Some(SP));
         enter(&mut p, &mut s, 3, 0, 12, Some(SP));
@@ -219,7 +241,7 @@ mod tests {
     #[test]
     fn tail_calls_share_sp() {
         let mut s = Stats::new(2);
-        let mut p = Pairer::new();
+        let mut p = Pairer::new(None);
         enter(&mut p, &mut s, 1, 0, 0, Some(SP));
         enter(&mut p, &mut s, 1, 1, 5, Some(SP));
         let _ = p.ret(&mut s, 1, t(1), 20, Some(SP + 8));
@@ -234,7 +256,7 @@ mod tests {
     #[test]
     fn pairs_without_sp() {
         let mut s = Stats::new(2);
-        let mut p = Pairer::new();
+        let mut p = Pairer::new(None);
         enter(&mut p, &mut s, 1, 0, 0, None);
         enter(&mut p, &mut s, 1, 1, 5, None);
         let _ = p.ret(&mut s, 1, t(0), 20, None);
@@ -242,5 +264,25 @@ mod tests {
         enter(&mut p, &mut s, 1, 1, 30, None);
         p.thread_exit(&mut s, 1);
         assert_eq!(s.funcs[t(1)].unpaired, 2);
+    }
+
+    /// Check that `--net` takes a call's own bias out of its duration, and its probed callees' whole cost out
+    /// of its caller's, so that self time is the caller's own.
+    #[test]
+    fn net_durations() {
+        let mut s = Stats::new(2);
+        let net = NetCost {
+            bias_ns: 10,
+            cost_ns: 30,
+        };
+        let mut p = Pairer::new(Some(PerTarget::filled(2, net)));
+        // Outer: entry at 0, return at 200. Inner, within: 50..110 (true body 50 + its bias 10).
+        enter(&mut p, &mut s, 1, 0, 0, Some(SP));
+        enter(&mut p, &mut s, 1, 1, 50, Some(SP - 64));
+        let _ = p.ret(&mut s, 1, t(1), 110, Some(SP - 56));
+        let _ = p.ret(&mut s, 1, t(0), 200, Some(SP + 8));
+        assert_eq!(s.funcs[t(1)].total_ns, 50);
+        // 200 - 10 (own bias) - 30 (the inner call's probes) = 160, of which 50 in the inner call.
+        assert_eq!((s.funcs[t(0)].total_ns, s.funcs[t(0)].self_ns), (160, 110));
     }
 }

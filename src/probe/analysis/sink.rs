@@ -2,13 +2,13 @@
 //! per-call work (values, slow calls, trace lines) and stacks; mapping events keep the address spaces current.
 use super::addrmap::AddrMap;
 use super::calls::{Call, Calls};
-use super::pairing::Pairer;
+use super::pairing::{NetCost, Pairer};
 use super::stacks::StackCounter;
 use super::stats::Stats;
 use crate::merge::OrderedMerge;
 use crate::probe::engine::decode::{Hit, Item, Values};
 use crate::probe::plan::Role;
-use crate::probe::target::Targets;
+use crate::probe::target::{PerTarget, Targets};
 use crate::probe::value::Value;
 use crate::process::{AddressSpaces, TaskEvent};
 use std::collections::{HashMap, HashSet};
@@ -35,17 +35,19 @@ pub struct Sink<'a> {
 }
 
 impl<'a> Sink<'a> {
-    /// An empty sink for `targets`, pairing when `timed`, with per-call work when `calls` is given.
+    /// An empty sink for `targets`, pairing when `timed` (net of the probes' costs with `net`), with
+    /// per-call work when `calls` is given.
     pub fn new(
         targets: &'a Targets,
         addrs: AddrMap,
         timed: bool,
+        net: Option<PerTarget<NetCost>>,
         calls: Option<Calls>,
     ) -> Sink<'a> {
         Sink {
             targets,
             stats: Stats::new(targets.len()),
-            pairer: Pairer::new(),
+            pairer: Pairer::new(net),
             stacks: StackCounter::new(),
             addrs,
             spaces: AddressSpaces::new(),

@@ -1,31 +1,41 @@
-//! The probe's own cost per call, measured once at start on a function of rprof's own binary with the same
-//! kind of probe and engine as the targets (the plan's [`Calibration`]), so the summary can say how much of
-//! each duration is the probe (`durations include about 2.10us of probe cost per call`).
-use super::decode::PerfParse;
+//! The probe's own cost, measured at start on functions of rprof's own binary with the session's engine, one
+//! function per class of probed instruction (the plan's [`Calibration`]): what a probed call costs the target
+//! (calls timed with and without the probes), and the bias, the part of that cost that lands inside every
+//! measured duration (the median duration the engine reports for the calibration function, which does
+//! nothing).
+use super::decode::{decode, EventTypes, Item, PerfParse, ProbeInfo};
 use super::perf::pmu_sample_bits;
 use super::ring::RingEngine;
+use crate::merge::OrderedMerge;
 use crate::perf::attr::sample;
+use crate::perf::probe_targets::{emulated_entry, stepped_entry};
 use crate::perf::{Attr, EventSet, PerfEvent, Refused, UprobePmu};
-use crate::probe::plan::{Attach, Calibration, Role, Source};
+use crate::probe::plan::{Calibration, CalibrationSite, ProbeClass, Role};
 use crate::tracefs::Tracefs;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Instant;
-
-/// The function whose calls are timed with and without its probes.
-#[inline(never)]
-pub fn calibration_target(x: u64) -> u64 {
-    std::hint::black_box(x.wrapping_mul(31) ^ 7)
-}
 
 /// Calls per timed batch, and batches (the fastest batch counts: the others were interrupted).
 const CALLS: u64 = 1000;
 const BATCHES: usize = 3;
 
-/// The file and file offset of [`calibration_target`] in rprof's own executable, from /proc/self/maps: what a
-/// uprobe on it needs, without reading the symbol table (which takes seconds for a large binary on a slow
-/// machine).
-pub fn calibration_site() -> Option<(PathBuf, u64)> {
-    own_file_offset(calibration_target as fn(u64) -> u64 as usize as u64)
+/// The functions of each class, with their file and file offset in rprof's own executable (from
+/// /proc/self/maps: what a uprobe needs, without reading the symbol table, which takes seconds for a large
+/// binary on a slow machine).
+pub fn calibration_sites() -> Vec<(ProbeClass, PathBuf, u64)> {
+    [
+        (
+            ProbeClass::Emulated,
+            emulated_entry as extern "C" fn(u64) -> u64,
+        ),
+        (ProbeClass::SingleStepped, stepped_entry),
+    ]
+    .into_iter()
+    .filter_map(|(class, f)| {
+        let (path, offset) = own_file_offset(f as usize as u64)?;
+        Some((class, path, offset))
+    })
+    .collect()
 }
 
 fn own_file_offset(addr: u64) -> Option<(PathBuf, u64)> {
@@ -37,11 +47,45 @@ fn own_file_offset(addr: u64) -> Option<(PathBuf, u64)> {
     Some((m.path.clone().into(), addr - m.start + m.offset))
 }
 
-/// One measurement: ns per call unprobed and probed (the fastest batch of each).
-#[derive(Clone, Copy, Debug)]
+/// What a probed call of one class costs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClassCost {
+    /// ns per probed call (entry and return probes when timed), as the target sees it.
+    pub cost_ns: u64,
+    /// ns of it inside each measured duration (timed engines only).
+    pub bias_ns: Option<u64>,
+}
+
+/// The costs of the classes calibrated.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Costs {
+    pub emulated: Option<ClassCost>,
+    pub stepped: Option<ClassCost>,
+}
+
+impl Costs {
+    pub fn of(&self, class: ProbeClass) -> Option<ClassCost> {
+        match class {
+            ProbeClass::Emulated => self.emulated,
+            ProbeClass::SingleStepped => self.stepped,
+        }
+    }
+
+    fn set(&mut self, class: ProbeClass, c: ClassCost) {
+        match class {
+            ProbeClass::Emulated => self.emulated = Some(c),
+            ProbeClass::SingleStepped => self.stepped = Some(c),
+        }
+    }
+}
+
+/// One measurement: ns per call unprobed and probed (the fastest batch of each), and the durations the
+/// engine reported for the probed calls.
+#[derive(Clone, Debug, Default)]
 pub struct Measured {
     pub bare_ns: f64,
     pub probed_ns: f64,
+    pub durations: Vec<u64>,
 }
 
 impl Measured {
@@ -49,135 +93,207 @@ impl Measured {
     pub fn cost_ns(&self) -> u64 {
         (self.probed_ns - self.bare_ns).max(0.0) as u64
     }
+
+    /// The median reported duration of the (empty) calibration function: the bias.
+    pub fn bias_ns(&self) -> Option<u64> {
+        let mut d = self.durations.clone();
+        d.sort_unstable();
+        d.get(d.len() / 2).copied()
+    }
+
+    fn cost(&self) -> ClassCost {
+        ClassCost {
+            cost_ns: self.cost_ns(),
+            bias_ns: self.bias_ns(),
+        }
+    }
 }
 
-/// Where the calibration probes are: the session's group, the calibration site, the uprobe PMU.
+/// Where the calibration probes are: the session's group, the plan's calibration, the uprobe PMU.
 pub struct Calibrator<'a> {
     pub tracefs: &'a Tracefs,
     pub group: &'a str,
     pub cal: &'a Calibration,
-    pub site: &'a (PathBuf, u64),
     pub pmu: Option<UprobePmu>,
 }
 
 impl Calibrator<'_> {
-    /// `--count`: the cost of one counted call (a counter on this thread).
-    pub fn counter(&self) -> Option<Measured> {
-        let attr = match &self.cal.source {
-            Source::Counter(Attach::Pmu { path, offset }) => {
-                self.pmu?.attr(path, *offset, false)?
-            }
-            _ => Attr::tracepoint(*self.ids().first()?),
-        };
-        difference(
-            || {
+    /// `--count`: the cost of one counted call of each class (a counter on this thread).
+    pub fn counters(&self, report: &mut dyn FnMut(ProbeClass, &Measured)) -> Costs {
+        self.each(report, |site| {
+            let attr = match self.pmu.filter(|_| self.cal.pmu) {
+                Some(pmu) => pmu.attr(&site.path, site.offset, false)?,
+                None => Attr::tracepoint(*self.ids(site).first()?),
+            };
+            difference(site.class, || {
                 let ev = PerfEvent::open(&attr.period(0), 0, -1).ok()?;
                 ev.enable().ok()?;
                 Some(ev)
-            },
-            drop,
-        )
+            })
+        })
     }
 
-    /// The cost of one call with the calibration probes through the tracefs ring (before its tasks are set).
-    pub fn ring(&self, ring: &mut RingEngine) -> Option<Measured> {
-        if self.ids().len() != self.cal.events.len() {
-            return None;
+    /// The cost and bias of each class through the tracefs ring (before its tasks are set; its rings open).
+    pub fn ring(
+        &self,
+        ring: &mut RingEngine,
+        report: &mut dyn FnMut(ProbeClass, &Measured),
+    ) -> Costs {
+        self.each(report, |site| {
+            let ids = self.ids(site);
+            if ids.len() != site.events.len() {
+                return None;
+            }
+            let types = EventTypes::for_roles(&roles(&ids), 4);
+            let events: Vec<&str> = site.events.iter().map(String::as_str).collect();
+            let mut measured =
+                difference(site.class, || ring.calibrate_on(self.group, &events).ok())?;
+            let mut merge = OrderedMerge::new();
+            let _ = ring.read(&types, &mut merge);
+            ring.calibrate_off(self.group, &events);
+            measured.durations = durations(merge);
+            Some(measured)
+        })
+    }
+
+    /// The cost and bias of each class through perf events on this thread, with the session's sample layout.
+    pub fn perf(&self, by_id: bool, report: &mut dyn FnMut(ProbeClass, &Measured)) -> Costs {
+        self.each(report, |site| {
+            let specs = self.perf_specs(site, by_id)?;
+            let tid = nix::unistd::gettid().as_raw();
+            let cpus = crate::perf::online_cpus().ok()?;
+            let mut set: Option<EventSet<ProbeInfo>> = None;
+            let mut measured = difference(site.class, || {
+                let s =
+                    EventSet::open(&specs, &cpus, &[tid], 128, &mut |_, _| Refused::Fail).ok()?;
+                s.enable().ok()?;
+                set = Some(s);
+                Some(())
+            })?;
+            let mut set = set?;
+            set.disable();
+            let parse = PerfParse {
+                any: specs[0].1.parse,
+                samples: (!by_id).then_some(specs[0].1.parse),
+                by_id,
+            };
+            let types = EventTypes::for_roles(&roles(&self.ids(site)), 4);
+            let (mut merge, mut lost) = (OrderedMerge::new(), 0);
+            set.read(|infos, rec| decode(rec, infos, &parse, &types, &mut merge, &mut lost));
+            measured.durations = durations(merge);
+            Some(measured)
+        })
+    }
+
+    /// The perf events of one site: uprobe PMU probes (the thread and SP from the sample) or its tracefs
+    /// events (TIME | RAW, and IDENTIFIER with `by_id`), as the session opens the targets'.
+    fn perf_specs(&self, site: &CalibrationSite, by_id: bool) -> Option<Vec<(Attr, ProbeInfo)>> {
+        let role = |i: usize| if i == 0 { Role::Entry } else { Role::Return };
+        let n = if self.cal.timed { 2 } else { 1 };
+        let mut specs = Vec::new();
+        if let Some(pmu) = self.pmu.filter(|_| self.cal.pmu) {
+            for i in 0..n {
+                let attr = pmu
+                    .attr(&site.path, site.offset, i == 1)?
+                    .sample_type(pmu_sample_bits(false, role(i)))
+                    .regs_user(1 << crate::perf::attr::regs::SP)
+                    .clock_monotonic();
+                let info = super::decode::EventInfo {
+                    target: None,
+                    role: role(i),
+                    addr_field: None,
+                    sp_field: None,
+                };
+                specs.push((
+                    attr,
+                    ProbeInfo {
+                        parse: attr.parse_info(),
+                        pmu: Some(info),
+                    },
+                ));
+            }
+            return Some(specs);
         }
-        let events: Vec<&str> = self.cal.events.iter().map(String::as_str).collect();
-        difference(
-            || {
-                ring.calibrate_on(self.group, &events).ok()?;
-                Some(ring)
-            },
-            |ring| ring.calibrate_off(self.group, &events),
-        )
-    }
-
-    /// The cost of one call with the calibration probes through perf events on this thread, with the session's
-    /// sample layout.
-    pub fn perf(&self, parse: &PerfParse) -> Option<Measured> {
-        if let (Source::Perf(Attach::Pmu { path, offset }), Some(pmu)) =
-            (&self.cal.source, self.pmu)
-        {
-            return measure_pmu(&pmu, path, *offset, self.cal.timed);
+        let bits = sample::TIME | sample::RAW | if by_id { sample::IDENTIFIER } else { 0 };
+        for id in self.ids(site) {
+            let attr = Attr::tracepoint(id).sample_type(bits).clock_monotonic();
+            specs.push((
+                attr,
+                ProbeInfo {
+                    parse: attr.parse_info(),
+                    pmu: None,
+                },
+            ));
         }
-        let ids = self.ids();
-        if ids.len() != self.cal.events.len() || ids.is_empty() {
-            return None;
+        (specs.len() == n).then_some(specs)
+    }
+
+    /// Measure each site with `how`, reporting each measurement.
+    fn each(
+        &self,
+        report: &mut dyn FnMut(ProbeClass, &Measured),
+        mut how: impl FnMut(&CalibrationSite) -> Option<Measured>,
+    ) -> Costs {
+        let mut costs = Costs::default();
+        for site in &self.cal.sites {
+            if let Some(m) = how(site) {
+                report(site.class, &m);
+                costs.set(site.class, m.cost());
+            }
         }
-        let bits = sample::TIME | sample::RAW | if parse.by_id { sample::IDENTIFIER } else { 0 };
-        let specs: Vec<(Attr, ())> = ids
-            .iter()
-            .map(|&id| (Attr::tracepoint(id).sample_type(bits).clock_monotonic(), ()))
-            .collect();
-        on_this_thread(&specs)
+        costs
     }
 
-    /// Entry and return probes of the uprobe PMU on this thread carrying what pairing needs without fetch
-    /// arguments (TIME | TID | IDENTIFIER | REGS_USER with the SP), to set beside the tracefs path's
-    /// TIME | RAW with `sp=%sp` ([`Calibrator::perf`]): `RPROF_DEBUG_COST=pmu`.
-    pub fn compare_pmu(&self, parse: &PerfParse) -> Option<(Measured, Measured)> {
-        let pmu = UprobePmu::find()?;
-        Some((
-            self.perf(parse)?,
-            measure_pmu(&pmu, &self.site.0, self.site.1, true)?,
-        ))
-    }
-
-    fn ids(&self) -> Vec<u64> {
-        self.cal
-            .events
+    fn ids(&self, site: &CalibrationSite) -> Vec<u64> {
+        site.events
             .iter()
             .filter_map(|e| self.tracefs.event_id(self.group, e).ok())
             .collect()
     }
 }
 
-/// The cost of one call with a uprobe PMU entry probe (and return probe when `timed`) on this thread, with the
-/// sample layout of the session's PMU events (less the stack).
-fn measure_pmu(pmu: &UprobePmu, path: &Path, offset: u64, timed: bool) -> Option<Measured> {
-    let roles: &[Role] = if timed {
-        &[Role::Entry, Role::Return]
-    } else {
-        &[Role::Entry]
+/// Entry, then return: the roles of a site's event ids.
+fn roles(ids: &[u64]) -> Vec<(u64, Role)> {
+    ids.iter()
+        .zip([Role::Entry, Role::Return])
+        .map(|(&id, role)| (id, role))
+        .collect()
+}
+
+/// The durations of the calls in the merge (one thread, calls one after the other): each entry to the return
+/// that follows it.
+fn durations(mut merge: OrderedMerge<Item>) -> Vec<u64> {
+    let mut out = Vec::new();
+    let mut entered = None;
+    merge.drain(|time, item| {
+        if let Item::Hit(h) = item {
+            match h.role {
+                Role::Entry => entered = Some(time),
+                Role::Return => {
+                    if let Some(t0) = entered.take() {
+                        out.push(time.saturating_sub(t0));
+                    }
+                }
+                Role::Hit => {}
+            }
+        }
+    });
+    out
+}
+
+/// The fastest of [`BATCHES`] batches of [`CALLS`] calls of the class's function, in ns per call.
+fn per_call(class: ProbeClass) -> f64 {
+    let f = match class {
+        ProbeClass::Emulated => emulated_entry,
+        ProbeClass::SingleStepped => stepped_entry,
     };
-    let specs: Vec<(Attr, ())> = roles
-        .iter()
-        .filter_map(|&role| {
-            let attr = pmu.attr(path, offset, role == Role::Return)?;
-            let attr = attr
-                .sample_type(pmu_sample_bits(false, role))
-                .regs_user(1 << crate::perf::attr::regs::SP)
-                .clock_monotonic();
-            Some((attr, ()))
-        })
-        .collect();
-    on_this_thread(&specs)
-}
-
-/// Time the calls with these perf events open and enabled on this thread.
-fn on_this_thread(specs: &[(Attr, ())]) -> Option<Measured> {
-    let tid = nix::unistd::gettid().as_raw();
-    let cpus = crate::perf::online_cpus().ok()?;
-    difference(
-        || {
-            let set = EventSet::open(specs, &cpus, &[tid], 128, &mut |_, _| Refused::Fail).ok()?;
-            set.enable().ok()?;
-            Some(set)
-        },
-        drop,
-    )
-}
-
-/// The fastest of [`BATCHES`] batches of [`CALLS`] calls, in ns per call.
-fn per_call() -> f64 {
+    let f = std::hint::black_box(f);
     let mut best = f64::MAX;
     for _ in 0..BATCHES {
         let t = Instant::now();
         let mut x = 1u64;
         for _ in 0..CALLS {
-            x = calibration_target(x);
+            x = f(x).wrapping_add(1);
         }
         std::hint::black_box(x);
         best = best.min(t.elapsed().as_nanos() as f64 / CALLS as f64);
@@ -185,13 +301,17 @@ fn per_call() -> f64 {
     best
 }
 
-/// Time the calls unprobed, then with the probes `on` sets up (and whatever it returns keeps alive). (Opening
-/// a perf event on a uprobe already installs its breakpoint, enabled or not, so the bare calls are timed before
-/// anything is opened.)
-fn difference<G>(on: impl FnOnce() -> Option<G>, off: impl FnOnce(G)) -> Option<Measured> {
-    let bare_ns = per_call();
+/// Time the class's calls unprobed, then with the probes `on` sets up (kept alive until the calls are timed).
+/// (Opening a perf event on a uprobe already installs its breakpoint, enabled or not, so the bare calls are
+/// timed before anything is opened.)
+fn difference<G>(class: ProbeClass, on: impl FnOnce() -> Option<G>) -> Option<Measured> {
+    let bare_ns = per_call(class);
     let guard = on()?;
-    let probed_ns = per_call();
-    off(guard);
-    Some(Measured { bare_ns, probed_ns })
+    let probed_ns = per_call(class);
+    drop(guard);
+    Some(Measured {
+        bare_ns,
+        probed_ns,
+        durations: Vec::new(),
+    })
 }

@@ -77,6 +77,28 @@ pub enum Item {
 }
 
 impl EventTypes {
+    /// The types of events that stand for no target, by their ids and roles (the calibration's), with the
+    /// thread id at `pid_field` of their data.
+    pub fn for_roles(roles: &[(u64, Role)], pid_field: usize) -> EventTypes {
+        let by_type = roles
+            .iter()
+            .map(|&(id, role)| {
+                let info = EventInfo {
+                    target: None,
+                    role,
+                    addr_field: None,
+                    sp_field: None,
+                };
+                (id as u16, info)
+            })
+            .collect();
+        EventTypes {
+            by_type,
+            pid_field,
+            fields: HashMap::new(),
+        }
+    }
+
     /// The item of one event's data (from a perf RAW sample or the tracefs ring); None for other events.
     pub fn item(&self, data: &[u8], stack: Option<Box<[u64]>>) -> Option<Item> {
         let kind = u16::from_ne_bytes(data.get(..2)?.try_into().ok()?);

@@ -1,19 +1,35 @@
 //! `-l`: what would be probed, one line per target.
-use crate::probe::target::{TargetKind, Targets};
+use crate::probe::plan::Placement;
+use crate::probe::target::{PerTarget, TargetKind, Targets};
 
 /// `-l`: one line per target: name, where, aliases.
-pub fn write_list(out: &mut dyn std::io::Write, targets: &Targets) -> std::io::Result<()> {
-    for (_, t) in targets.iter() {
-        let place = match &t.kind {
-            TargetKind::User { path, addr, offset } => {
+pub fn write_list(
+    out: &mut dyn std::io::Write,
+    targets: &Targets,
+    placements: &PerTarget<Option<Placement>>,
+) -> std::io::Result<()> {
+    for (id, t) in targets.iter() {
+        let place = match (&t.kind, &placements[id]) {
+            (TargetKind::User { path, addr, offset }, Some(p)) => format!(
+                "{}:0x{:x} (addr 0x{:x}) at {}+{:#x} ({})",
+                path.display(),
+                offset.0 + p.offset,
+                addr.0 + p.offset,
+                t.name,
+                p.offset,
+                p.why
+            ),
+            (TargetKind::User { path, addr, offset }, None) => {
                 format!("{}:0x{:x} (addr 0x{:x})", path.display(), offset.0, addr.0)
             }
-            TargetKind::Kernel { symbol } => format!("kernel {symbol}"),
-            TargetKind::Syscall { name } => {
+            (TargetKind::Kernel { symbol }, _) => format!("kernel {symbol}"),
+            (TargetKind::Syscall { name }, _) => {
                 format!("syscalls:sys_enter_{name} + syscalls:sys_exit_{name}")
             }
-            TargetKind::Tracepoint { category, event } => format!("tracepoint {category}:{event}"),
-            TargetKind::Usdt { .. } | TargetKind::Pair { .. } => describe_uprobes(&t.kind),
+            (TargetKind::Tracepoint { category, event }, _) => {
+                format!("tracepoint {category}:{event}")
+            }
+            (TargetKind::Usdt { .. } | TargetKind::Pair { .. }, _) => describe_uprobes(&t.kind),
         };
         let mut place = place;
         if !t.fetches.is_empty() {

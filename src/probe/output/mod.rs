@@ -10,7 +10,9 @@ pub use percall::write_trace;
 pub use table::{human_ns, Format, Report, Totals};
 
 use crate::probe::analysis::{Calls, StackCounter, Stats};
-use crate::probe::target::Targets;
+use crate::probe::engine::cost::Costs;
+use crate::probe::plan::Placement;
+use crate::probe::target::{PerTarget, Targets};
 use crate::probe::ProbeOptions;
 use std::io::{self, Write};
 use std::time::SystemTime;
@@ -23,7 +25,9 @@ pub struct ReportParts<'a> {
     pub timed: bool,
     /// Calls open at the time of the report.
     pub open_calls: usize,
-    pub probe_cost_ns: Option<u64>,
+    /// The probe's cost per call of each class of probed instruction, and where each function is probed.
+    pub costs: Costs,
+    pub placements: &'a PerTarget<Option<Placement>>,
     pub calls: Option<&'a Calls>,
     /// The stacks that name callers and slow calls' frames.
     pub stacks: &'a StackCounter,
@@ -52,7 +56,7 @@ pub fn write_report(
     };
     let rows = match &keyed {
         Some(k) => percall::report_rows(parts.targets, k),
-        None => table::function_rows(parts.targets, parts.stats, false),
+        None => table::function_rows(parts.targets, parts.stats, parts.placements),
     };
     let report = Report {
         rows,
@@ -61,7 +65,8 @@ pub fn write_report(
         timestamp: opts.timestamps.then(clock),
         open_calls: parts.open_calls,
         totals: Totals::of(parts.stats),
-        probe_cost_ns: parts.probe_cost_ns,
+        costs: parts.costs,
+        net: opts.net,
     };
     table::write(out, &report, opts.format)?;
     if let (Some(calls), Format::Table | Format::Hist) = (parts.calls, opts.format) {

@@ -68,6 +68,7 @@ pub fn report_rows<'a>(targets: &'a Targets, keyed: &'a KeyedRows) -> Vec<Row<'a
             rows.iter().map(move |(k, f)| Row {
                 name: targets.name(*t),
                 key: Some(k.as_str()),
+                class: None,
                 f,
             })
         })

@@ -1,6 +1,8 @@
 //! The per-function report of `rprof probe`: the table, funclatency-style histograms, CSV and JSON.
 use crate::probe::analysis::{bucket_range, FuncStats, Histogram, Stats};
-use crate::probe::target::Targets;
+use crate::probe::engine::cost::{ClassCost, Costs};
+use crate::probe::plan::{Placement, ProbeClass};
+use crate::probe::target::{PerTarget, Targets};
 use std::io::{self, Write};
 
 /// The output format.
@@ -34,8 +36,10 @@ pub struct Report<'a> {
     /// Open calls at the time of the report.
     pub open_calls: usize,
     pub totals: Totals,
-    /// The probe's own cost per call, measured at start.
-    pub probe_cost_ns: Option<u64>,
+    /// The probe's own cost per call of each class of probed instruction, measured at start.
+    pub costs: Costs,
+    /// Durations are net of the probe's bias (`--net`).
+    pub net: bool,
 }
 
 /// What the report says of all rows: events lost, calls unpaired, returns without an entry.
@@ -56,24 +60,29 @@ impl Totals {
     }
 }
 
-/// One row of a report: a function, its `--by` value, its statistics.
+/// One row of a report: a function, its `--by` value, the class of its probe, its statistics.
 #[derive(Clone, Copy, Debug)]
 pub struct Row<'a> {
     pub name: &'a str,
     pub key: Option<&'a str>,
+    pub class: Option<ProbeClass>,
     pub f: &'a FuncStats,
 }
 
-/// A row per target with at least one hit (or every target with `show_zero`), sorted by total time then
-/// count, descending.
-pub fn function_rows<'a>(targets: &'a Targets, stats: &'a Stats, show_zero: bool) -> Vec<Row<'a>> {
+/// A row per target with at least one hit, sorted by total time then count, descending.
+pub fn function_rows<'a>(
+    targets: &'a Targets,
+    stats: &'a Stats,
+    placements: &PerTarget<Option<Placement>>,
+) -> Vec<Row<'a>> {
     let mut rows: Vec<Row> = stats
         .funcs
         .iter()
-        .filter(|(_, f)| show_zero || f.count > 0 || f.paired > 0)
+        .filter(|(_, f)| f.count > 0 || f.paired > 0)
         .map(|(id, f)| Row {
             name: targets.name(id),
             key: None,
+            class: placements[id].as_ref().map(|p| p.class),
             f,
         })
         .collect();
@@ -148,6 +157,8 @@ pub fn write_table(w: &mut dyn Write, report: &Report) -> io::Result<()> {
     } else {
         &["COUNT", "TOTAL", "SELF", "AVG", "MIN", "MAX", "P50", "P99"]
     };
+    // The class of each probe matters where durations hold its bias.
+    let classes = report.timed && rows.iter().any(|r| r.class.is_some());
     let mut head = format!("{:<name_w$}", "FUNC");
     if let Some(h) = keyed {
         head.push_str(&format!(" {:<key_w$}", h.to_uppercase()));
@@ -159,15 +170,22 @@ pub fn write_table(w: &mut dyn Write, report: &Report) -> io::Result<()> {
     } else {
         head.push_str(&format!(" {:>10}", "COUNT"));
     }
+    if classes {
+        head.push_str("  PROBE");
+    }
     writeln!(w, "{}", head.trim_end())?;
     for row in rows {
         let f = row.f;
+        let class = match (classes, row.class) {
+            (true, Some(c)) => format!("  {}", class_tag(c)),
+            _ => String::new(),
+        };
         let mut line = format!("{:<name_w$}", cut(row.name, name_w));
         if keyed.is_some() {
             line.push_str(&format!(" {:<key_w$}", cut(row.key.unwrap_or(""), key_w)));
         }
         if !report.timed {
-            writeln!(w, "{line} {:>10}", f.count)?;
+            writeln!(w, "{line} {:>10}{class}", f.count)?;
             continue;
         }
         let q = |x: f64| f.quantile(x).map_or("-".to_string(), human_ns);
@@ -185,29 +203,70 @@ pub fn write_table(w: &mut dyn Write, report: &Report) -> io::Result<()> {
         if keyed.is_none() {
             line.push_str(&format!(" {:>10} {:>10}", q(0.5), q(0.99)));
         }
-        writeln!(w, "{line}")?;
+        writeln!(w, "{line}{class}")?;
     }
     write_footer(w, report)
 }
 
+/// The PROBE column: how the kernel runs the probed instruction (`emul`: emulated; `step`: single-stepped).
+fn class_tag(c: ProbeClass) -> &'static str {
+    match c {
+        ProbeClass::Emulated => "emul",
+        ProbeClass::SingleStepped => "step",
+    }
+}
+
+/// What the probes cost, per class of probed instruction, and how much of it is inside each duration.
+fn write_costs(w: &mut dyn Write, report: &Report) -> io::Result<()> {
+    let classes: Vec<(ProbeClass, ClassCost)> = [ProbeClass::Emulated, ProbeClass::SingleStepped]
+        .into_iter()
+        .filter(|&c| {
+            report.rows.iter().any(|r| r.class == Some(c))
+                || report.rows.iter().all(|r| r.class.is_none())
+        })
+        .filter_map(|c| Some((c, report.costs.of(c)?)))
+        .collect();
+    if classes.is_empty() {
+        return Ok(());
+    }
+    let list = |f: &dyn Fn(&ClassCost) -> Option<u64>| {
+        classes
+            .iter()
+            .filter_map(|(c, cost)| Some(format!("{} ({})", human_ns(f(cost)?), class_tag(*c))))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if !report.timed {
+        return writeln!(
+            w,
+            "each counted call cost about {} (measured at start)",
+            list(&|c| Some(c.cost_ns))
+        );
+    }
+    writeln!(
+        w,
+        "probe cost about {} per call (entry and return probes, measured at start; emul: the kernel emulates the \
+         probed instruction, step: it single-steps it)",
+        list(&|c| Some(c.cost_ns))
+    )?;
+    let bias = list(&|c| c.bias_ns);
+    if !bias.is_empty() {
+        let how = if report.net {
+            "durations are net of it (--net)"
+        } else {
+            "--net subtracts it"
+        };
+        writeln!(
+            w,
+            "each duration includes a probe bias of about {bias}; {how}"
+        )?;
+    }
+    Ok(())
+}
+
 fn write_footer(w: &mut dyn Write, report: &Report) -> io::Result<()> {
     let s = &report.totals;
-    if let Some(ns) = report.probe_cost_ns {
-        if report.timed {
-            writeln!(
-                w,
-                "probe cost about {} per call (entry and return probes, measured at start); durations include \
-                 part of it",
-                human_ns(ns)
-            )?;
-        } else {
-            writeln!(
-                w,
-                "each counted call cost about {} (measured at start)",
-                human_ns(ns)
-            )?;
-        }
-    }
+    write_costs(w, report)?;
     if s.lost > 0 {
         writeln!(
             w,
@@ -244,7 +303,7 @@ pub fn write_csv(w: &mut dyn Write, report: &Report) -> io::Result<()> {
         }
         None => writeln!(w, "{CSV_HEADER}")?,
     }
-    for &Row { name, key, f } in &report.rows {
+    for &Row { name, key, f, .. } in &report.rows {
         let name = match key {
             Some(k) => format!("{},{}", csv_field(name), csv_field(k)),
             None => csv_field(name),
@@ -269,33 +328,41 @@ pub fn write_json(w: &mut dyn Write, report: &Report) -> io::Result<()> {
     let functions: Vec<serde_json::Value> = report
         .rows
         .iter()
-        .map(|&Row { name, key, f }| {
-            let mut v = serde_json::json!({
-                "function": name,
-                "count": f.count,
-            });
-            if let (Some(k), Some(o)) = (key, v.as_object_mut()) {
-                o.insert("key".into(), k.into());
-            }
-            if report.timed {
-                let extra = serde_json::json!({
-                    "paired": f.paired,
-                    "unpaired": f.unpaired,
-                    "total_ns": f.total_ns,
-                    "self_ns": f.self_ns,
-                    "avg_ns": f.avg_ns(),
-                    "min_ns": f.min_ns,
-                    "max_ns": f.max_ns,
-                    "p50_ns": f.quantile(0.5),
-                    "p99_ns": f.quantile(0.99),
-                    "hist_log2": hist_pairs(&f.hist),
+        .map(
+            |&Row {
+                 name,
+                 key,
+                 class,
+                 f,
+             }| {
+                let mut v = serde_json::json!({
+                    "function": name,
+                    "count": f.count,
+                    "probe": class.map(ProbeClass::name),
                 });
-                if let (Some(o), serde_json::Value::Object(e)) = (v.as_object_mut(), extra) {
-                    o.extend(e);
+                if let (Some(k), Some(o)) = (key, v.as_object_mut()) {
+                    o.insert("key".into(), k.into());
                 }
-            }
-            v
-        })
+                if report.timed {
+                    let extra = serde_json::json!({
+                        "paired": f.paired,
+                        "unpaired": f.unpaired,
+                        "total_ns": f.total_ns,
+                        "self_ns": f.self_ns,
+                        "avg_ns": f.avg_ns(),
+                        "min_ns": f.min_ns,
+                        "max_ns": f.max_ns,
+                        "p50_ns": f.quantile(0.5),
+                        "p99_ns": f.quantile(0.99),
+                        "hist_log2": hist_pairs(&f.hist),
+                    });
+                    if let (Some(o), serde_json::Value::Object(e)) = (v.as_object_mut(), extra) {
+                        o.extend(e);
+                    }
+                }
+                v
+            },
+        )
         .collect();
     let doc = serde_json::json!({
         "timestamp": report.timestamp,
@@ -303,7 +370,15 @@ pub fn write_json(w: &mut dyn Write, report: &Report) -> io::Result<()> {
         "unpaired": report.totals.unpaired,
         "orphan_returns": report.totals.orphan_returns,
         "open_calls": report.open_calls,
-        "probe_cost_ns": report.probe_cost_ns,
+        "probe_cost_ns": {
+            "emulated": report.costs.emulated.map(|c| c.cost_ns),
+            "single_stepped": report.costs.stepped.map(|c| c.cost_ns),
+        },
+        "probe_bias_ns": {
+            "emulated": report.costs.emulated.and_then(|c| c.bias_ns),
+            "single_stepped": report.costs.stepped.and_then(|c| c.bias_ns),
+        },
+        "net": report.net,
         "by": report.key_header,
         "functions": functions,
     });
@@ -409,6 +484,7 @@ mod tests {
                 event: name.into(),
             },
             fetches: Vec::new(),
+            code: None,
         };
         let targets = Targets::new(vec![
             named("outer"),
@@ -420,13 +496,14 @@ mod tests {
 
     fn report<'a>(targets: &'a Targets, stats: &'a Stats) -> Report<'a> {
         Report {
-            rows: function_rows(targets, stats, false),
+            rows: function_rows(targets, stats, &targets.per_target(None)),
             key_header: None,
             timed: true,
             timestamp: None,
             open_calls: 0,
             totals: Totals::of(stats),
-            probe_cost_ns: None,
+            costs: Costs::default(),
+            net: false,
         }
     }
 

@@ -1,6 +1,7 @@
 //! The engine choices of [`plan`], one test each.
 use super::*;
 use crate::addr::{ElfAddr, FileOffset};
+use crate::probe::spec::code::analyze;
 use crate::probe::spec::fetch::{Fetch, FetchType};
 use crate::probe::target::Target;
 
@@ -17,6 +18,7 @@ fn user(path: &str, off: u64) -> Target {
             offset: FileOffset(off),
         },
         fetches: Vec::new(),
+        code: None,
     }
 }
 
@@ -48,7 +50,11 @@ fn caps() -> Capabilities {
                 others: 3,
             },
         ],
-        calibration_site: Some(("/usr/bin/rprof".into(), 0x1234)),
+        calibration_sites: vec![
+            (ProbeClass::Emulated, "/usr/bin/rprof".into(), 0x1200),
+            (ProbeClass::SingleStepped, "/usr/bin/rprof".into(), 0x1234),
+        ],
+        emulates: Emulates::for_kernel(6, 18),
     }
 }
 
@@ -78,9 +84,18 @@ fn count_uses_pmu_counters() {
         Source::Counter(Attach::Pmu { offset: 0x10, .. })
     ));
     assert_eq!(p.probe_points(), 2);
+    // The targets' code was not read: their probes count as single-stepped, the class calibrated.
     let cal = p.calibration.unwrap();
-    assert!(matches!(cal.source, Source::Counter(Attach::Pmu { .. })));
-    assert_eq!(cal.events, vec!["cal"]);
+    assert_eq!(
+        (cal.method, cal.pmu, cal.timed),
+        (Method::Counter, true, false)
+    );
+    assert_eq!(cal.sites.len(), 1);
+    assert_eq!(
+        (cal.sites[0].class, cal.sites[0].offset),
+        (ProbeClass::SingleStepped, 0x1234)
+    );
+    assert!(cal.sites[0].events.is_empty());
 }
 
 /// Check that `--count` without the uprobe PMU counts on tracefs probes: entries only, without the `sp` fetch,
@@ -103,7 +118,7 @@ fn count_without_pmu_uses_tracefs_counters() {
         lines,
         vec![
             "p:rprof_1/u0 /opt/app/bin:0x10",
-            "p:rprof_1/cal /usr/bin/rprof:0x1234"
+            "p:rprof_1/cal_s /usr/bin/rprof:0x1234"
         ]
     );
 }
@@ -120,8 +135,13 @@ fn private_binary_uses_the_ring() {
     assert_eq!(p.defs[0].line(), "p:rprof_1/u0 /opt/app/bin:0x10 sp=%sp");
     assert_eq!(p.defs[1].line(), "r:rprof_1/ur0 /opt/app/bin:0x10 sp=%sp");
     let cal = p.calibration.unwrap();
-    assert_eq!((cal.source, cal.timed), (Source::Ring, true));
+    assert_eq!((cal.method, cal.timed), (Method::Ring, true));
+    assert_eq!(cal.sites[0].events, vec!["cal_s", "calr_s"]);
     assert_eq!(p.defs.len(), 4 + 2);
+    assert_eq!(
+        p.defs[5].line(),
+        "r:rprof_1/calr_s /usr/bin/rprof:0x1234 sp=%sp"
+    );
     assert!(p.forced_shared.is_empty());
 }
 
@@ -174,7 +194,7 @@ fn perf_when_asked_or_without_instances() {
             .events
             .iter()
             .all(|e| e.source == Source::Perf(Attach::Tracefs)));
-        assert_eq!(p.calibration.unwrap().source, Source::Perf(Attach::Tracefs));
+        assert_eq!(p.calibration.unwrap().method, Method::Perf);
     }
 }
 
@@ -296,7 +316,7 @@ fn many_functions_share_few_events() {
 fn no_calibration_site() {
     let t = targets(vec![user(BIN, 0x10)]);
     let c = Capabilities {
-        calibration_site: None,
+        calibration_sites: Vec::new(),
         ..caps()
     };
     let p = plan("g", &t, &opts(), &c);
@@ -319,4 +339,83 @@ fn many_counted_functions_share_sampled_events() {
     assert_eq!(sources(&p), vec![&Source::Ring]);
     assert_eq!(p.events[0].members.len(), n);
     assert_eq!(p.defs[0].line(), "p:g/u0 /opt/app/bin:0x1000");
+}
+
+/// A user target at 0x1000 whose code is `bytes`.
+fn coded(bytes: &[u8]) -> Target {
+    Target {
+        code: Some(analyze(0x1000, bytes, &[])),
+        ..user(BIN, 0x1000)
+    }
+}
+
+fn placed(t: &Target) -> (u64, ProbeClass, String) {
+    let p = place(t, false, Emulates::for_kernel(6, 18)).unwrap();
+    (p.offset, p.class, p.why)
+}
+
+/// libc's free: `test %rdi,%rdi; je ...`.
+const FREE: [u8; 9] = [0x48, 0x85, 0xff, 0x0f, 0x84, 0xbf, 0x00, 0x00, 0x00];
+
+/// Check that libc's `free` is probed on its `je` at +3 (emulated), past the `test`, even when `arg0` (rdi) is
+/// fetched: `test` writes no register; and that the probe definitions carry the placed offset.
+#[test]
+fn free_is_probed_at_its_je() {
+    let t = with_arg0(coded(&FREE));
+    assert_eq!(
+        placed(&t),
+        (3, ProbeClass::Emulated, "je: emulated; skipped test".into())
+    );
+    let p = plan("g", &targets(vec![t]), &opts(), &caps());
+    assert_eq!(
+        p.defs[0].line(),
+        "p:g/u0 /opt/app/bin:0x1003 sp=%sp v0=%di:s64"
+    );
+}
+
+/// Check that a CET function (`endbr64; push %rbp`) is probed on its push at +4, and on a kernel without push
+/// emulation stays at +0 (the push moves the stack).
+#[test]
+fn endbr64_is_skipped() {
+    let t = coded(&[0xf3, 0x0f, 0x1e, 0xfa, 0x55, 0x48, 0x89, 0xe5]);
+    assert_eq!(placed(&t).0, 4);
+    let old = place(&t, false, Emulates::for_kernel(5, 10)).unwrap();
+    assert_eq!((old.offset, old.class), (0, ProbeClass::SingleStepped));
+}
+
+/// Check that a function whose first instructions move the stack before anything emulated stays at +0, as
+/// does every function with `--at-entry`.
+#[test]
+fn stack_moves_and_at_entry_stay_at_zero() {
+    // sub $0x18,%rsp; test %rdi,%rdi; je
+    let t = coded(&[0x48, 0x83, 0xec, 0x18, 0x48, 0x85, 0xff, 0x74, 0x02]);
+    let (offset, class, why) = placed(&t);
+    assert_eq!((offset, class), (0, ProbeClass::SingleStepped));
+    assert!(why.contains("moves the stack"), "{why}");
+    let free = coded(&FREE);
+    let p = place(&free, true, Emulates::default()).unwrap();
+    assert_eq!((p.offset, p.class), (0, ProbeClass::SingleStepped));
+}
+
+/// Check that a loop back to +3 keeps the probe at +0 (on the `je` at +3, each turn would fire the entry).
+#[test]
+fn loop_back_keeps_zero() {
+    // +0 test %rdi,%rdi; +3 je +9; +5 dec %rdi; +8 ... jmp back to +3
+    let body = [
+        0x48, 0x85, 0xff, 0x74, 0x05, 0x48, 0xff, 0xcf, 0xeb, 0xf9, 0xc3,
+    ];
+    let (offset, _, why) = placed(&coded(&body));
+    assert_eq!(offset, 0, "{why}");
+    assert!(why.contains("lands on +0x3"), "{why}");
+}
+
+/// Check that an instruction that writes a fetched argument register is never skipped: `mov %rsi,%rdi; je`
+/// moves with nothing fetched, stays at +0 when arg0 (rdi) is fetched.
+#[test]
+fn fetched_register_writes_keep_zero() {
+    let body = [0x48, 0x89, 0xf7, 0x74, 0x00];
+    assert_eq!(placed(&coded(&body)).0, 3);
+    let (offset, _, why) = placed(&with_arg0(coded(&body)));
+    assert_eq!(offset, 0);
+    assert!(why.contains("writes a fetched register"), "{why}");
 }

@@ -2,6 +2,7 @@
 //! values it fetches ([`fetch`]), the functions, syscalls, tracepoints, kernel functions and USDT probes it
 //! matches ([`resolve`], [`library`], [`usdt`]), and each target's fetch arguments ([`args`]).
 pub mod args;
+pub mod code;
 pub mod fetch;
 pub mod library;
 pub mod pattern;

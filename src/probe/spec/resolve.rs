@@ -89,6 +89,7 @@ pub fn resolve_usdt(path: &Path, provider: &str, name: &str) -> Result<Vec<Targe
                 args: p.args.iter().map(usdt_arg_source).collect(),
             },
             fetches: Vec::new(),
+            code: None,
         })
         .collect())
 }
@@ -154,6 +155,7 @@ pub fn resolve_pair(start: &str, done: &str, opts: &ResolveOptions) -> Result<Ta
             done: Box::new(d.kind),
         },
         fetches: Vec::new(),
+        code: None,
     })
 }
 
@@ -228,6 +230,7 @@ pub fn resolve_user(
                 offset,
             },
             fetches: Vec::new(),
+            code: None,
         });
     }
     if out.is_empty() {
@@ -237,7 +240,49 @@ pub fn resolve_user(
             place: path.display().to_string(),
         });
     }
+    attach_code(&path, &info.layout, &symbols, &mut out);
     Ok(out)
+}
+
+/// Read and analyze the machine code of each user target (for probe placement). A function whose code cannot
+/// be read is left without: it is probed at its first instruction.
+fn attach_code(
+    path: &Path,
+    layout: &crate::elf_layout::ElfLayout,
+    symbols: &[crate::symbols::FunctionSymbol],
+    targets: &mut [Target],
+) {
+    let Ok(file) = crate::mapped::MappedFile::open(path) else {
+        return;
+    };
+    let bytes_at = |addr: u64, size: u64| -> Option<&[u8]> {
+        let off = layout.file_offset(ElfAddr(addr))?.0 as usize;
+        file.get(off..off.checked_add(size as usize)?)
+    };
+    for t in targets {
+        let TargetKind::User { addr, .. } = &t.kind else {
+            continue;
+        };
+        let at = symbols.iter().filter(|s| s.addr == *addr);
+        let size = at.clone().map(|s| s.size).max().unwrap_or(0);
+        let names: Vec<&str> = at.map(|s| s.name.as_str()).collect();
+        let Some(body) = bytes_at(addr.0, size).filter(|b| !b.is_empty()) else {
+            continue;
+        };
+        // GCC's `f.cold` (and `f.cold.N`) parts jump back into `f`.
+        let cold: Vec<(u64, &[u8])> = symbols
+            .iter()
+            .filter(|s| {
+                names.iter().any(|n| {
+                    s.name
+                        .strip_prefix(n)
+                        .is_some_and(|rest| rest == ".cold" || rest.starts_with(".cold."))
+                })
+            })
+            .filter_map(|s| Some((s.addr.0, bytes_at(s.addr.0, s.size)?)))
+            .collect();
+        t.code = Some(super::code::analyze(addr.0, body, &cold));
+    }
 }
 
 /// True when the ELF file is a Go binary (uretprobes crash Go programs).
@@ -271,6 +316,7 @@ pub fn resolve_syscalls(
                 name: name.to_string(),
             },
             fetches: Vec::new(),
+            code: None,
         })
         .collect();
     if out.is_empty() {
@@ -303,6 +349,7 @@ pub fn resolve_tracepoints(
                     event: e,
                 },
                 fetches: Vec::new(),
+                code: None,
             });
         }
     }
@@ -345,6 +392,7 @@ pub fn resolve_kernel(
             aliases: Vec::new(),
             kind: TargetKind::Kernel { symbol: n },
             fetches: Vec::new(),
+            code: None,
         })
         .collect())
 }
