@@ -12,8 +12,7 @@ use crate::perf::probe_targets::{emulated_entry, stepped_entry};
 use crate::perf::{Attr, EventSet, PerfEvent, Refused, UprobePmu};
 use crate::probe::plan::{Calibration, CalibrationSite, ProbeClass, Role};
 use crate::tracefs::Tracefs;
-use std::path::PathBuf;
-use std::time::Instant;
+use std::path::{Path, PathBuf};
 
 /// Calls per timed batch, and batches (the fastest batch counts: the others were interrupted).
 const CALLS: u64 = 1000;
@@ -234,6 +233,7 @@ impl Calibrator<'_> {
         report: &mut dyn FnMut(ProbeClass, &Measured),
         mut how: impl FnMut(&CalibrationSite) -> Option<Measured>,
     ) -> Costs {
+        let _turn = take_turn();
         let mut costs = Costs::default();
         for site in &self.cal.sites {
             if let Some(m) = how(site) {
@@ -250,6 +250,27 @@ impl Calibrator<'_> {
             .filter_map(|e| self.tracefs.event_id(self.group, e).ok())
             .collect()
     }
+}
+
+/// Calibrations of rprof sessions that run at the same time would disturb each other (their probes are on the
+/// same functions of the same binary, and a probe read through a tracefs ring traps in every process that
+/// maps the file, the bare calls of another session's calibration included): they take turns, under an
+/// exclusive lock on a file (released when it is closed). Without the file, no turns are taken.
+fn take_turn() -> Option<std::fs::File> {
+    let dir = Path::new("/run/lock");
+    let dir = if dir.is_dir() {
+        dir.to_path_buf()
+    } else {
+        std::env::temp_dir()
+    };
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir.join("rprof-calibration.lock"))
+        .ok()?;
+    file.lock().ok()?;
+    Some(file)
 }
 
 /// Entry, then return: the roles of a site's event ids.
@@ -281,7 +302,15 @@ fn durations(mut merge: OrderedMerge<Item>) -> Vec<u64> {
     out
 }
 
-/// The fastest of [`BATCHES`] batches of [`CALLS`] calls of the class's function, in ns per call.
+/// This thread's CPU time (user and system: the probe's traps included), in ns: unlike the wall clock, not
+/// stretched when the machine runs something else in between.
+fn thread_cpu_ns() -> f64 {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID)
+        .map_or(0.0, |t| t.tv_sec() as f64 * 1e9 + t.tv_nsec() as f64)
+}
+
+/// The fastest of [`BATCHES`] batches of [`CALLS`] calls of the class's function, in ns of this thread's CPU
+/// time per call.
 fn per_call(class: ProbeClass) -> f64 {
     let f = match class {
         ProbeClass::Emulated => emulated_entry,
@@ -290,13 +319,13 @@ fn per_call(class: ProbeClass) -> f64 {
     let f = std::hint::black_box(f);
     let mut best = f64::MAX;
     for _ in 0..BATCHES {
-        let t = Instant::now();
+        let t = thread_cpu_ns();
         let mut x = 1u64;
         for _ in 0..CALLS {
             x = f(x).wrapping_add(1);
         }
         std::hint::black_box(x);
-        best = best.min(t.elapsed().as_nanos() as f64 / CALLS as f64);
+        best = best.min((thread_cpu_ns() - t) / CALLS as f64);
     }
     best
 }

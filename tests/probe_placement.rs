@@ -1,0 +1,269 @@
+//! Probe placement: probes go on the first instruction the kernel emulates when the instructions before it can
+//! be skipped, never where a loop lands or past a write to a fetched register or a stack move; counts stay
+//! exact; the stated cost per class matches what the target pays; `--net` durations match a spinner's own
+//! clock.
+mod common;
+use common::{build_c, privileged, rprof};
+use std::path::Path;
+
+/// `rprof probe ARGS` (asserting success): stdout and stderr.
+fn probe(args: &[&str]) -> (String, String) {
+    let out = rprof().args(args).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "rprof {args:?}: {stderr}");
+    (String::from_utf8_lossy(&out.stdout).into_owned(), stderr)
+}
+
+/// The `-l` line of `func`: where its probes go and why.
+fn placement(bin: &str, spec: &str) -> String {
+    let (out, _) = probe(&["probe", "-l", "-x", bin, spec]);
+    out.lines()
+        .next()
+        .unwrap_or_else(|| panic!("no -l line for {spec}"))
+        .to_string()
+}
+
+/// The count column of `func`'s row.
+fn count(table: &str, func: &str) -> Option<u64> {
+    let row = table
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(func))?;
+    row.split_whitespace().nth(1)?.parse().ok()
+}
+
+fn fixture(dir: &Path, flags: &[&str]) -> String {
+    build_c(dir, "placement.c", flags)
+        .to_str()
+        .unwrap()
+        .to_string()
+}
+
+/// Check where the fixture's functions are probed: a loop back to +3 keeps `loop_back` at +0, a stack move
+/// first keeps `stack_first` at +0, a write to a fetched register keeps `writes_arg(arg0)` at +0 while
+/// `writes_arg` alone moves past it, and `free_like` (libc free's `test; je`) moves to its `je` at +3.
+#[test]
+fn placements_follow_the_rules() {
+    if !privileged("placements_follow_the_rules") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = fixture(dir.path(), &["-O1"]);
+    let cases = [
+        (
+            "loop_back",
+            "+0x0 (test: single-stepped; a branch of the function lands on +0x3)",
+        ),
+        (
+            "stack_first",
+            "+0x0 (sub: single-stepped; sub at +0x0 moves the stack)",
+        ),
+        (
+            "writes_arg(arg0)",
+            "+0x0 (mov: single-stepped; mov at +0x0 writes a fetched register)",
+        ),
+        ("writes_arg", "+0x6 (je: emulated; skipped mov, test)"),
+        ("free_like", "+0x3 (je: emulated; skipped test)"),
+        ("empty_emul", "+0x0 (push: emulated)"),
+    ];
+    for (spec, expected) in cases {
+        let line = placement(&bin, spec);
+        assert!(line.contains(expected), "{spec}: {line}");
+    }
+}
+
+/// Check that every placement counts exactly, timed and with `--count`: `loop_back` (each call turns 3 times
+/// through the `je` a moved probe would sit on), `stack_first` and `free_like`; and that `writes_arg(arg0)`
+/// reads arg0 as its callers passed it (1..5), not as its first instruction rewrote it (0).
+#[test]
+fn placed_probes_count_exactly() {
+    if !privileged("placed_probes_count_exactly") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = fixture(dir.path(), &["-O1"]);
+    for mode in [None, Some("--count")] {
+        for (func, run) in [
+            ("loop_back", &["loop", "3", "1000"][..]),
+            ("stack_first", &["stack", "1000"][..]),
+            ("free_like", &["free", "1000"][..]),
+        ] {
+            let mut args = vec!["probe"];
+            args.extend(mode);
+            args.extend(["-x", &bin, func, "--", &bin]);
+            args.extend(run);
+            let (out, _) = probe(&args);
+            assert_eq!(count(&out, func), Some(1000), "{mode:?} {func}: {out}");
+        }
+    }
+    let (out, _) = probe(&[
+        "probe",
+        "-x",
+        &bin,
+        "writes_arg(arg0)",
+        "--by",
+        "arg0",
+        "--",
+        &bin,
+        "args",
+        "5",
+    ]);
+    // The table's rows (the fixture's own line, `writes_arg 5`, has two words).
+    let rows: Vec<Vec<&str>> = out
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .filter(|w| w.len() >= 8 && w[0] == "writes_arg")
+        .collect();
+    let mut args: Vec<(&str, &str)> = rows.iter().map(|w| (w[1], w[2])).collect();
+    args.sort();
+    let expected = vec![("1", "1"), ("2", "1"), ("3", "1"), ("4", "1"), ("5", "1")];
+    assert_eq!(args, expected, "{out}");
+}
+
+/// The numbers after `label` (`empty_emul 20000 cpu_ns_per_call 2145.9` -> 2145.9).
+fn number_after(text: &str, line_start: &str, label: &str) -> f64 {
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(line_start))
+        .unwrap_or_else(|| panic!("no `{line_start}` line in {text}"));
+    let at = line
+        .find(label)
+        .unwrap_or_else(|| panic!("no {label} in {line}"))
+        + label.len();
+    line[at..]
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// A duration as rprof prints it (`812ns`, `10.23us`, `10.02ms`) in ns.
+fn ns(text: &str) -> f64 {
+    let (num, unit) = text.split_at(text.find(|c: char| c.is_ascii_alphabetic()).unwrap());
+    let v: f64 = num.parse().unwrap();
+    v * match unit {
+        "ns" => 1.0,
+        "us" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        _ => panic!("unit {unit}"),
+    }
+}
+
+/// The cost rprof states for a class (`emul`, `step`) in its table's footer.
+fn stated_cost(out: &str, tag: &str) -> f64 {
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("probe cost about"))
+        .unwrap();
+    let at = line
+        .find(&format!(" ({tag})"))
+        .unwrap_or_else(|| panic!("no {tag} in {line}"));
+    let word = line[..at].rsplit([' ', ',']).next().unwrap();
+    ns(word)
+}
+
+/// Check that the probe's stated cost per call is within 25% of what the fixture pays, by its own thread CPU
+/// clock (probed minus bare), for an emulated and a single-stepped first instruction.
+#[test]
+fn stated_cost_matches_the_target() {
+    if !privileged("stated_cost_matches_the_target") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = fixture(dir.path(), &["-O1"]);
+    let bare = std::process::Command::new(&bin)
+        .args(["cost", "20000"])
+        .output()
+        .unwrap();
+    let bare = String::from_utf8_lossy(&bare.stdout).into_owned();
+    let (out, _) = probe(&[
+        "probe",
+        "-x",
+        &bin,
+        "empty_emul",
+        "empty_step",
+        "--",
+        &bin,
+        "cost",
+        "20000",
+    ]);
+    for (func, tag) in [("empty_emul", "emul"), ("empty_step", "step")] {
+        let paid = number_after(&out, func, "cpu_ns_per_call")
+            - number_after(&bare, func, "cpu_ns_per_call");
+        let stated = stated_cost(&out, tag);
+        let ratio = stated / paid;
+        assert!(
+            (0.75..=1.25).contains(&ratio),
+            "{func}: stated {stated} ns, paid {paid} ns: {out}"
+        );
+    }
+}
+
+/// `--net` on `spin` for `ns` per call, `calls` times, with `extra` flags: each call's duration by rprof (its
+/// trace, in call order) and by the fixture's own clock, for the calls during which the thread was not
+/// switched out (a switch lands inside one measure and maybe not the other), less the 1% of calls on each side
+/// where the two differ most (an interrupt, or the host preempting this VM, outside the spinner's own window:
+/// up to tens of microseconds, a few calls in a thousand on a busy machine).
+fn spin_pairs(bin: &str, extra: &[&str], spin_ns: u64, calls: u64) -> Vec<(f64, f64)> {
+    let (spin_ns, calls) = (spin_ns.to_string(), calls.to_string());
+    let mut args = vec!["probe", "--net", "--trace", "--trace-rate", "1000000"];
+    args.extend(extra);
+    args.extend(["-x", bin, "spin", "--", bin, "spin", &spin_ns, &calls]);
+    let (out, _) = probe(&args);
+    let rprof: Vec<f64> = out
+        .lines()
+        .filter(|l| l.trim_end().ends_with("spin()"))
+        .map(|l| ns(l.split_whitespace().nth(2).unwrap()))
+        .collect();
+    let own: Vec<(f64, bool)> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("call "))
+        .map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            (w[1].parse().unwrap(), w[2] == "1")
+        })
+        .collect();
+    assert_eq!(rprof.len(), own.len(), "{out}");
+    let mut pairs: Vec<(f64, f64)> = rprof
+        .into_iter()
+        .zip(own)
+        .filter(|(_, (_, switched))| !switched)
+        .map(|(r, (o, _))| (r, o))
+        .collect();
+    pairs.sort_by(|a, b| (a.0 - a.1).total_cmp(&(b.0 - b.1)));
+    let trim = pairs.len() / 100;
+    pairs[trim..pairs.len() - trim].to_vec()
+}
+
+/// Check that with `--net`, the mean duration of a function that spins 1 us, 10 us and 100 us by its own clock
+/// is within 10% (or 100 ns) of its own measure (see [`spin_pairs`] for the calls compared), for an emulated probe (`-fcf-protection=full`: `endbr64` is
+/// skipped to the `push`) and a single-stepped one (`--at-entry`: on the `endbr64`).
+#[test]
+fn net_durations_match_the_spinner() {
+    if !privileged("net_durations_match_the_spinner") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = fixture(dir.path(), &["-O1", "-fcf-protection=full"]);
+    for (class, extra) in [
+        ("emulated", &[][..]),
+        ("single-stepped", &["--at-entry"][..]),
+    ] {
+        for (spin_ns, calls) in [(1_000, 2000), (10_000, 500), (100_000, 100)] {
+            let pairs = spin_pairs(&bin, extra, spin_ns, calls);
+            assert!(
+                pairs.len() as u64 > calls / 2,
+                "{class} {spin_ns}: most calls were switched out"
+            );
+            let n = pairs.len() as f64;
+            let rprof = pairs.iter().map(|p| p.0).sum::<f64>() / n;
+            let own = pairs.iter().map(|p| p.1).sum::<f64>() / n;
+            let allowed = (own * 0.10).max(100.0);
+            assert!(
+                (rprof - own).abs() <= allowed,
+                "{class} {spin_ns} ns: rprof --net mean {rprof:.0} ns, the spinner's own {own:.0} ns"
+            );
+        }
+    }
+}
