@@ -235,6 +235,15 @@ fn notice(n: &Notice) -> String {
              SIGKILL they stay until the next rprof starts"
         ),
         Notice::Calibration(text) => format!("calibration: {text}"),
+        Notice::CountedOnly {
+            count,
+            names,
+            reason,
+        } => format!(
+            "{count} Go function(s) ({}{}) are counted, not timed: {reason}",
+            names.join(", "),
+            if *count > names.len() { ", ..." } else { "" }
+        ),
     }
 }
 

@@ -98,8 +98,6 @@ pub enum ProbeError {
     NoSyscallTracepoints,
     #[error("tracefs is needed for these patterns but was not found")]
     NoTracefs,
-    #[error("{path} is a Go binary: uretprobes crash Go programs (goroutine stacks move), so rprof cannot time its functions; use --count to count calls")]
-    GoReturns { path: PathBuf },
     #[error("cannot write the report: {0}")]
     Output(#[from] std::io::Error),
     #[error("probe spec `{spec}`: {reason}")]
@@ -243,6 +241,12 @@ pub enum Notice {
     NoSupervisor(String),
     /// A measurement of the calibration (`RPROF_DEBUG_COST`).
     Calibration(String),
+    /// Functions of a Go binary that are counted, not timed (the first few names), and why.
+    CountedOnly {
+        count: usize,
+        names: Vec<String>,
+        reason: String,
+    },
 }
 
 /// What the header line says when probing starts.

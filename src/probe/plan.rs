@@ -3,7 +3,8 @@
 //! how the probe's own cost is calibrated. [`plan`] is a pure function of the targets, the options and what the
 //! kernel and the files offer ([`Capabilities`]); the session carries the plan out.
 use super::engine::sharing::Sharing;
-use super::spec::code::{gpr_bit, Emulation, FunctionCode, Store};
+use super::spec::code::{gpr_bit, Emulation, FunctionCode, GoHead, Store};
+use super::spec::go::GoFunction;
 use super::target::{PerTarget, Target, TargetId, TargetKind, Targets};
 use super::{EngineChoice, ProbeOptions};
 use crate::tracefs::{ProbeDef, ProbeLocation};
@@ -90,6 +91,9 @@ pub struct Placement {
     pub class: ProbeClass,
     /// `je: emulated; skipped test`, `push: emulated`, `mov: single-stepped; sub at +0x3 moves the stack`.
     pub why: String,
+    /// Go: the return probes are uprobes on these `ret` instructions (offsets from the function's start),
+    /// paired with entries by goroutine (none: counted only); None for a uretprobe at the entry's place.
+    pub returns: Option<Vec<u64>>,
 }
 
 /// How the events are read.
@@ -238,6 +242,10 @@ pub const POINTS_PER_EVENT: usize = 1024;
 /// The fetch argument that carries the user stack pointer, which pairing matches returns to entries by.
 pub const SP_FETCH: &str = "sp=%sp";
 
+/// The fetch argument that carries a Go function's goroutine (the g pointer in r14), which pairing matches its
+/// returns to its entries by.
+pub const G_FETCH: &str = "g=%r14:x64";
+
 /// Decide the session for `targets`, with probes in the tracefs group `group`.
 ///
 /// - `--count` without values, stacks or a forced engine reads counters ([`Mode::Counters`]) for up to
@@ -321,8 +329,31 @@ pub fn place(t: &Target, at_entry: bool, emulates: Emulates) -> Option<Placement
             offset: 0,
             class: ProbeClass::SingleStepped,
             why: "code not read: assumed single-stepped".into(),
+            returns: None,
         });
     };
+    match (&t.go, &code.go) {
+        (Some(GoFunction::Timed), Some(go)) => {
+            // No SP fetch and no uretprobe for Go: the stack may move before the entry.
+            let fetched = fetched_registers(t).0 & !gpr_bit("sp").unwrap_or(0);
+            return Some(place_go(code, go, fetched, emulates));
+        }
+        (Some(GoFunction::CountOnly(why)), _) => {
+            // Counted only: no uretprobe in a Go program (it would crash it).
+            let mut p = place(
+                &Target {
+                    go: None,
+                    ..t.clone()
+                },
+                at_entry,
+                emulates,
+            )?;
+            p.why = format!("{}; counted only: {why}", p.why);
+            p.returns = Some(Vec::new());
+            return Some(p);
+        }
+        _ => {}
+    }
     let first = &code.head[0];
     let class = |e| match emulates.emulates(e) {
         true => ProbeClass::Emulated,
@@ -332,6 +363,7 @@ pub fn place(t: &Target, at_entry: bool, emulates: Emulates) -> Option<Placement
         offset: 0,
         class: class(first.emulation),
         why: format!("{}: {}{reason}", first.text, class(first.emulation).name()),
+        returns: None,
     };
     if at_entry {
         return Some(at_zero(" (--at-entry)".into()));
@@ -379,7 +411,51 @@ fn placed_at(
         offset,
         class: ProbeClass::Emulated,
         why: format!("{text}: emulated; skipped {}", skipped.join(", ")),
+        returns: None,
     })
+}
+
+/// A Go function (register ABI): the entry on the first emulated instruction after the stack-growth check (so
+/// that growing the stack, which runs the function again from its start, does not count it twice), unless a
+/// branch lands between; the returns on each `ret` (single-stepped: the pair counts as such). No uretprobe, so
+/// the stack may move and memory may be written before the entry.
+fn place_go(code: &FunctionCode, go: &GoHead, fetched: u16, emulates: Emulates) -> Placement {
+    let rets = code.rets.len();
+    let returns = format!("; returns: {rets} ret(s), single-stepped; paired by goroutine");
+    let mut skipped: Vec<&str> = Vec::new();
+    for h in &go.head {
+        if emulates.emulates(h.emulation) {
+            let lands = code
+                .targets
+                .range(go.after_check + 1..=h.offset)
+                .next()
+                .is_some();
+            if !lands {
+                return Placement {
+                    offset: h.offset,
+                    class: ProbeClass::SingleStepped,
+                    why: format!(
+                        "{}: emulated, after the stack check; skipped {}{returns}",
+                        h.text,
+                        skipped.join(", ")
+                    ),
+                    returns: Some(code.rets.clone()),
+                };
+            }
+            break;
+        }
+        if h.branches || h.writes & fetched != 0 {
+            break;
+        }
+        skipped.push(&h.text);
+    }
+    let text = go.head.first().map_or("?", |h| h.text.as_str());
+    Placement {
+        offset: go.after_check,
+        class: ProbeClass::SingleStepped,
+        why: format!("{text}: after the stack check{returns}"),
+        returns: Some(code.rets.clone()),
+    }
 }
 
 /// The general-purpose registers the target's entry fetches read (`%di`, `+0(%si):string`, `%sp`), and
@@ -586,6 +662,7 @@ impl Points<'_> {
                     && m.len() < per_event
                     && t.fetches.is_empty()
                     && targets[m[0]].fetches.is_empty()
+                    && self.go_returns(id) == self.go_returns(m[0])
             };
             match chunks.iter_mut().rev().find(joins) {
                 Some((_, m)) => m.push(id),
@@ -600,27 +677,54 @@ impl Points<'_> {
                 let TargetKind::User { path, offset, .. } = &t.kind else {
                     continue;
                 };
-                let offset = offset.0 + self.placements[m].as_ref().map_or(0, |p| p.offset);
-                if self.pmu && self.one_per_target && t.fetches.is_empty() {
+                let placed = self.placements[m].as_ref();
+                let offset = offset.0 + placed.map_or(0, |p| p.offset);
+                let go = self.go_returns(m);
+                if self.pmu && self.one_per_target && t.fetches.is_empty() && !go {
                     pmu_at = Some((path.clone(), offset));
                     continue;
                 }
-                let loc = ProbeLocation::User {
+                let loc = |offset| ProbeLocation::User {
                     path: path.clone(),
                     offset,
                     ref_ctr: None,
                 };
-                defs.push(self.def(&entry, false, &loc, fetch_args(t, false, !self.count_only)));
+                if go {
+                    let with_g = |mut args: Vec<String>| {
+                        args.insert(0, G_FETCH.to_string());
+                        args
+                    };
+                    let start = offset - placed.map_or(0, |p| p.offset);
+                    defs.push(self.def(
+                        &entry,
+                        false,
+                        &loc(offset),
+                        with_g(fetch_args(t, false, false)),
+                    ));
+                    for r in placed.and_then(|p| p.returns.as_deref()).unwrap_or(&[]) {
+                        let args = with_g(fetch_args(t, true, false));
+                        defs.push(self.def(&ret, false, &loc(start + r), args));
+                    }
+                    continue;
+                }
+                defs.push(self.def(
+                    &entry,
+                    false,
+                    &loc(offset),
+                    fetch_args(t, false, !self.count_only),
+                ));
                 if !self.count_only {
-                    defs.push(self.def(&ret, true, &loc, fetch_args(t, true, true)));
+                    defs.push(self.def(&ret, true, &loc(offset), fetch_args(t, true, true)));
                 }
             }
             let event = |name: String, role| Unplaced {
                 pmu_at: pmu_at.clone(),
                 ..self.event(name, role, members.clone(), true)
             };
+            // No return event when no member has a return probe (Go functions counted only).
+            let returns = pmu_at.is_some() || defs.iter().any(|d| d.event == ret);
             events.push(event(entry, Role::Entry));
-            if !self.count_only {
+            if !self.count_only && returns {
                 events.push(event(ret, Role::Return));
             }
         }
@@ -680,6 +784,14 @@ impl Points<'_> {
                 ..self.event(event.clone(), Role::Hit, one, false)
             }),
         }
+    }
+
+    /// Whether target `id` is timed the Go way: uprobes on its `ret`s, paired by goroutine.
+    fn go_returns(&self, id: TargetId) -> bool {
+        !self.count_only
+            && self.placements[id]
+                .as_ref()
+                .is_some_and(|p| p.returns.is_some())
     }
 
     fn def(

@@ -89,6 +89,7 @@ pub fn run(
         notice,
     };
     let plan = plan::plan(&s.group, targets, opts, &s.caps);
+    counted_only(&mut s);
     // Started before the probes exist, and dropped (which ends it) after they are removed.
     let _supervisor = match Supervisor::spawn(tracefs, &s.group) {
         Ok(sup) => Some(sup),
@@ -108,6 +109,32 @@ pub fn run(
         (s.notice)(Notice::NotRemoved(e.to_string()));
     }
     Ok(summary)
+}
+
+/// Say which functions of a Go binary are counted and not timed, and why.
+fn counted_only(s: &mut Setup<'_>) {
+    use super::spec::go::GoFunction;
+    if s.opts.count_only {
+        return;
+    }
+    let mut by_reason: Vec<(String, Vec<String>)> = Vec::new();
+    for (_, t) in s.targets.iter() {
+        if let Some(GoFunction::CountOnly(reason)) = &t.go {
+            match by_reason.iter_mut().find(|(r, _)| r == reason) {
+                Some((_, names)) => names.push(t.name.clone()),
+                None => by_reason.push((reason.clone(), vec![t.name.clone()])),
+            }
+        }
+    }
+    for (reason, names) in by_reason {
+        let count = names.len();
+        let names = names.into_iter().take(3).collect();
+        (s.notice)(Notice::CountedOnly {
+            count,
+            names,
+            reason,
+        });
+    }
 }
 
 /// `--count`: counters only.

@@ -2,6 +2,7 @@
 //! target (statistics, per-call state) indexed by that id.
 use super::spec::code::FunctionCode;
 use super::spec::fetch::{ArgSource, Fetch};
+use super::spec::go::GoFunction;
 use crate::addr::{ElfAddr, FileOffset};
 use std::ops::{Index, IndexMut};
 use std::path::{Path, PathBuf};
@@ -81,6 +82,8 @@ pub struct Target {
     pub fetches: Vec<Fetch>,
     /// What its machine code says about probe placement (user functions whose code could be read).
     pub code: Option<FunctionCode>,
+    /// A function of a Go binary: how it can be probed.
+    pub go: Option<GoFunction>,
 }
 
 impl Target {

@@ -57,8 +57,13 @@ impl AddrMap {
                     map.binaries.len() - 1
                 }
             };
-            let placed = placements[id].as_ref().map_or(0, |p| p.offset);
-            map.offsets.insert((bin as u32, offset.0 + placed), id);
+            let placed = placements[id].as_ref();
+            map.offsets
+                .insert((bin as u32, offset.0 + placed.map_or(0, |p| p.offset)), id);
+            // Go: the uprobes on each `ret` stand for the function too.
+            for r in placed.and_then(|p| p.returns.as_deref()).unwrap_or(&[]) {
+                map.offsets.insert((bin as u32, offset.0 + r), id);
+            }
         }
         map
     }
@@ -110,6 +115,7 @@ mod tests {
             },
             fetches: Vec::new(),
             code: None,
+            go: None,
         }
     }
 

@@ -37,10 +37,17 @@ pub struct NetCost {
     pub cost_ns: u64,
 }
 
-/// The per-thread shadow stacks.
+/// What a shadow stack belongs to: a thread, or (Go) a goroutine, which moves between threads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StackKey {
+    Thread(u32),
+    Goroutine(u64),
+}
+
+/// The shadow stacks, one per thread (or goroutine).
 #[derive(Debug, Default)]
 pub struct Pairer {
-    threads: HashMap<u32, Vec<OpenCall>>,
+    threads: HashMap<StackKey, Vec<OpenCall>>,
     /// `--net`: each target's probe bias and cost.
     net: Option<PerTarget<NetCost>>,
 }
@@ -55,10 +62,10 @@ impl Pairer {
     }
 
     /// A function entry: `call` as the entry makes it (its thread, entry time and what its return should get
-    /// back), with the user SP when known.
-    pub fn entry(&mut self, stats: &mut Stats, call: Call, sp: Option<u64>) {
+    /// back), on the shadow stack `key`, with the user SP when known.
+    pub fn entry(&mut self, stats: &mut Stats, call: Call, key: StackKey, sp: Option<u64>) {
         stats.funcs[call.target].enter();
-        let stack = self.threads.entry(call.tid).or_default();
+        let stack = self.threads.entry(key).or_default();
         if let Some(sp) = sp {
             // Open calls at a lower address than a new entry are frames that were unwound without returning.
             drop_frames_below(stack, sp, stats);
@@ -75,17 +82,17 @@ impl Pairer {
         });
     }
 
-    /// A function return of `target` on thread `tid` at `time`, with the user SP after the return when known.
-    /// Returns the call it closes, with its duration.
+    /// A function return of `target` on the shadow stack `key` at `time`, with the user SP after the return
+    /// when known. Returns the call it closes, with its duration.
     pub fn ret(
         &mut self,
         stats: &mut Stats,
-        tid: u32,
+        key: StackKey,
         target: TargetId,
         time: u64,
         sp: Option<u64>,
     ) -> Option<Call> {
-        let Some(stack) = self.threads.get_mut(&tid) else {
+        let Some(stack) = self.threads.get_mut(&key) else {
             stats.orphan_returns += 1;
             return None;
         };
@@ -132,7 +139,7 @@ impl Pairer {
 
     /// A thread exited: its open calls will never return.
     pub fn thread_exit(&mut self, stats: &mut Stats, tid: u32) {
-        if let Some(stack) = self.threads.remove(&tid) {
+        if let Some(stack) = self.threads.remove(&StackKey::Thread(tid)) {
             for c in stack {
                 stats.funcs[c.call.target].unpaired += 1;
             }
@@ -169,7 +176,16 @@ mod tests {
 
     /// An entry of target `target` on thread `tid` at `time`.
     fn enter(p: &mut Pairer, s: &mut Stats, tid: u32, target: usize, time: u64, sp: Option<u64>) {
-        p.entry(s, Call::entry(t(target), tid, time), sp);
+        p.entry(
+            s,
+            Call::entry(t(target), tid, time),
+            StackKey::Thread(tid),
+            sp,
+        );
+    }
+
+    fn th(tid: u32) -> StackKey {
+        StackKey::Thread(tid)
     }
 
     const SP: u64 = 0x7ffd_0000_1000;
@@ -181,8 +197,8 @@ mod tests {
         let mut p = Pairer::new(None);
         enter(&mut p, &mut s, 1, 0, 100, Some(SP));
         enter(&mut p, &mut s, 1, 1, 110, Some(SP - 64));
-        let _ = p.ret(&mut s, 1, t(1), 150, Some(SP - 56));
-        let _ = p.ret(&mut s, 1, t(0), 200, Some(SP + 8));
+        let _ = p.ret(&mut s, th(1), t(1), 150, Some(SP - 56));
+        let _ = p.ret(&mut s, th(1), t(0), 200, Some(SP + 8));
         assert_eq!((s.funcs[t(0)].total_ns, s.funcs[t(0)].self_ns), (100, 60));
         assert_eq!((s.funcs[t(1)].total_ns, s.funcs[t(1)].self_ns), (40, 40));
         assert_eq!(s.unpaired(), 0);
@@ -198,7 +214,7 @@ mod tests {
             enter(&mut p, &mut s, 7, 0, 10 * d, Some(SP - 32 * d));
         }
         for d in (0..3u64).rev() {
-            let _ = p.ret(&mut s, 7, t(0), 100 - 10 * d, Some(SP - 32 * d + 8));
+            let _ = p.ret(&mut s, th(7), t(0), 100 - 10 * d, Some(SP - 32 * d + 8));
         }
         let f = &s.funcs[t(0)];
         assert_eq!((f.count, f.paired, f.max_ns, f.min_ns), (3, 3, 100, 60));
@@ -213,13 +229,13 @@ mod tests {
         // main-level caller 0 enters, 1 enters deeper, longjmp back: 1's return never comes.
         enter(&mut p, &mut s, 1, 0, 0, Some(SP));
         enter(&mut p, &mut s, 1, 1, 10, Some(SP - 100));
-        let _ = p.ret(&mut s, 1, t(0), 50, Some(SP + 8));
+        let _ = p.ret(&mut s, th(1), t(0), 50, Some(SP + 8));
         assert_eq!((s.funcs[t(1)].unpaired, s.funcs[t(0)].paired), (1, 1));
         // A longjmp out of the outer call too: a new entry at a higher SP pops the stale frame.
         enter(&mut p, &mut s, 1, 1, 60, Some(SP - 100));
         enter(&mut p, &mut s, 1, 1, 70, Some(SP - 40));
         assert_eq!(s.funcs[t(1)].unpaired, 2);
-        let _ = p.ret(&mut s, 1, t(1), 75, Some(SP - 32));
+        let _ = p.ret(&mut s, th(1), t(1), 75, Some(SP - 32));
         assert_eq!((s.funcs[t(1)].paired, s.funcs[t(1)].total_ns), (1, 5));
     }
 
@@ -228,11 +244,11 @@ mod tests {
     fn orphans_and_threads() {
         let mut s = Stats::new(1);
         let mut p = Pairer::new(None);
-        let _ = p.ret(&mut s, 1, t(0), 5, Some(SP));
+        let _ = p.ret(&mut s, th(1), t(0), 5, Some(SP));
         enter(&mut p, &mut s, 2, 0, 10, Some(SP));
         enter(&mut p, &mut s, 3, 0, 12, Some(SP));
-        let _ = p.ret(&mut s, 2, t(0), 20, Some(SP + 8));
-        let _ = p.ret(&mut s, 3, t(0), 30, Some(SP + 8));
+        let _ = p.ret(&mut s, th(2), t(0), 20, Some(SP + 8));
+        let _ = p.ret(&mut s, th(3), t(0), 30, Some(SP + 8));
         assert_eq!(s.orphan_returns, 1);
         assert_eq!((s.funcs[t(0)].paired, s.funcs[t(0)].total_ns), (2, 28));
     }
@@ -244,8 +260,8 @@ mod tests {
         let mut p = Pairer::new(None);
         enter(&mut p, &mut s, 1, 0, 0, Some(SP));
         enter(&mut p, &mut s, 1, 1, 5, Some(SP));
-        let _ = p.ret(&mut s, 1, t(1), 20, Some(SP + 8));
-        let _ = p.ret(&mut s, 1, t(0), 20, Some(SP + 8));
+        let _ = p.ret(&mut s, th(1), t(1), 20, Some(SP + 8));
+        let _ = p.ret(&mut s, th(1), t(0), 20, Some(SP + 8));
         assert_eq!(
             (s.funcs[t(0)].paired, s.funcs[t(1)].paired, s.unpaired()),
             (1, 1, 0)
@@ -259,7 +275,7 @@ mod tests {
         let mut p = Pairer::new(None);
         enter(&mut p, &mut s, 1, 0, 0, None);
         enter(&mut p, &mut s, 1, 1, 5, None);
-        let _ = p.ret(&mut s, 1, t(0), 20, None);
+        let _ = p.ret(&mut s, th(1), t(0), 20, None);
         assert_eq!((s.funcs[t(0)].paired, s.funcs[t(1)].unpaired), (1, 1));
         enter(&mut p, &mut s, 1, 1, 30, None);
         p.thread_exit(&mut s, 1);
@@ -279,10 +295,29 @@ mod tests {
         // Outer: entry at 0, return at 200. Inner, within: 50..110 (true body 50 + its bias 10).
         enter(&mut p, &mut s, 1, 0, 0, Some(SP));
         enter(&mut p, &mut s, 1, 1, 50, Some(SP - 64));
-        let _ = p.ret(&mut s, 1, t(1), 110, Some(SP - 56));
-        let _ = p.ret(&mut s, 1, t(0), 200, Some(SP + 8));
+        let _ = p.ret(&mut s, th(1), t(1), 110, Some(SP - 56));
+        let _ = p.ret(&mut s, th(1), t(0), 200, Some(SP + 8));
         assert_eq!(s.funcs[t(1)].total_ns, 50);
         // 200 - 10 (own bias) - 30 (the inner call's probes) = 160, of which 50 in the inner call.
         assert_eq!((s.funcs[t(0)].total_ns, s.funcs[t(0)].self_ns), (160, 110));
+    }
+
+    /// Check that calls keyed by goroutine pair across threads: entered on thread 1, returned on thread 2.
+    #[test]
+    fn goroutines_move_between_threads() {
+        let mut s = Stats::new(1);
+        let mut p = Pairer::new(None);
+        let g = StackKey::Goroutine(0xc000_0010_00);
+        p.entry(&mut s, Call::entry(t(0), 1, 100), g, None);
+        p.entry(&mut s, Call::entry(t(0), 1, 150), g, None);
+        assert!(p.ret(&mut s, th(2), t(0), 160, None).is_none());
+        let inner = p.ret(&mut s, g, t(0), 170, None).unwrap();
+        let outer = p.ret(&mut s, g, t(0), 400, None).unwrap();
+        assert_eq!((inner.dur, outer.dur), (Some((20, 20)), Some((300, 280))));
+        p.thread_exit(&mut s, 1);
+        assert_eq!(
+            (s.funcs[t(0)].paired, s.unpaired(), s.orphan_returns),
+            (2, 0, 1)
+        );
     }
 }

@@ -2,7 +2,7 @@
 //! per-call work (values, slow calls, trace lines) and stacks; mapping events keep the address spaces current.
 use super::addrmap::AddrMap;
 use super::calls::{Call, Calls};
-use super::pairing::{NetCost, Pairer};
+use super::pairing::{NetCost, Pairer, StackKey};
 use super::stacks::StackCounter;
 use super::stats::Stats;
 use crate::merge::OrderedMerge;
@@ -117,12 +117,14 @@ impl<'a> Sink<'a> {
         if self.calls.is_some() {
             self.carry(&mut call, pid, hit.values, hit.stack.as_deref());
         }
+        let key = match hit.key {
+            Some(g) => StackKey::Goroutine(g),
+            None => StackKey::Thread(hit.tid),
+        };
         match hit.role {
-            Role::Entry if self.timed => self.pairer.entry(&mut self.stats, call, hit.sp),
+            Role::Entry if self.timed => self.pairer.entry(&mut self.stats, call, key, hit.sp),
             Role::Return if self.timed => {
-                let closed = self
-                    .pairer
-                    .ret(&mut self.stats, hit.tid, target, time, hit.sp);
+                let closed = self.pairer.ret(&mut self.stats, key, target, time, hit.sp);
                 if let (Some(calls), Some(mut closed)) = (self.calls.as_mut(), closed) {
                     closed.join_return(call.values);
                     calls.add(&closed);

@@ -202,6 +202,7 @@ impl Calibrator<'_> {
                     role: role(i),
                     addr_field: None,
                     sp_field: None,
+                    key_field: None,
                 };
                 specs.push((
                     attr,

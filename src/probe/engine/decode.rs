@@ -26,6 +26,8 @@ pub struct EventInfo {
     pub addr_field: Option<usize>,
     /// Offset in the data of the `sp` fetch argument (timed user probes).
     pub sp_field: Option<usize>,
+    /// Offset in the data of the `g` fetch argument (Go: the goroutine, which pairs returns with entries).
+    pub key_field: Option<usize>,
 }
 
 /// The probe's events by type id, and where every event's data holds the thread id (`common_pid`).
@@ -54,6 +56,8 @@ pub struct Hit {
     pub tid: u32,
     /// The user stack pointer (timed user probes).
     pub sp: Option<u64>,
+    /// What entries and returns pair by instead of the thread: a Go function's goroutine.
+    pub key: Option<u64>,
     /// The callchain at entry (`-g`), leaf first, with its context markers.
     pub stack: Option<Box<[u64]>>,
     pub values: Option<Values>,
@@ -88,6 +92,7 @@ impl EventTypes {
                     role,
                     addr_field: None,
                     sp_field: None,
+                    key_field: None,
                 };
                 (id as u16, info)
             })
@@ -113,6 +118,7 @@ impl EventTypes {
             None => 0,
         };
         let sp = info.sp_field.and_then(|off| read_u64(data, off));
+        let key = info.key_field.and_then(|off| read_u64(data, off));
         let values = self.fields.get(&kind).map(|fields| {
             fields
                 .iter()
@@ -125,6 +131,7 @@ impl EventTypes {
             role: info.role,
             tid: tid as u32,
             sp,
+            key,
             stack,
             values,
         }))
@@ -202,6 +209,7 @@ fn decode_sample(
                     .user_regs
                     .as_ref()
                     .and_then(|r| r.get(u64::from(crate::regs::index::SP))),
+                key: None,
                 stack,
                 values: None,
             })
@@ -305,24 +313,24 @@ pub fn event_types(
     Ok((types, ids))
 }
 
-/// Where one event's data holds the probed address and the stack pointer, from its `format`.
+/// Where one event's data holds the probed address (of a uprobe, or of the function a uretprobe returns from),
+/// the stack pointer and the goroutine, from its `format`.
 fn event_info(p: &PlannedEvent, format: &str) -> EventInfo {
-    let (mut addr_field, mut sp_field) = (None, None);
+    let (mut addr_field, mut sp_field, mut key_field) = (None, None, None);
     if p.user {
-        let field = if p.role == Role::Return {
-            "__probe_func"
-        } else {
-            "__probe_ip"
-        };
+        let probed = parse_field_offset(format, "__probe_func")
+            .or_else(|| parse_field_offset(format, "__probe_ip"));
         if p.members.len() > 1 {
-            addr_field = Some(parse_field_offset(format, field).unwrap_or(8));
+            addr_field = Some(probed.unwrap_or(8));
         }
         sp_field = parse_field_offset(format, "sp");
+        key_field = parse_field_offset(format, "g");
     }
     EventInfo {
         target: (p.members.len() == 1).then(|| p.members[0]),
         role: p.role,
         addr_field,
         sp_field,
+        key_field,
     }
 }

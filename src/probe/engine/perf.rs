@@ -158,6 +158,7 @@ fn event_spec(
                 role: p.role,
                 addr_field: None,
                 sp_field: None,
+                key_field: None,
             };
             (common.apply(attr), Some(hits))
         }

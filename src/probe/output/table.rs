@@ -485,6 +485,7 @@ mod tests {
             },
             fetches: Vec::new(),
             code: None,
+            go: None,
         };
         let targets = Targets::new(vec![
             named("outer"),

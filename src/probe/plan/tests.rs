@@ -19,6 +19,7 @@ fn user(path: &str, off: u64) -> Target {
         },
         fetches: Vec::new(),
         code: None,
+        go: None,
     }
 }
 
@@ -344,7 +345,7 @@ fn many_counted_functions_share_sampled_events() {
 /// A user target at 0x1000 whose code is `bytes`.
 fn coded(bytes: &[u8]) -> Target {
     Target {
-        code: Some(analyze(0x1000, bytes, &[])),
+        code: Some(analyze(0x1000, bytes, &[], false)),
         ..user(BIN, 0x1000)
     }
 }

@@ -52,6 +52,9 @@ fn resolve_one(
         };
         return resolve_one(&start, item, field, spec);
     }
+    if target.go.is_some() {
+        return go_fetch(target, item, field, spec);
+    }
     if item.is_ret() {
         if !target.can_return() {
             return Err(err(format!(
@@ -132,6 +135,46 @@ fn resolve_one(
             target.name
         ))),
     }
+}
+
+/// The integer argument and result registers of Go's register ABI (amd64, Go 1.17 and later).
+const GO_REGS: [&str; 9] = ["ax", "bx", "cx", "di", "si", "r8", "r9", "r10", "r11"];
+
+/// A value of a Go function: `argN` in Go's register ABI at entry, `ret` (its first result) at each `ret`.
+fn go_fetch(
+    target: &Target,
+    item: &FetchItem,
+    field: String,
+    spec: &str,
+) -> Result<Fetch, ProbeError> {
+    use crate::probe::spec::go::GoFunction;
+    let err = |reason: String| spec_error(spec, reason);
+    if target.go != Some(GoFunction::Timed) {
+        return Err(err(format!(
+            "{}: values of this Go function cannot be read (it is counted only)",
+            target.name
+        )));
+    }
+    let ty = item.ty.unwrap_or(DEFAULT_INT);
+    if item.is_ret() {
+        return Ok(Fetch::new("ret", field, "%ax", ty, true));
+    }
+    let Some(n) = item.arg_index() else {
+        return Err(err(format!(
+            "`{}`: Go functions take arguments by position (arg0..arg8, Go's register ABI)",
+            item.name
+        )));
+    };
+    let reg = GO_REGS.get(n).ok_or_else(|| {
+        err(format!("arg{n} is past Go's 9 integer argument registers (arg0..arg8: rax, rbx, rcx, rdi, rsi, r8..r11)"))
+    })?;
+    if ty == FetchType::Str {
+        return Err(err(format!(
+            "arg{n}: a Go string is a pointer and a length in two registers; read it as arg{n} (the pointer) and arg{} (the length)",
+            n + 1
+        )));
+    }
+    Ok(Fetch::new(&item.name, field, &format!("%{reg}"), ty, false))
 }
 
 /// `%REG` of integer argument `n`.

@@ -88,13 +88,26 @@ pub struct FunctionCode {
     pub targets: BTreeSet<u64>,
     /// Offsets of the `ret` instructions.
     pub rets: Vec<u64>,
+    /// In a Go function (register ABI), the stack-growth check (`cmp 0x10(%r14),%rsp; jbe morestack`) and the
+    /// instructions after it, up to the first that the kernel emulates or that branches.
+    pub go: Option<GoHead>,
+}
+
+/// What follows a Go function's stack-growth check.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GoHead {
+    /// Offset of the first instruction after the check's `jbe`.
+    pub after_check: u64,
+    pub head: Vec<HeadInsn>,
 }
 
 /// Analyze the code of a function at ELF address `start` (`body`: its bytes), with the bytes of its `.cold`
-/// parts (their ELF addresses and bytes), whose branches back into it count too.
-pub fn analyze(start: u64, body: &[u8], cold: &[(u64, &[u8])]) -> FunctionCode {
+/// parts (their ELF addresses and bytes), whose branches back into it count too; `go` for a function of a Go
+/// binary.
+pub fn analyze(start: u64, body: &[u8], cold: &[(u64, &[u8])], go: bool) -> FunctionCode {
     let mut code = FunctionCode {
-        head: head(start, body),
+        head: head(start, body, 0, true),
+        go: go.then(|| go_head(start, body)),
         ..FunctionCode::default()
     };
     let end = start + body.len() as u64;
@@ -114,6 +127,27 @@ pub fn analyze(start: u64, body: &[u8], cold: &[(u64, &[u8])]) -> FunctionCode {
     code
 }
 
+/// The stack-growth check of a Go function (`cmp 0x10(%r14),%rsp`, or `lea -N(%rsp),%r12; cmp 0x10(%r14),%r12`
+/// for a large frame, then `jbe`; none in a function that never grows the stack), and the head after it (no
+/// uretprobe there: stack moves and stores can be skipped; only branches end it).
+fn go_head(start: u64, body: &[u8]) -> GoHead {
+    let insns: Vec<Instruction> = Decoder::with_ip(64, body, start, DecoderOptions::NONE)
+        .into_iter()
+        .take(3)
+        .collect();
+    let check = insns.iter().position(|i| {
+        i.mnemonic() == Mnemonic::Cmp
+            && i.memory_base() == Register::R14
+            && i.memory_displacement64() == 0x10
+    });
+    let jbe = check.and_then(|at| insns.get(at + 1).filter(|i| i.mnemonic() == Mnemonic::Jbe));
+    let after_check = jbe.map_or(0, |j| j.next_ip() - start);
+    GoHead {
+        after_check,
+        head: head(start, body, after_check, false),
+    }
+}
+
 fn is_direct_branch(insn: &Instruction) -> bool {
     matches!(
         insn.flow_control(),
@@ -121,12 +155,16 @@ fn is_direct_branch(insn: &Instruction) -> bool {
     ) && insn.near_branch_target() != 0
 }
 
-/// The head: instructions up to and including the first that the kernel emulates or that can never be
-/// skipped (a branch, a stack or memory write, an undecodable byte), at most [`HEAD_MAX`].
-fn head(start: u64, body: &[u8]) -> Vec<HeadInsn> {
+/// The head from offset `from`: instructions up to and including the first that the kernel emulates or that can
+/// never be skipped (a branch, an undecodable byte, and with `uretprobe` a stack move or a store that may reach
+/// `[rsp]`), at most [`HEAD_MAX`].
+fn head(start: u64, body: &[u8], from: u64, uretprobe: bool) -> Vec<HeadInsn> {
     let mut info = InstructionInfoFactory::new();
     let mut out = Vec::new();
-    for insn in Decoder::with_ip(64, body, start, DecoderOptions::NONE)
+    let Some(rest) = body.get(from as usize..) else {
+        return out;
+    };
+    for insn in Decoder::with_ip(64, rest, start + from, DecoderOptions::NONE)
         .into_iter()
         .take(HEAD_MAX)
     {
@@ -136,8 +174,8 @@ fn head(start: u64, body: &[u8]) -> Vec<HeadInsn> {
         let at = (insn.ip() - start) as usize;
         let bytes = &body[at..at + insn.len()];
         let h = describe(&insn, bytes, &mut info, start);
-        let last =
-            h.emulation != Emulation::Stepped && h.emulation != Emulation::Endbr || h.ends_head();
+        let ends = if uretprobe { h.ends_head() } else { h.branches };
+        let last = h.emulation != Emulation::Stepped && h.emulation != Emulation::Endbr || ends;
         out.push(h);
         if last {
             break;
@@ -289,7 +327,7 @@ mod tests {
     use super::*;
 
     fn head_of(bytes: &[u8]) -> Vec<(u64, String, Emulation)> {
-        analyze(0x1000, bytes, &[])
+        analyze(0x1000, bytes, &[], false)
             .head
             .into_iter()
             .map(|h| (h.offset, h.text, h.emulation))
@@ -301,7 +339,7 @@ mod tests {
     #[test]
     fn free_head() {
         let free = [0x48, 0x85, 0xff, 0x0f, 0x84, 0xbf, 0x00, 0x00, 0x00, 0x55];
-        let code = analyze(0x1000, &free, &[]);
+        let code = analyze(0x1000, &free, &[], false);
         assert_eq!(code.head.len(), 2);
         assert_eq!(
             (code.head[0].text.as_str(), code.head[0].writes),
@@ -341,11 +379,16 @@ mod tests {
     /// `(%rdi)` writes memory, one below rsp does not count.
     #[test]
     fn writes() {
-        let code = analyze(0x1000, &[0x48, 0x89, 0xf8, 0x48, 0x83, 0xec, 0x08], &[]);
+        let code = analyze(
+            0x1000,
+            &[0x48, 0x89, 0xf8, 0x48, 0x83, 0xec, 0x08],
+            &[],
+            false,
+        );
         assert_eq!(code.head[0].writes, gpr_bit("ax").unwrap());
         assert!(!code.head[0].ends_head());
         assert!(code.head[1].moves_stack);
-        let store = |bytes: &[u8]| analyze(0, bytes, &[]).head[0].stores;
+        let store = |bytes: &[u8]| analyze(0, bytes, &[], false).head[0].stores;
         // mov %rax,(%rdi)
         assert_eq!(store(&[0x48, 0x89, 0x07]), Store::Anywhere);
         // mov %rax,-0x8(%rsp)
@@ -366,8 +409,37 @@ mod tests {
             let b = rel.to_le_bytes();
             [0xe9, b[0], b[1], b[2], b[3]]
         };
-        let code = analyze(0x1000, &body, &[(0x2000, &cold)]);
+        let code = analyze(0x1000, &body, &[(0x2000, &cold)], false);
         assert_eq!(code.targets, BTreeSet::from([3, 5]));
         assert_eq!(code.rets, vec![5]);
+    }
+
+    /// Check that a Go function's stack check is found and the head after it goes past stack moves and stores
+    /// up to the first emulated instruction (main.sleeper of Go 1.19: the call at +0x19).
+    #[test]
+    fn go_stack_check() {
+        let sleeper = [
+            0x49, 0x3b, 0x66, 0x10, // cmp 0x10(%r14),%rsp
+            0x76, 0x22, // jbe
+            0x48, 0x83, 0xec, 0x10, // sub $0x10,%rsp
+            0x48, 0x89, 0x6c, 0x24, 0x08, // mov %rbp,0x8(%rsp)
+            0x48, 0x8d, 0x6c, 0x24, 0x08, // lea 0x8(%rsp),%rbp
+            0xb8, 0x40, 0x42, 0x0f, 0x00, // mov $0xf4240,%eax
+            0xe8, 0x00, 0x00, 0x00, 0x00, // call
+            0xc3,
+        ];
+        let code = analyze(0x1000, &sleeper, &[], true);
+        let go = code.go.unwrap();
+        assert_eq!(go.after_check, 6);
+        let last = go.head.last().unwrap();
+        assert_eq!((last.offset, last.emulation), (0x19, Emulation::Branch));
+        assert_eq!(code.rets, vec![0x1e]);
+        let nosplit = analyze(0x1000, &[0x48, 0xd1, 0xe0, 0xc3], &[], true)
+            .go
+            .unwrap();
+        assert_eq!((nosplit.after_check, nosplit.head.len()), (0, 2));
+        assert!(analyze(0x1000, &[0x48, 0xd1, 0xe0, 0xc3], &[], false)
+            .go
+            .is_none());
     }
 }

@@ -4,16 +4,16 @@
 pub mod args;
 pub mod code;
 pub mod fetch;
+pub mod go;
 pub mod library;
 pub mod pattern;
 pub mod resolve;
 pub mod usdt;
 
-use crate::probe::target::{TargetKind, Targets};
+use crate::probe::target::Targets;
 use crate::probe::{ProbeError, ProbeOptions, TaskTarget};
 use crate::tracefs::Tracefs;
 use pattern::Spec;
-use std::path::PathBuf;
 
 /// Each pattern of `opts` with the values it fetches (its own, then those of `--by` and `--hist`).
 pub fn parse(
@@ -45,7 +45,7 @@ pub fn needs_tracefs(specs: &[(String, Spec, Vec<fetch::FetchItem>)]) -> bool {
 }
 
 /// Resolve the specs (and `--pair`) into the session's targets, each address or event once, with their fetch
-/// arguments; refuse what cannot be probed as asked (return values with `--count`, returns in Go binaries).
+/// arguments; refuse what cannot be probed as asked (return values with `--count`).
 pub fn targets(
     opts: &ProbeOptions,
     specs: &[(String, Spec, Vec<fetch::FetchItem>)],
@@ -86,30 +86,17 @@ pub fn targets(
     Ok(targets)
 }
 
-/// Refuse return values with `--count`, and return probes in Go binaries.
+/// Refuse return values with `--count`.
 fn check(opts: &ProbeOptions, targets: &Targets) -> Result<(), ProbeError> {
-    if opts.count_only {
-        if targets
+    if opts.count_only
+        && targets
             .iter()
             .any(|(_, t)| t.fetches.iter().any(|f| f.on_return))
-        {
-            return Err(ProbeError::Spec {
-                spec: "ret".into(),
-                reason: "return values need return probes: drop --count".into(),
-            });
-        }
-        return Ok(());
-    }
-    let mut seen: Vec<&PathBuf> = Vec::new();
-    for (_, t) in targets.iter() {
-        if let TargetKind::User { path, .. } = &t.kind {
-            if !seen.contains(&path) {
-                seen.push(path);
-                if resolve::is_go_binary(path)? {
-                    return Err(ProbeError::GoReturns { path: path.clone() });
-                }
-            }
-        }
+    {
+        return Err(ProbeError::Spec {
+            spec: "ret".into(),
+            reason: "return values need return probes: drop --count".into(),
+        });
     }
     Ok(())
 }

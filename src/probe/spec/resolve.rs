@@ -90,6 +90,7 @@ pub fn resolve_usdt(path: &Path, provider: &str, name: &str) -> Result<Vec<Targe
             },
             fetches: Vec::new(),
             code: None,
+            go: None,
         })
         .collect())
 }
@@ -156,6 +157,7 @@ pub fn resolve_pair(start: &str, done: &str, opts: &ResolveOptions) -> Result<Ta
         },
         fetches: Vec::new(),
         code: None,
+        go: None,
     })
 }
 
@@ -231,6 +233,7 @@ pub fn resolve_user(
             },
             fetches: Vec::new(),
             code: None,
+            go: None,
         });
     }
     if out.is_empty() {
@@ -240,16 +243,19 @@ pub fn resolve_user(
             place: path.display().to_string(),
         });
     }
-    attach_code(&path, &info.layout, &symbols, &mut out);
+    let go = info.is_go.then(|| super::go::go_version(&path).flatten());
+    attach_code(&path, &info.layout, &symbols, go, &mut out);
     Ok(out)
 }
 
-/// Read and analyze the machine code of each user target (for probe placement). A function whose code cannot
-/// be read is left without: it is probed at its first instruction.
+/// Read and analyze the machine code of each user target (for probe placement), and for a Go binary (`go`: the
+/// Go version that built it, if known) how each function can be probed. A function whose code cannot be read
+/// is left without: it is probed at its first instruction.
 fn attach_code(
     path: &Path,
     layout: &crate::elf_layout::ElfLayout,
     symbols: &[crate::symbols::FunctionSymbol],
+    go: Option<Option<(u32, u32)>>,
     targets: &mut [Target],
 ) {
     let Ok(file) = crate::mapped::MappedFile::open(path) else {
@@ -266,6 +272,7 @@ fn attach_code(
         let at = symbols.iter().filter(|s| s.addr == *addr);
         let size = at.clone().map(|s| s.size).max().unwrap_or(0);
         let names: Vec<&str> = at.map(|s| s.name.as_str()).collect();
+        t.go = go.map(|version| super::go::function(version, &names));
         let Some(body) = bytes_at(addr.0, size).filter(|b| !b.is_empty()) else {
             continue;
         };
@@ -281,13 +288,8 @@ fn attach_code(
             })
             .filter_map(|s| Some((s.addr.0, bytes_at(s.addr.0, s.size)?)))
             .collect();
-        t.code = Some(super::code::analyze(addr.0, body, &cold));
+        t.code = Some(super::code::analyze(addr.0, body, &cold, go.is_some()));
     }
-}
-
-/// True when the ELF file is a Go binary (uretprobes crash Go programs).
-pub fn is_go_binary(path: &Path) -> Result<bool, ProbeError> {
-    Ok(elf_info(path)?.is_go)
 }
 
 /// Syscalls matching `pattern` that have both enter and exit tracepoints.
@@ -317,6 +319,7 @@ pub fn resolve_syscalls(
             },
             fetches: Vec::new(),
             code: None,
+            go: None,
         })
         .collect();
     if out.is_empty() {
@@ -350,6 +353,7 @@ pub fn resolve_tracepoints(
                 },
                 fetches: Vec::new(),
                 code: None,
+                go: None,
             });
         }
     }
@@ -393,6 +397,7 @@ pub fn resolve_kernel(
             kind: TargetKind::Kernel { symbol: n },
             fetches: Vec::new(),
             code: None,
+            go: None,
         })
         .collect())
 }
