@@ -95,13 +95,14 @@ pub fn record_to(dir: &Path, name: &str, args: &[&str]) -> String {
     data
 }
 
-/// Build the call-tree fixture with frame pointers and record ROUNDS of it (`-F 999 -g`) into DIR/NAME.
-pub fn record_calltree(dir: &Path, name: &str, rounds: &str) -> String {
+/// Build the call-tree fixture with frame pointers and record it (`-F 999 -g`) into DIR/NAME while it uses MS
+/// of CPU time: about MS samples, on any CPU.
+pub fn record_calltree(dir: &Path, name: &str, ms: &str) -> String {
     let bin = build_c(dir, "calltree.c", FP);
     record_to(
         dir,
         name,
-        &["-F", "999", "-g", "--", bin.to_str().unwrap(), rounds],
+        &["-F", "999", "-g", "--", bin.to_str().unwrap(), ms],
     )
 }
 
