@@ -708,7 +708,9 @@ fn stale_group_is_removed() {
     );
 }
 
-/// Check that SIGTERM and SIGINT end a run cleanly with a report and no probes left.
+/// Check that SIGTERM and SIGINT end a run cleanly with a report and no probes left. The signal is sent once
+/// the fixture runs under the probes (it prints its pid, then calls func_a at once), not after a span of wall
+/// time, which rprof's setup can outlast on a loaded machine.
 #[test]
 fn signals_end_cleanly() {
     if !privileged("signals_end_cleanly") {
@@ -719,9 +721,11 @@ fn signals_end_cleanly() {
         nix::sys::signal::Signal::SIGTERM,
         nix::sys::signal::Signal::SIGINT,
     ] {
-        let child = spawn_waiting_probe(f, Stdio::piped());
+        let mut child = spawn_waiting_probe(f, Stdio::piped());
         let pid = child.id();
-        std::thread::sleep(Duration::from_millis(300));
+        let line = common::read_line(child.stdout.as_mut().unwrap());
+        assert!(line.trim().parse::<u32>().is_ok(), "fixture said: {line}");
+        std::thread::sleep(Duration::from_millis(100));
         nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), sig).unwrap();
         let out = child.wait_with_output().unwrap();
         assert!(
