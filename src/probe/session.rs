@@ -139,8 +139,9 @@ fn run_counters(
     if s.workload.is_none() {
         counters.enable()?;
     }
-    eprintln!(
-        "rprof: counting {} targets ({} perf events), engine: counters{}{}, set up in {:.2}s; Ctrl-C to end",
+    // One write, as the timing header below: the workload already runs.
+    let header = format!(
+        "rprof: counting {} targets ({} perf events), engine: counters{}{}, set up in {:.2}s; Ctrl-C to end\n",
         counters.targets(),
         counters.len(),
         if s.pmu.is_some() && planned.iter().any(|p| p.pmu.is_some()) {
@@ -151,6 +152,7 @@ fn run_counters(
         cost_note(probe_cost, "per counted call"),
         s.started.elapsed().as_secs_f64()
     );
+    eprint!("{header}");
     let mut empty: perf::EventSet<()> =
         perf::EventSet::open(&[], &[], &[], 1, &mut |_, _| perf::Refused::Fail)?;
     let mut handler = CountLoop {
@@ -383,14 +385,17 @@ fn run_sampled(
         events.enable()?;
     }
     let engine = engine::describe(&planned, ring.as_ref().map(RingEngine::mode));
-    eprintln!(
+    let header = format!(
         "rprof: probing {probed} targets ({} probe points, {} perf events), {engine}{}, set up in {:.2}s; \
-         Ctrl-C to end",
+         Ctrl-C to end\n",
         defs.len() + planned.iter().filter(|p| p.pmu.is_some()).count(),
         events.len(),
         cost_note(probe_cost, "per call"),
         s.started.elapsed().as_secs_f64()
     );
+    // One write: the workload already runs, and its own stderr lines must not land inside this one (eprintln!
+    // writes each formatted piece apart).
+    eprint!("{header}");
     let mut live = Live {
         sink,
         merge: OrderedMerge::new(),
