@@ -255,7 +255,7 @@ fn stat_cpu_time(pid: u32, n: usize) -> Option<std::time::Duration> {
     let rest = &stat[stat.rfind(')')? + 2..];
     let fields: Vec<&str> = rest.split_whitespace().collect();
     let mut ticks = 0;
-    for field in &fields[11..11 + n] {
+    for field in fields.get(11..11 + n)? {
         ticks += field.parse::<u64>().ok()?;
     }
     let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
