@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # DWARF-mode cost of rprof against perf on one workload, in one run.
 #
-# Workload: fixtures/dw_calltree.c built -O2 -fomit-frame-pointer, one busy thread for ~5-10 s (ROUNDS), sampled
+# Workload: fixtures/dw_calltree.c built -O2 -fomit-frame-pointer, one busy thread for CPU_MS of CPU time, sampled
 # at 999 Hz with --call-graph dwarf by `perf record` (+ `perf report --stdio`) and by `rprof record`
 # (+ `rprof report`, release build).
 #
@@ -17,11 +17,11 @@
 # CPU and wall of the profilers are measured with /usr/bin/time: the outer one times the profiler (its rusage
 # includes the reaped workload), an inner one times the workload itself; the difference is the profiler's own.
 #
-# Usage: bench/dwarf_bench.sh            (ROUNDS=800 by default; needs root, perf, gcc, /usr/bin/time)
+# Usage: bench/dwarf_bench.sh            (CPU_MS=6000 by default; needs root, perf, gcc, /usr/bin/time)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-ROUNDS="${ROUNDS:-800}"
+CPU_MS="${CPU_MS:-6000}"
 FREQ="${FREQ:-999}"
 MEM_SECONDS="${MEM_SECONDS:-20}"
 WORK="$(mktemp -d)"
@@ -44,7 +44,7 @@ run_record() {
     local name="$1"
     shift
     /usr/bin/time -f '%e %U %S' -o "$WORK/$name.outer" "$@" -- \
-        /usr/bin/time -f '%e %U %S' -o "$WORK/$name.inner" "$WORK/dw_calltree" "$ROUNDS" >/dev/null
+        /usr/bin/time -f '%e %U %S' -o "$WORK/$name.inner" "$WORK/dw_calltree" "$CPU_MS" >/dev/null
 }
 
 run_report() {
@@ -53,7 +53,7 @@ run_report() {
     /usr/bin/time -f '%e %U %S' -o "$WORK/$name.report" "$@" >"$WORK/$name.txt"
 }
 
-echo "dwarf_bench: dw_calltree -O2 -fomit-frame-pointer, $ROUNDS rounds, -F $FREQ, --call-graph dwarf"
+echo "dwarf_bench: dw_calltree -O2 -fomit-frame-pointer, $CPU_MS ms of CPU, -F $FREQ, --call-graph dwarf"
 
 run_record perf perf record -q -F "$FREQ" -e cpu-clock --call-graph dwarf -o "$WORK/perf.data" 2>"$WORK/perf.err"
 run_report perf perf report --stdio -i "$WORK/perf.data" 2>>"$WORK/perf.err"

@@ -19,11 +19,11 @@ need_perf
 build_rprof
 build_calltree
 
-# Enough rounds (about 50 ms each) to outlive every run; killed at the end anyway.
-rounds=$(((DURATION + 5) * REPEAT * 2 * 40))
-"$WORK/calltree" "$rounds" >/dev/null &
+# Enough CPU time (ms) to outlive every run; killed at the end anyway.
+cpu_ms=$(((DURATION + 5) * REPEAT * 2 * 2000))
+"$WORK/calltree" "$cpu_ms" >/dev/null &
 w1=$!
-"$WORK/calltree" "$rounds" >/dev/null &
+"$WORK/calltree" "$cpu_ms" >/dev/null &
 w2=$!
 trap 'kill $w1 $w2 2>/dev/null || true' EXIT
 sleep 1

@@ -1,7 +1,9 @@
-//! `rprof annotate` (issue 15): on a fixture whose hot function spends about 80% of its time on one line (a
-//! division in a loop), the line comes first with 75-85% of the function's samples, the hottest instruction
-//! is one of that line, `perf annotate --stdio` finds the same hottest instruction on the same recording, and
-//! bad input gets one-line errors that say what exists.
+//! `rprof annotate` (issue 15): on a fixture whose hot function spends nearly all its time on one line (three
+//! dependent divisions in a loop, with the instructions that follow them on the same line, so that the skid of
+//! cpu-clock samples cannot move them to another line on any CPU), the line comes first with most of the
+//! function's samples, the hottest instruction is one of that line, next to a division, `perf annotate
+//! --stdio` finds the same hottest instruction on the same recording, and bad input gets one-line errors that
+//! say what exists.
 mod common;
 use common::*;
 use std::path::{Path, PathBuf};
@@ -16,15 +18,17 @@ fn hot_line() -> u32 {
         + 1
 }
 
-/// Build annotate_div from a copy of its source in `dir/src` (so a test can move the source away).
+/// Text of the fixture's hot line: its three divisions.
+const HOT_TEXT: &str = "DIVIDE DIVIDE DIVIDE";
+
+/// Build annotate_div from a copy of its source (and the header it includes) in `dir/src`, so a test can move
+/// the source away.
 fn build_fixture(dir: &Path) -> PathBuf {
     let src = dir.join("src");
     std::fs::create_dir_all(&src).unwrap();
-    std::fs::copy(
-        fixtures().join("annotate_div.c"),
-        src.join("annotate_div.c"),
-    )
-    .unwrap();
+    for file in ["annotate_div.c", "cpu_budget.h"] {
+        std::fs::copy(fixtures().join(file), src.join(file)).unwrap();
+    }
     let bin = dir.join("annotate_div");
     let st = Command::new("gcc")
         .args(["-O2", "-g", "-fno-omit-frame-pointer", "-o"])
@@ -36,13 +40,21 @@ fn build_fixture(dir: &Path) -> PathBuf {
     bin
 }
 
-/// Iterations for about 2,500 samples at -F 999 (the loop runs about 170M iterations a second here; a
-/// slower machine gets more samples, not fewer).
-const ITERATIONS: &str = "450000000";
+/// CPU time of the fixture: about 2,000 samples at -F 999 on any CPU (a loaded machine takes longer).
+const CPU_MS: &str = "2000";
 
-/// (percent, address) of the instruction lines of an `--asm` annotation (rprof's or perf's), with the source
-/// line each falls under (rprof's layout: `         : LINE  text`).
-fn instructions(text: &str) -> Vec<(f64, u64, Option<u32>)> {
+/// One instruction line of an `--asm` annotation (rprof's or perf's).
+#[derive(Clone, Debug)]
+struct Insn {
+    pct: f64,
+    addr: u64,
+    /// The source line it falls under (rprof's layout: `         : LINE  text`).
+    line: Option<u32>,
+    mnemonic: String,
+}
+
+/// The instruction lines of an `--asm` annotation, in address order.
+fn instructions(text: &str) -> Vec<Insn> {
     let mut line = None;
     let mut out = Vec::new();
     for l in text.lines() {
@@ -54,26 +66,35 @@ fn instructions(text: &str) -> Vec<(f64, u64, Option<u32>)> {
             line = right.split_whitespace().next().and_then(|w| w.parse().ok());
             continue;
         }
-        let (Ok(pct), Some((addr, _))) = (left.trim().parse::<f64>(), right.split_once(':')) else {
+        let (Ok(pct), Some((addr, code))) = (left.trim().parse::<f64>(), right.split_once(':'))
+        else {
             continue;
         };
         if let Ok(addr) = u64::from_str_radix(addr.trim(), 16) {
-            out.push((pct, addr, line));
+            let mnemonic = code.split_whitespace().next().unwrap_or("").to_string();
+            out.push(Insn {
+                pct,
+                addr,
+                line,
+                mnemonic,
+            });
         }
     }
     out
 }
 
-fn hottest(insns: &[(f64, u64, Option<u32>)]) -> (f64, u64, Option<u32>) {
-    *insns
-        .iter()
-        .max_by(|a, b| a.0.total_cmp(&b.0))
+/// The index of the instruction with the largest share (the last of equals, in address order).
+fn hottest(insns: &[Insn]) -> usize {
+    (0..insns.len())
+        .max_by(|&a, &b| insns[a].pct.total_cmp(&insns[b].pct))
         .expect("instructions")
 }
 
-/// Check that the division's line is first in the sorted summary with 75-85% of divide_loop's samples, that
-/// the listing shows its source text with that share, and that with --asm the instruction with the largest
-/// share lies on that line.
+/// Check that the division line is first in the sorted summary with at least 75% of divide_loop's samples
+/// (three dependent divisions take at least 27 cycles an iteration even on Zen 4, whose divider is among the
+/// fastest, against about 4 cycles for the rest of the loop: 89% measured there), that the listing shows its
+/// source text with that share, and that with --asm the instruction with the largest share lies on that line
+/// and is a division or the instruction right after one (where a timer interrupt's skid puts the sample).
 #[test]
 fn annotate_puts_the_division_line_first() {
     if !privileged("annotate_puts_the_division_line_first") {
@@ -84,7 +105,7 @@ fn annotate_puts_the_division_line_first() {
     let data = record_to(
         dir.path(),
         "div.data",
-        &["-F", "999", "--", bin.to_str().unwrap(), ITERATIONS],
+        &["-F", "999", "--", bin.to_str().unwrap(), CPU_MS],
     );
     let text = rprof_ok(&["annotate", "-i", &data, "divide_loop"]);
     let samples: u64 = text
@@ -105,30 +126,32 @@ fn annotate_puts_the_division_line_first() {
     eprintln!("divide_loop: {samples} samples; hottest line {place} with {pct:.2}%");
     assert!(samples >= 1500, "too few samples ({samples}):\n{text}");
     assert_eq!(place, format!("annotate_div.c:{line}"), "{text}");
-    assert!(
-        (75.0..=85.0).contains(&pct),
-        "{pct}% on the division's line:\n{text}"
-    );
+    assert!(pct >= 75.0, "{pct}% on the division line:\n{text}");
     assert!(
         text.lines()
-            .any(|l| l.contains(&format!(": {line:<5} ")) && l.contains("/ d")),
-        "the listing shows the line's source:\n{text}"
+            .any(|l| l.starts_with(&format!("{pct:>8.2} : {line:<5} ")) && l.contains(HOT_TEXT)),
+        "the listing shows the line's source with its share:\n{text}"
     );
 
     let asm = rprof_ok(&["annotate", "-i", &data, "--asm", "divide_loop"]);
     let insns = instructions(&asm);
-    let (pct, addr, at) = hottest(&insns);
-    eprintln!("hottest instruction {addr:x}: {pct:.2}% (line {at:?})");
+    let top = hottest(&insns);
+    let Insn { pct, addr, .. } = insns[top];
+    eprintln!(
+        "hottest instruction {addr:x}: {pct:.2}% (line {:?})",
+        insns[top].line
+    );
     assert_eq!(
-        at,
+        insns[top].line,
         Some(line),
-        "the hottest instruction {addr:x} is on the division's line:\n{asm}"
+        "the hottest instruction {addr:x} is on the division line:\n{asm}"
     );
+    let after_div = top > 0 && insns[top - 1].mnemonic == "div";
     assert!(
-        asm.contains("div    %"),
-        "the division is disassembled:\n{asm}"
+        insns[top].mnemonic == "div" || after_div,
+        "the hottest instruction {addr:x} is a division or follows one:\n{asm}"
     );
-    let total: f64 = insns.iter().map(|i| i.0).sum();
+    let total: f64 = insns.iter().map(|i| i.pct).sum();
     assert!((total - 100.0).abs() < 0.5, "shares add up to {total}");
 }
 
@@ -149,7 +172,7 @@ fn annotate_agrees_with_perf_annotate() {
         .arg(&data)
         .arg("--")
         .arg(&bin)
-        .arg(ITERATIONS)
+        .arg(CPU_MS)
         .status()
         .expect("run perf record");
     assert!(st.success(), "perf record failed");
@@ -162,8 +185,9 @@ fn annotate_agrees_with_perf_annotate() {
     assert!(out.status.success(), "perf annotate failed");
     let perf_text = String::from_utf8_lossy(&out.stdout);
     let theirs = instructions(&perf_text);
-    let (our_pct, our_addr, _) = hottest(&ours);
-    let (their_pct, their_addr, _) = hottest(&theirs);
+    let (ours_top, theirs_top) = (&ours[hottest(&ours)], &theirs[hottest(&theirs)]);
+    let (our_pct, our_addr) = (ours_top.pct, ours_top.addr);
+    let (their_pct, their_addr) = (theirs_top.pct, theirs_top.addr);
     eprintln!("hottest: rprof {our_addr:x} {our_pct:.2}%, perf {their_addr:x} {their_pct:.2}%");
     assert_eq!(our_addr, their_addr, "perf annotate:\n{perf_text}");
     assert!(
@@ -171,8 +195,8 @@ fn annotate_agrees_with_perf_annotate() {
         "{our_pct} vs {their_pct}"
     );
     assert_eq!(
-        ours.iter().map(|i| i.1).collect::<Vec<_>>(),
-        theirs.iter().map(|i| i.1).collect::<Vec<_>>(),
+        ours.iter().map(|i| i.addr).collect::<Vec<_>>(),
+        theirs.iter().map(|i| i.addr).collect::<Vec<_>>(),
         "the same instruction addresses as objdump's"
     );
 }
@@ -199,7 +223,7 @@ fn annotate_bad_input() {
     let data = record_to(
         dir.path(),
         "div.data",
-        &["-F", "999", "--", bin.to_str().unwrap(), "150000000"],
+        &["-F", "999", "--", bin.to_str().unwrap(), "500"],
     );
     let err = rprof_err(&["annotate", "-i", &data, "no_such_function"]);
     assert!(
@@ -233,7 +257,7 @@ fn annotate_bad_input() {
         &prefix,
     ]);
     assert!(
-        !text.contains("was not found") && text.contains("/ d"),
+        !text.contains("was not found") && text.contains(HOT_TEXT),
         "{text}"
     );
 

@@ -118,16 +118,16 @@ fn cgroup_samples_processes_started_later_and_nothing_outside() {
     let data = dir.path().join("cg.data");
     let rec = start_recorder(&cgroup, &data);
 
-    // 15 rounds of the call tree each (about 0.75 s of CPU), all three at once on the machine's cores.
+    // 750 ms of CPU time of the call tree each, all three at once on the machine's cores.
     let mut outsider = KillOnDrop(
         Command::new(&outside)
-            .arg("15")
+            .arg("750")
             .stdout(Stdio::null())
             .spawn()
             .unwrap(),
     );
-    let mut a = KillOnDrop(cgroup.spawn_inside(&[&one, "15"]));
-    let mut b = KillOnDrop(cgroup.spawn_inside(&[&two, "15"]));
+    let mut a = KillOnDrop(cgroup.spawn_inside(&[&one, "750"]));
+    let mut b = KillOnDrop(cgroup.spawn_inside(&[&two, "750"]));
     assert!(a.0.wait().unwrap().success());
     assert!(b.0.wait().unwrap().success());
     let summary = stop_recorder(rec);
@@ -191,7 +191,7 @@ fn cgroup_maps_host_pids_to_namespace_pids() {
         "--fork",
         "--mount-proc",
         burner.to_str().unwrap(),
-        "6",
+        "300",
     ]));
     assert!(child.0.wait().unwrap().success());
     let summary = stop_recorder(rec);

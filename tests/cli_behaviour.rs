@@ -204,7 +204,7 @@ fn bad_recordings() {
     let dir = tempfile::tempdir().unwrap();
     let e = rprof_err(&["report", "-i", "/nonexistent.data"]);
     assert!(e.contains("/nonexistent.data"), "{e}");
-    let good = record_calltree(dir.path(), "good.data", "4");
+    let good = record_calltree(dir.path(), "good.data", "200");
     let bytes = std::fs::read(&good).unwrap();
     let bad = dir.path().join("bad.data");
     let bad_s = bad.to_str().unwrap();
@@ -260,15 +260,20 @@ fn signals_and_target_exit_leave_valid_files() {
         &["-O0", "-fno-omit-frame-pointer"],
     );
     for how in ["sigterm", "sigint", "target-exits"] {
-        let rounds = if how == "target-exits" { "10" } else { "400" };
+        // 500 ms of CPU time for "target-exits"; for the signals, far more than the test waits.
+        let ms = if how == "target-exits" {
+            "500"
+        } else {
+            "100000"
+        };
         let mut target = KillOnDrop(
             Command::new(&bin)
-                .arg(rounds)
+                .arg(ms)
                 .stdout(Stdio::null())
                 .spawn()
                 .unwrap(),
         );
-        // Held stopped until sampling is on, so the 10 rounds of "target-exits" are all sampled however long
+        // Held stopped until sampling is on, so the 500 ms of "target-exits" are all sampled however long
         // rprof takes to start on a busy machine.
         let target_pid = nix::unistd::Pid::from_raw(target.0.id() as i32);
         nix::sys::signal::kill(target_pid, nix::sys::signal::SIGSTOP).unwrap();
@@ -308,19 +313,20 @@ fn signals_and_target_exit_leave_valid_files() {
         assert!(status.success(), "{how}: rprof exited with {status}");
         let folded = rprof_ok(&["report", "-i", data.to_str().unwrap(), "--folded"]);
         let samples: u64 = parse_folded(&folded).iter().map(|s| s.1).sum();
-        // ~300 samples for the signals (300 ms of CPU), ~400 for the 10 rounds; ask for far fewer.
+        // ~300 samples for the signals (300 ms of CPU), ~500 for the target that exits; ask for far fewer.
         assert!(samples >= 50, "{how}: only {samples} samples\n{folded}");
         assert!(folded.contains("hot_a"), "{how}: {folded}");
     }
 }
 
-/// Record the many-stacks fixture: ~600 samples, nearly each a deep stack of its own (megabytes folded).
+/// Record the many-stacks fixture for 600 ms of its CPU time: ~600 samples, nearly each a deep stack of its
+/// own (megabytes folded).
 fn record_many_stacks(dir: &std::path::Path) -> String {
     let bin = build_c(dir, "many_stacks.c", FP);
     record_to(
         dir,
         "many.data",
-        &["-F", "999", "-g", "--", bin.to_str().unwrap(), "2000"],
+        &["-F", "999", "-g", "--", bin.to_str().unwrap(), "600"],
     )
 }
 
@@ -399,7 +405,9 @@ fn broken_pipe_elsewhere_is_an_error() {
     assert!(err.contains("Broken pipe"), "{err}");
 }
 
-/// Check that `-a -d 1` samples the whole system, including a process started without rprof.
+/// Check that `-a` samples the whole system, including a process started without rprof. The recording lasts
+/// until that process has used 300 ms of CPU time (~150 samples at 499 Hz), not a span of wall time, which a
+/// loaded machine could give to other processes.
 #[test]
 fn system_wide() {
     if !privileged("system_wide") {
@@ -411,19 +419,29 @@ fn system_wide() {
         "calltree.c",
         &["-O0", "-fno-omit-frame-pointer"],
     );
-    let _spinner = KillOnDrop(
+    let spinner = KillOnDrop(
         Command::new(&bin)
-            .arg("400")
+            .arg("100000")
             .stdout(Stdio::null())
             .spawn()
             .unwrap(),
     );
-    std::thread::sleep(Duration::from_millis(100));
     let data = dir.path().join("a.data");
     let data = data.to_str().unwrap();
-    rprof_ok(&[
-        "record", "-q", "-a", "-g", "-F", "499", "-d", "1", "-o", data,
-    ]);
+    let mut rec = KillOnDrop(
+        rprof()
+            .args(["record", "-a", "-g", "-F", "499", "-o", data])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let started = read_line(rec.0.stderr.as_mut().unwrap());
+    assert!(started.contains("sampling"), "{started}");
+    wait_for_cpu(spinner.0.id(), Duration::from_millis(300));
+    let rec_pid = nix::unistd::Pid::from_raw(rec.0.id() as i32);
+    nix::sys::signal::kill(rec_pid, nix::sys::signal::SIGINT).unwrap();
+    let status = rec.0.wait().unwrap();
+    assert!(status.success(), "rprof record -a exited with {status}");
     let folded = rprof_ok(&["report", "-i", data, "--folded", "--comm", "calltree"]);
     assert!(folded.contains(";main;work_a;hot_a "), "{folded}");
 }

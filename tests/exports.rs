@@ -199,7 +199,7 @@ fn pprof_read_by_go_tool_pprof() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let data = record_calltree(dir.path(), "c.data", "10");
+    let data = record_calltree(dir.path(), "c.data", "500");
     let file = dir.path().join("c.pb.gz");
     let (_, stderr) = rprof_ok_stderr(&["report", "-i", &data, "--pprof", file.to_str().unwrap()]);
     assert!(stderr.contains("wrote"), "{stderr}");
@@ -264,7 +264,7 @@ fn pprof_inlined_and_mangled() {
     let data = record_to(
         dir.path(),
         "i.data",
-        &["-F", "999", "-g", "--", bin.to_str().unwrap(), "200000000"],
+        &["-F", "999", "-g", "--", bin.to_str().unwrap(), "500"],
     );
     let file = dir.path().join("i.pb.gz");
     rprof_ok(&["report", "-i", &data, "--pprof", file.to_str().unwrap()]);
@@ -295,7 +295,7 @@ fn pprof_inlined_and_mangled() {
     let data = record_to(
         dir.path(),
         "k.data",
-        &["-F", "499", "-g", "--", cpp.to_str().unwrap(), "100000000"],
+        &["-F", "499", "-g", "--", cpp.to_str().unwrap(), "300"],
     );
     let file = dir.path().join("k.pb.gz");
     rprof_ok(&["report", "-i", &data, "--pprof", file.to_str().unwrap()]);
@@ -411,7 +411,7 @@ fn firefox_profile() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let data = record_calltree(dir.path(), "c.data", "10");
+    let data = record_calltree(dir.path(), "c.data", "500");
     for name in ["c.json", "c.json.gz"] {
         let file = dir.path().join(name);
         rprof_ok(&["report", "-i", &data, "--firefox", file.to_str().unwrap()]);
@@ -532,8 +532,8 @@ fn diff_of_two_runs() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let base = record_calltree(dir.path(), "base.data", "10");
-    let new = record_calltree(dir.path(), "new.data", "20");
+    let base = record_calltree(dir.path(), "base.data", "500");
+    let new = record_calltree(dir.path(), "new.data", "1000");
     let diff = rprof_ok(&["report", "-i", &new, "--diff", &base, "--folded"]);
     let lines: Vec<(String, u64, u64)> = diff
         .lines()

@@ -85,7 +85,7 @@ fn perf_reads_rprof_recording() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let data = record_calltree(dir.path(), "r.data", "20");
+    let data = record_calltree(dir.path(), "r.data", "1000");
     let data = data.as_str();
     let perf = perf_self_by_symbol(data);
     assert_eq!(
@@ -123,7 +123,7 @@ fn rprof_reads_perf_recording() {
     }
     let dir = tempfile::tempdir().unwrap();
     let bin = build_c(dir.path(), "writeloop.c", FP);
-    let data = perf_record(dir.path(), &["-g"], &[bin.to_str().unwrap(), "1500000"]);
+    let data = perf_record(dir.path(), &["-g"], &[bin.to_str().unwrap(), "1000"]);
     let data = data.as_str();
     let perf = perf_self_by_symbol(data);
     let ours = rprof_self_by_symbol(data);
@@ -157,7 +157,7 @@ fn rprof_unwinds_perf_dwarf_recording() {
     let data = perf_record(
         dir.path(),
         &["--call-graph", "dwarf"],
-        &[bin.to_str().unwrap(), "60"],
+        &[bin.to_str().unwrap(), "600"],
     );
     let data = data.as_str();
     let (folded, stderr) = rprof_ok_stderr(&["report", "-i", data, "--folded"]);

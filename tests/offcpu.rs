@@ -8,8 +8,12 @@ use std::process::Command;
 /// functions without frame pointers: DWARF unwinding names their callers).
 const OPT: &[&str] = &["-O1", "-g", "-fno-omit-frame-pointer"];
 
-/// Build `fixture` in `dir` and record `fixture ROUNDS` with `-F 499 --call-graph dwarf --off-cpu`, asserting
-/// success: (the recording's path, the fixture's stdout, rprof's stderr).
+/// Build `fixture` in `dir` and record `fixture ROUNDS` with `-F 499 --call-graph dwarf --off-cpu -m 1024`,
+/// asserting success: (the recording's path, the fixture's stdout, rprof's stderr).
+/// The rings are 4 MiB a CPU, not the default 512 KiB: the context-switch event samples every switch with its
+/// 16 KiB stack copy, and beside busy loops the computing thread is preempted thousands of times a run (4,856 in
+/// one), where 512 KiB holds 32 switches: a recorder starved by the same load fell behind (6 busy loops here:
+/// 394, 23 and 2 events lost in 3 runs; none with 4 MiB, 256 switches).
 fn record_dwarf_off_cpu(
     dir: &std::path::Path,
     fixture: &str,
@@ -24,6 +28,8 @@ fn record_dwarf_off_cpu(
         "--call-graph",
         "dwarf",
         "--off-cpu",
+        "-m",
+        "1024",
         "-o",
         &data,
         "--",

@@ -2,7 +2,7 @@
 //! parameter names, and the one-line errors of bad value specs (issue 14). Needs root and uprobes; skips with
 //! a reason elsewhere, and fails under RPROF_REQUIRE_PRIVILEGED=1.
 mod common;
-use common::{build_c, privileged, rprof_ok as ok};
+use common::{build_c, privileged, rprof_ok as ok, rprof_ok_stderr};
 use std::collections::HashMap;
 use std::path::Path;
 use std::process::Command;
@@ -24,8 +24,18 @@ fn keyed(csv: &str, function: &str) -> HashMap<String, (u64, f64)> {
     .collect()
 }
 
-/// Check the issue's python bar: pairing `import__find__load__start`/`done` by module name lists every module
-/// that `python3.11 -X importtime` lists for the same imports, as often, with a time of the same order.
+/// The most rprof's time for one import may fall short of `-X importtime`'s in the same run. Python reads its
+/// clock (CLOCK_MONOTONIC, rprof's clock too) just before the start probe and just after the done probe, so
+/// importtime's interval holds rprof's plus part of the two probe hits (a few microseconds; 1.4 to 14 us measured
+/// here) and whatever interrupts land in that part (timer, IPIs, the hypervisor: up to 124 us seen in 148 runs
+/// beside two busy loops). The workload runs SCHED_FIFO, so a busy machine cannot preempt it there (without
+/// it, 2 runs in 40 had an import 1.2 ms and 12 ms short).
+const PROBE_SHARE_US: f64 = 250.0;
+
+/// Check the issue's python bar: with `python3.11 -X importtime` run under `rprof probe` pairing
+/// `import__find__load__start`/`done` by module name, rprof lists every module that importtime lists in that one
+/// run, as often, and each import's time is importtime's cumulative time less at most [`PROBE_SHARE_US`] (and
+/// never more: importtime rounds up to the microsecond).
 #[test]
 fn python_imports_match_importtime() {
     if !privileged("python_imports_match_importtime") {
@@ -35,27 +45,7 @@ fn python_imports_match_importtime() {
         panic!("{PYTHON} is missing: .ci/run installs python3.11");
     }
     let script = "import json, decimal, email.parser";
-    let it = Command::new(PYTHON)
-        .args(["-X", "importtime", "-c", script])
-        .output()
-        .unwrap();
-    assert!(it.status.success());
-    // `import time:       123 |        456 |   json.decoder`
-    let mut expected: HashMap<String, (u64, f64)> = HashMap::new();
-    for line in String::from_utf8_lossy(&it.stderr).lines() {
-        let Some(rest) = line.strip_prefix("import time:") else {
-            continue;
-        };
-        let cols: Vec<&str> = rest.split('|').map(str::trim).collect();
-        let Ok(cumulative) = cols[1].parse::<f64>() else {
-            continue; // the header line
-        };
-        let e = expected.entry(cols[2].to_string()).or_default();
-        e.0 += 1;
-        e.1 += cumulative;
-    }
-    assert!(expected.len() > 30, "{expected:?}");
-    let out = ok(&[
+    let (out, stderr) = rprof_ok_stderr(&[
         "probe",
         "-x",
         PYTHON,
@@ -67,26 +57,52 @@ fn python_imports_match_importtime() {
         "1000",
         "--csv",
         "--",
+        "chrt",
+        "--fifo",
+        "10",
         PYTHON,
+        "-X",
+        "importtime",
         "-c",
         script,
     ]);
+    // The workload's stderr is rprof's: `import time:       123 |        456 |   json.decoder`
+    let mut expected: HashMap<String, (u64, f64)> = HashMap::new();
+    for line in stderr.lines() {
+        let Some(rest) = line.strip_prefix("import time:") else {
+            continue;
+        };
+        let cols: Vec<&str> = rest.split('|').map(str::trim).collect();
+        let Ok(cumulative) = cols[1].parse::<f64>() else {
+            continue; // the header line
+        };
+        let e = expected.entry(cols[2].to_string()).or_default();
+        e.0 += 1;
+        e.1 += cumulative;
+    }
+    assert!(expected.len() > 30, "{expected:?}\n{stderr}");
     let got = keyed(&out, "import__find__load__{start..done}");
+    let mut worst = (0.0, String::new());
     for (module, (count, us)) in &expected {
         let Some((n, total)) = got.get(module) else {
             panic!("{module} is not in rprof's rows: {out}");
         };
         assert_eq!(n, count, "{module}: {out}");
-        // Same order: the two runs are separate processes, so only imports long enough not to be noise are
-        // compared by time (within 4x either way).
-        if *us >= 2000.0 {
-            let ratio = total / us;
-            assert!(
-                (0.25..4.0).contains(&ratio),
-                "{module}: rprof {total} us, importtime {us} us"
-            );
+        let short = us - total;
+        assert!(
+            (-1.0..=PROBE_SHARE_US * *count as f64).contains(&short),
+            "{module}: rprof {total} us, importtime {us} us in the same run ({count} imports)"
+        );
+        if short / *count as f64 > worst.0 {
+            worst = (short / *count as f64, module.clone());
         }
     }
+    eprintln!(
+        "{} modules; rprof at most {:.1} us per import short of importtime ({})",
+        expected.len(),
+        worst.0,
+        worst.1
+    );
     assert_eq!(
         got.len(),
         expected.len(),

@@ -14,7 +14,7 @@ fn known_time_split() {
     let data = record_to(
         dir.path(),
         "split.data",
-        &["-F", "999", "-g", "--", bin.to_str().unwrap(), "40"],
+        &["-F", "999", "-g", "--", bin.to_str().unwrap(), "2000"],
     );
     let folded = rprof_ok(&["report", "-i", &data, "--folded", "--comm", "calltree"]);
     let stacks = parse_folded(&folded);
@@ -108,7 +108,7 @@ fn kernel_frames_above_user() {
     let data = record_to(
         dir.path(),
         "k.data",
-        &["-F", "999", "-g", "--", bin.to_str().unwrap(), "1500000"],
+        &["-F", "999", "-g", "--", bin.to_str().unwrap(), "1000"],
     );
     let folded = rprof_ok(&["report", "-i", &data, "--folded"]);
     let stacks = parse_folded(&folded);
@@ -158,7 +158,7 @@ fn kernel_names_from_buildid_cache() {
     let data_arg = data.to_str().unwrap();
     let bin_arg = bin.to_str().unwrap();
     with_cache(&[
-        "record", "-q", "-F", "999", "-g", "-o", data_arg, "--", bin_arg, "600000",
+        "record", "-q", "-F", "999", "-g", "-o", data_arg, "--", bin_arg, "500",
     ]);
 
     // The copy, perf's .build-id link to it, and the kernel's entry in the recording.
@@ -261,7 +261,7 @@ fn vdso_frames_from_buildid_cache() {
         data_arg,
         "--",
         bin.to_str().unwrap(),
-        "5000000",
+        "500",
     ]);
     let leaf_share = |folded: &str, leaf: &str| {
         let stacks = parse_folded(folded);
@@ -333,7 +333,7 @@ fn demangled_names() {
     let data = record_to(
         dir.path(),
         "cpp.data",
-        &["-F", "499", "-g", "--", cpp.to_str().unwrap(), "200000000"],
+        &["-F", "499", "-g", "--", cpp.to_str().unwrap(), "500"],
     );
     let folded = rprof_ok(&["report", "-i", &data, "--folded"]);
     assert!(folded.contains(";main;ns::Klass::method("), "{folded}");
@@ -345,7 +345,7 @@ fn demangled_names() {
     let data = record_to(
         dir.path(),
         "rs.data",
-        &["-F", "499", "-g", "--", rs.to_str().unwrap(), "200000000"],
+        &["-F", "499", "-g", "--", rs.to_str().unwrap(), "500"],
     );
     let folded = rprof_ok(&["report", "-i", &data, "--folded"]);
     let in_function = parse_folded(&folded)
@@ -399,7 +399,7 @@ fn stripped_binary_uses_build_id_debug_file() {
     let data = record_to(
         dir.path(),
         "s.data",
-        &["-F", "499", "-g", "--", bin.to_str().unwrap(), "10"],
+        &["-F", "499", "-g", "--", bin.to_str().unwrap(), "500"],
     );
     let with = rprof_ok(&[
         "report",
@@ -433,7 +433,7 @@ fn flamegraph_svg() {
     let data = record_to(
         dir.path(),
         "f.data",
-        &["-F", "499", "-g", "--", bin.to_str().unwrap(), "10"],
+        &["-F", "499", "-g", "--", bin.to_str().unwrap(), "500"],
     );
     let svg = dir.path().join("out.svg");
     rprof_ok(&["report", "-i", &data, "--flamegraph", svg.to_str().unwrap()]);

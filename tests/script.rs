@@ -91,7 +91,7 @@ fn script_folds_like_report_fp() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let data = record_calltree(dir.path(), "fp.data", "12");
+    let data = record_calltree(dir.path(), "fp.data", "600");
     let script = rprof_ok(&[
         "script",
         "-i",
@@ -125,7 +125,7 @@ fn script_folds_like_report_dwarf() {
             "dwarf",
             "--",
             bin.to_str().unwrap(),
-            "120",
+            "1000",
         ],
     );
     let script = rprof_ok(&["script", "-i", &data]);
@@ -164,7 +164,7 @@ fn script_folds_like_report_perf_dwarf() {
         .arg(&data)
         .arg("--")
         .arg(&bin)
-        .arg("120")
+        .arg("1000")
         .status()
         .expect("run perf record");
     assert!(st.success(), "perf record failed");
@@ -191,7 +191,7 @@ fn script_layout_is_perf_scripts() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let data = record_calltree(dir.path(), "fp.data", "6");
+    let data = record_calltree(dir.path(), "fp.data", "300");
     let ours = rprof_ok(&["script", "-i", &data]);
     let out = Command::new("perf")
         .args(["script", "-i", &data])
@@ -226,7 +226,7 @@ fn script_pipe_and_bad_field() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let data = record_calltree(dir.path(), "fp.data", "4");
+    let data = record_calltree(dir.path(), "fp.data", "200");
     let out = Command::new("bash")
         .arg("-c")
         .arg(format!(

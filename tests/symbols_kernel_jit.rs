@@ -154,6 +154,7 @@ fn report_names_real_jit_code() {
         "999",
         "--",
         bin.to_str().unwrap(),
+        "500",
     ]);
     let folded = common::rprof_ok(&["report", "-i", data, "--folded"]);
     // The fixture prints the perf map it wrote.

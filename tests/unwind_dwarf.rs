@@ -355,7 +355,7 @@ fn find(stack: &[Frame], name: &str, from: usize) -> Option<usize> {
 fn calltree_without_frame_pointers() {
     let dir = tempfile::tempdir().unwrap();
     let exe = build_c(dir.path(), "dw_calltree");
-    let Some(events) = record(dir.path(), &exe, &["120"], 16384) else {
+    let Some(events) = record(dir.path(), &exe, &["1000"], 16384) else {
         return;
     };
     let mut unwinder = DwarfUnwinder::new(vec![]);
@@ -453,7 +453,7 @@ fn debug_frame_from_build_id_debug_file() {
         .section_by_name(".debug_frame")
         .is_none());
 
-    let Some(events) = record(dir.path(), &exe, &["40"], 16384) else {
+    let Some(events) = record(dir.path(), &exe, &["400"], 16384) else {
         return;
     };
     let mut symbols = Symbols::new(&events);
@@ -492,7 +492,7 @@ fn debug_frame_from_build_id_debug_file() {
 fn through_libc_qsort() {
     let dir = tempfile::tempdir().unwrap();
     let exe = build_c(dir.path(), "dw_qsort");
-    let Some(events) = record(dir.path(), &exe, &["10"], 16384) else {
+    let Some(events) = record(dir.path(), &exe, &["500"], 16384) else {
         return;
     };
     let mut unwinder = DwarfUnwinder::new(vec![]);
@@ -541,7 +541,7 @@ fn rust_generics_without_frame_pointers() {
             .arg(&exe)
             .arg(fixtures_dir().join("dw_generic.rs")),
     );
-    let Some(events) = record(dir.path(), &exe, &["400"], 16384) else {
+    let Some(events) = record(dir.path(), &exe, &["600"], 16384) else {
         return;
     };
     let mut unwinder = DwarfUnwinder::new(vec![]);
@@ -582,7 +582,7 @@ fn rust_generics_without_frame_pointers() {
 fn small_stack_copy_is_truncated() {
     let dir = tempfile::tempdir().unwrap();
     let exe = build_c(dir.path(), "dw_recurse");
-    let Some(events) = record(dir.path(), &exe, &["300"], 1024) else {
+    let Some(events) = record(dir.path(), &exe, &["400"], 1024) else {
         return;
     };
     let mut unwinder = DwarfUnwinder::new(vec![]);
@@ -627,9 +627,9 @@ fn module_cache_stays_within_cap() {
     // libc (`__libc_start_call_main`): dw_recurse's 100 frames of about 180 bytes need more than 8 KiB of copy.
     let mut events = Vec::new();
     for (exe, arg, copy) in [
-        (&calltree, "15", 8192),
-        (&qsort, "2", 8192),
-        (&recurse, "30", 65528),
+        (&calltree, "120", 8192),
+        (&qsort, "100", 8192),
+        (&recurse, "60", 65528),
     ] {
         let Some(recorded) = record(dir.path(), exe, &[arg], copy) else {
             return;

@@ -6,7 +6,7 @@ use rprof::probe::usdt::{read_probes, UsdtProbe};
 use rprof::tracefs::Tracefs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output, Stdio};
 
 /// A tracefs group of uprobes and an instance that records them; both removed on drop.
 struct Session {
@@ -64,12 +64,18 @@ impl Session {
             .unwrap_or_else(|e| panic!("{file} refused `{line}`: {e}"));
     }
 
-    /// The recorded lines of `event`, the part after `event: (0x…) `.
-    fn lines(&self, event: &str) -> Vec<String> {
+    /// The lines of `event` recorded from process `pid`, the part after `event: (0x…) `. The instance records
+    /// every process that maps the probed file (other tests and programs on the machine may use libstdc++ or
+    /// python3.11 meanwhile): a line starts with `COMM-PID [CPU]`.
+    fn lines(&self, event: &str, pid: u32) -> Vec<String> {
         let text = std::fs::read_to_string(self.instance.join("trace")).unwrap();
         let marker = format!(" {event}: (");
         text.lines()
             .filter_map(|l| l.split_once(&marker))
+            .filter(|(task, _)| {
+                let task = task.split(" [").next().unwrap_or("").trim();
+                task.rsplit_once('-').map(|(_, p)| p) == Some(pid.to_string().as_str())
+            })
             .map(|(_, rest)| rest.split_once(") ").map_or("", |(_, a)| a).to_string())
             .collect()
     }
@@ -102,6 +108,12 @@ fn tracefs(test: &str) -> Option<PathBuf> {
             None
         }
     }
+}
+
+/// Run `cmd` to its end: its pid and its output.
+fn run(cmd: &mut Command) -> (u32, Output) {
+    let child = cmd.stdout(Stdio::piped()).spawn().unwrap();
+    (child.id(), child.wait_with_output().unwrap())
 }
 
 fn named<'a>(probes: &'a [UsdtProbe], name: &str) -> &'a UsdtProbe {
@@ -138,7 +150,7 @@ fn usdt_fixture_on_tracefs() {
         done,
         &[format!("total={}", done.args[0].fetch().unwrap())],
     );
-    let out = Command::new(&bin).arg("10").output().unwrap();
+    let (pid, out) = run(Command::new(&bin).arg("10"));
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
         "work fired 10 of 10\n"
@@ -146,12 +158,12 @@ fn usdt_fixture_on_tracefs() {
     let want: Vec<String> = (0..10)
         .map(|i| format!("v={} key=\"k{}\"", 2 * i, i % 5))
         .collect();
-    assert_eq!(s.lines("work"), want);
+    assert_eq!(s.lines("work", pid), want);
     let want: Vec<String> = (0..10)
         .map(|i| format!("i={i} t={}", (0..=i).sum::<i64>()))
         .collect();
-    assert_eq!(s.lines("tick"), want);
-    assert_eq!(s.lines("done"), ["total=45"]);
+    assert_eq!(s.lines("tick", pid), want);
+    assert_eq!(s.lines("done", pid), ["total=45"]);
 }
 
 /// Check Debian's python3.11 (semaphores, string arguments) and libstdc++ (no semaphore) where present.
@@ -171,11 +183,9 @@ fn usdt_system_binaries_on_tracefs() {
             p,
             &[format!("name={}", p.args[0].fetch_string().unwrap())],
         );
-        let st = Command::new(python)
-            .args(["-S", "-c", "import json"])
-            .status();
-        assert!(st.unwrap().success());
-        let names = s.lines("imp");
+        let (pid, out) = run(Command::new(python).args(["-S", "-c", "import json"]));
+        assert!(out.status.success());
+        let names = s.lines("imp", pid);
         for module in ["name=\"json\"", "name=\"json.decoder\""] {
             assert!(names.iter().any(|n| n == module), "{module} in {names:?}");
         }
@@ -204,9 +214,9 @@ fn usdt_system_binaries_on_tracefs() {
         .map(|(i, a)| format!("arg{i}={}", a.fetch().unwrap()))
         .collect();
     s.add("throw", &libstdcxx, throw, &args);
-    let out = Command::new(&bin).arg("5").output().unwrap();
+    let (pid, out) = run(Command::new(&bin).arg("5"));
     assert_eq!(String::from_utf8_lossy(&out.stdout), "caught 5\n");
-    let lines = s.lines("throw");
+    let lines = s.lines("throw", pid);
     assert_eq!(lines.len(), 5, "{lines:?}");
     assert!(lines.iter().all(|l| l.starts_with("arg0=")), "{lines:?}");
 }

@@ -199,8 +199,10 @@ impl ProbeArgs {
 /// Probe; returns the launched command's exit status (0 without one).
 pub fn run(args: ProbeArgs) -> anyhow::Result<u8> {
     let opts = args.options();
+    // Each notice in one write: the workload may be writing to the same stderr.
     let summary = probe::run(&opts, &mut Stdout::lock(), &mut |n| {
-        eprintln!("rprof: {}", notice(&n))
+        let line = format!("rprof: {}\n", notice(&n));
+        eprint!("{line}")
     })?;
     Ok(super::exit_status(summary.exit_code))
 }

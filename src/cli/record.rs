@@ -175,7 +175,10 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
     };
     let mut on_start = |events: usize| {
         if !quiet {
-            eprintln!("rprof record: sampling {target} with {events} events; Ctrl-C to stop");
+            // One write: the workload may already write to the same stderr (eprintln! writes each piece apart).
+            let line =
+                format!("rprof record: sampling {target} with {events} events; Ctrl-C to stop\n");
+            eprint!("{line}");
         }
     };
     let summary = record::record(&cfg, &stop, &mut on_start)?;

@@ -95,13 +95,14 @@ pub fn record_to(dir: &Path, name: &str, args: &[&str]) -> String {
     data
 }
 
-/// Build the call-tree fixture with frame pointers and record ROUNDS of it (`-F 999 -g`) into DIR/NAME.
-pub fn record_calltree(dir: &Path, name: &str, rounds: &str) -> String {
+/// Build the call-tree fixture with frame pointers and record it (`-F 999 -g`) into DIR/NAME while it uses MS
+/// of CPU time: about MS samples, on any CPU.
+pub fn record_calltree(dir: &Path, name: &str, ms: &str) -> String {
     let bin = build_c(dir, "calltree.c", FP);
     record_to(
         dir,
         name,
-        &["-F", "999", "-g", "--", bin.to_str().unwrap(), rounds],
+        &["-F", "999", "-g", "--", bin.to_str().unwrap(), ms],
     )
 }
 
@@ -242,16 +243,54 @@ pub fn vm_rss_kib(pid: u32) -> Option<u64> {
 
 /// CPU time (user + system) a process has used so far, from /proc/PID/stat (None once it is gone).
 pub fn cpu_time(pid: u32) -> Option<std::time::Duration> {
+    stat_cpu_time(pid, 2)
+}
+
+/// The sum of the first `n` CPU time fields of /proc/PID/stat: utime, stime, then cutime and cstime (the
+/// children it waited for).
+fn stat_cpu_time(pid: u32, n: usize) -> Option<std::time::Duration> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after the command name (which may hold spaces): state is field 3, utime 14, stime 15.
+    // Fields after the command name (which may hold spaces): state is field 3, utime 14, stime 15, cutime 16,
+    // cstime 17.
     let rest = &stat[stat.rfind(')')? + 2..];
     let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    let mut ticks = 0;
+    for field in fields.get(11..11 + n)? {
+        ticks += field.parse::<u64>().ok()?;
+    }
     let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
         .ok()
         .flatten()
         .unwrap_or(100) as u64;
     Some(std::time::Duration::from_millis(ticks * 1000 / hz))
+}
+
+/// Wait for `child` (spawned with its stdout and stderr piped) to end, as `wait_with_output` does: its output,
+/// and the CPU time (user + system) it and the children it waited for used, read from its zombie before it is
+/// reaped. CPU time, unlike wall time, is the same on a loaded machine.
+pub fn output_and_cpu_time(mut child: std::process::Child) -> (Output, std::time::Duration) {
+    use nix::sys::wait::{waitid, Id, WaitPidFlag};
+    use std::io::Read;
+    let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let reader = std::thread::spawn(move || {
+        let mut stdout = Vec::new();
+        out.read_to_end(&mut stdout).map(|_| stdout)
+    });
+    let mut stderr = Vec::new();
+    err.read_to_end(&mut stderr)
+        .expect("read the command's stderr");
+    let stdout = reader.join().unwrap().expect("read the command's stdout");
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    waitid(Id::Pid(pid), WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT)
+        .expect("wait for the command");
+    let cpu = stat_cpu_time(child.id(), 4).expect("the command's zombie");
+    let status = child.wait().expect("reap the command");
+    let output = Output {
+        status,
+        stdout,
+        stderr,
+    };
+    (output, cpu)
 }
 
 /// Wait until process `pid` has used `work` more CPU time than it had at the call: sizes a sampling window by

@@ -6,7 +6,10 @@
 # static rprof build (target/static), initramfs (busybox-static + cpio), boot and scenario.
 # Prints `RPROF-VM-PHASE name=PHASE secs=S` lines for the timings; the scenario prints RPROF-VM-RESULT lines.
 # Needs root (apt-get, mknod) and network to the Debian mirror when something is not cached yet.
-# Usage: tests/vm/run.sh
+# Usage: tests/vm/run.sh [build]
+#   build: only build the static rprof (phase 3) and print `RPROF-VM-RPROF path=PATH`. The Rust test does this
+#   before its clock starts, then runs the other phases with RPROF_VM_RPROF=PATH: its budget measures the VM,
+#   not the compiler.
 # Env: RPROF_VM_TIMEOUT (seconds allowed for boot + scenario, default 150), RPROF_VM_SMP (vCPUs, default 2),
 #      RPROF_VM_RPROF (an rprof binary to use instead of building a static one; libraries are copied if dynamic).
 set -euo pipefail
@@ -31,6 +34,28 @@ mkdir -p "$CACHE"
 # One run at a time per checkout: they share the cache and the initramfs directory.
 exec 9> "$CACHE/.lock"
 flock 9
+
+# Phase 3, on its own: rprof built static, in its own target dir so the normal build is not invalidated.
+# Unoptimized: the VM runs a few hundred probed calls, and a cold build at the dev profile's opt-level 1 takes twice
+# as long. No debug info (the initramfs gets a stripped copy anyway): 51 s cold instead of 70 s here.
+build_static() {
+    (cd "$ROOT" && env -u CARGO_ENCODED_RUSTFLAGS -u CARGO_BUILD_RUSTFLAGS RUSTFLAGS='-C target-feature=+crt-static' \
+        "${CARGO:-cargo}" build -q --config profile.dev.opt-level=0 --config profile.dev.debug=0 --bin rprof --target x86_64-unknown-linux-gnu \
+        --target-dir target/static) ||
+        die "static build of rprof failed (see the cargo output above)"
+    RPROF=$ROOT/target/static/x86_64-unknown-linux-gnu/debug/rprof
+    if readelf -lW "$RPROF" | grep -q INTERP; then
+        die "$RPROF is dynamically linked: RUSTFLAGS='-C target-feature=+crt-static' did not reach the build"
+    fi
+}
+
+if [ "${1:-}" = build ]; then
+    t=$(now)
+    build_static
+    phase static_build "$t"
+    echo "RPROF-VM-RPROF path=$RPROF"
+    exit 0
+fi
 
 APT_UPDATED=0
 apt_update() {
@@ -73,23 +98,14 @@ fi
 echo "RPROF-VM-INFO kernel=$VMLINUZ"
 phase kernel "$t"
 
-# Phase 3: rprof built static, in its own target dir so the normal build is not invalidated. Unoptimized: the VM
-# runs a few hundred probed calls, and a cold build at the dev profile's opt-level 1 takes twice as long. No debug
-# info (the initramfs gets a stripped copy anyway): 51 s cold instead of 70 s here.
-# RPROF_VM_RPROF=PATH puts that binary in the VM instead, without building (a dynamic one gets its libraries).
+# Phase 3: the static rprof (see build_static). RPROF_VM_RPROF=PATH puts that binary in the VM instead, without
+# building (a dynamic one gets its libraries).
 t=$(now)
 if [ -n "${RPROF_VM_RPROF:-}" ]; then
     RPROF=$RPROF_VM_RPROF
     [ -f "$RPROF" ] || die "RPROF_VM_RPROF=$RPROF does not exist"
 else
-    (cd "$ROOT" && env -u CARGO_ENCODED_RUSTFLAGS -u CARGO_BUILD_RUSTFLAGS RUSTFLAGS='-C target-feature=+crt-static' \
-        "${CARGO:-cargo}" build -q --config profile.dev.opt-level=0 --config profile.dev.debug=0 --bin rprof --target x86_64-unknown-linux-gnu \
-        --target-dir target/static) ||
-        die "static build of rprof failed (see the cargo output above)"
-    RPROF=$ROOT/target/static/x86_64-unknown-linux-gnu/debug/rprof
-    if readelf -lW "$RPROF" | grep -q INTERP; then
-        die "$RPROF is dynamically linked: RUSTFLAGS='-C target-feature=+crt-static' did not reach the build"
-    fi
+    build_static
 fi
 phase static_build "$t"
 

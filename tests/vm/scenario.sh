@@ -118,13 +118,14 @@ step_rprof_binary() {
     fi
 }
 
-# Step 1: `rprof probe -p PID --csv` counts exactly the K opens of the opener, with durations.
+# Step 1: `rprof probe -p PID --csv` counts exactly the K opens of the opener, with durations. rprof ends when the
+# opener exits: -d 60 is only a cap, so a slow VM (TCG on a loaded host) still sees every open.
 step_open_count() {
     t0=$(now)
     echo hello > /tmp/target
     /opener /tmp/target "$K" &
     opid=$!
-    start_rprof /tmp/s1.csv /tmp/s1.err probe -p "$opid" -d 6 --csv "$OPENFN"
+    start_rprof /tmp/s1.csv /tmp/s1.err probe -p "$opid" -d 60 --csv "$OPENFN"
     if ! wait_group "$RPID" 30 /tmp/s1.err; then
         kill -9 "$opid"
         wait "$opid" 2>/dev/null

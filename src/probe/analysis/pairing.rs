@@ -307,7 +307,7 @@ mod tests {
     fn goroutines_move_between_threads() {
         let mut s = Stats::new(1);
         let mut p = Pairer::new(None);
-        let g = StackKey::Goroutine(0xc000_0010_00);
+        let g = StackKey::Goroutine(0x00c0_0000_1000);
         p.entry(&mut s, Call::entry(t(0), 1, 100), g, None);
         p.entry(&mut s, Call::entry(t(0), 1, 150), g, None);
         assert!(p.ret(&mut s, th(2), t(0), 160, None).is_none());
