@@ -2,7 +2,8 @@
 //! named in the file; pprof never needs the binaries).
 //!
 //! - Sample types: `samples/count`, `cpu/nanoseconds`, and `off_cpu/nanoseconds` when the recording has
-//!   off-CPU samples. The samples of one stack, process, thread, command and kind (on or off CPU) make one
+//!   off-CPU samples; the default (what pprof shows first) is `off_cpu` when the profile holds more off-CPU
+//!   time than CPU time (`--off-cpu-only`, or a program that mostly waits), else `cpu`. The samples of one stack, process, thread, command and kind (on or off CPU) make one
 //!   pprof sample, labelled `pid`, `tid` (numbers) and `comm` (and `thread_state` with off-CPU samples).
 //! - `period_type` is `cpu/nanoseconds` and `period` the nominal time between samples: 1e9 / F for `-F F`
 //!   recordings, or the fixed period of a clock event.
@@ -97,11 +98,16 @@ fn sample_types(b: &mut Builder, p: &Profile) -> SampleTypes {
         }) => period,
         _ => 0,
     };
+    // A profile that is mostly waiting (or only waiting: `--off-cpu-only`) opens on its off-CPU time.
+    let default = match p.off_period > p.period {
+        true => "off_cpu",
+        false => kind,
+    };
     SampleTypes {
         values,
         period_type: b.value_type(kind, unit),
         period,
-        default: b.string(kind),
+        default: b.string(default),
     }
 }
 
@@ -533,6 +539,18 @@ mod tests {
                 ("thread_state", 0, "off-cpu")
             ]
         );
+    }
+
+    /// Check that pprof opens on off-CPU time when the profile holds more of it than CPU time, else on CPU time.
+    #[test]
+    fn default_sample_type_follows_the_time() {
+        let mut waiting = profile();
+        assert!(waiting.off_period > waiting.period);
+        let p = to_pprof(&waiting).unwrap();
+        assert_eq!(p.string_table[p.default_sample_type as usize], "off_cpu");
+        waiting.period = 10 * waiting.off_period;
+        let p = to_pprof(&waiting).unwrap();
+        assert_eq!(p.string_table[p.default_sample_type as usize], "cpu");
     }
 
     /// Check that the written file is gzip and decodes back to the same message.
