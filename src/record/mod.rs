@@ -20,7 +20,7 @@ use offcpu::OffCpu;
 pub use offcpu::OffCpuStats;
 use std::collections::HashSet;
 use std::os::fd::AsFd;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 use stream::{Collected, Members, Ordered, Source, Stream};
@@ -88,6 +88,10 @@ pub struct RecordConfig {
     /// Also record where threads wait: each blocked interval as an `offcpu-time` sample at the stack where the
     /// thread left the CPU, weighted by its nanoseconds.
     pub off_cpu: bool,
+    /// A command to run while another target is recorded (`-p PID -- sleep 3`, perf's idiom for "this long"):
+    /// recording stops when it exits, and rprof exits with its status. It is sampled only when the target
+    /// covers it (`-a`), never followed on its own.
+    pub companion: Option<Vec<String>>,
     /// `--off-cpu-stack-hz`: sample switch-out stacks at about this rate per thread and CPU (frequency mode)
     /// instead of taking one at every switch; waits without their own stack are charged to the thread's last
     /// sampled one. None: every switch (exact, and a few microseconds per switch).
@@ -113,6 +117,7 @@ impl Default for RecordConfig {
             keep_workload: false,
             off_cpu: false,
             off_cpu_stack_hz: None,
+            companion: None,
         }
     }
 }
@@ -128,6 +133,11 @@ pub enum RecordError {
     Recording(#[from] RecordingError),
     #[error("{0}")]
     Config(String),
+    #[error("cannot keep the previous recording {path} as {path}.old: {source} (move it away, or choose another output with -o)")]
+    KeepPrevious {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 /// Sample until `stop` is set, SIGINT, SIGTERM or SIGHUP arrives, the duration passes, or the target exits;
@@ -149,12 +159,17 @@ pub fn record(
     };
     let mut session = Session::open(cfg, &cpus)?;
     // The output is created once the target is known to exist and before sampling starts: a bad -p leaves no
-    // file behind, and an unwritable -o fails before anything is sampled.
+    // file behind, and an unwritable -o fails before anything is sampled. A previous recording there is kept
+    // as FILE.old, as perf keeps it.
+    let previous = keep_previous(&cfg.output)?;
     let mut stream = session.stream(cfg)?;
     let kernel = describe_existing(cfg, &mut stream, session.cgroup.as_ref())?;
-    match session.workload.as_mut() {
-        Some(w) => w.start()?, // enable_on_exec does the rest
-        None => session.events.enable()?,
+    if !matches!(cfg.target, Target::Command(_)) {
+        session.events.enable()?;
+    }
+    // The command's events are enabled at its exec (enable_on_exec); a companion command just starts.
+    if let Some(w) = session.workload.as_mut() {
+        w.start()?;
     }
     on_start(session.events.len());
     let watched = match &cfg.target {
@@ -169,7 +184,25 @@ pub fn record(
         tick: None,
     };
     perf::run_loop::run(&mut session.events, &signals, when, &mut stream)?;
-    finish(cfg, stream, session, cpus.len(), kernel)
+    let mut summary = finish(cfg, stream, session, cpus.len(), kernel)?;
+    summary.previous = previous;
+    Ok(summary)
+}
+
+/// Rename a non-empty file at `output` to `output.old` (replacing an older one), as `perf record` does;
+/// returns the new name when there was one.
+fn keep_previous(output: &Path) -> Result<Option<PathBuf>, RecordError> {
+    if !std::fs::metadata(output).is_ok_and(|m| m.is_file() && m.len() > 0) {
+        return Ok(None);
+    }
+    let mut old = output.as_os_str().to_owned();
+    old.push(".old");
+    let old = PathBuf::from(old);
+    std::fs::rename(output, &old).map_err(|source| RecordError::KeepPrevious {
+        path: output.to_path_buf(),
+        source,
+    })?;
+    Ok(Some(old))
 }
 
 /// The opened events of a recording session, with what they sample.
@@ -190,8 +223,10 @@ impl Session {
     /// Prepare the command or open the cgroup, and open the events on the target.
     fn open(cfg: &RecordConfig, cpus: &[u32]) -> Result<Session, RecordError> {
         let kernel_attr = attrs::build_attr(cfg);
-        let workload = match &cfg.target {
-            Target::Command(argv) => Some(Workload::prepare(argv, cfg.keep_workload)?),
+        let workload = match (&cfg.target, &cfg.companion) {
+            (Target::Command(argv), _) | (_, Some(argv)) => {
+                Some(Workload::prepare(argv, cfg.keep_workload)?)
+            }
             _ => None,
         };
         let cgroup = match &cfg.target {
@@ -348,6 +383,7 @@ fn finish(
             late: m.late,
         }),
         ns_pids: st.ns_pids,
+        previous: None,
         exit_code: workload.as_mut().and_then(|w| {
             w.try_wait();
             w.exit_code()
