@@ -55,9 +55,14 @@ fn tools(test: &str) -> bool {
     true
 }
 
-/// The instructions that differ between objdump's and rprof's disassembly (at most 10 shown), and how many
-/// objdump printed.
-fn differences(want: &BTreeMap<u64, String>, got: &BTreeMap<u64, String>) -> (Vec<String>, usize) {
+/// Assert that rprof's disassembly `got` reads as objdump's `want` (at least `least` instructions), showing
+/// the first 10 that differ.
+fn assert_reads_as_objdump(
+    want: &BTreeMap<u64, String>,
+    got: &BTreeMap<u64, String>,
+    what: &str,
+    least: usize,
+) {
     let mut diff = Vec::new();
     for (addr, text) in want {
         let mine = got
@@ -72,7 +77,18 @@ fn differences(want: &BTreeMap<u64, String>, got: &BTreeMap<u64, String>) -> (Ve
             .filter(|a| !want.contains_key(a))
             .map(|a| format!("{a:x}: only rprof")),
     );
-    (diff, want.len())
+    assert!(
+        want.len() >= least,
+        "{what}: objdump printed only {} instructions",
+        want.len()
+    );
+    assert!(
+        diff.is_empty(),
+        "{what}: {} of {} instructions differ:\n{}",
+        diff.len(),
+        want.len(),
+        diff[..diff.len().min(10)].join("\n")
+    );
 }
 
 /// rprof's disassembly of `binary`'s .text in the blocks objdump decodes: from each symbol to the next.
@@ -132,18 +148,8 @@ fn whole_functions_of_libc_and_perl_read_as_objdump() {
     ];
     for (binary, name) in functions {
         let range = function(binary, name);
-        let want = objdump(binary, Some(range));
-        let (diff, count) = differences(&want, &rprof_text(binary, Some(range)));
-        assert!(
-            count > 150,
-            "{name}: objdump printed only {count} instructions"
-        );
-        assert!(
-            diff.is_empty(),
-            "{name} in {binary}: {} of {count} instructions differ:\n{}",
-            diff.len(),
-            diff[..diff.len().min(10)].join("\n")
-        );
+        let got = rprof_text(binary, Some(range));
+        assert_reads_as_objdump(&objdump(binary, Some(range)), &got, name, 150);
     }
 }
 
@@ -155,17 +161,8 @@ fn all_of_libc_and_perl_reads_as_objdump() {
         return;
     }
     for binary in [LIBC, PERL] {
-        let (diff, count) = differences(&objdump(binary, None), &rprof_text(binary, None));
-        assert!(
-            count > 100_000,
-            "{binary}: objdump printed only {count} instructions"
-        );
-        assert!(
-            diff.is_empty(),
-            "{binary}: {} of {count} instructions differ:\n{}",
-            diff.len(),
-            diff[..diff.len().min(10)].join("\n")
-        );
+        let got = rprof_text(binary, None);
+        assert_reads_as_objdump(&objdump(binary, None), &got, binary, 100_000);
     }
 }
 
@@ -202,11 +199,5 @@ fn annotate_asm_of_a_sampled_perl_function_reads_as_objdump() {
         }
     }
     let want = objdump(PERL, Some(function(PERL, name)));
-    let (diff, count) = differences(&want, &got);
-    assert!(
-        diff.is_empty(),
-        "{} of {count} instructions differ:\n{}\n{text}",
-        diff.len(),
-        diff[..diff.len().min(10)].join("\n")
-    );
+    assert_reads_as_objdump(&want, &got, &format!("{name}, annotated:\n{text}"), 150);
 }

@@ -6,15 +6,25 @@ use common::*;
 use std::collections::BTreeMap;
 use std::process::Command;
 
-/// Record the call tree (frame pointers, user stacks only, so that both tools see the same frames).
-fn record(dir: &std::path::Path) -> String {
-    let bin = build_c(dir, "calltree.c", FP);
-    let bin = bin.to_str().unwrap();
-    record_to(
-        dir,
-        "ct.data",
-        &["-F", "999", "-g", "--user-only", "--", bin, "10"],
-    )
+/// Record the call tree (frame pointers, user stacks only, so that both tools see the same frames), when
+/// `test` can run here (as root, with perf when it needs it): (its directory, the recording).
+fn record(test: &str, perf: bool) -> Option<(tempfile::TempDir, String)> {
+    if !privileged(test) || (perf && !perf_tool(test)) {
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = build_c(dir.path(), "calltree.c", FP);
+    let args = [
+        "-F",
+        "999",
+        "-g",
+        "--user-only",
+        "--",
+        bin.to_str().unwrap(),
+        "10",
+    ];
+    let data = record_to(dir.path(), "ct.data", &args);
+    Some((dir, data))
 }
 
 /// `perf report --stdio ARGS -i DATA`, asserting success.
@@ -58,12 +68,9 @@ fn rows(text: &str) -> BTreeMap<String, (Vec<String>, Vec<String>)> {
 /// perf's.
 #[test]
 fn call_graphs_read_as_perf_draws_them() {
-    let test = "call_graphs_read_as_perf_draws_them";
-    if !privileged(test) || !perf_tool(test) {
+    let Some((_dir, data)) = record("call_graphs_read_as_perf_draws_them", true) else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let data = record(dir.path());
+    };
     let modes: [&[&str]; 4] = [
         &["--no-children", "-g", "callee"],
         &["--no-children", "-g", "caller"],
@@ -103,12 +110,9 @@ fn call_graphs_read_as_perf_draws_them() {
 /// `ID:COMMAND` rows, `--sort dso` one row per object, and an unknown key names the keys there are.
 #[test]
 fn perf_spellings_and_sort_keys() {
-    let test = "perf_spellings_and_sort_keys";
-    if !privileged(test) || !perf_tool(test) {
+    let Some((_dir, data)) = record("perf_spellings_and_sort_keys", true) else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let data = record(dir.path());
+    };
     let keys = ["--sort", "comm,dso,sym"];
     let ours = rprof_ok(&[
         "report",
@@ -177,11 +181,9 @@ fn perf_spellings_and_sort_keys() {
 /// processes the recording has, for the table (a warning) and for the outputs that need samples (an error).
 #[test]
 fn a_filter_that_keeps_nothing_names_itself() {
-    if !privileged("a_filter_that_keeps_nothing_names_itself") {
+    let Some((dir, data)) = record("a_filter_that_keeps_nothing_names_itself", false) else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let data = record(dir.path());
+    };
     let all = rprof_ok(&["report", "-i", &data]);
     let count = all.split_whitespace().nth(1).unwrap().to_string();
     let (table, stderr) = rprof_ok_stderr(&["report", "-i", &data, "--pid", "1"]);
