@@ -92,13 +92,13 @@ fn sleep_and_compute_in_one_profile() {
             .find(|l| l.ends_with(&format!("] {name}")))
             .unwrap_or_else(|| panic!("no row for {name}\n{table}"))
             .split_whitespace()
-            .take(3)
+            .take(4)
             .map(|c| c.trim_end_matches('s').parse::<f64>().unwrap())
             .collect::<Vec<_>>()
     };
     let sleep = row("sleep_phase");
     let compute = row("compute_phase");
-    assert!((sleep[2] - 7.0).abs() <= 0.35, "{table}");
+    assert!((sleep[3] - 7.0).abs() <= 0.35, "{table}");
     assert!((compute[1] - 3.0).abs() <= 0.15, "{table}");
     // The filters.
     let off_only = rprof_ok(&["report", "-i", data, "--folded", "--off-cpu-only"]);
@@ -186,4 +186,78 @@ fn frame_pointer_stacks_carry_the_waits() {
         (off as f64 / 1e6 - 1.4).abs() <= 0.07,
         "{off} us off CPU under worker, not 1.4 s\n{folded}"
     );
+}
+
+/// Check the bars (26, rows 7 and 8): `--off-cpu-only` shows where threads wait, without CPU columns:
+/// the top row is the libc function a thread sleeps or waits in (or its caller), never `main`, and the
+/// worker's 1.4 s of sleep (2 rounds of 700 ms) is clock_nanosleep's own wait time, ± 5%; the pprof export of
+/// that view, and of the whole recording (mostly waiting), opens on off-CPU time in `go tool pprof -top`.
+#[test]
+fn off_cpu_table_and_pprof_open_on_where_threads_wait() {
+    let test = "off_cpu_table_and_pprof_open_on_where_threads_wait";
+    if !privileged(test) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (data, _, _) = record_dwarf_off_cpu(dir.path(), "offcpu_sleep.c", "2");
+    let table = rprof_ok(&["report", "-i", &data, "--off-cpu-only"]);
+    let header = table.lines().find(|l| l.contains("Symbol")).unwrap();
+    assert!(
+        header.contains("Wait self") && !header.contains("CPU"),
+        "{table}"
+    );
+    let rows: Vec<(f64, &str)> = table
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let own = l
+                .split_whitespace()
+                .next()?
+                .trim_end_matches('s')
+                .parse()
+                .ok()?;
+            Some((own, l.rsplit("] ").next()?))
+        })
+        .collect();
+    let waits = [
+        "clock_nanosleep",
+        "__clock_nanosleep",
+        "__nanosleep",
+        "nanosleep",
+        "sleep_phase",
+        "__futex_abstimed_wait_common64",
+        "__futex_abstimed_wait_common",
+        "__pthread_clockjoin_ex",
+        "pthread_join",
+    ];
+    assert!(waits.contains(&rows[0].1), "top row {:?}\n{table}", rows[0]);
+    let sleep = rows
+        .iter()
+        .find(|r| r.1 == "clock_nanosleep")
+        .expect("a clock_nanosleep row");
+    assert!((sleep.0 - 1.4).abs() <= 0.07, "{table}");
+    let go = Command::new("go").arg("version").output();
+    if !go.is_ok_and(|o| o.status.success()) {
+        skip(
+            test,
+            "the go tool is not installed (apt-get install golang-go)",
+        );
+        return;
+    }
+    for (name, only) in [("off.pb.gz", true), ("all.pb.gz", false)] {
+        let file = dir.path().join(name);
+        let mut args = vec!["report", "-i", &data, "--pprof", file.to_str().unwrap()];
+        args.extend(only.then_some("--off-cpu-only"));
+        rprof_ok(&args);
+        let top = Command::new("go")
+            .args(["tool", "pprof", "-top"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&top.stdout);
+        assert!(
+            text.lines().any(|l| l == "Type: off_cpu"),
+            "{name}:\n{text}"
+        );
+    }
 }

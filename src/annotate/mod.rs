@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub mod disasm;
+pub mod labels;
 mod output;
 mod source;
 
@@ -376,6 +377,23 @@ impl Sampled {
         offset: FileOffset,
     ) -> Arc<[crate::symbols::Frame]> {
         self.resolver.symbolizer().user(module, offset)
+    }
+}
+
+/// objdump's labels for the section of `module` that holds `start`, where function `name` starts; when the
+/// binary cannot be read, the function's own name.
+fn labels_of(module: &ModuleKey, start: u64, name: &str) -> labels::Labels {
+    let paths = [
+        module.path.clone(),
+        crate::process::root_path(module.pid, &module.path),
+    ];
+    let file = paths
+        .iter()
+        .find(|p| p.is_file())
+        .and_then(|p| crate::mapped::MappedFile::open(p).ok());
+    match file {
+        Some(file) => labels::Labels::of_elf(&file, start),
+        None => labels::Labels::of_functions(&[(start, name)]),
     }
 }
 

@@ -42,7 +42,8 @@ pub fn write_annotation(
             path: module.path.clone(),
             reason: e.to_string(),
         })?;
-    let mut rows: Vec<Row> = disassemble(&code, function.start.0, &function.name)
+    let labels = super::labels_of(&module, function.start.0, &function.name);
+    let mut rows: Vec<Row> = disassemble(&code, function.start.0, &labels)
         .into_iter()
         .map(|insn| {
             let place = layout

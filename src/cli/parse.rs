@@ -134,9 +134,66 @@ pub fn debug_cost(s: &str) -> Result<rprof::probe::DebugCost, String> {
     })
 }
 
+/// `report --sort`: the table's keys.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SortKeys(pub Vec<rprof::report::SortKey>);
+
+pub fn sort_keys(s: &str) -> Result<SortKeys, String> {
+    rprof::report::SortKey::parse_list(s).map(SortKeys)
+}
+
+/// `report -g`: perf's `--call-graph` spelling, a comma-separated list of which rprof reads `graph` (the only
+/// layout), `caller` or `callee`, and a threshold in percent (`0.5`); `none` turns the graph off.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GraphSpec {
+    pub on: bool,
+    /// None: perf's default (`caller` with --children, else `callee`).
+    pub order: Option<rprof::report::CallOrder>,
+    pub threshold: f64,
+}
+
+pub fn graph_spec(s: &str) -> Result<GraphSpec, String> {
+    let mut spec = GraphSpec {
+        on: true,
+        order: None,
+        threshold: 0.5,
+    };
+    for word in s.split(',').map(str::trim) {
+        match word {
+            "graph" | "" => {}
+            "none" => spec.on = false,
+            "caller" => spec.order = Some(rprof::report::CallOrder::Caller),
+            "callee" => spec.order = Some(rprof::report::CallOrder::Callee),
+            _ => match word.parse::<f64>() {
+                Ok(t) if (0.0..=100.0).contains(&t) => spec.threshold = t,
+                _ => {
+                    return Err(format!(
+                        "'{word}' is not something -g takes here: use caller, callee, none, graph or a \
+                         threshold in percent, e.g. -g caller or -g graph,0.5,callee"
+                    ))
+                }
+            },
+        }
+    }
+    Ok(spec)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Check that -g takes perf's words and threshold, and names what it does not take.
+    #[test]
+    fn graph_specs() {
+        use rprof::report::CallOrder;
+        assert_eq!(graph_spec("caller").unwrap().order, Some(CallOrder::Caller));
+        let full = graph_spec("graph,1.5,callee").unwrap();
+        assert_eq!((full.order, full.threshold), (Some(CallOrder::Callee), 1.5));
+        assert!(!graph_spec("none").unwrap().on);
+        assert!(graph_spec("fractal")
+            .unwrap_err()
+            .contains("caller, callee"));
+    }
 
     #[test]
     fn seconds_take_positive_finite_numbers() {

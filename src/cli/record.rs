@@ -13,8 +13,11 @@ use std::time::Duration;
 #[derive(Args, Debug)]
 #[command(
     group = ArgGroup::new("target").required(true).multiple(true).args(["pid", "tid", "all_cpus", "cpu", "cgroup", "command"]),
-    override_usage = "rprof record [OPTIONS] <-p PID[,PID] | -t TID | -a | -C CPUS | -G CGROUP | -- COMMAND [ARGS]...>",
+    override_usage = "rprof record [OPTIONS] <-p PID[,PID] | -t TID | -a | -C CPUS | -G CGROUP | -- COMMAND [ARGS]...>\n       \
+                      rprof record [OPTIONS] <-p PID[,PID] | -t TID | -a | -C CPUS | -G CGROUP> -- COMMAND [ARGS]...   \
+                      (the target while COMMAND runs)",
     after_help = "Examples:\n  rprof record -F 99 -g -p 1234\n  rprof record -g -- ./prog args\n  \
+                  rprof record -g -p 1234 -- sleep 3   (process 1234 for 3 seconds)\n  \
                   rprof record -a -g -d 5\n  rprof record -G system.slice/docker-ID.scope -g\n  \
                   rprof record --call-graph dwarf -- ./release-build\n\n\
                   If rprof is killed (SIGKILL, the OOM killer) the recording keeps everything but the last \
@@ -38,27 +41,29 @@ pub struct RecordArgs {
     #[arg(long = "call-graph", value_name = "fp|dwarf[,SIZE]", value_parser = parse::call_graph)]
     pub call_graph: Option<CallGraph>,
     /// Sample these processes (comma-separated), their threads now and later.
-    #[arg(short = 'p', long = "pid", value_delimiter = ',', conflicts_with_all = ["tid", "command"])]
+    /// With `-- COMMAND`, the command only times the recording (perf's `-p PID -- sleep 3`): it runs, is not
+    /// sampled, and recording stops when it exits.
+    #[arg(
+        short = 'p',
+        long = "pid",
+        value_delimiter = ',',
+        conflicts_with = "tid"
+    )]
     pub pid: Vec<i32>,
     /// Sample only these threads (comma-separated).
-    #[arg(
-        short = 't',
-        long = "tid",
-        value_delimiter = ',',
-        conflicts_with = "command"
-    )]
+    #[arg(short = 't', long = "tid", value_delimiter = ',')]
     pub tid: Vec<i32>,
     /// Sample the whole system (every CPU, or those of -C).
-    #[arg(short = 'a', long = "all-cpus", conflicts_with_all = ["pid", "tid", "command"])]
+    #[arg(short = 'a', long = "all-cpus", conflicts_with_all = ["pid", "tid"])]
     pub all_cpus: bool,
     /// Sample the whole system on these CPUs only, e.g. 0,1 or 0-3 or 0-1,3.
     #[arg(short = 'C', long = "cpu", value_name = "CPUS", value_parser = parse::cpu_list,
-          conflicts_with_all = ["pid", "tid", "command"])]
+          conflicts_with_all = ["pid", "tid"])]
     pub cpu: Option<CpuList>,
     /// Sample the processes of this cgroup and its descendants, including ones started later (a container):
     /// a path relative to the cgroup2 mount, as perf's -G. Per CPU, like -a (or on the CPUs of -C).
     #[arg(short = 'G', long = "cgroup", value_name = "CGROUP",
-          conflicts_with_all = ["pid", "tid", "command"])]
+          conflicts_with_all = ["pid", "tid"])]
     pub cgroup: Option<String>,
     /// The sampling event: cpu-clock or task-clock.
     #[arg(short = 'e', long = "event", default_value = "cpu-clock", value_parser = parse::clock_event)]
@@ -102,23 +107,29 @@ pub struct RecordArgs {
     /// Print nothing but errors.
     #[arg(short = 'q', long = "quiet")]
     pub quiet: bool,
-    /// The command to launch and sample, after `--`.
+    /// The command to launch and sample, after `--`. With -p, -t, -a, -C or -G it runs while that target is
+    /// sampled and recording stops when it exits (`-a -- sleep 5`), as in perf.
     #[arg(last = true)]
     pub command: Vec<String>,
 }
 
 /// Turn the arguments into a config. clap has checked each value and that one target was given.
 pub fn config(a: &RecordArgs) -> RecordConfig {
-    let target = if !a.command.is_empty() {
-        Target::Command(a.command.clone())
-    } else if !a.pid.is_empty() {
+    let target = if !a.pid.is_empty() {
         Target::Pids(a.pid.clone())
     } else if !a.tid.is_empty() {
         Target::Tids(a.tid.clone())
     } else if let Some(cg) = &a.cgroup {
         Target::Cgroup(cg.clone())
-    } else {
+    } else if a.all_cpus || a.cpu.is_some() || a.command.is_empty() {
         Target::System
+    } else {
+        Target::Command(a.command.clone())
+    };
+    // A command beside another target only times the recording.
+    let companion = match &target {
+        Target::Command(_) => None,
+        _ => Some(a.command.clone()).filter(|c| !c.is_empty()),
     };
     let call_graph = match (a.g, a.call_graph) {
         (_, Some(cg)) => cg,
@@ -147,6 +158,7 @@ pub fn config(a: &RecordArgs) -> RecordConfig {
         keep_workload: a.keep_workload,
         off_cpu: a.off_cpu,
         off_cpu_stack_hz: a.off_cpu_stack_hz,
+        companion,
     }
 }
 
@@ -173,11 +185,16 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
         Target::System => "the whole system".to_string(),
         Target::Cgroup(name) => format!("cgroup '{name}'"),
     };
+    let until = match &cfg.companion {
+        Some(argv) => format!(" while '{}' runs", argv.join(" ")),
+        None => String::new(),
+    };
     let mut on_start = |events: usize| {
         if !quiet {
             // One write: the workload may already write to the same stderr (eprintln! writes each piece apart).
-            let line =
-                format!("rprof record: sampling {target} with {events} events; Ctrl-C to stop\n");
+            let line = format!(
+                "rprof record: sampling {target} with {events} events{until}; Ctrl-C to stop\n"
+            );
             eprint!("{line}");
         }
     };

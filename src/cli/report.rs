@@ -1,12 +1,15 @@
 //! `rprof report` arguments and their mapping onto the report library.
 use super::advice;
 use super::output::Stdout;
+use super::parse::{self, GraphSpec, SortKeys};
 use anyhow::Context;
 use clap::Args;
 use rprof::report::{
-    self, Filter, FirefoxOptions, Profile, ReportError, SampleKinds, TableOptions,
+    self, CallGraph, CallOrder, Filter, FirefoxOptions, Profile, ReportError, SampleKinds, SortKey,
+    TableOptions,
 };
 use rprof::symbols::SymbolizerOptions;
+use rprof::text::thousands;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -16,7 +19,9 @@ use std::path::{Path, PathBuf};
     after_help = "Examples:\n  rprof report\n  rprof report --folded | inferno-flamegraph > out.svg\n  \
                         rprof report -i perf.data --flamegraph out.svg\n  \
                         rprof report --pprof out.pb.gz && go tool pprof -top out.pb.gz\n  \
-                        rprof report --firefox out.json.gz   (open it at https://profiler.firefox.com)"
+                        rprof report --firefox out.json.gz   (open it at https://profiler.firefox.com)\n  \
+                        rprof report --sort comm,pid -n 10\n  \
+                        rprof report -g caller --children -n 5"
 )]
 pub struct ReportArgs {
     /// The recording to read.
@@ -35,9 +40,26 @@ pub struct ReportArgs {
     /// samples on a timeline; open it at https://profiler.firefox.com.
     #[arg(long = "firefox", value_name = "FILE")]
     pub firefox: Option<PathBuf>,
-    /// Sort the table by total (children) time instead of self time.
-    #[arg(long = "children")]
+    /// Sort the table by total (children) time instead of self time; with -g, graph the samples through each
+    /// function.
+    #[arg(long = "children", overrides_with = "no_children")]
     pub children: bool,
+    /// Sort the table by self time (the default; perf's spelling).
+    #[arg(long = "no-children", overrides_with = "children")]
+    pub no_children: bool,
+    /// What makes a row, as perf's --sort: comm, pid (PID:COMMAND), tid (TID:COMMAND), dso, sym.
+    #[arg(short = 's', long = "sort", value_name = "KEYS", default_value = "comm,dso,sym",
+          value_parser = parse::sort_keys)]
+    pub sort: SortKeys,
+    /// Print each row's call graph, in perf report's layout: `caller` (from the outermost caller down, the
+    /// default with --children) or `callee` (from the function up through its callers), with perf's threshold
+    /// (`-g caller,0.5`); `none` for none.
+    #[arg(short = 'g', long = "call-graph", value_name = "ORDER", num_args = 0..=1,
+          default_missing_value = "graph", value_parser = parse::graph_spec)]
+    pub call_graph: Option<GraphSpec>,
+    /// Print to standard output as text (the table is the default; accepted for perf's spelling).
+    #[arg(long = "stdio")]
+    pub stdio: bool,
     /// Print at most this many table rows (0: all).
     #[arg(short = 'n', long = "limit", default_value_t = 0)]
     pub limit: usize,
@@ -73,17 +95,7 @@ pub struct ReportArgs {
 }
 
 pub fn run(a: ReportArgs) -> anyhow::Result<u8> {
-    let filter = Filter {
-        pids: a.pid.clone(),
-        tids: a.tid.clone(),
-        comms: a.comm.clone(),
-        kinds: match (a.on_cpu_only, a.off_cpu_only) {
-            (true, _) => SampleKinds::OnCpu,
-            (_, true) => SampleKinds::OffCpu,
-            _ => SampleKinds::Both,
-        },
-        exports: a.pprof.is_some() || a.firefox.is_some(),
-    };
+    let filter = filter(&a);
     let opts = SymbolizerOptions {
         debug_dirs: a.debug_dir.clone(),
         inlines: !a.no_inline,
@@ -104,36 +116,16 @@ pub fn run(a: ReportArgs) -> anyhow::Result<u8> {
     if profile.unwound.unwound > 0 {
         eprintln!("rprof report: {}", advice::dwarf_summary(&profile.unwound));
     }
+    let nothing = nothing_kept(&a, &profile);
+    if let (Some(nothing), true) = (&nothing, a.folded || table(&a)) {
+        eprintln!("rprof report: {nothing}");
+    }
     if let Some(svg) = &a.flamegraph {
         if profile.stacks.is_empty() {
-            anyhow::bail!(
-                "{}: no samples to draw (check the filters)",
-                a.input.display()
-            );
+            let why = nothing.unwrap_or_else(|| "no samples (check the filters)".into());
+            anyhow::bail!("{}: nothing to draw: {why}", a.input.display());
         }
-        let file = std::fs::File::create(svg)
-            .with_context(|| format!("cannot create {}", svg.display()))?;
-        let mut w = std::io::BufWriter::new(file);
-        match &base {
-            Some(base) => {
-                let title = format!(
-                    "rprof: {} against {}",
-                    a.input.display(),
-                    a.diff.as_ref().expect("base given").display()
-                );
-                report::write_diff_flamegraph(base, &profile, &title, &mut w)
-            }
-            None => {
-                report::write_flamegraph(&profile, &format!("rprof: {}", a.input.display()), &mut w)
-            }
-        }
-        .and_then(|_| w.flush())
-        .with_context(|| format!("cannot write {}", svg.display()))?;
-        eprintln!(
-            "rprof report: wrote {} ({} samples)",
-            svg.display(),
-            profile.samples
-        );
+        write_flamegraph(&a, svg, &profile, base.as_ref())?;
         return Ok(0);
     }
     if let Some(path) = &a.pprof {
@@ -141,21 +133,7 @@ pub fn run(a: ReportArgs) -> anyhow::Result<u8> {
         return Ok(0);
     }
     if let Some(path) = &a.firefox {
-        let opts = FirefoxOptions {
-            product: format!("rprof: {}", a.input.display()),
-            started: started(&a.input, &profile),
-        };
-        let gzip = path.extension().is_some_and(|e| e == "gz");
-        write_export(&a, &profile, path, |out| {
-            if gzip {
-                let mut gz = flate2::write::GzEncoder::new(out, flate2::Compression::default());
-                report::write_firefox(&profile, &opts, &mut gz)?;
-                gz.finish()?;
-                Ok(())
-            } else {
-                report::write_firefox(&profile, &opts, out)
-            }
-        })?;
+        write_firefox(&a, &profile, path)?;
         return Ok(0);
     }
     let mut out = std::io::BufWriter::with_capacity(1 << 16, Stdout::lock());
@@ -164,14 +142,143 @@ pub fn run(a: ReportArgs) -> anyhow::Result<u8> {
     } else if a.folded {
         report::write_folded(&profile, &mut out)?;
     } else {
-        let t = TableOptions {
-            sort_by_total: a.children,
-            limit: a.limit,
-        };
-        report::write_table(&profile, &t, &mut out)?;
+        report::write_table(&profile, &table_options(&a), &mut out)?;
     }
     out.flush()?;
     Ok(0)
+}
+
+/// Whether the output is the table (no other output was asked for).
+fn table(a: &ReportArgs) -> bool {
+    !a.folded && a.flamegraph.is_none() && a.pprof.is_none() && a.firefox.is_none()
+}
+
+fn filter(a: &ReportArgs) -> Filter {
+    Filter {
+        pids: a.pid.clone(),
+        tids: a.tid.clone(),
+        comms: a.comm.clone(),
+        kinds: match (a.on_cpu_only, a.off_cpu_only) {
+            (true, _) => SampleKinds::OnCpu,
+            (_, true) => SampleKinds::OffCpu,
+            _ => SampleKinds::Both,
+        },
+        exports: a.pprof.is_some() || a.firefox.is_some(),
+        threads: table(a)
+            && a.sort
+                .0
+                .iter()
+                .any(|k| matches!(k, SortKey::Pid | SortKey::Tid)),
+    }
+}
+
+fn table_options(a: &ReportArgs) -> TableOptions {
+    let graph = a.call_graph.filter(|g| g.on).map(|g| CallGraph {
+        order: g.order.unwrap_or(match a.children {
+            true => CallOrder::Caller,
+            false => CallOrder::Callee,
+        }),
+        threshold: g.threshold,
+    });
+    TableOptions {
+        sort_by_total: a.children,
+        limit: a.limit,
+        keys: a.sort.0.clone(),
+        off_cpu_only: a.off_cpu_only,
+        call_graph: graph,
+    }
+}
+
+/// When the filters kept no sample of a recording that has some: `0 of 11,985 samples after --pid 1`, and
+/// the processes the recording has.
+fn nothing_kept(a: &ReportArgs, p: &Profile) -> Option<String> {
+    if p.samples + p.off_samples > 0 || p.read == 0 {
+        return None;
+    }
+    let join = |v: &[String]| v.join(",");
+    let list = |v: &[u32]| join(&v.iter().map(u32::to_string).collect::<Vec<_>>());
+    let mut given = Vec::new();
+    if !a.pid.is_empty() {
+        given.push(format!("--pid {}", list(&a.pid)));
+    }
+    if !a.tid.is_empty() {
+        given.push(format!("--tid {}", list(&a.tid)));
+    }
+    if !a.comm.is_empty() {
+        given.push(format!("--comm {}", join(&a.comm)));
+    }
+    given.extend(
+        a.off_cpu_only
+            .then(|| "--off-cpu-only (record with --off-cpu for off-CPU samples)".into()),
+    );
+    given.extend(a.on_cpu_only.then(|| "--on-cpu-only".into()));
+    let mut pids: Vec<(&u32, &(String, u64))> = p.read_by_pid.iter().collect();
+    pids.sort_by(|x, y| y.1 .1.cmp(&x.1 .1).then(x.0.cmp(y.0)));
+    let seen: Vec<String> = pids
+        .iter()
+        .take(5)
+        .map(|(pid, (comm, n))| format!("{pid} ({comm}, {} samples)", thousands(*n)))
+        .collect();
+    let more = match pids.len() > 5 {
+        true => format!(" and {} more", pids.len() - 5),
+        false => String::new(),
+    };
+    Some(format!(
+        "0 of {} samples after {}; the recording's processes are {}{more}",
+        thousands(p.read),
+        given.join(" "),
+        seen.join(", ")
+    ))
+}
+
+/// `--flamegraph SVG`: the flame graph, or with --diff the differential one.
+fn write_flamegraph(
+    a: &ReportArgs,
+    svg: &Path,
+    profile: &Profile,
+    base: Option<&Profile>,
+) -> anyhow::Result<()> {
+    let file =
+        std::fs::File::create(svg).with_context(|| format!("cannot create {}", svg.display()))?;
+    let mut w = std::io::BufWriter::new(file);
+    match base {
+        Some(base) => {
+            let title = format!(
+                "rprof: {} against {}",
+                a.input.display(),
+                a.diff.as_ref().expect("base given").display()
+            );
+            report::write_diff_flamegraph(base, profile, &title, &mut w)
+        }
+        None => report::write_flamegraph(profile, &format!("rprof: {}", a.input.display()), &mut w),
+    }
+    .and_then(|_| w.flush())
+    .with_context(|| format!("cannot write {}", svg.display()))?;
+    eprintln!(
+        "rprof report: wrote {} ({} samples)",
+        svg.display(),
+        profile.samples
+    );
+    Ok(())
+}
+
+/// `--firefox FILE`: the Firefox Profiler profile, gzipped when FILE ends in .gz.
+fn write_firefox(a: &ReportArgs, profile: &Profile, path: &Path) -> anyhow::Result<()> {
+    let opts = FirefoxOptions {
+        product: format!("rprof: {}", a.input.display()),
+        started: started(&a.input, profile),
+    };
+    let gzip = path.extension().is_some_and(|e| e == "gz");
+    write_export(a, profile, path, |out| {
+        if gzip {
+            let mut gz = flate2::write::GzEncoder::new(out, flate2::Compression::default());
+            report::write_firefox(profile, &opts, &mut gz)?;
+            gz.finish()?;
+            Ok(())
+        } else {
+            report::write_firefox(profile, &opts, out)
+        }
+    })
 }
 
 /// Write an exported profile to `path` with `write`, then say what was written.
@@ -183,10 +290,9 @@ fn write_export(
 ) -> anyhow::Result<()> {
     let samples = profile.exports.as_ref().map_or(0, |e| e.samples.len());
     if samples == 0 {
-        anyhow::bail!(
-            "{}: no samples to export (check the filters)",
-            a.input.display()
-        );
+        let why =
+            nothing_kept(a, profile).unwrap_or_else(|| "no samples (check the filters)".into());
+        anyhow::bail!("{}: nothing to export: {why}", a.input.display());
     }
     let file =
         std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;

@@ -20,7 +20,7 @@ use offcpu::OffCpu;
 pub use offcpu::OffCpuStats;
 use std::collections::HashSet;
 use std::os::fd::AsFd;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 use stream::{Collected, Members, Ordered, Source, Stream};
@@ -88,6 +88,10 @@ pub struct RecordConfig {
     /// Also record where threads wait: each blocked interval as an `offcpu-time` sample at the stack where the
     /// thread left the CPU, weighted by its nanoseconds.
     pub off_cpu: bool,
+    /// A command to run while another target is recorded (`-p PID -- sleep 3`, perf's idiom for "this long"):
+    /// recording stops when it exits, and rprof exits with its status. It is sampled only when the target
+    /// covers it (`-a`), never followed on its own.
+    pub companion: Option<Vec<String>>,
     /// `--off-cpu-stack-hz`: sample switch-out stacks at about this rate per thread and CPU (frequency mode)
     /// instead of taking one at every switch; waits without their own stack are charged to the thread's last
     /// sampled one. None: every switch (exact, and a few microseconds per switch).
@@ -113,6 +117,7 @@ impl Default for RecordConfig {
             keep_workload: false,
             off_cpu: false,
             off_cpu_stack_hz: None,
+            companion: None,
         }
     }
 }
@@ -128,6 +133,11 @@ pub enum RecordError {
     Recording(#[from] RecordingError),
     #[error("{0}")]
     Config(String),
+    #[error("cannot keep the previous recording {path} as {path}.old: {source} (move it away, or choose another output with -o)")]
+    KeepPrevious {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 /// Sample until `stop` is set, SIGINT, SIGTERM or SIGHUP arrives, the duration passes, or the target exits;
@@ -147,105 +157,21 @@ pub fn record(
         Some(c) => c.clone(),
         None => perf::online_cpus()?,
     };
-    let kernel_attr = attrs::build_attr(cfg);
-    let file_attr = attrs::file_attr_for(cfg, kernel_attr);
-    let mut workload = match &cfg.target {
-        Target::Command(argv) => Some(Workload::prepare(argv, cfg.keep_workload)?),
-        _ => None,
-    };
-    let cgroup = match &cfg.target {
-        Target::Cgroup(name) => Some(Cgroup::open(name)?),
-        _ => None,
-    };
-    let switch_attr = cfg.off_cpu.then(|| attrs::switch_attr(cfg));
-    let mut specs = vec![(kernel_attr, Source::Clock)];
-    specs.extend(switch_attr.map(|a| (a, Source::Switches)));
-    let mut events = match &cgroup {
-        Some(cg) => EventSet::open_cgroup(
-            &specs,
-            &cpus,
-            cg.dir.as_fd(),
-            cfg.mmap_pages,
-            &mut |_, _| Refused::Fail,
-        )?,
-        None => EventSet::open(
-            &specs,
-            &cpus,
-            &attrs::tasks(cfg, workload.as_ref())?,
-            cfg.mmap_pages,
-            &mut |_, _| Refused::Fail,
-        )?,
-    };
-
-    let ids_of = |source: Source| -> Vec<u64> {
-        let infos = events.infos();
-        let ids = events.ids().iter().copied();
-        ids.filter(|&id| infos.get(id) == Some(&source)).collect()
-    };
-    let mut file_attrs = vec![FileAttr {
-        attr: file_attr.to_bytes(),
-        ids: ids_of(Source::Clock),
-        name: if cfg.task_clock {
-            "task-clock"
-        } else {
-            "cpu-clock"
-        }
-        .to_string(),
-    }];
-    if let Some(switch_attr) = switch_attr {
-        file_attrs.push(FileAttr {
-            attr: attrs::file_attr_for(cfg, switch_attr).to_bytes(),
-            ids: ids_of(Source::Switches),
-            name: recording::OFF_CPU_EVENT.to_string(),
-        });
-    }
-    let dwarf_mode = matches!(cfg.call_graph, CallGraph::Dwarf { .. });
-    let sample_type = file_attr.get_sample_type();
+    let mut session = Session::open(cfg, &cpus)?;
     // The output is created once the target is known to exist and before sampling starts: a bad -p leaves no
-    // file behind, and an unwritable -o fails before anything is sampled.
-    let mut stream = Stream {
-        writer: Writer::create(&cfg.output, file_attrs)?,
-        st: Collected::default(),
-        dwarf: dwarf_mode.then(|| DwarfState::new(cfg.debug_dirs.clone())),
-        offcpu: cfg.off_cpu.then(OffCpu::default),
-        ordered: (dwarf_mode || cfg.off_cpu).then(|| Ordered::new(kernel_attr.parse_info())),
-        file_sample_type: sample_type,
-        members: cgroup.as_ref().map(|_| Members {
-            pids: HashSet::new(),
-            late: 0,
-            info: kernel_attr.parse_info(),
-            sample_type,
-        }),
-    };
-    // Describe what exists before sampling starts: the kernel, and the processes already running.
-    let kernel = buildids::kernel_mmap();
-    if let Some(k) = &kernel {
-        stream.writer.write_record(&[&recording::encode_mmap2(
-            sample_type,
-            k,
-            &SampleId::default(),
-        )])?;
+    // file behind, and an unwritable -o fails before anything is sampled. A previous recording there is kept
+    // as FILE.old, as perf keeps it.
+    let previous = keep_previous(&cfg.output)?;
+    let mut stream = session.stream(cfg)?;
+    let kernel = describe_existing(cfg, &mut stream, session.cgroup.as_ref())?;
+    if !matches!(cfg.target, Target::Command(_)) {
+        session.events.enable()?;
     }
-    for pid in synth_pids(cfg, cgroup.as_ref()) {
-        let Stream {
-            writer,
-            st,
-            dwarf,
-            members,
-            ..
-        } = &mut stream;
-        synthesize_process(writer, sample_type, pid, st, dwarf.as_mut())?;
-        st.note_ns_pid(pid as u32);
-        if let Some(m) = members {
-            m.pids.insert(pid as u32);
-        }
+    // The command's events are enabled at its exec (enable_on_exec); a companion command just starts.
+    if let Some(w) = session.workload.as_mut() {
+        w.start()?;
     }
-
-    match workload.as_mut() {
-        Some(w) => w.start()?, // enable_on_exec does the rest
-        None => events.enable()?,
-    }
-    on_start(events.len());
+    on_start(session.events.len());
     let watched = match &cfg.target {
         Target::Pids(p) | Target::Tids(p) => p.as_slice(),
         _ => &[],
@@ -253,13 +179,181 @@ pub fn record(
     let when = StopWhen {
         flag: Some(stop),
         duration: cfg.duration,
-        workload: workload.as_mut(),
+        workload: session.workload.as_mut(),
         pids: watched,
         tick: None,
     };
-    perf::run_loop::run(&mut events, &signals, when, &mut stream)?;
-    drop(events);
+    perf::run_loop::run(&mut session.events, &signals, when, &mut stream)?;
+    let mut summary = finish(cfg, stream, session, cpus.len(), kernel)?;
+    summary.previous = previous;
+    Ok(summary)
+}
 
+/// Rename a non-empty file at `output` to `output.old` (replacing an older one), as `perf record` does;
+/// returns the new name when there was one.
+fn keep_previous(output: &Path) -> Result<Option<PathBuf>, RecordError> {
+    if !std::fs::metadata(output).is_ok_and(|m| m.is_file() && m.len() > 0) {
+        return Ok(None);
+    }
+    let mut old = output.as_os_str().to_owned();
+    old.push(".old");
+    let old = PathBuf::from(old);
+    std::fs::rename(output, &old).map_err(|source| RecordError::KeepPrevious {
+        path: output.to_path_buf(),
+        source,
+    })?;
+    Ok(Some(old))
+}
+
+/// The opened events of a recording session, with what they sample.
+struct Session {
+    events: EventSet<Source>,
+    /// `-- CMD`: the command, forked and waiting to exec.
+    workload: Option<Workload>,
+    /// `-G`: the cgroup.
+    cgroup: Option<Cgroup>,
+    /// The sampling clock as given to the kernel and as stored in the file.
+    kernel_attr: perf::Attr,
+    file_attr: perf::Attr,
+    /// `--off-cpu`: the context-switch event as given to the kernel.
+    switch_attr: Option<perf::Attr>,
+}
+
+impl Session {
+    /// Prepare the command or open the cgroup, and open the events on the target.
+    fn open(cfg: &RecordConfig, cpus: &[u32]) -> Result<Session, RecordError> {
+        let kernel_attr = attrs::build_attr(cfg);
+        let workload = match (&cfg.target, &cfg.companion) {
+            (Target::Command(argv), _) | (_, Some(argv)) => {
+                Some(Workload::prepare(argv, cfg.keep_workload)?)
+            }
+            _ => None,
+        };
+        let cgroup = match &cfg.target {
+            Target::Cgroup(name) => Some(Cgroup::open(name)?),
+            _ => None,
+        };
+        let switch_attr = cfg.off_cpu.then(|| attrs::switch_attr(cfg));
+        let mut specs = vec![(kernel_attr, Source::Clock)];
+        specs.extend(switch_attr.map(|a| (a, Source::Switches)));
+        let events = match &cgroup {
+            Some(cg) => {
+                EventSet::open_cgroup(&specs, cpus, cg.dir.as_fd(), cfg.mmap_pages, &mut |_, _| {
+                    Refused::Fail
+                })?
+            }
+            None => EventSet::open(
+                &specs,
+                cpus,
+                &attrs::tasks(cfg, workload.as_ref())?,
+                cfg.mmap_pages,
+                &mut |_, _| Refused::Fail,
+            )?,
+        };
+        Ok(Session {
+            events,
+            workload,
+            cgroup,
+            kernel_attr,
+            file_attr: attrs::file_attr_for(cfg, kernel_attr),
+            switch_attr,
+        })
+    }
+
+    /// The attrs of the recording file, each with the ids of the events it describes.
+    fn file_attrs(&self, cfg: &RecordConfig) -> Vec<FileAttr> {
+        let ids_of = |source: Source| -> Vec<u64> {
+            let infos = self.events.infos();
+            let ids = self.events.ids().iter().copied();
+            ids.filter(|&id| infos.get(id) == Some(&source)).collect()
+        };
+        let clock = if cfg.task_clock {
+            "task-clock"
+        } else {
+            "cpu-clock"
+        };
+        let mut file_attrs = vec![FileAttr {
+            attr: self.file_attr.to_bytes(),
+            ids: ids_of(Source::Clock),
+            name: clock.to_string(),
+        }];
+        if let Some(switch_attr) = self.switch_attr {
+            file_attrs.push(FileAttr {
+                attr: attrs::file_attr_for(cfg, switch_attr).to_bytes(),
+                ids: ids_of(Source::Switches),
+                name: recording::OFF_CPU_EVENT.to_string(),
+            });
+        }
+        file_attrs
+    }
+
+    /// The stream of records into a new recording file.
+    fn stream(&self, cfg: &RecordConfig) -> Result<Stream, RecordError> {
+        let dwarf_mode = matches!(cfg.call_graph, CallGraph::Dwarf { .. });
+        let sample_type = self.file_attr.get_sample_type();
+        let info = self.kernel_attr.parse_info();
+        Ok(Stream {
+            writer: Writer::create(&cfg.output, self.file_attrs(cfg))?,
+            st: Collected::default(),
+            dwarf: dwarf_mode.then(|| DwarfState::new(cfg.debug_dirs.clone())),
+            offcpu: cfg.off_cpu.then(OffCpu::default),
+            ordered: (dwarf_mode || cfg.off_cpu).then(|| Ordered::new(info)),
+            file_sample_type: sample_type,
+            members: self.cgroup.as_ref().map(|_| Members {
+                pids: HashSet::new(),
+                late: 0,
+                info,
+                sample_type,
+            }),
+        })
+    }
+}
+
+/// Describe what exists before sampling starts: the kernel, and the processes already running. Returns
+/// whether the kernel was described.
+fn describe_existing(
+    cfg: &RecordConfig,
+    stream: &mut Stream,
+    cgroup: Option<&Cgroup>,
+) -> Result<bool, RecordError> {
+    let sample_type = stream.file_sample_type;
+    let kernel = buildids::kernel_mmap();
+    if let Some(k) = &kernel {
+        let record = recording::encode_mmap2(sample_type, k, &SampleId::default());
+        stream.writer.write_record(&[&record])?;
+    }
+    for pid in synth_pids(cfg, cgroup) {
+        let Stream {
+            writer,
+            st,
+            dwarf,
+            members,
+            ..
+        } = stream;
+        synthesize_process(writer, sample_type, pid, st, dwarf.as_mut())?;
+        st.note_ns_pid(pid as u32);
+        if let Some(m) = members {
+            m.pids.insert(pid as u32);
+        }
+    }
+    Ok(kernel.is_some())
+}
+
+/// Close the events, complete the recording (namespace pids, build ids, header) and say what was recorded.
+fn finish(
+    cfg: &RecordConfig,
+    stream: Stream,
+    session: Session,
+    ncpus: usize,
+    kernel: bool,
+) -> Result<RecordSummary, RecordError> {
+    let Session {
+        events,
+        mut workload,
+        cgroup,
+        ..
+    } = session;
+    drop(events);
     let Stream {
         mut writer,
         st,
@@ -272,12 +366,8 @@ pub fn record(
         writer.add_ns_pid(host, ns);
     }
     let mut build_ids = buildids::build_ids(&st.paths);
-    build_ids.extend(buildids::kernel_build_ids(
-        cfg.no_buildid_cache,
-        kernel.is_some(),
-    ));
-    let meta = meta(cfg, cpus.len());
-    let bytes = writer.finish(&meta, &build_ids)?;
+    build_ids.extend(buildids::kernel_build_ids(cfg.no_buildid_cache, kernel));
+    let bytes = writer.finish(&meta(cfg, ncpus), &build_ids)?;
     Ok(RecordSummary {
         samples: st.samples,
         lost: st.lost,
@@ -293,6 +383,7 @@ pub fn record(
             late: m.late,
         }),
         ns_pids: st.ns_pids,
+        previous: None,
         exit_code: workload.as_mut().and_then(|w| {
             w.try_wait();
             w.exit_code()

@@ -26,6 +26,8 @@ pub struct RecordSummary {
     pub cgroup: Option<CgroupSummary>,
     /// Host pid -> pid in its own pid namespace, for the recorded processes where they differ.
     pub ns_pids: BTreeMap<u32, u32>,
+    /// Where the recording that was at the output before is now (`rprof.data.old`).
+    pub previous: Option<PathBuf>,
 }
 
 /// The processes of a `-G` cgroup that a recording met.
@@ -54,6 +56,9 @@ impl std::fmt::Display for RecordSummary {
             self.output.display(),
             human_size(self.bytes)
         )?;
+        if let Some(old) = &self.previous {
+            write!(f, "; the previous recording is now {}", old.display())?;
+        }
         if let Some(o) = &self.off_cpu {
             write!(
                 f,

@@ -211,6 +211,45 @@ pub(super) fn read_meta(perf_file: &PerfFile) -> Result<(Meta, Vec<BuildIdEntry>
     Ok((meta, build_ids))
 }
 
+/// How much of the data section to read, and whether the feature sections exist.
+pub(super) struct DataExtent {
+    pub(super) len: u64,
+    /// What is wrong with the file's end, reported after its events.
+    pub(super) problem: Option<String>,
+    pub(super) keep_features: bool,
+    /// The header was never completed.
+    pub(super) unfinished: bool,
+}
+
+impl DataExtent {
+    pub(super) fn of(header: &FileHeader, file_len: u64) -> DataExtent {
+        let data = header.data;
+        let available = file_len - data.0;
+        let truncated = section_end(data.0, data.1, file_len).is_none();
+        // An unfinished recording: rprof's writer keeps the feature bits 0 and updates the data size as it goes
+        // (so `perf report` can read a killed recording); perf leaves the data size 0 until it finishes.
+        let unfinished = data.1 == 0 || header.features == [0; 4];
+        let (len, problem) = if unfinished {
+            let why = "its header was never completed, so it has no build ids or command line";
+            (available, Some(why.to_string()))
+        } else if truncated {
+            let why = format!(
+                "the file is truncated: its data section needs {} bytes after byte {}",
+                data.1, data.0
+            );
+            (available, Some(why))
+        } else {
+            (data.1, None)
+        };
+        DataExtent {
+            len,
+            keep_features: problem.is_none(),
+            problem,
+            unfinished,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -22,14 +22,14 @@ use linux_perf_data::linux_perf_event_reader::{
     PerfEventType, RawData, RawEventRecord, RecordIdParseInfo, RecordParseInfo, RecordType,
     SamplingPolicy, SoftwareCounterType,
 };
-use linux_perf_data::{Feature, PerfFileReader};
+use linux_perf_data::{AttributeDescription, Feature};
 
 use super::convert::{convert, read_u32, AttrInfo, SIMPLE_SAMPLE_FIELDS};
 use super::data_section::{DataSection, Walked};
 use super::encode::PERF_RECORD_FINISHED_ROUND;
 use super::features::{parse_ns_pids, HEADER_RPROF_NS_PIDS};
 use super::header::{
-    check_attrs, check_header, parse_patched, read_feature_table, read_meta, section_end,
+    check_attrs, check_header, parse_patched, read_feature_table, read_meta, DataExtent,
 };
 use super::writer::{FileHeader, HEADER_SIZE};
 use super::{BuildIdEntry, Event, Meta, RecordingError, Sampling, OFF_CPU_EVENT};
@@ -91,142 +91,18 @@ impl Reader {
             path: path.to_path_buf(),
             source,
         };
-        let corrupt = |reason: String| Self::corrupt(path, reason);
         let file = File::open(path).map_err(read_err)?;
         let file_len = file.metadata().map_err(read_err)?.len();
         let mut file = BufReader::with_capacity(1 << 16, file);
-
-        let mut header = [0u8; HEADER_SIZE as usize];
-        if file_len < HEADER_SIZE {
-            return Err(corrupt(format!(
-                "it is {file_len} bytes, shorter than the {HEADER_SIZE}-byte header"
-            )));
-        }
-        file.read_exact(&mut header).map_err(read_err)?;
-        let FileHeader {
-            attr_size,
-            attrs,
-            data,
-            features,
-        } = check_header(&header, file_len).map_err(corrupt)?;
-        check_attrs(&mut file, attrs, attr_size).map_err(corrupt)?;
-
-        // How much of the data section to read, and whether the feature sections exist.
-        let available = file_len - data.0;
-        let truncated = section_end(data.0, data.1, file_len).is_none();
-        // An unfinished recording: rprof's writer keeps the feature bits 0 and updates the data size as it goes
-        // (so `perf report` can read a killed recording); perf leaves the data size 0 until it finishes.
-        let unfinished = data.1 == 0 || features == [0; 4];
-        let (data_len, tail_error, keep_features) = if unfinished {
-            let why = "its header was never completed, so it has no build ids or command line";
-            (available, Some(why.to_string()), false)
-        } else if truncated {
-            let why = format!(
-                "the file is truncated: its data section needs {} bytes after byte {}",
-                data.1, data.0
-            );
-            (available, Some(why), false)
-        } else {
-            (data.1, None, true)
-        };
-
-        // The feature sections: any problem there is reported after the events, which are still read.
-        let mut problems: Vec<String> = tail_error.into_iter().collect();
-        let mut features_ok = false;
-        if keep_features {
-            match read_feature_table(&mut file, features, data.0 + data.1, file_len) {
-                Ok(()) => features_ok = true,
-                Err(reason) => problems.push(reason),
-            }
-        }
+        let header = Self::read_header(path, &mut file, file_len)?;
+        let extent = DataExtent::of(&header, file_len);
+        let mut problems: Vec<String> = extent.problem.iter().cloned().collect();
+        let perf_file =
+            Self::parse_sections(path, &mut file, &header, &extent, file_len, &mut problems)?;
         // A damaged record found while walking the data section is reported here in the list.
         let walk_problem_at = problems.len();
-
-        // What linux-perf-data sees: validated sections only (no legacy event_types section), and an empty
-        // data section right before the feature table (this module reads the data section itself).
-        let shown = |data_at: u64, features: [u64; 4]| {
-            let header = FileHeader {
-                attr_size,
-                attrs,
-                data: (data_at, 0),
-                features,
-            };
-            vec![(0, header.to_bytes().to_vec())]
-        };
-        let parsed = match features_ok {
-            true => match parse_patched(path, shown(data.0 + data.1, features)) {
-                Ok(parsed) => Some(parsed),
-                Err(e) => {
-                    problems.push(format!("its feature sections are corrupt: {e}"));
-                    None
-                }
-            },
-            false => None,
-        };
-        let PerfFileReader { perf_file, .. } = match parsed {
-            Some(parsed) => parsed,
-            None => parse_patched(path, shown(data.0, [0; 4]))
-                .map_err(|e| Self::crate_error(path, e))?,
-        };
-
         let descs = perf_file.event_attributes();
-        let attrs: Vec<AttrInfo> = descs
-            .iter()
-            .enumerate()
-            .map(|(index, desc)| AttrInfo {
-                sample_type: desc.attr.sample_format.bits(),
-                read_format: desc.attr.read_format.bits(),
-                default_period: match desc.attr.sampling_policy {
-                    SamplingPolicy::Period(p) => p.get(),
-                    _ => 1,
-                },
-                parse_info: RecordParseInfo::new(&desc.attr, Endianness::LittleEndian),
-                simple_samples: desc.attr.sample_format.bits() & !SIMPLE_SAMPLE_FIELDS == 0,
-                off_cpu: desc.name() == Some(OFF_CPU_EVENT),
-                index: u16::try_from(index).unwrap_or(u16::MAX),
-            })
-            .collect();
-        // linux-perf-data has checked that records of several attrs can be told apart.
-        let first = &attrs[0].parse_info;
-        let lookup = if attrs.len() == 1 {
-            AttrLookup::Only
-        } else if attrs
-            .iter()
-            .all(|a| a.parse_info.id_parse_info == first.id_parse_info)
-        {
-            AttrLookup::SameLayout(first.id_parse_info)
-        } else {
-            AttrLookup::Identifier {
-                sample_id_all: descs[0].attr.flags.contains(AttrFlags::SAMPLE_ID_ALL),
-            }
-        };
-        let mut id_to_attr = HashMap::new();
-        for (index, desc) in descs.iter().enumerate() {
-            for &id in &desc.event_ids {
-                id_to_attr.insert(id, index);
-            }
-        }
-        let sampling = descs
-            .iter()
-            .find(|desc| desc.name() != Some(OFF_CPU_EVENT))
-            .and_then(|desc| {
-                let policy = match desc.attr.sampling_policy {
-                    SamplingPolicy::Frequency(f) => super::SamplingPolicy::Frequency(f),
-                    SamplingPolicy::Period(p) => super::SamplingPolicy::Period(p.get()),
-                    SamplingPolicy::NoSampling => return None,
-                };
-                let clock = matches!(
-                    desc.attr.type_,
-                    PerfEventType::Software(
-                        SoftwareCounterType::CpuClock | SoftwareCounterType::TaskClock
-                    )
-                );
-                Some(Sampling { policy, clock })
-            });
-        let event_names = descs
-            .iter()
-            .map(|desc| desc.name().unwrap_or("[unknown]").to_string())
-            .collect();
+        let attrs = attr_infos(descs);
         let (meta, build_ids) = read_meta(&perf_file).unwrap_or_else(|reason| {
             problems.push(reason);
             (Meta::default(), Vec::new())
@@ -240,27 +116,96 @@ impl Reader {
             });
         // The data section is read on the first call of next_event (report runs that on its own thread).
         let mut file = file.into_inner();
-        file.seek(SeekFrom::Start(data.0)).map_err(read_err)?;
-        let data = DataSection::new(file, data.0, data_len);
+        file.seek(SeekFrom::Start(header.data.0))
+            .map_err(read_err)?;
         Ok(Reader {
             path: path.to_path_buf(),
-            data,
+            data: DataSection::new(file, header.data.0, extent.len),
+            lookup: attr_lookup(&attrs, descs),
             attrs,
-            lookup,
-            id_to_attr,
+            id_to_attr: descs
+                .iter()
+                .enumerate()
+                .flat_map(|(index, desc)| desc.event_ids.iter().map(move |&id| (id, index)))
+                .collect(),
             pending: OrderedMerge::new(),
             ready: VecDeque::new(),
             walked_all: false,
             meta,
             build_ids,
             ns_pids,
-            sampling,
-            event_names,
+            sampling: sampling_of(descs),
+            event_names: descs
+                .iter()
+                .map(|desc| desc.name().unwrap_or("[unknown]").to_string())
+                .collect(),
             problems,
             walk_problem_at,
-            unfinished,
+            unfinished: extent.unfinished,
             done: false,
         })
+    }
+
+    /// Read and check the file header and the attrs section.
+    fn read_header(
+        path: &Path,
+        file: &mut BufReader<File>,
+        file_len: u64,
+    ) -> Result<FileHeader, RecordingError> {
+        let corrupt = |reason: String| Self::corrupt(path, reason);
+        if file_len < HEADER_SIZE {
+            return Err(corrupt(format!(
+                "it is {file_len} bytes, shorter than the {HEADER_SIZE}-byte header"
+            )));
+        }
+        let mut header = [0u8; HEADER_SIZE as usize];
+        file.read_exact(&mut header)
+            .map_err(|source| RecordingError::Read {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        let header = check_header(&header, file_len).map_err(corrupt)?;
+        check_attrs(file, header.attrs, header.attr_size).map_err(corrupt)?;
+        Ok(header)
+    }
+
+    /// The attrs and feature sections, parsed by linux-perf-data from validated sections only (no legacy
+    /// event_types section) and an empty data section right before the feature table (this module reads the
+    /// data section itself). Problems with the feature sections go to `problems`: the events are still read.
+    fn parse_sections(
+        path: &Path,
+        file: &mut BufReader<File>,
+        header: &FileHeader,
+        extent: &DataExtent,
+        file_len: u64,
+        problems: &mut Vec<String>,
+    ) -> Result<linux_perf_data::PerfFile, RecordingError> {
+        let data = header.data;
+        let mut features_ok = false;
+        if extent.keep_features {
+            match read_feature_table(file, header.features, data.0 + data.1, file_len) {
+                Ok(()) => features_ok = true,
+                Err(reason) => problems.push(reason),
+            }
+        }
+        let shown = |data_at: u64, features: [u64; 4]| {
+            let shown = FileHeader {
+                attr_size: header.attr_size,
+                attrs: header.attrs,
+                data: (data_at, 0),
+                features,
+            };
+            vec![(0, shown.to_bytes().to_vec())]
+        };
+        if features_ok {
+            match parse_patched(path, shown(data.0 + data.1, header.features)) {
+                Ok(parsed) => return Ok(parsed.perf_file),
+                Err(e) => problems.push(format!("its feature sections are corrupt: {e}")),
+            }
+        }
+        parse_patched(path, shown(data.0, [0; 4]))
+            .map(|parsed| parsed.perf_file)
+            .map_err(|e| Self::crate_error(path, e))
     }
 
     fn crate_error(path: &Path, e: linux_perf_data::Error) -> RecordingError {
@@ -427,6 +372,60 @@ impl Reader {
         }
         Ok(None)
     }
+}
+
+/// What the reader needs of each attr.
+fn attr_infos(descs: &[AttributeDescription]) -> Vec<AttrInfo> {
+    descs
+        .iter()
+        .enumerate()
+        .map(|(index, desc)| AttrInfo {
+            sample_type: desc.attr.sample_format.bits(),
+            read_format: desc.attr.read_format.bits(),
+            default_period: match desc.attr.sampling_policy {
+                SamplingPolicy::Period(p) => p.get(),
+                _ => 1,
+            },
+            parse_info: RecordParseInfo::new(&desc.attr, Endianness::LittleEndian),
+            simple_samples: desc.attr.sample_format.bits() & !SIMPLE_SAMPLE_FIELDS == 0,
+            off_cpu: desc.name() == Some(OFF_CPU_EVENT),
+            index: u16::try_from(index).unwrap_or(u16::MAX),
+        })
+        .collect()
+}
+
+/// How records find their attr (linux-perf-data has checked that records of several attrs can be told apart).
+fn attr_lookup(attrs: &[AttrInfo], descs: &[AttributeDescription]) -> AttrLookup {
+    let first = &attrs[0].parse_info;
+    if attrs.len() == 1 {
+        AttrLookup::Only
+    } else if attrs
+        .iter()
+        .all(|a| a.parse_info.id_parse_info == first.id_parse_info)
+    {
+        AttrLookup::SameLayout(first.id_parse_info)
+    } else {
+        AttrLookup::Identifier {
+            sample_id_all: descs[0].attr.flags.contains(AttrFlags::SAMPLE_ID_ALL),
+        }
+    }
+}
+
+/// How the sampled event fired, from the first attr other than the off-CPU event.
+fn sampling_of(descs: &[AttributeDescription]) -> Option<Sampling> {
+    let desc = descs
+        .iter()
+        .find(|desc| desc.name() != Some(OFF_CPU_EVENT))?;
+    let policy = match desc.attr.sampling_policy {
+        SamplingPolicy::Frequency(f) => super::SamplingPolicy::Frequency(f),
+        SamplingPolicy::Period(p) => super::SamplingPolicy::Period(p.get()),
+        SamplingPolicy::NoSampling => return None,
+    };
+    let clock = matches!(
+        desc.attr.type_,
+        PerfEventType::Software(SoftwareCounterType::CpuClock | SoftwareCounterType::TaskClock)
+    );
+    Some(Sampling { policy, clock })
 }
 
 #[cfg(test)]

@@ -9,24 +9,27 @@ use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+mod callgraph;
 mod exports;
 mod firefox;
 mod output;
 mod pprof;
 mod script;
 mod script_fields;
+mod table;
 pub use crate::replay::Salvaged;
 pub(crate) use crate::replay::{resolver_for, stream_events, track, QUEUED_BATCHES};
 pub use crate::resolve::{folded_name, is_jit_like, FrameId, FrameInfo, Origin, StackResolver};
 pub use crate::text::thousands;
+pub use callgraph::{CallGraph, CallOrder};
 pub use exports::{ExportLocation, ExportModule, Exports, TimedSample};
 pub use firefox::{write_firefox, FirefoxOptions};
 pub use output::{
-    write_diff_flamegraph, write_diff_folded, write_flamegraph, write_folded, write_table,
-    TableOptions, OFF_CPU_FRAME,
+    write_diff_flamegraph, write_diff_folded, write_flamegraph, write_folded, OFF_CPU_FRAME,
 };
 pub use pprof::{proto, to_pprof, write_pprof};
 pub use script::{script, Fields, ScriptOptions, ScriptSummary, FIELD_NAMES};
+pub use table::{write_table, SortKey, TableOptions};
 
 /// Errors of the report stage.
 #[derive(Debug, thiserror::Error)]
@@ -57,7 +60,13 @@ pub struct Filter {
     /// Keep every sample with its time, thread and stack ([`Profile::exports`]), for the pprof and Firefox
     /// profiler outputs.
     pub exports: bool,
+    /// Count the stacks of each process and thread apart ([`Profile::thread_stacks`]), for tables by pid or
+    /// tid.
+    pub threads: bool,
 }
+
+/// One stack of one thread: (pid, tid, comm index, frames outermost first).
+pub type ThreadStack = (u32, u32, u32, Vec<FrameId>);
 
 /// Which kinds of samples a report covers.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -92,6 +101,17 @@ pub struct StackCount {
 }
 
 impl StackCount {
+    /// Count one sample of `period` (periods come from the file: a corrupt one must not overflow the sums).
+    fn add_sample(&mut self, off_cpu: bool, period: u64) {
+        if off_cpu {
+            self.off_samples += 1;
+            self.off_period = self.off_period.saturating_add(period);
+        } else {
+            self.samples += 1;
+            self.period = self.period.saturating_add(period);
+        }
+    }
+
     fn add(&mut self, other: &StackCount) {
         self.samples += other.samples;
         self.period = self.period.saturating_add(other.period);
@@ -126,6 +146,12 @@ pub struct Profile {
     pub exports: Option<Exports>,
     /// How the recording sampled (`-F` or a fixed period), when its attrs say.
     pub sampling: Option<Sampling>,
+    /// The samples in the file before the filters (on and off CPU), and how many each process had, with its
+    /// command: what a filter that keeps nothing can name instead.
+    pub read: u64,
+    pub read_by_pid: std::collections::BTreeMap<u32, (String, u64)>,
+    /// With [`Filter::threads`]: the stacks of [`Profile::stacks`] by process and thread.
+    pub thread_stacks: Option<HashMap<ThreadStack, StackCount>>,
 }
 
 impl Profile {
@@ -164,6 +190,10 @@ struct Session {
     unwinder: Option<DwarfUnwinder>,
     /// [`Filter::exports`]: each sample, its stack an index in `stacks`.
     timeline: Option<Vec<TimedSample>>,
+    /// [`Filter::threads`]: (pid, tid, index in `stacks`) -> counts.
+    thread_counts: Option<FastMap<(u32, u32, usize), StackCount>>,
+    /// Every sample read, before the filters, by pid: (comm index, samples).
+    read_by_pid: FastMap<u32, (u32, u64)>,
     profile: Profile,
 }
 
@@ -190,6 +220,8 @@ pub fn load(
             .has_user_stacks()
             .then(|| DwarfUnwinder::new(debug_dirs)),
         timeline: filter.exports.then(Vec::new),
+        thread_counts: filter.threads.then(FastMap::default),
+        read_by_pid: FastMap::default(),
         profile: Profile {
             ns_pids,
             ..Profile::default()
@@ -205,7 +237,12 @@ pub fn load(
     let mut samples_read = 0u64;
     // The file is parsed on a thread of its own, in batches, while this one resolves and symbolizes.
     let salvaged = stream_events::<ReportError>(reader, QUEUED_BATCHES, |event| {
-        samples_read += matches!(event, Event::Sample(_)) as u64;
+        if let Event::Sample(sample) = &event {
+            samples_read += 1;
+            let comm = s.comm_for(sample);
+            let seen = s.read_by_pid.entry(sample.pid).or_insert((comm, 0));
+            seen.1 += 1;
+        }
         match event {
             Event::Sample(sample) if !keep(&sample) => {}
             event => s.handle(event, &filter.comms),
@@ -214,6 +251,7 @@ pub fn load(
     })?;
     let mut profile = s.finish();
     profile.sampling = sampling;
+    profile.read = samples_read;
     profile.salvaged = salvaged.map(|error| Salvaged {
         samples: samples_read,
         error,
@@ -327,17 +365,18 @@ impl Session {
                 off_cpu: sample.off_cpu,
             });
         }
+        if let Some(threads) = &mut self.thread_counts {
+            let count = threads.entry((sample.pid, sample.tid, index)).or_default();
+            count.add_sample(sample.off_cpu, sample.period);
+        }
         let count = &mut self.stacks[index].1;
         let p = &mut self.profile;
+        count.add_sample(sample.off_cpu, sample.period);
         // Periods come from the file: a corrupt one must not overflow the sums.
         if sample.off_cpu {
-            count.off_samples += 1;
-            count.off_period = count.off_period.saturating_add(sample.period);
             p.off_samples += 1;
             p.off_period = p.off_period.saturating_add(sample.period);
         } else {
-            count.samples += 1;
-            count.period = count.period.saturating_add(sample.period);
             p.samples += 1;
             p.period = p.period.saturating_add(sample.period);
         }
@@ -364,39 +403,61 @@ impl Session {
         if let Some(samples) = self.timeline.take() {
             self.profile.exports = Some(exports::build(&self.resolver, &self.stacks, samples));
         }
+        let expanded: Vec<(u32, Vec<FrameId>)> = self
+            .stacks
+            .iter()
+            .map(|((comm, stack), _)| {
+                let mut frames = Vec::with_capacity(stack.len() + 2);
+                self.resolver.expand(stack, true, &mut frames);
+                (*comm, frames)
+            })
+            .collect();
+        if let Some(threads) = self.thread_counts.take() {
+            let mut by_thread: HashMap<ThreadStack, StackCount> = HashMap::new();
+            for ((pid, tid, index), count) in threads {
+                let (comm, frames) = &expanded[index];
+                let key = (pid, tid, *comm, frames.clone());
+                by_thread.entry(key).or_default().add(&count);
+            }
+            self.profile.thread_stacks = Some(by_thread);
+        }
         let mut stacks: HashMap<(u32, Vec<FrameId>), StackCount> = HashMap::new();
-        for ((comm, stack), count) in std::mem::take(&mut self.stacks) {
-            let mut frames = Vec::with_capacity(stack.len() + 2);
-            self.resolver.expand(&stack, true, &mut frames);
-            stacks.entry((comm, frames)).or_default().add(&count);
+        for (key, (_, count)) in expanded.into_iter().zip(std::mem::take(&mut self.stacks)) {
+            stacks.entry(key).or_default().add(&count);
         }
         self.profile.stacks = stacks;
+        for (pid, (comm, samples)) in std::mem::take(&mut self.read_by_pid) {
+            let comm = self.profile.comms[comm as usize].clone();
+            self.profile.read_by_pid.insert(pid, (comm, samples));
+        }
         self.profile.frames = self.resolver.into_frames();
         self.profile
     }
 }
 
-/// Write the report in the chosen form to `out`.
+/// The table's first line: what it counts (of what the file holds, when filters left some out), and what
+/// was lost or throttled.
 pub fn write_summary_line(p: &Profile, out: &mut impl Write) -> std::io::Result<()> {
+    let kept = p.samples + p.off_samples;
+    let of_read = match kept < p.read {
+        true => format!(" (of {} in the file)", thousands(p.read)),
+        false => String::new(),
+    };
+    let lost = format!(
+        "{} lost events, {} lost samples, throttled {} times",
+        p.lost, p.lost_samples, p.throttled
+    );
     if p.has_off_cpu() {
         writeln!(
             out,
-            "# {} on CPU in {} samples, {} off CPU (blocked) in {} samples; {} lost events, {} lost samples, \
-             throttled {} times",
+            "# {} on CPU in {} samples, {} off CPU (blocked) in {} samples{of_read}; {lost}",
             seconds(p.period),
             p.samples,
             seconds(p.off_period),
             p.off_samples,
-            p.lost,
-            p.lost_samples,
-            p.throttled
         )
     } else {
-        writeln!(
-            out,
-            "# {} samples, {} lost events, {} lost samples, throttled {} times",
-            p.samples, p.lost, p.lost_samples, p.throttled
-        )
+        writeln!(out, "# {} samples{of_read}, {lost}", p.samples)
     }
 }
 

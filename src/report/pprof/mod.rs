@@ -2,7 +2,8 @@
 //! named in the file; pprof never needs the binaries).
 //!
 //! - Sample types: `samples/count`, `cpu/nanoseconds`, and `off_cpu/nanoseconds` when the recording has
-//!   off-CPU samples. The samples of one stack, process, thread, command and kind (on or off CPU) make one
+//!   off-CPU samples; the default (what pprof shows first) is `off_cpu` when the profile holds more off-CPU
+//!   time than CPU time (`--off-cpu-only`, or a program that mostly waits), else `cpu`. The samples of one stack, process, thread, command and kind (on or off CPU) make one
 //!   pprof sample, labelled `pid`, `tid` (numbers) and `comm` (and `thread_state` with off-CPU samples).
 //! - `period_type` is `cpu/nanoseconds` and `period` the nominal time between samples: 1e9 / F for `-F F`
 //!   recordings, or the fixed period of a clock event.
@@ -23,141 +24,7 @@ use crate::recording::{Sampling, SamplingPolicy};
 use std::collections::HashMap;
 use std::io::Write;
 
-/// The messages of pprof's `profile.proto` (package `perftools.profiles`), with its published field numbers.
-pub mod proto {
-    /// A profile: samples of stacks, with the tables they refer to.
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct Profile {
-        #[prost(message, repeated, tag = "1")]
-        pub sample_type: Vec<ValueType>,
-        #[prost(message, repeated, tag = "2")]
-        pub sample: Vec<Sample>,
-        #[prost(message, repeated, tag = "3")]
-        pub mapping: Vec<Mapping>,
-        #[prost(message, repeated, tag = "4")]
-        pub location: Vec<Location>,
-        #[prost(message, repeated, tag = "5")]
-        pub function: Vec<Function>,
-        /// `string_table[0]` must be "".
-        #[prost(string, repeated, tag = "6")]
-        pub string_table: Vec<String>,
-        #[prost(int64, tag = "7")]
-        pub drop_frames: i64,
-        #[prost(int64, tag = "8")]
-        pub keep_frames: i64,
-        #[prost(int64, tag = "9")]
-        pub time_nanos: i64,
-        #[prost(int64, tag = "10")]
-        pub duration_nanos: i64,
-        #[prost(message, optional, tag = "11")]
-        pub period_type: Option<ValueType>,
-        #[prost(int64, tag = "12")]
-        pub period: i64,
-        #[prost(int64, repeated, tag = "13")]
-        pub comment: Vec<i64>,
-        #[prost(int64, tag = "14")]
-        pub default_sample_type: i64,
-    }
-
-    /// A type and its unit, as string table indices.
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct ValueType {
-        #[prost(int64, tag = "1")]
-        pub r#type: i64,
-        #[prost(int64, tag = "2")]
-        pub unit: i64,
-    }
-
-    /// A stack (leaf first) with one value per sample type.
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct Sample {
-        #[prost(uint64, repeated, tag = "1")]
-        pub location_id: Vec<u64>,
-        #[prost(int64, repeated, tag = "2")]
-        pub value: Vec<i64>,
-        #[prost(message, repeated, tag = "3")]
-        pub label: Vec<Label>,
-    }
-
-    /// A string (`str`) or numeric (`num`) label.
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct Label {
-        #[prost(int64, tag = "1")]
-        pub key: i64,
-        #[prost(int64, tag = "2")]
-        pub str: i64,
-        #[prost(int64, tag = "3")]
-        pub num: i64,
-        #[prost(int64, tag = "4")]
-        pub num_unit: i64,
-    }
-
-    /// A mapped binary.
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct Mapping {
-        #[prost(uint64, tag = "1")]
-        pub id: u64,
-        #[prost(uint64, tag = "2")]
-        pub memory_start: u64,
-        #[prost(uint64, tag = "3")]
-        pub memory_limit: u64,
-        #[prost(uint64, tag = "4")]
-        pub file_offset: u64,
-        #[prost(int64, tag = "5")]
-        pub filename: i64,
-        #[prost(int64, tag = "6")]
-        pub build_id: i64,
-        #[prost(bool, tag = "7")]
-        pub has_functions: bool,
-        #[prost(bool, tag = "8")]
-        pub has_filenames: bool,
-        #[prost(bool, tag = "9")]
-        pub has_line_numbers: bool,
-        #[prost(bool, tag = "10")]
-        pub has_inline_frames: bool,
-    }
-
-    /// An address and the functions there, innermost first.
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct Location {
-        #[prost(uint64, tag = "1")]
-        pub id: u64,
-        #[prost(uint64, tag = "2")]
-        pub mapping_id: u64,
-        #[prost(uint64, tag = "3")]
-        pub address: u64,
-        #[prost(message, repeated, tag = "4")]
-        pub line: Vec<Line>,
-        #[prost(bool, tag = "5")]
-        pub is_folded: bool,
-    }
-
-    /// One function at a location.
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct Line {
-        #[prost(uint64, tag = "1")]
-        pub function_id: u64,
-        #[prost(int64, tag = "2")]
-        pub line: i64,
-        #[prost(int64, tag = "3")]
-        pub column: i64,
-    }
-
-    /// A function.
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct Function {
-        #[prost(uint64, tag = "1")]
-        pub id: u64,
-        #[prost(int64, tag = "2")]
-        pub name: i64,
-        #[prost(int64, tag = "3")]
-        pub system_name: i64,
-        #[prost(int64, tag = "4")]
-        pub filename: i64,
-        #[prost(int64, tag = "5")]
-        pub start_line: i64,
-    }
-}
+pub mod proto;
 
 /// Write the profile as a gzipped pprof `profile.proto`. The profile must have been loaded with
 /// [`super::Filter::exports`].
@@ -181,7 +48,36 @@ pub fn to_pprof(p: &Profile) -> Result<proto::Profile, ReportError> {
         functions: Vec::new(),
         function_ids: HashMap::new(),
     };
-    let off_cpu = p.has_off_cpu();
+    let types = sample_types(&mut b, p);
+    let (mut mapping, mapping_of_module) = mappings(&mut b, ex);
+    let location = locations(&mut b, p, ex, &mapping_of_module, &mut mapping);
+    let (sample, duration) = samples(&mut b, p, ex, types.values.len());
+    Ok(proto::Profile {
+        sample_type: types.values,
+        sample,
+        mapping,
+        location,
+        function: b.functions,
+        string_table: b.strings,
+        duration_nanos: duration as i64,
+        period_type: Some(types.period_type),
+        period: types.period as i64,
+        default_sample_type: types.default,
+        ..Default::default()
+    })
+}
+
+/// What each sample's values are, and the sampling period.
+struct SampleTypes {
+    /// `samples/count`, `cpu/nanoseconds` (or `events/count`), and `off_cpu/nanoseconds` with off-CPU samples.
+    values: Vec<proto::ValueType>,
+    period_type: proto::ValueType,
+    period: u64,
+    /// The string index of the type pprof shows first.
+    default: i64,
+}
+
+fn sample_types(b: &mut Builder, p: &Profile) -> SampleTypes {
     // Periods of clock events are nanoseconds of CPU time; other events (cycles in a `perf record` file)
     // count in their own unit.
     let time = p.sampling.is_none_or(|s| s.clock);
@@ -190,11 +86,10 @@ pub fn to_pprof(p: &Profile) -> Result<proto::Profile, ReportError> {
     } else {
         ("events", "count")
     };
-    let mut sample_type = vec![b.value_type("samples", "count"), b.value_type(kind, unit)];
-    if off_cpu {
-        sample_type.push(b.value_type("off_cpu", "nanoseconds"));
+    let mut values = vec![b.value_type("samples", "count"), b.value_type(kind, unit)];
+    if p.has_off_cpu() {
+        values.push(b.value_type("off_cpu", "nanoseconds"));
     }
-    let period_type = Some(b.value_type(kind, unit));
     let period = match p.sampling {
         Some(s) if s.clock => s.interval_ns().unwrap_or(0),
         Some(Sampling {
@@ -203,15 +98,30 @@ pub fn to_pprof(p: &Profile) -> Result<proto::Profile, ReportError> {
         }) => period,
         _ => 0,
     };
+    // A profile that is mostly waiting (or only waiting: `--off-cpu-only`) opens on its off-CPU time.
+    let default = match p.off_period > p.period {
+        true => "off_cpu",
+        false => kind,
+    };
+    SampleTypes {
+        values,
+        period_type: b.value_type(kind, unit),
+        period,
+        default: b.string(default),
+    }
+}
 
+/// One mapping per module, the main binary first, and each module's mapping id.
+fn mappings(b: &mut Builder, ex: &Exports) -> (Vec<proto::Mapping>, Vec<u64>) {
     let order = mapping_order(ex);
     let mut mapping_of_module = vec![0u64; ex.modules.len()];
     for (i, &m) in order.iter().enumerate() {
         mapping_of_module[m] = i as u64 + 1;
     }
-    let mut mapping: Vec<proto::Mapping> = order
+    let mapping = order
         .iter()
-        .map(|&m| {
+        .enumerate()
+        .map(|(i, &m)| {
             let module = &ex.modules[m];
             let build_id = module.build_id.as_deref().map_or(String::new(), hex);
             let locations = ex.locations.iter().filter(|l| l.module == Some(m as u32));
@@ -228,7 +138,7 @@ pub fn to_pprof(p: &Profile) -> Result<proto::Profile, ReportError> {
                 ),
             };
             proto::Mapping {
-                id: 0,
+                id: i as u64 + 1,
                 memory_start: start,
                 memory_limit: limit.max(start + 1),
                 file_offset: 0,
@@ -241,10 +151,17 @@ pub fn to_pprof(p: &Profile) -> Result<proto::Profile, ReportError> {
             }
         })
         .collect();
-    for (i, m) in mapping.iter_mut().enumerate() {
-        m.id = i as u64 + 1;
-    }
+    (mapping, mapping_of_module)
+}
 
+/// One location per exported location, marking the mappings that have inlined frames.
+fn locations(
+    b: &mut Builder,
+    p: &Profile,
+    ex: &Exports,
+    mapping_of_module: &[u64],
+    mapping: &mut [proto::Mapping],
+) -> Vec<proto::Location> {
     let mut location = Vec::with_capacity(ex.locations.len());
     for (i, l) in ex.locations.iter().enumerate() {
         let mapping_id = l.module.map_or(0, |m| mapping_of_module[m as usize]);
@@ -253,7 +170,16 @@ pub fn to_pprof(p: &Profile) -> Result<proto::Profile, ReportError> {
         }
         location.push(b.location(p, ex, i as u64 + 1, mapping_id, l));
     }
+    location
+}
 
+/// The samples grouped by stack, process, thread, command and kind, each labelled; and the time they span.
+fn samples(
+    b: &mut Builder,
+    p: &Profile,
+    ex: &Exports,
+    value_count: usize,
+) -> (Vec<proto::Sample>, u64) {
     // (stack, pid, tid, comm, off CPU) -> [samples, CPU ns, off-CPU ns]
     let mut groups: HashMap<(u32, u32, u32, u32, bool), [u64; 3]> = HashMap::new();
     let (mut first, mut last) = (u64::MAX, 0);
@@ -271,42 +197,12 @@ pub fn to_pprof(p: &Profile) -> Result<proto::Profile, ReportError> {
     }
     let mut groups: Vec<_> = groups.into_iter().collect();
     groups.sort_unstable_by_key(|g| g.0);
-    let keys = [
-        b.string("pid"),
-        b.string("tid"),
-        b.string("comm"),
-        b.string("thread_state"),
-    ];
-    let states = [b.string("on-cpu"), b.string("off-cpu")];
+    let labels = SampleLabels::new(b, p.has_off_cpu());
     let sample = groups
         .into_iter()
         .map(|((stack, pid, tid, comm, off), v)| {
-            let mut label = vec![
-                proto::Label {
-                    key: keys[0],
-                    num: pid as i64,
-                    ..Default::default()
-                },
-                proto::Label {
-                    key: keys[1],
-                    num: tid as i64,
-                    ..Default::default()
-                },
-                proto::Label {
-                    key: keys[2],
-                    str: b.string(&p.comms[comm as usize]),
-                    ..Default::default()
-                },
-            ];
-            if off_cpu {
-                label.push(proto::Label {
-                    key: keys[3],
-                    str: states[off as usize],
-                    ..Default::default()
-                });
-            }
             let mut value: Vec<i64> = v.iter().map(|&x| x.min(i64::MAX as u64) as i64).collect();
-            value.truncate(sample_type.len());
+            value.truncate(value_count);
             proto::Sample {
                 // Leaf first.
                 location_id: ex.stacks[stack as usize]
@@ -315,24 +211,49 @@ pub fn to_pprof(p: &Profile) -> Result<proto::Profile, ReportError> {
                     .map(|&l| l as u64 + 1)
                     .collect(),
                 value,
-                label,
+                label: labels.of(b, pid, tid, &p.comms[comm as usize], off),
             }
         })
         .collect();
-    let default_sample_type = b.string(kind);
-    Ok(proto::Profile {
-        sample_type,
-        sample,
-        mapping,
-        location,
-        function: b.functions,
-        string_table: b.strings,
-        duration_nanos: last.saturating_sub(first.min(last)) as i64,
-        period_type,
-        period: period as i64,
-        default_sample_type,
-        ..Default::default()
-    })
+    (sample, last.saturating_sub(first.min(last)))
+}
+
+/// The string ids of the sample labels: `pid`, `tid`, `comm`, and `thread_state` (`on-cpu` or `off-cpu`) in
+/// profiles with off-CPU samples.
+struct SampleLabels {
+    keys: [i64; 4],
+    states: Option<[i64; 2]>,
+}
+
+impl SampleLabels {
+    fn new(b: &mut Builder, off_cpu: bool) -> SampleLabels {
+        SampleLabels {
+            keys: ["pid", "tid", "comm", "thread_state"].map(|k| b.string(k)),
+            states: off_cpu.then(|| [b.string("on-cpu"), b.string("off-cpu")]),
+        }
+    }
+
+    fn of(&self, b: &mut Builder, pid: u32, tid: u32, comm: &str, off: bool) -> Vec<proto::Label> {
+        let number = |key, num: u32| proto::Label {
+            key,
+            num: i64::from(num),
+            ..Default::default()
+        };
+        let text = |key, str| proto::Label {
+            key,
+            str,
+            ..Default::default()
+        };
+        let mut label = vec![
+            number(self.keys[0], pid),
+            number(self.keys[1], tid),
+            text(self.keys[2], b.string(comm)),
+        ];
+        if let Some(states) = self.states {
+            label.push(text(self.keys[3], states[usize::from(off)]));
+        }
+        label
+    }
 }
 
 /// The string table and the functions, as they are interned.
@@ -618,6 +539,18 @@ mod tests {
                 ("thread_state", 0, "off-cpu")
             ]
         );
+    }
+
+    /// Check that pprof opens on off-CPU time when the profile holds more of it than CPU time, else on CPU time.
+    #[test]
+    fn default_sample_type_follows_the_time() {
+        let mut waiting = profile();
+        assert!(waiting.off_period > waiting.period);
+        let p = to_pprof(&waiting).unwrap();
+        assert_eq!(p.string_table[p.default_sample_type as usize], "off_cpu");
+        waiting.period = 10 * waiting.off_period;
+        let p = to_pprof(&waiting).unwrap();
+        assert_eq!(p.string_table[p.default_sample_type as usize], "cpu");
     }
 
     /// Check that the written file is gzip and decodes back to the same message.

@@ -1,0 +1,208 @@
+//! `rprof report` with perf's habits (issue 26, rows 9 and 11): `--stdio`, `--no-children`, `--sort KEYS` and
+//! the text call graph of `-g`, each against `perf report` on the same recording; and a filter that keeps
+//! nothing says so, naming itself.
+mod common;
+use common::*;
+use std::collections::BTreeMap;
+use std::process::Command;
+
+/// Record the call tree (frame pointers, user stacks only, so that both tools see the same frames), when
+/// `test` can run here (as root, with perf when it needs it): (its directory, the recording).
+fn record(test: &str, perf: bool) -> Option<(tempfile::TempDir, String)> {
+    if !privileged(test) || (perf && !perf_tool(test)) {
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = build_c(dir.path(), "calltree.c", FP);
+    let args = [
+        "-F",
+        "999",
+        "-g",
+        "--user-only",
+        "--",
+        bin.to_str().unwrap(),
+        "10",
+    ];
+    let data = record_to(dir.path(), "ct.data", &args);
+    Some((dir, data))
+}
+
+/// `perf report --stdio ARGS -i DATA`, asserting success.
+fn perf_report(data: &str, args: &[&str]) -> String {
+    let out = Command::new("perf")
+        .args(["report", "--stdio", "-i", data])
+        .args(args)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "perf report {args:?}:\n{text}");
+    text
+}
+
+/// The rows of a table (rprof's or perf's): symbol -> (the row's numbers, its call graph lines without
+/// trailing spaces).
+fn rows(text: &str) -> BTreeMap<String, (Vec<String>, Vec<String>)> {
+    let mut rows = BTreeMap::new();
+    let mut current: Option<String> = None;
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        if let Some((left, symbol)) = line.split_once("[.] ").or_else(|| line.split_once("[k] ")) {
+            let numbers = left
+                .split_whitespace()
+                .filter(|w| w.ends_with('%'))
+                .map(String::from)
+                .collect();
+            rows.insert(symbol.trim().to_string(), (numbers, Vec::new()));
+            current = Some(symbol.trim().to_string());
+        } else if let (Some(name), false) = (&current, line.trim().is_empty()) {
+            rows.get_mut(name)
+                .unwrap()
+                .1
+                .push(line.trim_end().to_string());
+        }
+    }
+    rows
+}
+
+/// Check that `-g` draws perf's call graphs: for each order, with and without `--children`, the graph under
+/// each row is line for line `perf report --stdio -g`'s on the same recording, and the rows' shares are
+/// perf's.
+#[test]
+fn call_graphs_read_as_perf_draws_them() {
+    let Some((_dir, data)) = record("call_graphs_read_as_perf_draws_them", true) else {
+        return;
+    };
+    let modes: [&[&str]; 4] = [
+        &["--no-children", "-g", "callee"],
+        &["--no-children", "-g", "caller"],
+        &["--children", "-g", "caller"],
+        &["--children", "-g", "callee"],
+    ];
+    for mode in modes {
+        let mut args = vec!["report", "-i", &data, "--no-inline"];
+        args.extend_from_slice(mode);
+        let ours = rows(&rprof_ok(&args));
+        let perf = rows(&perf_report(&data, mode));
+        for name in ["hot_a", "hot_b", "work_a", "main"] {
+            if mode[0] == "--no-children" && !name.starts_with("hot") {
+                continue;
+            }
+            let (mine, theirs) = (&ours[name], &perf[name]);
+            assert_eq!(
+                mine.1, theirs.1,
+                "{mode:?}, {name}: rprof {mine:#?}\nperf {theirs:#?}"
+            );
+            assert!(mine.1.len() >= 3, "{mode:?}, {name}: no graph {mine:?}");
+            // perf shows the overhead (self), or with --children the total, then self; rprof self, total.
+            let shares = match mode[0] {
+                "--children" => vec![mine.0[1].clone(), mine.0[0].clone()],
+                _ => vec![mine.0[0].clone()],
+            };
+            assert_eq!(shares, theirs.0, "{mode:?}, {name}");
+        }
+    }
+    // Without an order, -g draws as perf does by default: callee without --children.
+    let plain = rows(&rprof_ok(&["report", "-i", &data, "--no-inline", "-g"]));
+    assert_eq!(plain["hot_a"].1[1].trim(), "---hot_a", "{plain:?}");
+}
+
+/// Check perf's spellings: `--stdio` and `--no-children` are accepted (`--no-children` after `--children`
+/// sorts by self), `--sort comm,dso,sym` gives perf's rows and shares, `--sort pid` and `--sort tid` give
+/// `ID:COMMAND` rows, `--sort dso` one row per object, and an unknown key names the keys there are.
+#[test]
+fn perf_spellings_and_sort_keys() {
+    let Some((_dir, data)) = record("perf_spellings_and_sort_keys", true) else {
+        return;
+    };
+    let keys = ["--sort", "comm,dso,sym"];
+    let ours = rprof_ok(&[
+        "report",
+        "-i",
+        &data,
+        "--stdio",
+        "--children",
+        "--no-children",
+        keys[0],
+        keys[1],
+    ]);
+    let perf = perf_report(&data, &["--no-children", keys[0], keys[1], "-g", "none"]);
+    let self_share = |text: &str| -> BTreeMap<String, String> {
+        rows(text)
+            .into_iter()
+            .map(|(name, (numbers, _))| (name, numbers[0].clone()))
+            .collect()
+    };
+    assert_eq!(
+        self_share(&ours).get("hot_a"),
+        self_share(&perf).get("hot_a"),
+        "{ours}\n{perf}"
+    );
+    assert_eq!(
+        self_share(&ours).get("hot_b"),
+        self_share(&perf).get("hot_b"),
+        "{ours}\n{perf}"
+    );
+    let first = ours.lines().find(|l| !l.starts_with('#')).unwrap();
+    assert!(first.ends_with("[.] hot_a"), "sorted by self:\n{ours}");
+    let header = ours.lines().find(|l| l.contains("Symbol")).unwrap();
+    assert!(
+        header.contains("Command") && header.contains("Object"),
+        "{ours}"
+    );
+
+    for (key, head) in [("pid", "Pid:Command"), ("tid", "Tid:Command")] {
+        let table = rprof_ok(&["report", "-i", &data, "--sort", key]);
+        assert!(table.contains(head), "{table}");
+        let row = table.lines().find(|l| !l.starts_with('#')).unwrap();
+        let cell = row.split_whitespace().last().unwrap();
+        let (id, comm) = cell.split_once(':').unwrap();
+        assert!(
+            id.parse::<u32>().unwrap() > 0 && comm == "calltree",
+            "{table}"
+        );
+        assert!(row.trim_start().starts_with("100.00%"), "{table}");
+    }
+    let dsos = rprof_ok(&["report", "-i", &data, "--sort", "dso"]);
+    let objects: Vec<&str> = dsos.lines().filter(|l| !l.starts_with('#')).collect();
+    assert!(
+        objects[0].ends_with("calltree") && objects[0].contains("100.00%"),
+        "{dsos}"
+    );
+
+    let out = rprof()
+        .args(["report", "-i", &data, "--sort", "cpu"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("use comm, pid, tid, dso, sym"), "{stderr}");
+}
+
+/// Check that a filter that keeps nothing says how many samples it left out and names itself and the
+/// processes the recording has, for the table (a warning) and for the outputs that need samples (an error).
+#[test]
+fn a_filter_that_keeps_nothing_names_itself() {
+    let Some((dir, data)) = record("a_filter_that_keeps_nothing_names_itself", false) else {
+        return;
+    };
+    let all = rprof_ok(&["report", "-i", &data]);
+    let count = all.split_whitespace().nth(1).unwrap().to_string();
+    let (table, stderr) = rprof_ok_stderr(&["report", "-i", &data, "--pid", "1"]);
+    let said = format!(
+        "0 of {} samples after --pid 1;",
+        rprof::text::thousands(count.parse().unwrap())
+    );
+    assert!(stderr.contains(&said), "{stderr}");
+    assert!(stderr.contains("(calltree, "), "{stderr}");
+    assert!(table.starts_with("# 0 samples (of "), "{table}");
+    let svg = dir.path().join("x.svg");
+    let out = rprof()
+        .args(["report", "-i", &data, "--comm", "nosuch", "--flamegraph"])
+        .arg(&svg)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("samples after --comm nosuch"),
+        "{stderr}"
+    );
+}
