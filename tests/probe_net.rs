@@ -1,0 +1,102 @@
+//! `--net` durations against a spinner's own clock, in a test binary of its own: the probe bias is measured at
+//! start, and other probed programs running at the same time (the other tests of a binary run in parallel)
+//! would make the traps of the calibration and of the measured calls cost differently.
+mod common;
+use common::{build_c, privileged, rprof};
+use std::path::Path;
+
+/// `rprof probe ARGS` (asserting success): stdout.
+fn probe(args: &[&str]) -> String {
+    let out = rprof().args(args).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "rprof {args:?}: {stderr}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn fixture(dir: &Path, flags: &[&str]) -> String {
+    build_c(dir, "placement.c", flags)
+        .to_str()
+        .unwrap()
+        .to_string()
+}
+
+/// A duration as rprof prints it (`812ns`, `10.23us`, `10.02ms`) in ns.
+fn ns(text: &str) -> f64 {
+    let (num, unit) = text.split_at(text.find(|c: char| c.is_ascii_alphabetic()).unwrap());
+    let v: f64 = num.parse().unwrap();
+    v * match unit {
+        "ns" => 1.0,
+        "us" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        _ => panic!("unit {unit}"),
+    }
+}
+
+/// `--net` on `spin` for `ns` per call, `calls` times, with `extra` flags: each call's duration by rprof (its
+/// trace, in call order) and by the fixture's own clock, for the calls during which the thread was not
+/// switched out (a switch lands inside one measure and maybe not the other), less the 1% of calls on each side
+/// where the two differ most (an interrupt, or the host preempting this VM, outside the spinner's own window:
+/// up to tens of microseconds, a few calls in a thousand on a busy machine).
+fn spin_pairs(bin: &str, extra: &[&str], spin_ns: u64, calls: u64) -> Vec<(f64, f64)> {
+    let (spin_ns, calls) = (spin_ns.to_string(), calls.to_string());
+    let mut args = vec!["probe", "--net", "--trace", "--trace-rate", "1000000"];
+    args.extend(extra);
+    args.extend(["-x", bin, "spin", "--", bin, "spin", &spin_ns, &calls]);
+    let out = probe(&args);
+    let rprof: Vec<f64> = out
+        .lines()
+        .filter(|l| l.trim_end().ends_with("spin()"))
+        .map(|l| ns(l.split_whitespace().nth(2).unwrap()))
+        .collect();
+    let own: Vec<(f64, bool)> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("call "))
+        .map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            (w[1].parse().unwrap(), w[2] == "1")
+        })
+        .collect();
+    assert_eq!(rprof.len(), own.len(), "{out}");
+    let mut pairs: Vec<(f64, f64)> = rprof
+        .into_iter()
+        .zip(own)
+        .filter(|(_, (_, switched))| !switched)
+        .map(|(r, (o, _))| (r, o))
+        .collect();
+    pairs.sort_by(|a, b| (a.0 - a.1).total_cmp(&(b.0 - b.1)));
+    let trim = pairs.len() / 100;
+    pairs[trim..pairs.len() - trim].to_vec()
+}
+
+/// Check that with `--net`, the mean duration of a function that spins 1 us, 10 us and 100 us by its own clock
+/// is within 10% (or 100 ns) of its own measure (see [`spin_pairs`] for the calls compared), for an emulated probe (`-fcf-protection=full`: `endbr64` is
+/// skipped to the `push`) and a single-stepped one (`--at-entry`: on the `endbr64`).
+#[test]
+fn net_durations_match_the_spinner() {
+    if !privileged("net_durations_match_the_spinner") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = fixture(dir.path(), &["-O1", "-fcf-protection=full"]);
+    for (class, extra) in [
+        ("emulated", &[][..]),
+        ("single-stepped", &["--at-entry"][..]),
+    ] {
+        for (spin_ns, calls) in [(1_000, 2000), (10_000, 500), (100_000, 100)] {
+            let pairs = spin_pairs(&bin, extra, spin_ns, calls);
+            assert!(
+                pairs.len() as u64 > calls / 2,
+                "{class} {spin_ns}: most calls were switched out"
+            );
+            let n = pairs.len() as f64;
+            let rprof = pairs.iter().map(|p| p.0).sum::<f64>() / n;
+            let own = pairs.iter().map(|p| p.1).sum::<f64>() / n;
+            let allowed = (own * 0.10).max(100.0);
+            assert!(
+                (rprof - own).abs() <= allowed,
+                "{class} {spin_ns} ns: rprof --net mean {rprof:.0} ns, the spinner's own {own:.0} ns"
+            );
+        }
+    }
+}
