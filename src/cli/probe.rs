@@ -270,8 +270,13 @@ fn started(s: &Started) -> String {
         format!("{} perf events", s.perf_events)
     };
     let verb = if s.counting { "counting" } else { "probing" };
+    let values = if s.values.is_empty() {
+        String::new()
+    } else {
+        format!("; values: {}", s.values.join("; "))
+    };
     format!(
-        "{verb} {} targets ({points}), {}{cost}, set up in {:.2}s; Ctrl-C to end",
+        "{verb} {} targets ({points}), {}{cost}, set up in {:.2}s{values}; Ctrl-C to end",
         s.targets,
         s.engine,
         s.setup.as_secs_f64()

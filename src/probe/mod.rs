@@ -263,6 +263,8 @@ pub struct Started {
     pub counting: bool,
     /// The probe's own cost per call, per class of probed instruction, measured at start.
     pub costs: Costs,
+    /// How the user strings of syscalls and tracepoints are read (`syscall:openat filename: read at ...`).
+    pub values: Vec<String>,
     pub setup: Duration,
 }
 

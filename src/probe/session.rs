@@ -74,6 +74,7 @@ pub fn run(
         sharing: sharing(targets, &opts.target),
         calibration_sites: calibration_sites(),
         emulates: plan::running_kernel_emulates(),
+        event_probes: false,
     };
     let mut s = Setup {
         opts,
@@ -88,6 +89,7 @@ pub fn run(
         started: Instant::now(),
         notice,
     };
+    s.caps.event_probes = wants_strings(targets) && tracefs.event_probes_work(&s.group);
     let plan = plan::plan(&s.group, targets, opts, &s.caps);
     counted_only(&mut s);
     // Started before the probes exist, and dropped (which ends it) after they are removed.
@@ -109,6 +111,17 @@ pub fn run(
         (s.notice)(Notice::NotRemoved(e.to_string()));
     }
     Ok(summary)
+}
+
+/// Whether a target reads user strings its event does not hold (the kernel is asked whether it takes event
+/// probes only then: the check writes to `dynamic_events`).
+fn wants_strings(targets: &Targets) -> bool {
+    use super::spec::fetch::FetchSource;
+    targets.iter().any(|(_, t)| {
+        t.fetches
+            .iter()
+            .any(|f| matches!(f.source, FetchSource::UserString { .. }))
+    })
 }
 
 /// Say which functions of a Go binary are counted and not timed, and why.
@@ -172,6 +185,7 @@ fn run_counters(
         engine: engine.into(),
         counting: true,
         costs,
+        values: Vec::new(),
         setup: s.started.elapsed(),
     };
     (s.notice)(Notice::Started(started));
@@ -384,6 +398,7 @@ fn run_sampled(
         engine,
         counting: s.opts.count_only,
         costs,
+        values: plan.value_ways.iter().map(|(_, w)| w.clone()).collect(),
         setup: s.started.elapsed(),
     };
     (s.notice)(Notice::Started(started));

@@ -84,6 +84,9 @@ pub struct Target {
     pub code: Option<FunctionCode>,
     /// A function of a Go binary: how it can be probed.
     pub go: Option<GoFunction>,
+    /// A syscall whose user strings are read: the files that make it and the file offsets of their `syscall`
+    /// instructions for it (see `spec::syscall_sites`).
+    pub syscall_sites: Vec<(PathBuf, Vec<u64>)>,
 }
 
 impl Target {

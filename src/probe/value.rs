@@ -15,6 +15,10 @@ pub enum ValueKind {
     },
     /// A `__data_loc` string.
     Str,
+    /// A fixed array of chars (`char comm[16]`), NUL-terminated or full.
+    Chars {
+        len: u16,
+    },
     /// A return address, shown as the function that holds it.
     Caller,
 }
@@ -105,6 +109,11 @@ impl FieldLoc {
             }
             ValueKind::Hex { size } => Value::Hex(le(at(self.offset, size as usize)?)),
             ValueKind::Caller => Value::Addr(le(at(self.offset, 8)?)),
+            ValueKind::Chars { len } => {
+                let bytes = at(self.offset, len as usize)?;
+                let bytes = bytes.split(|&b| b == 0).next().unwrap_or(&[]);
+                Value::Str(String::from_utf8_lossy(bytes).into())
+            }
             ValueKind::Str => {
                 // __data_loc: u32 with the length in the high half and the offset in the low half.
                 let loc = le(at(self.offset, 4)?) as u32;
@@ -117,19 +126,33 @@ impl FieldLoc {
     }
 }
 
-/// The fields of `fetches` in an event's format (those of the entry or of the return event).
+/// The fields of `fetches` in an event's format (those of the entry or of the return event), each read as
+/// the event holds it: a string the event has as `__data_loc` is read so (an event probe's, a kprobe's), and a
+/// value whose field the event lacks, or holds only as a pointer (a syscall's string, read elsewhere), is not
+/// read from it.
 pub fn field_locs(format: &str, fetches: &[Fetch], on_return: bool) -> Vec<(usize, FieldLoc)> {
+    let fields = crate::tracefs::parse_format(format);
     fetches
         .iter()
         .enumerate()
         .filter(|(_, f)| f.on_return == on_return)
         .filter_map(|(i, f)| {
-            let offset = crate::tracefs::parse_field_offset(format, &f.field)?;
+            let field = fields.iter().find(|x| x.name == f.field)?;
+            let kind = match f.kind {
+                ValueKind::Str | ValueKind::Chars { .. } if field.is_data_loc() => ValueKind::Str,
+                ValueKind::Str | ValueKind::Chars { .. } if field.is_char_array() => {
+                    ValueKind::Chars {
+                        len: field.size as u16,
+                    }
+                }
+                ValueKind::Str | ValueKind::Chars { .. } => return None,
+                k => k,
+            };
             Some((
                 i,
                 FieldLoc {
-                    offset,
-                    kind: f.kind,
+                    offset: field.offset,
+                    kind,
                 },
             ))
         })

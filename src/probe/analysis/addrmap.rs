@@ -116,6 +116,7 @@ mod tests {
             fetches: Vec::new(),
             code: None,
             go: None,
+            syscall_sites: Vec::new(),
         }
     }
 

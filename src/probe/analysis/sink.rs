@@ -8,7 +8,7 @@ use super::stats::Stats;
 use crate::merge::OrderedMerge;
 use crate::probe::engine::decode::{Hit, Item, Values};
 use crate::probe::plan::Role;
-use crate::probe::target::{PerTarget, Targets};
+use crate::probe::target::{PerTarget, TargetId, Targets};
 use crate::probe::value::Value;
 use crate::process::{AddressSpaces, TaskEvent};
 use std::collections::{HashMap, HashSet};
@@ -32,6 +32,9 @@ pub struct Sink<'a> {
     pub unresolved: u64,
     /// Per-call work (`--by`, `--hist VALUE`, `--min-duration`, `--trace`), when asked for.
     pub calls: Option<Calls>,
+    /// Values read just before their target's next entry on a thread (a syscall's strings, at its `syscall`
+    /// instruction): (thread, target) -> values.
+    pending: HashMap<(u32, TargetId), Vec<Option<Value>>>,
 }
 
 impl<'a> Sink<'a> {
@@ -56,6 +59,7 @@ impl<'a> Sink<'a> {
             timed,
             unresolved: 0,
             calls,
+            pending: HashMap::new(),
         }
     }
 
@@ -78,6 +82,7 @@ impl<'a> Sink<'a> {
             }
             Item::Exit { pid, tid } => {
                 self.threads.remove(&tid);
+                self.pending.retain(|(t, _), _| *t != tid);
                 self.pairer.thread_exit(&mut self.stats, tid);
                 if pid == tid {
                     self.spaces.apply(TaskEvent::Exit { pid });
@@ -117,6 +122,14 @@ impl<'a> Sink<'a> {
         if self.calls.is_some() {
             self.carry(&mut call, pid, hit.values, hit.stack.as_deref());
         }
+        if hit.role == Role::Value {
+            // Kept for the entry that follows on this thread (bounded: one per thread and target).
+            self.pending.insert((hit.tid, target), call.values);
+            return;
+        }
+        if let Some(values) = self.pending.remove(&(hit.tid, target)) {
+            call.join_return(values);
+        }
         let key = match hit.key {
             Some(g) => StackKey::Goroutine(g),
             None => StackKey::Thread(hit.tid),
@@ -130,7 +143,7 @@ impl<'a> Sink<'a> {
                     calls.add(&closed);
                 }
             }
-            Role::Return => {}
+            Role::Return | Role::Value => {}
             Role::Entry | Role::Hit => {
                 self.stats.funcs[target].enter();
                 if let Some(calls) = self.calls.as_mut() {

@@ -296,7 +296,7 @@ fn durations(mut merge: OrderedMerge<Item>) -> Vec<u64> {
                         out.push(time.saturating_sub(t0));
                     }
                 }
-                Role::Hit => {}
+                Role::Hit | Role::Value => {}
             }
         }
     });

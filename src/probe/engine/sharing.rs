@@ -18,7 +18,15 @@ pub struct Sharing {
 pub fn sharing(targets: &Targets, target: &TaskTarget) -> Vec<Sharing> {
     let mut files: Vec<(PathBuf, Option<(u64, u64)>)> = Vec::new();
     for (_, t) in targets.iter() {
-        if let TargetKind::User { path, .. } = &t.kind {
+        let user = match &t.kind {
+            TargetKind::User { path, .. } => Some(path),
+            _ => None,
+        };
+        // The files of user functions, and those whose syscall instructions are probed for strings.
+        for path in user
+            .into_iter()
+            .chain(t.syscall_sites.iter().map(|(p, _)| p))
+        {
             if !files.iter().any(|(p, _)| p == path) {
                 let id = std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()));
                 files.push((path.clone(), id));

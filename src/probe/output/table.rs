@@ -486,6 +486,7 @@ mod tests {
             fetches: Vec::new(),
             code: None,
             go: None,
+            syscall_sites: Vec::new(),
         };
         let targets = Targets::new(vec![
             named("outer"),

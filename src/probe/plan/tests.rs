@@ -20,6 +20,7 @@ fn user(path: &str, off: u64) -> Target {
         fetches: Vec::new(),
         code: None,
         go: None,
+        syscall_sites: Vec::new(),
     }
 }
 
@@ -56,6 +57,7 @@ fn caps() -> Capabilities {
             (ProbeClass::SingleStepped, "/usr/bin/rprof".into(), 0x1234),
         ],
         emulates: Emulates::for_kernel(6, 18),
+        event_probes: false,
     }
 }
 

@@ -17,12 +17,16 @@ const DEFAULT_INT: FetchType = FetchType::Int {
     signed: true,
 };
 
+/// The `format` text of a tracefs event (`category`, `event`), when there is one.
+pub type Formats<'a> = &'a dyn Fn(&str, &str) -> Option<String>;
+
 /// The fetch arguments of `target` for `items` (in order, each name once); `spec` is the spec as written, for
-/// errors.
+/// errors; `formats` gives the fields of tracepoints and syscalls.
 pub fn resolve_fetches(
     target: &Target,
     items: &[FetchItem],
     spec: &str,
+    formats: Formats<'_>,
 ) -> Result<Vec<Fetch>, ProbeError> {
     let mut out: Vec<Fetch> = Vec::new();
     for item in items {
@@ -30,7 +34,7 @@ pub fn resolve_fetches(
             continue;
         }
         let field = format!("v{}", out.len());
-        let fetch = resolve_one(target, item, field, spec)?;
+        let fetch = resolve_one(target, item, field, spec, formats)?;
         out.push(fetch);
     }
     Ok(out)
@@ -41,6 +45,7 @@ fn resolve_one(
     item: &FetchItem,
     field: String,
     spec: &str,
+    formats: Formats<'_>,
 ) -> Result<Fetch, ProbeError> {
     let err = |reason: String| spec_error(spec, reason);
     let what = kind_name(&target.kind);
@@ -50,10 +55,27 @@ fn resolve_one(
             kind: (**start).clone(),
             ..target.clone()
         };
-        return resolve_one(&start, item, field, spec);
+        return resolve_one(&start, item, field, spec, formats);
     }
     if target.go.is_some() {
         return go_fetch(target, item, field, spec);
+    }
+    match &target.kind {
+        TargetKind::Syscall { name } => return syscall_fetch(name, item, formats).map_err(err),
+        TargetKind::Tracepoint { category, event } => {
+            let format = formats(category, event)
+                .ok_or_else(|| err(format!("no format for {category}:{event}")))?;
+            let format = crate::tracefs::parse_format(&format);
+            let fields = super::fields::value_fields(&format);
+            let ev = format!("{category}:{event}");
+            if item.is_ret() {
+                return Err(err(format!(
+                    "`ret`: {ev} is a tracepoint; it has no return"
+                )));
+            }
+            return super::fields::resolve(&fields, item, &ev, false, false).map_err(err);
+        }
+        _ => {}
     }
     if item.is_ret() {
         if !target.can_return() {
@@ -135,6 +157,19 @@ fn resolve_one(
             target.name
         ))),
     }
+}
+
+/// A value of a syscall: an argument (by name or `argN`) from `sys_enter_NAME`, `ret` from `sys_exit_NAME`.
+fn syscall_fetch(name: &str, item: &FetchItem, formats: Formats<'_>) -> Result<Fetch, String> {
+    let (event, on_return) = match item.is_ret() {
+        true => (format!("sys_exit_{name}"), true),
+        false => (format!("sys_enter_{name}"), false),
+    };
+    let format =
+        formats("syscalls", &event).ok_or_else(|| format!("no format for syscalls:{event}"))?;
+    let format = crate::tracefs::parse_format(&format);
+    let fields = super::fields::value_fields(&format);
+    super::fields::resolve(&fields, item, &format!("syscall:{name}"), true, on_return)
 }
 
 /// The integer argument and result registers of Go's register ABI (amd64, Go 1.17 and later).

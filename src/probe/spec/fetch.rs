@@ -202,18 +202,33 @@ impl ArgSource {
     }
 }
 
+/// Where a value comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FetchSource {
+    /// A fetch argument of rprof's own probe definition (`expr`).
+    Probe,
+    /// A field of the event itself (a tracepoint's, a syscall's), read from its raw data.
+    Field,
+    /// The user string a pointer field points to (a syscall's `filename`), which the tracepoint does not hold:
+    /// read in the kernel by an event probe where the kernel has them, else at the `syscall` instructions of
+    /// libc just before the syscall (the plan decides). `arg`: the syscall argument's position (None: not a
+    /// syscall's; only an event probe can read it).
+    UserString { arg: Option<usize> },
+}
+
 /// One resolved fetch argument of a target.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Fetch {
     /// The name the user gave (`arg0`, `len`, `ret`, `caller`).
     pub label: String,
-    /// The tracefs field name (`v0`, `v1`, ...).
+    /// The field name in the event's data: rprof's own (`v0`, `v1`, ...), or the event's.
     pub field: String,
-    /// The tracefs fetch expression with its type (`%di:s64`).
+    /// The tracefs fetch expression with its type (`%di:s64`), for [`FetchSource::Probe`].
     pub expr: String,
     pub kind: ValueKind,
     /// Fetched at the return (`ret`), else at the entry.
     pub on_return: bool,
+    pub source: FetchSource,
 }
 
 impl Fetch {
@@ -234,6 +249,31 @@ impl Fetch {
             expr,
             kind: ValueKind::of(ty),
             on_return,
+            source: FetchSource::Probe,
+        }
+    }
+
+    /// A field of the event itself, read as `kind`.
+    pub fn field(label: &str, field: &str, kind: ValueKind, on_return: bool) -> Fetch {
+        Fetch {
+            label: label.to_string(),
+            field: field.to_string(),
+            expr: String::new(),
+            kind,
+            on_return,
+            source: FetchSource::Field,
+        }
+    }
+
+    /// The user string that the pointer field `field` (syscall argument `arg`) points to.
+    pub fn user_string(label: &str, field: &str, arg: Option<usize>) -> Fetch {
+        Fetch {
+            label: label.to_string(),
+            field: field.to_string(),
+            expr: String::new(),
+            kind: ValueKind::Str,
+            on_return: false,
+            source: FetchSource::UserString { arg },
         }
     }
 
@@ -245,6 +285,7 @@ impl Fetch {
             expr: "+0(%sp):x64".into(),
             kind: ValueKind::Caller,
             on_return: false,
+            source: FetchSource::Probe,
         }
     }
 }

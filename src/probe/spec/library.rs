@@ -77,6 +77,29 @@ pub fn find_library(name: &str, pid: Option<u32>) -> Result<PathBuf, ProbeError>
     })
 }
 
+/// The dynamic loader (`ld-linux-x86-64.so.2`): the one process `pid` mapped, else the system's.
+pub fn dynamic_loader(pid: Option<u32>) -> Option<PathBuf> {
+    if let Some(pid) = pid {
+        let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+        let found = maps
+            .lines()
+            .filter_map(|l| l.split_whitespace().nth(5))
+            .find(|p| {
+                Path::new(p)
+                    .file_name()
+                    .and_then(|f| f.to_str())
+                    .is_some_and(|f| f.starts_with("ld-linux"))
+            });
+        if let Some(p) = found {
+            return Some(crate::process::root_path(pid, Path::new(p)));
+        }
+    }
+    let system = Path::new("/lib64/ld-linux-x86-64.so.2");
+    system
+        .exists()
+        .then(|| std::fs::canonicalize(system).unwrap_or(system.to_path_buf()))
+}
+
 /// The x86-64 library `stem.so*` in `ldconfig -p` output.
 pub fn parse_ldconfig(text: &str, stem: &str) -> Option<PathBuf> {
     let mut best: Option<(bool, PathBuf)> = None;

@@ -4,16 +4,20 @@
 pub mod args;
 pub mod code;
 pub mod fetch;
+pub mod fields;
 pub mod go;
 pub mod library;
 pub mod pattern;
 pub mod resolve;
+pub mod syscall_sites;
+pub mod syscall_table;
 pub mod usdt;
 
 use crate::probe::target::Targets;
 use crate::probe::{ProbeError, ProbeOptions, TaskTarget};
 use crate::tracefs::Tracefs;
 use pattern::Spec;
+use std::path::PathBuf;
 
 /// Each pattern of `opts` with the values it fetches (its own, then those of `--by` and `--hist`).
 pub fn parse(
@@ -60,6 +64,7 @@ pub fn targets(
         regex: opts.regex,
         debug_dirs: opts.debug_dirs.clone(),
     };
+    let formats = |category: &str, event: &str| tracefs?.event_format(category, event).ok();
     let mut targets = Targets::default();
     for (text, spec, items) in specs {
         let found =
@@ -71,7 +76,8 @@ pub fn targets(
                 e => e,
             })?;
         for mut t in found {
-            t.fetches = args::resolve_fetches(&t, items, text)?;
+            t.fetches = args::resolve_fetches(&t, items, text, &formats)?;
+            t.syscall_sites = syscall_sites(&t, opts, &ropts)?;
             targets.add(t);
         }
     }
@@ -79,11 +85,50 @@ pub fn targets(
         let mut pair = resolve::resolve_pair(start, done, &ropts)?;
         let mut items = fetch::split_spec(start)?.items;
         items.extend(opts.values.iter().cloned());
-        pair.fetches = args::resolve_fetches(&pair, &items, &format!("--pair {start},{done}"))?;
+        pair.fetches =
+            args::resolve_fetches(&pair, &items, &format!("--pair {start},{done}"), &formats)?;
         targets.add(pair);
     }
     check(opts, &targets)?;
     Ok(targets)
+}
+
+/// For a syscall whose user strings are asked for, the `syscall` instructions of its number in the target's
+/// libc, its dynamic loader (which opens the libraries) and the `-x` binary (a static one makes its syscalls
+/// itself).
+fn syscall_sites(
+    t: &crate::probe::target::Target,
+    opts: &ProbeOptions,
+    ropts: &resolve::ResolveOptions,
+) -> Result<Vec<(PathBuf, Vec<u64>)>, ProbeError> {
+    let crate::probe::target::TargetKind::Syscall { name } = &t.kind else {
+        return Ok(Vec::new());
+    };
+    let wants = t
+        .fetches
+        .iter()
+        .any(|f| matches!(f.source, fetch::FetchSource::UserString { arg: Some(_) }));
+    let Some(nr) = syscall_table::number(name).filter(|_| wants) else {
+        return Ok(Vec::new());
+    };
+    let mut files = Vec::new();
+    if let Ok(libc) = library::find_library("c", ropts.pid) {
+        files.push(libc);
+    }
+    files.extend(library::dynamic_loader(ropts.pid));
+    files.extend(opts.binary.iter().cloned());
+    let mut sites = Vec::new();
+    for path in files {
+        let path = std::fs::canonicalize(&path).unwrap_or(path);
+        let found = syscall_sites::find(&path).map_err(|reason| ProbeError::Spec {
+            spec: format!("syscall:{name}"),
+            reason,
+        })?;
+        if let Some(offsets) = found.get(&nr).filter(|o| !o.is_empty()) {
+            sites.push((path, offsets.clone()));
+        }
+    }
+    Ok(sites)
 }
 
 /// Refuse return values with `--count`.

@@ -91,6 +91,7 @@ pub fn resolve_usdt(path: &Path, provider: &str, name: &str) -> Result<Vec<Targe
             fetches: Vec::new(),
             code: None,
             go: None,
+            syscall_sites: Vec::new(),
         })
         .collect())
 }
@@ -158,6 +159,7 @@ pub fn resolve_pair(start: &str, done: &str, opts: &ResolveOptions) -> Result<Ta
         fetches: Vec::new(),
         code: None,
         go: None,
+        syscall_sites: Vec::new(),
     })
 }
 
@@ -234,6 +236,7 @@ pub fn resolve_user(
             fetches: Vec::new(),
             code: None,
             go: None,
+            syscall_sites: Vec::new(),
         });
     }
     if out.is_empty() {
@@ -320,6 +323,7 @@ pub fn resolve_syscalls(
             fetches: Vec::new(),
             code: None,
             go: None,
+            syscall_sites: Vec::new(),
         })
         .collect();
     if out.is_empty() {
@@ -354,6 +358,7 @@ pub fn resolve_tracepoints(
                 fetches: Vec::new(),
                 code: None,
                 go: None,
+                syscall_sites: Vec::new(),
             });
         }
     }
@@ -398,6 +403,7 @@ pub fn resolve_kernel(
             fetches: Vec::new(),
             code: None,
             go: None,
+            syscall_sites: Vec::new(),
         })
         .collect())
 }

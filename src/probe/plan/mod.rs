@@ -1,0 +1,400 @@
+//! The one place where a probe session is decided: the tracefs probes to create, the events to read and which
+//! engine reads each (the tracefs instance ring, perf samples, counters; tracefs events or the uprobe PMU), and
+//! how the probe's own cost is calibrated. [`plan`] is a pure function of the targets, the options and what the
+//! kernel and the files offer ([`Capabilities`]); the session carries the plan out.
+use super::engine::sharing::Sharing;
+use super::spec::code::Emulation;
+use super::target::{PerTarget, TargetId, TargetKind, Targets};
+use super::{EngineChoice, ProbeOptions};
+use crate::tracefs::ProbeDef;
+use calibrate::calibration;
+use points::{Points, Unplaced};
+use std::path::{Path, PathBuf};
+
+mod calibrate;
+mod place;
+mod points;
+#[cfg(test)]
+mod tests;
+
+pub use place::{place, running_kernel_emulates};
+
+/// What the kernel and the files offer, found before planning.
+#[derive(Clone, Debug, Default)]
+pub struct Capabilities {
+    /// The kernel's `uprobe` PMU (4.17 and later): fd-owned uprobes without fetch arguments.
+    pub uprobe_pmu: bool,
+    /// tracefs instances: the ring engine.
+    pub ring: bool,
+    /// Each probed user file, with how many processes other than the targets map it.
+    pub sharing: Vec<Sharing>,
+    /// Functions of rprof's own binary to calibrate the probe's cost on, one per class: their file and offset.
+    pub calibration_sites: Vec<(ProbeClass, PathBuf, u64)>,
+    /// Which instructions this kernel emulates at a uprobe (the others are single-stepped).
+    pub emulates: Emulates,
+    /// The kernel takes event probes (`e:`): tracepoint fields, and the strings they point to, read in the kernel.
+    pub event_probes: bool,
+}
+
+/// The instructions a kernel emulates at a uprobe beyond relative branches and `nop` (0x90), which every
+/// kernel rprof runs on emulates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Emulates {
+    /// `push reg` (Linux 5.17 and later).
+    pub push: bool,
+    /// The kernel's own multi-byte nops (Linux 6.16 and later).
+    pub long_nops: bool,
+}
+
+impl Default for Emulates {
+    fn default() -> Self {
+        Emulates::for_kernel(6, 18)
+    }
+}
+
+impl Emulates {
+    /// What Linux `major.minor` emulates.
+    pub fn for_kernel(major: u32, minor: u32) -> Emulates {
+        let at_least = |a: u32, b: u32| (major, minor) >= (a, b);
+        Emulates {
+            push: at_least(5, 17),
+            long_nops: at_least(6, 16),
+        }
+    }
+
+    fn emulates(&self, e: Emulation) -> bool {
+        match e {
+            Emulation::Branch | Emulation::Nop => true,
+            Emulation::Push => self.push,
+            Emulation::LongNop => self.long_nops,
+            Emulation::Endbr | Emulation::Stepped => false,
+        }
+    }
+}
+
+/// How the kernel runs a probed instruction: what a probe there costs each call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ProbeClass {
+    /// Emulated in the trap (about 0.5 us).
+    Emulated,
+    /// Copied out of line and single-stepped: a second trap (about 9 us here).
+    SingleStepped,
+}
+
+impl ProbeClass {
+    pub fn name(self) -> &'static str {
+        match self {
+            ProbeClass::Emulated => "emulated",
+            ProbeClass::SingleStepped => "single-stepped",
+        }
+    }
+}
+
+/// Where a function's probes go (its entry probe and its return probe, which takes the return address from
+/// `[rsp]` and so works at any instruction before `rsp` changes), and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Placement {
+    /// Bytes past the function's first instruction.
+    pub offset: u64,
+    pub class: ProbeClass,
+    /// `je: emulated; skipped test`, `push: emulated`, `mov: single-stepped; sub at +0x3 moves the stack`.
+    pub why: String,
+    /// Go: the return probes are uprobes on these `ret` instructions (offsets from the function's start),
+    /// paired with entries by goroutine (none: counted only); None for a uretprobe at the entry's place.
+    pub returns: Option<Vec<u64>>,
+}
+
+/// How the events are read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// `--count` without values or stacks: one counting perf event per target, read with read(2).
+    Counters,
+    /// Every hit is a record: tracefs ring events and perf samples, merged by time.
+    Sampled,
+}
+
+/// What a perf event on a planned event stands for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// A function entry (uprobe, kprobe, sys_enter).
+    Entry,
+    /// A function return (uretprobe, kretprobe, sys_exit).
+    Return,
+    /// A counted hit (tracepoint, USDT probe).
+    Hit,
+    /// Values for the next entry of its target on the same thread (a syscall's strings, read at its `syscall`
+    /// instruction).
+    Value,
+}
+
+/// What a perf event is opened on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Attach {
+    /// The tracefs event `group/event` (its id).
+    Tracefs,
+    /// A uprobe of the `uprobe` PMU at this file and offset (no tracefs probe; no fetch arguments).
+    Pmu { path: PathBuf, offset: u64 },
+}
+
+/// Which engine reads an event.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// Enabled in the session's tracefs instance and read from its ring.
+    Ring,
+    /// Per-task (or per-CPU) sampled perf events.
+    Perf(Attach),
+    /// Per-task (or per-CPU) counting perf events.
+    Counter(Attach),
+}
+
+/// One event to read: a tracefs event (or a uprobe PMU probe) and the targets whose hits it carries.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlannedEvent {
+    pub group: String,
+    pub event: String,
+    pub role: Role,
+    /// The targets whose probe points this event holds. With more than one (user functions), a hit names its
+    /// target by the runtime address in its raw data.
+    pub members: Vec<TargetId>,
+    /// A uprobe or uretprobe: its data holds the probed address and (timed) the user SP.
+    pub user: bool,
+    pub source: Source,
+}
+
+impl PlannedEvent {
+    /// Read through the tracefs instance's ring.
+    pub fn ring(&self) -> bool {
+        self.source == Source::Ring
+    }
+
+    /// The uprobe PMU probe's file and offset, for events without a tracefs event.
+    pub fn pmu(&self) -> Option<(&Path, u64)> {
+        match &self.source {
+            Source::Perf(Attach::Pmu { path, offset })
+            | Source::Counter(Attach::Pmu { path, offset }) => Some((path, *offset)),
+            _ => None,
+        }
+    }
+}
+
+/// How the probe's own cost is measured at start: on functions of rprof's own binary, one per class of
+/// probed instruction the targets have, read the way the targets are.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Calibration {
+    pub method: Method,
+    /// Through uprobe PMU probes (no tracefs probes).
+    pub pmu: bool,
+    /// Entry and return probes (else the entry only).
+    pub timed: bool,
+    pub sites: Vec<CalibrationSite>,
+}
+
+/// The engine of a calibration: the targets' own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Method {
+    Counter,
+    Ring,
+    Perf,
+}
+
+/// One calibrated function.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CalibrationSite {
+    pub class: ProbeClass,
+    pub path: PathBuf,
+    pub offset: u64,
+    /// Its tracefs events (entry, then return when timed) in the session's group; none on the uprobe PMU.
+    pub events: Vec<String>,
+}
+
+/// The whole decision.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub mode: Mode,
+    /// The tracefs probes to create (the targets' and the calibration's), all in the session's group.
+    pub defs: Vec<ProbeDef>,
+    pub events: Vec<PlannedEvent>,
+    pub calibration: Option<Calibration>,
+    /// Files other processes map on which the tracefs ring was forced (`--engine tracefs`): their calls to a
+    /// probed function take the trap too.
+    pub forced_shared: Vec<Sharing>,
+    /// Where each user function is probed (None for other targets).
+    pub placements: PerTarget<Option<Placement>>,
+    /// How the strings of syscalls and tracepoints are read, said for each target that has some.
+    pub value_ways: Vec<(TargetId, String)>,
+}
+
+impl Plan {
+    /// Whether any event is read from the tracefs ring.
+    pub fn uses_ring(&self) -> bool {
+        self.events.iter().any(PlannedEvent::ring)
+    }
+
+    /// Whether any event is a uprobe PMU probe.
+    pub fn uses_pmu(&self) -> bool {
+        self.events.iter().any(|e| e.pmu().is_some())
+    }
+
+    /// Probe points: tracefs probes and uprobe PMU probes.
+    pub fn probe_points(&self) -> usize {
+        self.defs.len() + self.events.iter().filter(|e| e.pmu().is_some()).count()
+    }
+}
+
+/// Targets counted with counters at most; more are counted from samples of shared events. A counter is one
+/// event per target, and closing each costs the kernel RCU grace periods under a global mutex (`event_mutex`:
+/// about 85 ms per uprobe and 36 ms per tracepoint here, one after the other), so 1,000 counters take 85 s to
+/// close, against one grace period per [`POINTS_PER_EVENT`] functions for sampled events (which cost the
+/// target a ring write more per call).
+pub const MAX_COUNTERS: usize = 16;
+
+/// Probe points per tracefs event for user functions. Closing an event's last perf event costs an RCU grace
+/// period (tens of ms on some machines) under a global mutex, so few events with many points each are fast.
+pub const POINTS_PER_EVENT: usize = 1024;
+
+/// The fetch argument that carries the user stack pointer, which pairing matches returns to entries by.
+pub const SP_FETCH: &str = "sp=%sp";
+
+/// The fetch argument that carries a Go function's goroutine (the g pointer in r14), which pairing matches its
+/// returns to its entries by.
+pub const G_FETCH: &str = "g=%r14:x64";
+
+/// Decide the session for `targets`, with probes in the tracefs group `group`.
+///
+/// - `--count` without values, stacks or a forced engine reads counters ([`Mode::Counters`]) for up to
+///   [`MAX_COUNTERS`] targets.
+/// - Counted user functions, and those whose stacks are sampled (`-g`), use the uprobe PMU where the kernel has
+///   it: those probes go with rprof's fds, even after a SIGKILL. Timing without `-g` keeps tracefs probes, whose
+///   `sp` fetch argument is cheaper than the user registers a PMU probe needs.
+/// - A sampled event is read from the tracefs ring where instances exist, unless perf is asked for, stacks are
+///   wanted, or (auto) it probes a file other processes map: the ring's uprobe would trap in them too.
+pub fn plan(group: &str, targets: &Targets, opts: &ProbeOptions, caps: &Capabilities) -> Plan {
+    let values = opts.calls.any() || targets.iter().any(|(_, t)| !t.fetches.is_empty());
+    let mode = if opts.count_only
+        && !opts.stacks
+        && !values
+        && opts.engine == EngineChoice::Auto
+        && targets.len() <= MAX_COUNTERS
+    {
+        Mode::Counters
+    } else {
+        Mode::Sampled
+    };
+    let pmu = caps.uprobe_pmu
+        && (mode == Mode::Counters || (opts.stacks && opts.engine != EngineChoice::Tracefs));
+    let placements = targets
+        .iter()
+        .map(|(_, t)| place(t, opts.at_entry, caps.emulates))
+        .collect();
+    let points = Points {
+        group,
+        count_only: opts.count_only,
+        one_per_target: mode == Mode::Counters || pmu,
+        pmu,
+        placements: &placements,
+        event_probes: caps.event_probes,
+    };
+    let (mut defs, unplaced) = points.plan(targets);
+    let mut forced_shared = Vec::new();
+    let events: Vec<PlannedEvent> = unplaced
+        .into_iter()
+        .map(|e| {
+            let source = source(&e, mode, targets, opts, caps, &mut forced_shared);
+            e.with_source(source)
+        })
+        .collect();
+    let (calibration, cal_defs) = calibration(group, mode, pmu, &events, &placements, opts, caps);
+    defs.extend(cal_defs);
+    let value_ways = value_ways(targets, caps);
+    Plan {
+        mode,
+        defs,
+        events,
+        calibration,
+        forced_shared,
+        placements,
+        value_ways,
+    }
+}
+
+/// How each target's user strings are read: in the kernel by an event probe, at the `syscall` instructions of
+/// the files that make the syscall, or not at all.
+fn value_ways(targets: &Targets, caps: &Capabilities) -> Vec<(TargetId, String)> {
+    use crate::probe::spec::fetch::FetchSource;
+    let mut ways = Vec::new();
+    for (id, t) in targets.iter() {
+        let strings: Vec<&str> = t
+            .fetches
+            .iter()
+            .filter(|f| matches!(f.source, FetchSource::UserString { .. }))
+            .map(|f| f.label.as_str())
+            .collect();
+        if strings.is_empty() {
+            continue;
+        }
+        let how = if caps.event_probes {
+            "read in the kernel by an event probe".to_string()
+        } else if !t.syscall_sites.is_empty() {
+            let files: Vec<String> = t
+                .syscall_sites
+                .iter()
+                .map(|(p, o)| format!("{} syscall instruction(s) of {}", o.len(), p.display()))
+                .collect();
+            format!(
+                "read at {} (uprobes: calls made elsewhere are not seen)",
+                files.join(", ")
+            )
+        } else {
+            "not read: this kernel takes no event probes and no syscall instruction makes it".into()
+        };
+        ways.push((id, format!("{} {}: {how}", t.name, strings.join(", "))));
+    }
+    ways
+}
+
+/// The engine of one event (see [`plan`]); a forced ring on a shared file is noted in `forced`.
+fn source(
+    e: &Unplaced,
+    mode: Mode,
+    targets: &Targets,
+    opts: &ProbeOptions,
+    caps: &Capabilities,
+    forced: &mut Vec<Sharing>,
+) -> Source {
+    let attach = match &e.pmu_at {
+        Some((path, offset)) => Attach::Pmu {
+            path: path.clone(),
+            offset: *offset,
+        },
+        None => Attach::Tracefs,
+    };
+    if mode == Mode::Counters {
+        return Source::Counter(attach);
+    }
+    if attach != Attach::Tracefs || !caps.ring || opts.stacks {
+        return Source::Perf(attach);
+    }
+    let shared = shared_file(e, targets, &caps.sharing).filter(|s| s.others > 0);
+    match (opts.engine, shared) {
+        (EngineChoice::Perf, _) | (EngineChoice::Auto, Some(_)) => Source::Perf(attach),
+        (EngineChoice::Tracefs, Some(s)) => {
+            if !forced.contains(s) {
+                forced.push(s.clone());
+            }
+            Source::Ring
+        }
+        _ => Source::Ring,
+    }
+}
+
+/// The probed file of a user event, with how many other processes map it (None for other events).
+fn shared_file<'a>(e: &Unplaced, targets: &Targets, shared: &'a [Sharing]) -> Option<&'a Sharing> {
+    if let Some(file) = &e.file {
+        return shared.iter().find(|s| &s.path == file);
+    }
+    let &m = e.members.first()?;
+    match &targets[m].kind {
+        TargetKind::User { path, .. } => shared.iter().find(|s| &s.path == path),
+        _ => None,
+    }
+}
