@@ -29,25 +29,14 @@ fn parse_counts(folded: &str) -> BTreeMap<String, u64> {
     stacks
 }
 
-/// `rprof report --folded` in the names stackcollapse-perf.pl gives: an unknown frame is `[module]` there
-/// (`[unknown]` without a module) where rprof writes `[unknown] (module)`, and spaces in the command are `_`.
+/// `rprof report --folded`, with the command's spaces as `_` (stackcollapse-perf.pl's and inferno's
+/// spelling; rprof keeps the command as it is). Unnamed code is `[module]` in both.
 fn report_folded(data: &str) -> BTreeMap<String, u64> {
     let text = rprof_ok(&["report", "-i", data, "--folded"]);
     let renamed: Vec<String> = parse_folded(&text)
         .into_iter()
         .map(|(mut frames, count)| {
             frames[0] = frames[0].replace(' ', "_");
-            for f in &mut frames[1..] {
-                if let Some(module) = f
-                    .strip_prefix("[unknown] (")
-                    .and_then(|m| m.strip_suffix(')'))
-                {
-                    *f = match module {
-                        "[unknown]" => "[unknown]".to_string(),
-                        m => format!("[{m}]"),
-                    };
-                }
-            }
             format!("{} {count}", frames.join(";"))
         })
         .collect();

@@ -2,8 +2,8 @@
 mod common;
 use rprof::addr::FileOffset;
 use rprof::symbols::{
-    demangle, elf_info, function_symbols, Frame, FunctionSymbol, ModuleKey, SymbolError,
-    Symbolizer, SymbolizerOptions,
+    demangle, elf_info, function_symbols, DebugSources, Frame, FunctionSymbol, ModuleKey,
+    SymbolError, Symbolizer, SymbolizerOptions,
 };
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -79,7 +79,7 @@ fn with_lines() -> SymbolizerOptions {
 fn c_functions_resolve_by_file_offset() {
     let tmp = tempfile::tempdir().unwrap();
     let exe = build("gcc", "sym_basic.c", &["-O0", "-g"], tmp.path(), "basic");
-    let symbols = function_symbols(&exe, &[]).unwrap();
+    let symbols = function_symbols(&exe, &DebugSources::none()).unwrap();
     let key = module(&exe);
     let mut symbolizer = Symbolizer::new(with_lines());
     for name in ["alpha", "beta", "gamma_fn", "main"] {
@@ -90,9 +90,10 @@ fn c_functions_resolve_by_file_offset() {
             assert_eq!(names(&frames), [name], "at {name}+{delta}");
             assert!(!frames[0].inlined);
             let location = frames[0]
-                .location
-                .as_deref()
-                .expect("a location with lines = true");
+                .source
+                .as_ref()
+                .expect("a location with lines = true")
+                .to_string();
             assert!(location.contains("sym_basic.c:"), "{location}");
         }
     }
@@ -104,10 +105,7 @@ fn c_functions_resolve_by_file_offset() {
     );
     // Without lines, no location.
     let mut plain = Symbolizer::new(SymbolizerOptions::default());
-    assert_eq!(
-        plain.user(&key, offset_of(&exe, alpha, 0))[0].location,
-        None
-    );
+    assert_eq!(plain.user(&key, offset_of(&exe, alpha, 0))[0].source, None);
 }
 
 /// Check that a module whose recorded build id differs from the file's is not symbolized.
@@ -115,7 +113,7 @@ fn c_functions_resolve_by_file_offset() {
 fn build_id_mismatch_gives_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let exe = build("gcc", "sym_basic.c", &["-O0", "-g"], tmp.path(), "basic");
-    let symbols = function_symbols(&exe, &[]).unwrap();
+    let symbols = function_symbols(&exe, &DebugSources::none()).unwrap();
     let mut key = module(&exe);
     assert!(key.build_id.is_some(), "gcc writes a build id");
     key.build_id = Some(vec![0xde, 0xad, 0xbe, 0xef]);
@@ -143,7 +141,7 @@ fn inlined_frames_lto() {
 fn check_inlined_frames(flags: &[&str]) {
     let tmp = tempfile::tempdir().unwrap();
     let exe = build("gcc", "sym_inline.c", flags, tmp.path(), "inline");
-    let symbols = function_symbols(&exe, &[]).unwrap();
+    let symbols = function_symbols(&exe, &DebugSources::none()).unwrap();
     assert!(
         !symbols.iter().any(|s| s.name.starts_with("inlined_callee")),
         "inlined_callee must be inlined away"
@@ -168,16 +166,18 @@ fn check_inlined_frames(flags: &[&str]) {
             );
             assert!(frames[1].inlined);
             assert!(frames[1]
-                .location
-                .as_deref()
+                .source
+                .as_ref()
                 .unwrap()
-                .contains("sym_inline.c:"));
+                .file
+                .ends_with("sym_inline.c"));
             // The caller's location is the call site of the inlined function.
             assert!(frames[0]
-                .location
-                .as_deref()
+                .source
+                .as_ref()
                 .unwrap()
-                .contains("sym_inline.c:"));
+                .file
+                .ends_with("sym_inline.c"));
             inlined_at.get_or_insert(delta);
         }
     }
@@ -231,7 +231,7 @@ fn libc_inline_chains_match_addr2line() {
         common::skip("libc_inline_chains_match_addr2line", &why);
         return;
     }
-    let symbols = function_symbols(libc, &[PathBuf::from("/usr/lib/debug")]).unwrap();
+    let symbols = function_symbols(libc, &DebugSources::default()).unwrap();
     let sized: Vec<&FunctionSymbol> = symbols.iter().filter(|s| s.size >= 64).collect();
     let step = (sized.len() / 200).max(1);
     let picks: Vec<(&FunctionSymbol, u64)> = sized
@@ -289,7 +289,7 @@ fn libc_inline_chains_match_addr2line() {
 fn cpp_names_demangle() {
     let tmp = tempfile::tempdir().unwrap();
     let exe = build("g++", "sym_cpp.cpp", &["-O1", "-g"], tmp.path(), "cpp");
-    let symbols = function_symbols(&exe, &[]).unwrap();
+    let symbols = function_symbols(&exe, &DebugSources::none()).unwrap();
     let method = symbols
         .iter()
         .find(|s| s.demangled.contains("ns::Klass::method"))
@@ -325,7 +325,7 @@ fn rust_names_demangle() {
             .arg("-o")
             .arg(&out)
             .arg(fixture("sym_rust.rs")));
-        let symbols = function_symbols(&out, &[]).unwrap();
+        let symbols = function_symbols(&out, &DebugSources::none()).unwrap();
         let function = symbol(&symbols, "sym_rust::module::function");
         assert!(
             function.name.starts_with(prefix),
@@ -342,7 +342,7 @@ fn rust_names_demangle() {
 /// Strip a `-g` binary after saving its debug info with `objcopy --only-keep-debug`.
 fn stripped_with_debug(dir: &Path, flags: &[&str]) -> (PathBuf, PathBuf, Vec<FunctionSymbol>) {
     let exe = build("gcc", "sym_basic.c", flags, dir, "basic");
-    let symbols = function_symbols(&exe, &[]).unwrap();
+    let symbols = function_symbols(&exe, &DebugSources::none()).unwrap();
     let debug = dir.join("basic.debug");
     run(Command::new("objcopy")
         .arg("--only-keep-debug")
@@ -370,18 +370,17 @@ fn stripped_binary_uses_build_id_debug_file() {
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::rename(&debug, dir.join(format!("{}.debug", &id[2..]))).unwrap();
 
-    let no_dirs: [PathBuf; 0] = [];
     assert!(matches!(
-        function_symbols(&exe, &no_dirs),
+        function_symbols(&exe, &DebugSources::none()),
         Err(SymbolError::NoSymbols { .. })
     ));
     let mut blind = Symbolizer::new(SymbolizerOptions {
-        debug_dirs: vec![],
+        debug: DebugSources::none(),
         ..SymbolizerOptions::default()
     });
     let dirs = vec![debug_root.clone()];
     let mut symbolizer = Symbolizer::new(SymbolizerOptions {
-        debug_dirs: dirs.clone(),
+        debug: DebugSources { dirs: dirs.clone() },
         ..with_lines()
     });
     for name in ["alpha", "beta", "gamma_fn", "main"] {
@@ -393,12 +392,13 @@ fn stripped_binary_uses_build_id_debug_file() {
         let frames = symbolizer.user(&key, offset);
         assert_eq!(names(&frames), [name]);
         assert!(frames[0]
-            .location
-            .as_deref()
+            .source
+            .as_ref()
             .unwrap()
-            .contains("sym_basic.c:"));
+            .file
+            .ends_with("sym_basic.c"));
     }
-    let from_debug = function_symbols(&exe, &dirs).unwrap();
+    let from_debug = function_symbols(&exe, &DebugSources { dirs }).unwrap();
     symbol(&from_debug, "gamma_fn");
 }
 
@@ -412,7 +412,7 @@ fn stripped_binary_uses_debuglink() {
     assert_eq!(elf_info(&exe).unwrap().build_id, None);
     let offset = offset_of(&exe, symbol(&symbols, "beta"), 1);
     let opts = SymbolizerOptions {
-        debug_dirs: vec![],
+        debug: DebugSources::none(),
         ..SymbolizerOptions::default()
     };
     let key = module(&exe);
@@ -444,7 +444,7 @@ fn stripped_binary_uses_debuglink() {
 fn unknown_offsets_are_empty() {
     let tmp = tempfile::tempdir().unwrap();
     let exe = build("gcc", "sym_inline.c", &["-O2", "-g"], tmp.path(), "inline");
-    let symbols = function_symbols(&exe, &[]).unwrap();
+    let symbols = function_symbols(&exe, &DebugSources::none()).unwrap();
     let key = module(&exe);
     let mut symbolizer = Symbolizer::new(SymbolizerOptions::default());
     // Padding: the first byte after a sized symbol that no other symbol covers.
@@ -493,14 +493,14 @@ fn errors_name_the_problem() {
     let tmp = tempfile::tempdir().unwrap();
     let missing = tmp.path().join("missing");
     assert!(matches!(
-        function_symbols(&missing, &[]),
+        function_symbols(&missing, &DebugSources::none()),
         Err(SymbolError::Io { .. })
     ));
     assert!(matches!(elf_info(&missing), Err(SymbolError::Io { .. })));
     let text = tmp.path().join("text");
     std::fs::write(&text, "not an ELF file").unwrap();
     assert!(matches!(
-        function_symbols(&text, &[]),
+        function_symbols(&text, &DebugSources::none()),
         Err(SymbolError::NotElf { .. })
     ));
     assert!(matches!(elf_info(&text), Err(SymbolError::NotElf { .. })));
@@ -516,7 +516,7 @@ fn errors_name_the_problem() {
     // Cut short, it is a corrupt ELF file, and the message says where its header puts the lost table.
     let cut = tmp.path().join("cut");
     std::fs::write(&cut, &std::fs::read(&exe).unwrap()[..2000]).unwrap();
-    let err = function_symbols(&cut, &[]).unwrap_err();
+    let err = function_symbols(&cut, &DebugSources::none()).unwrap_err();
     assert!(matches!(err, SymbolError::CorruptElf { .. }), "{err}");
     let message = err.to_string();
     assert!(
@@ -598,7 +598,7 @@ fn check_plt_against_objdump(exe: &Path, mut same: impl FnMut(&str, &str) -> boo
                         same(got, want),
                         "{section} {addr:#x}: {got} vs objdump {want}"
                     );
-                    assert_eq!(frames[0].location, None);
+                    assert_eq!(frames[0].source, None);
                     seen.push(got.clone());
                 }
                 None => assert!(frames.is_empty(), "{section} {addr:#x}: {frames:?}"),
@@ -646,7 +646,7 @@ fn plt_entries_named_like_objdump() {
                 "{name}: .plt.got"
             );
         }
-        let symbols = function_symbols(&exe, &[]).unwrap();
+        let symbols = function_symbols(&exe, &DebugSources::none()).unwrap();
         assert!(
             symbols.iter().all(|s| !s.name.contains("@plt")),
             "{name}: function_symbols has PLT names"
@@ -664,7 +664,7 @@ fn libc_plt_entries() {
         common::skip("libc_plt_entries", &format!("no {}", libc.display()));
         return;
     }
-    let symbols = function_symbols(libc, &[PathBuf::from("/usr/lib/debug")]).unwrap();
+    let symbols = function_symbols(libc, &DebugSources::default()).unwrap();
     assert!(symbols.iter().all(|s| !s.name.contains("@plt")));
     // (address, name) of .dynsym, IFUNCs included.
     let dynamic: Vec<(u64, String)> = {
@@ -709,7 +709,7 @@ fn inlined_frames_compressed_dwarf() {
 fn binary_renamed_over_keeps_resolving() {
     let tmp = tempfile::tempdir().unwrap();
     let exe = build("gcc", "sym_basic.c", &["-O0", "-g"], tmp.path(), "basic");
-    let symbols = function_symbols(&exe, &[]).unwrap();
+    let symbols = function_symbols(&exe, &DebugSources::none()).unwrap();
     let key = module(&exe);
     let alpha = offset_of(&exe, symbol(&symbols, "alpha"), 0);
     let beta = offset_of(&exe, symbol(&symbols, "beta"), 1);

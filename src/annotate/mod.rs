@@ -11,7 +11,7 @@ use crate::process::AddressSpaces;
 use crate::recording::{CpuMode, Event, Reader, OFF_CPU_EVENT};
 use crate::replay::{resolver_for, stream_events, track, Salvaged, QUEUED_BATCHES};
 use crate::resolve::{Origin, StackResolver};
-use crate::symbols::{FunctionRange, ModuleKey, SymbolizerOptions};
+use crate::symbols::{DebugSources, FunctionRange, ModuleKey, Symbolized, SymbolizerOptions};
 use crate::text::thousands;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -121,7 +121,7 @@ pub fn load(input: &Path, debug_dirs: Vec<PathBuf>) -> Result<Sampled, AnnotateE
         .cloned()
         .unwrap_or_else(|| "cpu-clock".into());
     let opts = SymbolizerOptions {
-        debug_dirs,
+        debug: DebugSources { dirs: debug_dirs },
         inlines: true,
         lines: true,
         demangle: true,
@@ -370,11 +370,7 @@ impl Sampled {
     }
 
     /// The frames (outermost first) at a file offset of a function's binary, with source lines.
-    fn frames_at(
-        &mut self,
-        module: &ModuleKey,
-        offset: FileOffset,
-    ) -> Arc<[crate::symbols::Frame]> {
+    fn frames_at(&mut self, module: &ModuleKey, offset: FileOffset) -> Symbolized {
         self.resolver.symbolizer().user(module, offset)
     }
 }

@@ -151,7 +151,9 @@ impl ProbeArgs {
             ..ProbeOptions::default()
         };
         if !self.debug_dirs.is_empty() {
-            opts.debug_dirs = self.debug_dirs;
+            opts.debug = rprof::symbols::DebugSources {
+                dirs: self.debug_dirs,
+            };
         }
         let by = if self.callers {
             Some("caller".to_string())

@@ -85,7 +85,9 @@ pub fn run(a: ReportArgs) -> anyhow::Result<u8> {
         exports: a.pprof.is_some() || a.firefox.is_some(),
     };
     let opts = SymbolizerOptions {
-        debug_dirs: a.debug_dir.clone(),
+        debug: rprof::symbols::DebugSources {
+            dirs: a.debug_dir.clone(),
+        },
         inlines: !a.no_inline,
         lines: a.lines,
         demangle: true,

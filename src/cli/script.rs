@@ -39,7 +39,9 @@ pub fn run(a: ScriptArgs) -> anyhow::Result<u8> {
     let opts = ScriptOptions {
         fields: a.fields.unwrap_or_default(),
         symbolizer: SymbolizerOptions {
-            debug_dirs: a.debug_dir.clone(),
+            debug: rprof::symbols::DebugSources {
+                dirs: a.debug_dir.clone(),
+            },
             inlines: !a.no_inline,
             lines: false,
             demangle: true,

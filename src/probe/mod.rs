@@ -34,7 +34,7 @@ pub use pattern::Spec;
 pub use resolve::{Target, TargetKind};
 
 use crate::perf::PerfError;
-use crate::symbols::SymbolError;
+use crate::symbols::{DebugSources, SymbolError};
 use crate::tracefs::TracefsError;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -122,8 +122,8 @@ pub struct ProbeOptions {
     pub engine: EngineChoice,
     /// Read the tracefs ring with read(2) even where the kernel can map it.
     pub ring_read: bool,
-    /// Roots searched for separate debug files.
-    pub debug_dirs: Vec<PathBuf>,
+    /// Where separate debug files are looked for.
+    pub debug: DebugSources,
     /// Leave the launched command running when rprof ends or dies.
     pub keep_workload: bool,
     /// Per-call work: `--by`, `--hist VALUE`, `--trace`, `--min-duration`.
@@ -152,7 +152,7 @@ impl Default for ProbeOptions {
             mmap_pages: 1024,
             engine: EngineChoice::Auto,
             ring_read: false,
-            debug_dirs: vec![PathBuf::from("/usr/lib/debug")],
+            debug: DebugSources::default(),
             keep_workload: false,
             calls: calls::CallOptions {
                 top: 10,
@@ -207,7 +207,7 @@ pub fn run(opts: &ProbeOptions, out: &mut dyn std::io::Write) -> Result<RunSumma
         binary: opts.binary.clone(),
         pid,
         regex: opts.regex,
-        debug_dirs: opts.debug_dirs.clone(),
+        debug: opts.debug.clone(),
     };
     let mut targets: Vec<Target> = Vec::new();
     let mut add = |found: Vec<Target>| {

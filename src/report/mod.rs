@@ -92,7 +92,7 @@ pub struct StackCount {
 }
 
 impl StackCount {
-    fn add(&mut self, other: &StackCount) {
+    pub(crate) fn add(&mut self, other: &StackCount) {
         self.samples += other.samples;
         self.period = self.period.saturating_add(other.period);
         self.off_samples += other.off_samples;
@@ -126,6 +126,9 @@ pub struct Profile {
     pub exports: Option<Exports>,
     /// How the recording sampled (`-F` or a fixed period), when its attrs say.
     pub sampling: Option<Sampling>,
+    /// How many distinct sampled addresses an unnamed frame standing for a range of code holds, where more
+    /// than one (the table says so, rather than rank them as one function).
+    pub addresses: HashMap<FrameId, u32>,
 }
 
 impl Profile {
@@ -175,7 +178,7 @@ pub fn load(
 ) -> Result<Profile, ReportError> {
     let reader = Reader::open(input)?;
     let sampling = reader.sampling();
-    let debug_dirs = opts.debug_dirs.clone();
+    let debug_dirs = opts.debug.dirs.clone();
     let ns_pids = reader.ns_pids().clone();
     let resolver = resolver_for(&reader, opts);
     let mut s = Session {
@@ -371,6 +374,7 @@ impl Session {
             stacks.entry((comm, frames)).or_default().add(&count);
         }
         self.profile.stacks = stacks;
+        self.profile.addresses = self.resolver.addresses();
         self.profile.frames = self.resolver.into_frames();
         self.profile
     }

@@ -1,5 +1,5 @@
 //! The report's outputs: top table, folded stacks, SVG flame graph.
-use super::{folded_name, FrameId, Profile};
+use super::{folded_name, FrameId, Profile, StackCount};
 use std::collections::HashMap;
 use std::io::Write;
 
@@ -48,7 +48,7 @@ pub fn write_table(p: &Profile, opts: &TableOptions, out: &mut impl Write) -> st
         // Ties in a stable order that does not depend on the order frames were first seen.
         let names = |r: &((u32, FrameId), [u64; 3])| {
             let f = &p.frames[r.0 .1 as usize];
-            (&p.comms[r.0 .0 as usize], &f.name, &f.module)
+            (&p.comms[r.0 .0 as usize], &f.name, &f.module, &f.unnamed)
         };
         key(b).cmp(&key(a)).then_with(|| names(a).cmp(&names(b)))
     });
@@ -102,7 +102,7 @@ pub fn write_table(p: &Profile, opts: &TableOptions, out: &mut impl Write) -> st
             p.comms[comm as usize],
             f.module,
             if f.kernel { 'k' } else { '.' },
-            f.name
+            f.table_name(p.addresses.get(&frame).copied().unwrap_or(1))
         )?;
     }
     Ok(())
@@ -122,15 +122,20 @@ pub const OFF_CPU_FRAME: &str = "[off-cpu]";
 
 /// One folded line per distinct stack. Without off-CPU samples the weight is the sample count (as perf and
 /// flamegraph.pl expect); with them, every weight is microseconds, and off-CPU stacks end in [`OFF_CPU_FRAME`].
+/// Stacks that differ only in which unnamed code of a module they ran are one folded stack (`[perl]`).
 fn folded_lines(p: &Profile) -> Vec<String> {
     let time = p.has_off_cpu();
-    let mut lines: Vec<String> = Vec::with_capacity(p.stacks.len());
+    let mut folded: HashMap<String, StackCount> = HashMap::with_capacity(p.stacks.len());
     for ((comm, stack), count) in &p.stacks {
         let mut line = p.comms[*comm as usize].replace(';', ":");
         for &f in stack {
             line.push(';');
             line.push_str(&folded_name(&p.frames[f as usize]));
         }
+        folded.entry(line).or_default().add(count);
+    }
+    let mut lines: Vec<String> = Vec::with_capacity(folded.len());
+    for (line, count) in folded {
         if !time {
             lines.push(format!("{line} {}", count.samples));
             continue;

@@ -25,11 +25,9 @@ use std::sync::Arc;
 /// A DWARF section: a range of the mapped file, or (compressed sections only) decompressed bytes on the heap.
 type Reader = EndianReader<RunTimeEndian, MappedFile>;
 
-/// One DWARF frame: the function name as stored (maybe mangled) and its `file:line`.
+/// One DWARF frame: the function name as stored (maybe mangled) and its source line.
 pub(crate) struct DwarfFrame {
     pub name: Option<String>,
-    pub location: Option<String>,
-    /// The same location, structured (file and line both known).
     pub source: Option<super::SourceLine>,
 }
 
@@ -162,7 +160,7 @@ impl Dwarf {
 
     /// The frames at ELF address `addr`, outermost function first, then the functions inlined into it.
     /// Each frame's location is the line inside that frame (for outer frames: the call site of the next one).
-    pub fn frames(&mut self, addr: u64) -> Vec<DwarfFrame> {
+    pub fn frames(&mut self, addr: u64, lines: bool) -> Vec<DwarfFrame> {
         let mut frames = Vec::new();
         let Some(ctx) = self.context(addr) else {
             return frames;
@@ -185,24 +183,13 @@ impl Dwarf {
                 .as_ref()
                 .and_then(|f| f.raw_name().ok())
                 .map(|n| n.into_owned());
-            let location = frame.location.as_ref().and_then(|loc| {
-                let file = loc.file?;
-                Some(match loc.line {
-                    Some(line) => format!("{file}:{line}"),
-                    None => file.to_string(),
-                })
-            });
-            let source = frame.location.as_ref().and_then(|loc| {
+            let source = frame.location.as_ref().filter(|_| lines).and_then(|loc| {
                 Some(super::SourceLine {
                     file: loc.file?.to_string(),
-                    line: loc.line?,
+                    line: loc.line.unwrap_or(0),
                 })
             });
-            frames.push(DwarfFrame {
-                name,
-                location,
-                source,
-            });
+            frames.push(DwarfFrame { name, source });
         }
         frames.reverse();
         frames

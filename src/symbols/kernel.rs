@@ -110,11 +110,6 @@ impl KernelTable {
         }
     }
 
-    /// The text symbol at a recorded kernel address.
-    pub fn lookup(&mut self, addr: u64) -> Option<Arc<str>> {
-        self.lookup_at(addr).map(|(name, _)| name)
-    }
-
     /// The text symbol at a recorded kernel address, and how far the address lies past its start.
     pub fn lookup_at(&mut self, addr: u64) -> Option<(Arc<str>, u64)> {
         if let Some(cached) = &self.cached {
@@ -139,6 +134,52 @@ impl KernelTable {
                 .map(|(name, start)| (name.clone(), addr - start)),
             _ => None,
         }
+    }
+}
+
+/// The kernel symbols of a recording, loaded on first use or in the background.
+#[derive(Default)]
+pub(crate) struct KernelNames {
+    /// The recording's kernel, as given to [`KernelNames::set_kernel`].
+    recorded: KernelRef,
+    /// Loaded on the first lookup.
+    table: Option<KernelTable>,
+    /// The kernel symbols being read and parsed in the background (see [`KernelNames::prefetch`]).
+    loading: Option<std::thread::JoinHandle<KernelTable>>,
+}
+
+impl KernelNames {
+    /// Say which kernel the addresses come from; before the first lookup or prefetch.
+    pub fn set_kernel(&mut self, kernel: KernelRef) {
+        self.recorded = kernel;
+    }
+
+    /// The recorded kernel's build id.
+    pub fn build_id(&self) -> Option<&[u8]> {
+        self.recorded.build_id.as_deref()
+    }
+
+    /// Start loading the symbols on another thread; nothing when they are loaded or loading.
+    pub fn prefetch(&mut self) {
+        if self.table.is_none() && self.loading.is_none() {
+            let recorded = self.recorded.clone();
+            self.loading = std::thread::Builder::new()
+                .name("rprof-kallsyms".into())
+                .spawn(move || KernelTable::load(&recorded))
+                .ok();
+        }
+    }
+
+    /// The symbol at a recorded kernel address, and how far the address lies past its start.
+    pub fn lookup_at(&mut self, addr: u64) -> Option<(Arc<str>, u64)> {
+        let table = match self.table.take() {
+            Some(table) => table,
+            None => match self.loading.take().map(|t| t.join()) {
+                Some(Ok(table)) => table,
+                _ => KernelTable::load(&self.recorded),
+            },
+        };
+        self.table.insert(table).lookup_at(addr)
     }
 }
 
@@ -183,7 +224,7 @@ ffffffffc0001000 t mod_fn\t[some_module]\n";
             live: Live::Refused,
             live_is_recorded: false,
         };
-        let name = |t: &mut KernelTable, a: u64| t.lookup(a).map(|s| s.to_string());
+        let name = |t: &mut KernelTable, a: u64| t.lookup_at(a).map(|(s, _)| s.to_string());
         assert_eq!(
             name(&mut table, 0xffffffff81000110 + shift).as_deref(),
             Some("ksys_write")

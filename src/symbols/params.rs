@@ -5,11 +5,11 @@
 //! The DWARF is the binary's own or its separate debug file's (build id, `.gnu_debuglink`).
 use super::debugfile::{find_debug_file, DebugHints};
 use super::elf::{has_dwarf, ElfData};
-use super::SymbolError;
+use super::{DebugSources, SymbolError};
 use gimli::{AttributeValue, DwTag, UnitOffset};
 use object::{Object, ObjectSection};
 use std::borrow::Cow;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// A parameter's type, as far as fetching it goes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -104,14 +104,14 @@ pub fn abi_register(params: &[Param], index: usize) -> Result<&'static str, Stri
 /// The parameters of the function whose code starts at ELF address `elf_addr` in `binary`, in order, from its
 /// DWARF or its separate debug file under `/usr/lib/debug`. None when no DWARF describes a function there.
 pub fn function_params(binary: &Path, elf_addr: u64) -> Result<Option<Vec<Param>>, SymbolError> {
-    function_params_in(binary, elf_addr, &[PathBuf::from("/usr/lib/debug")])
+    function_params_in(binary, elf_addr, &DebugSources::default())
 }
 
-/// [`function_params`] with the roots searched for separate debug files.
+/// [`function_params`] with the given sources of separate debug files.
 pub fn function_params_in(
     binary: &Path,
     elf_addr: u64,
-    debug_dirs: &[PathBuf],
+    sources: &DebugSources,
 ) -> Result<Option<Vec<Param>>, SymbolError> {
     let data = ElfData::read(binary)?;
     let file = data.parse(binary)?;
@@ -125,7 +125,7 @@ pub fn function_params_in(
         build_id,
         debuglink: file.gnu_debuglink().ok().flatten(),
     };
-    let Some(debug_path) = find_debug_file(&hints, debug_dirs).found else {
+    let Some(debug_path) = find_debug_file(&hints, &sources.dirs).found else {
         return Ok(None);
     };
     let debug = ElfData::read(&debug_path)?;
