@@ -131,11 +131,18 @@ fn inlined_frames() {
     check_inlined_frames(&["-O2", "-g"]);
 }
 
-/// Check the same with link-time optimization, whose units refer into each other (DW_FORM_ref_addr), so the
-/// lookup goes through the whole file's context.
+/// Check the same with link-time optimization, whose units refer into each other (DW_FORM_ref_addr): names
+/// are found by following references into other units.
 #[test]
 fn inlined_frames_lto() {
     check_inlined_frames(&["-O2", "-g", "-flto"]);
+}
+
+/// Check the same with split DWARF: the functions and their inlined subroutines are in the `.dwo` file next
+/// to the object, the line table in the binary.
+#[test]
+fn inlined_frames_split_dwarf() {
+    check_inlined_frames(&["-O2", "-g", "-gsplit-dwarf"]);
 }
 
 fn check_inlined_frames(flags: &[&str]) {
@@ -191,8 +198,11 @@ fn check_inlined_frames(flags: &[&str]) {
         names(&flat.user(&key, offset_of(&exe, caller, delta))),
         ["outer_caller"]
     );
-    // Cross-check with binutils addr2line (innermost first).
+    // Cross-check with binutils addr2line (innermost first), which does not read `.dwo` files.
     let addr = format!("{:#x}", caller.addr.0 + delta);
+    if flags.contains(&"-gsplit-dwarf") {
+        return;
+    }
     if let Ok(out) = Command::new("addr2line")
         .args(["-f", "-i", "-e"])
         .arg(&exe)

@@ -96,6 +96,8 @@ pub(crate) fn load_data(
                         dwarf = Some(debug_data.data.clone());
                     }
                 }
+                // The symbol table was copied out: its pages may go (DWARF reads its own again).
+                debug_data.data.release(&debug_data.data);
             }
         }
     }
@@ -114,6 +116,9 @@ pub(crate) fn load_data(
     let plt = plt_symbols(&file, |addr| {
         best_at(&ifuncs, addr).or_else(|| best_at(&symbols, addr))
     });
+    let fdes = Fdes::of(&data.data, &file);
+    // The symbol tables were copied out: their pages may go (lookups read what they need again).
+    data.data.release(&data.data);
     Ok(Loaded {
         info,
         symbols,
@@ -121,7 +126,7 @@ pub(crate) fn load_data(
         dwarf,
         searched,
         stripped,
-        fdes: Fdes::of(&data.data, &file),
+        fdes,
     })
 }
 

@@ -28,9 +28,13 @@ pub struct KernelRef {
     pub text: Option<u64>,
 }
 
-/// Read and parse a kallsyms file.
+/// Read and parse a kallsyms file: a copy is mapped (its pages leave with the map once parsed), /proc's
+/// file read.
 fn read_kallsyms(path: &Path) -> std::io::Result<KernelSymbols> {
-    Ok(parse_kallsyms(&read_kallsyms_text(path)?))
+    match crate::mapped::MappedFile::open(path) {
+        Ok(map) if !map.is_empty() => Ok(parse_kallsyms(&map)),
+        _ => Ok(parse_kallsyms(&read_kallsyms_text(path)?)),
+    }
 }
 
 /// The kernel symbols for one recording: the image's from the cached copy when there is one, the rest (or

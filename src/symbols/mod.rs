@@ -17,6 +17,7 @@ mod cache;
 mod code;
 mod debugfile;
 mod demangle;
+mod dies;
 mod dwarf;
 mod elf;
 mod fde;
