@@ -171,6 +171,39 @@ fn script_folds_like_report_perf_dwarf() {
     );
 }
 
+/// Check that recordings full of unnamed frames (a stripped binary, and its loop run from anonymous memory
+/// without a perf map, under -g with garbage return addresses in no mapping) fold through `rprof script` and
+/// inferno-collapse-perf to exactly the stacks and counts of `rprof report --folded`: `[unnamed]`, `[anon]`
+/// and `[unknown]` are spelled alike on both sides.
+#[test]
+fn script_folds_like_report_unnamed() {
+    if !privileged("script_folds_like_report_unnamed") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = build_c(dir.path(), "unnamed.c", &["-O2", "-g"]);
+    let st = Command::new("strip").arg(&bin).status().expect("run strip");
+    assert!(st.success());
+    for mode in [&["1000"][..], &["1000", "jit"]] {
+        let mut args = vec!["-F", "999", "-g", "--", bin.to_str().unwrap()];
+        args.extend_from_slice(mode);
+        let data = record_to(dir.path(), "unnamed.data", &args);
+        let fields = "comm,tid,time,event,ip,sym,dso";
+        let script = rprof_ok(&["script", "-i", &data, "-F", fields]);
+        let report = report_folded(&data);
+        let unnamed: u64 = report
+            .iter()
+            .filter(|(stack, _)| stack.contains(";[unnamed]") || stack.contains(";[anon]"))
+            .map(|(_, n)| n)
+            .sum();
+        assert!(
+            unnamed >= 300,
+            "{mode:?}: unnamed frames in {unnamed} samples"
+        );
+        assert_same(&collapse(&script), &report, &format!("unnamed {mode:?}"));
+    }
+}
+
 /// Check that on a frame-pointer recording `rprof script` prints what `perf script` prints: the same header
 /// line for every sample (command, thread, time, period, event), the same number of frame lines with the same
 /// addresses, and the same `symbol+offset (path)` for the fixture's own frames.

@@ -70,6 +70,20 @@ pub struct ReportArgs {
     /// Root of separate debug files (searched by build-id and .gnu_debuglink); repeatable.
     #[arg(long = "debug-dir", default_value = "/usr/lib/debug")]
     pub debug_dir: Vec<PathBuf>,
+    /// Print no closing verdict (how far to trust the profile) on standard error.
+    #[arg(short = 'q', long = "quiet")]
+    pub quiet: bool,
+}
+
+/// The closing verdict on standard error, unless `-q`.
+fn verdict(a: &ReportArgs, profile: &Profile) {
+    if a.quiet {
+        return;
+    }
+    let quality = report::Quality::of(profile);
+    for line in advice::report_verdict(&quality, &profile.unwound, false) {
+        eprintln!("rprof report: {line}");
+    }
 }
 
 pub fn run(a: ReportArgs) -> anyhow::Result<u8> {
@@ -103,9 +117,6 @@ pub fn run(a: ReportArgs) -> anyhow::Result<u8> {
     if let Some(salvaged) = &profile.salvaged {
         eprintln!("rprof report: warning: {}", salvaged.warning());
     }
-    if profile.unwound.unwound > 0 {
-        eprintln!("rprof report: {}", advice::dwarf_summary(&profile.unwound));
-    }
     if let Some(svg) = &a.flamegraph {
         if profile.stacks.is_empty() {
             anyhow::bail!(
@@ -136,10 +147,12 @@ pub fn run(a: ReportArgs) -> anyhow::Result<u8> {
             svg.display(),
             profile.samples
         );
+        verdict(&a, &profile);
         return Ok(0);
     }
     if let Some(path) = &a.pprof {
         write_export(&a, &profile, path, |out| report::write_pprof(&profile, out))?;
+        verdict(&a, &profile);
         return Ok(0);
     }
     if let Some(path) = &a.firefox {
@@ -158,6 +171,7 @@ pub fn run(a: ReportArgs) -> anyhow::Result<u8> {
                 report::write_firefox(&profile, &opts, out)
             }
         })?;
+        verdict(&a, &profile);
         return Ok(0);
     }
     let mut out = std::io::BufWriter::with_capacity(1 << 16, Stdout::lock());
@@ -173,6 +187,7 @@ pub fn run(a: ReportArgs) -> anyhow::Result<u8> {
         report::write_table(&profile, &t, &mut out)?;
     }
     out.flush()?;
+    verdict(&a, &profile);
     Ok(0)
 }
 

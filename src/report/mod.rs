@@ -13,6 +13,7 @@ mod exports;
 mod firefox;
 mod output;
 mod pprof;
+mod quality;
 mod script;
 mod script_fields;
 pub use crate::replay::Salvaged;
@@ -26,6 +27,7 @@ pub use output::{
     TableOptions, OFF_CPU_FRAME,
 };
 pub use pprof::{proto, to_pprof, write_pprof};
+pub use quality::{interval_points, samples_needed, Quality, UnnamedShare};
 pub use script::{script, Fields, ScriptOptions, ScriptSummary, FIELD_NAMES};
 
 /// Errors of the report stage.
