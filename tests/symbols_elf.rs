@@ -390,7 +390,7 @@ fn stripped_binary_uses_build_id_debug_file() {
     });
     let dirs = vec![debug_root.clone()];
     let mut symbolizer = Symbolizer::new(SymbolizerOptions {
-        debug: DebugSources { dirs: dirs.clone() },
+        debug: DebugSources::local(dirs.clone()),
         ..with_lines()
     });
     for name in ["alpha", "beta", "gamma_fn", "main"] {
@@ -408,7 +408,7 @@ fn stripped_binary_uses_build_id_debug_file() {
             .file
             .ends_with("sym_basic.c"));
     }
-    let from_debug = function_symbols(&exe, &DebugSources { dirs }).unwrap();
+    let from_debug = function_symbols(&exe, &DebugSources::local(dirs)).unwrap();
     symbol(&from_debug, "gamma_fn");
 }
 

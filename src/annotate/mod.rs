@@ -39,7 +39,8 @@ pub struct AnnotateOptions {
     pub source_prefixes: Vec<SourcePrefix>,
     /// ANSI colours on the percentages.
     pub color: bool,
-    pub debug_dirs: Vec<PathBuf>,
+    /// Where separate debug files, binaries gone from disk and source files are looked for.
+    pub debug: DebugSources,
 }
 
 /// Errors of `rprof annotate`.
@@ -112,7 +113,7 @@ pub struct Sampled {
 }
 
 /// Read a recording's CPU samples and attribute each to the function and instruction at its IP.
-pub fn load(input: &Path, debug_dirs: Vec<PathBuf>) -> Result<Sampled, AnnotateError> {
+pub fn load(input: &Path, debug: DebugSources) -> Result<Sampled, AnnotateError> {
     let reader = Reader::open(input)?;
     let event = reader
         .event_names()
@@ -121,7 +122,7 @@ pub fn load(input: &Path, debug_dirs: Vec<PathBuf>) -> Result<Sampled, AnnotateE
         .cloned()
         .unwrap_or_else(|| "cpu-clock".into());
     let opts = SymbolizerOptions {
-        debug: DebugSources { dirs: debug_dirs },
+        debug,
         inlines: true,
         lines: true,
         demangle: true,
@@ -427,7 +428,7 @@ pub fn annotate(
     opts: &AnnotateOptions,
     out: &mut impl std::io::Write,
 ) -> Result<Option<Salvaged>, AnnotateError> {
-    let mut sampled = load(input, opts.debug_dirs.clone())?;
+    let mut sampled = load(input, opts.debug.clone())?;
     let chosen: Vec<usize> = {
         let chosen = sampled.select(opts)?;
         chosen

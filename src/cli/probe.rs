@@ -1,4 +1,5 @@
 //! `rprof probe` arguments and their mapping onto [`rprof::probe::ProbeOptions`].
+use super::debuginfod::DebuginfodArgs;
 use super::output::Stdout;
 use super::parse;
 use clap::Args;
@@ -105,6 +106,8 @@ pub struct ProbeArgs {
     /// A directory searched for separate debug files (repeatable; default /usr/lib/debug).
     #[arg(long = "debug-dir", value_name = "DIR")]
     pub debug_dirs: Vec<PathBuf>,
+    #[command(flatten)]
+    pub debuginfod: DebuginfodArgs,
     /// Leave the launched COMMAND running when rprof ends or dies (by default it gets SIGTERM when rprof ends
     /// first, and SIGKILL when rprof is killed).
     #[arg(long = "keep-workload", requires = "command")]
@@ -151,9 +154,7 @@ impl ProbeArgs {
             ..ProbeOptions::default()
         };
         if !self.debug_dirs.is_empty() {
-            opts.debug = rprof::symbols::DebugSources {
-                dirs: self.debug_dirs,
-            };
+            opts.debug.dirs = self.debug_dirs;
         }
         let by = if self.callers {
             Some("caller".to_string())
@@ -181,7 +182,10 @@ impl ProbeArgs {
 
 /// Probe; returns the launched command's exit status (0 without one).
 pub fn run(args: ProbeArgs) -> anyhow::Result<u8> {
-    let opts = args.options();
+    let debuginfod = args.debuginfod.clone();
+    let mut opts = args.options();
+    let (debug, _downloads) = debuginfod.sources(std::mem::take(&mut opts.debug.dirs), "probe")?;
+    opts.debug = debug;
     let summary = probe::run(&opts, &mut Stdout::lock())?;
     Ok(super::exit_status(summary.exit_code))
 }

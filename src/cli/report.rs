@@ -1,5 +1,6 @@
 //! `rprof report` arguments and their mapping onto the report library.
 use super::advice;
+use super::debuginfod::DebuginfodArgs;
 use super::output::Stdout;
 use anyhow::Context;
 use clap::Args;
@@ -70,6 +71,8 @@ pub struct ReportArgs {
     /// Root of separate debug files (searched by build-id and .gnu_debuglink); repeatable.
     #[arg(long = "debug-dir", default_value = "/usr/lib/debug")]
     pub debug_dir: Vec<PathBuf>,
+    #[command(flatten)]
+    pub debuginfod: DebuginfodArgs,
     /// Print no closing verdict (how far to trust the profile) on standard error.
     #[arg(short = 'q', long = "quiet")]
     pub quiet: bool,
@@ -81,7 +84,7 @@ fn verdict(a: &ReportArgs, profile: &Profile) {
         return;
     }
     let quality = report::Quality::of(profile);
-    for line in advice::report_verdict(&quality, &profile.unwound, false) {
+    for line in advice::report_verdict(&quality, &profile.unwound, a.debuginfod.is_on()) {
         eprintln!("rprof report: {line}");
     }
 }
@@ -98,10 +101,9 @@ pub fn run(a: ReportArgs) -> anyhow::Result<u8> {
         },
         exports: a.pprof.is_some() || a.firefox.is_some(),
     };
+    let (debug, downloads) = a.debuginfod.sources(a.debug_dir.clone(), "report")?;
     let opts = SymbolizerOptions {
-        debug: rprof::symbols::DebugSources {
-            dirs: a.debug_dir.clone(),
-        },
+        debug,
         inlines: !a.no_inline,
         lines: a.lines,
         demangle: true,
@@ -114,6 +116,9 @@ pub fn run(a: ReportArgs) -> anyhow::Result<u8> {
         None => None,
     };
     let profile = report::load(&a.input, &filter, opts)?;
+    if let Some(downloads) = &downloads {
+        downloads.finish();
+    }
     if let Some(salvaged) = &profile.salvaged {
         eprintln!("rprof report: warning: {}", salvaged.warning());
     }

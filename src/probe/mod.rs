@@ -227,7 +227,7 @@ pub fn run(opts: &ProbeOptions, out: &mut dyn std::io::Write) -> Result<RunSumma
                 e => e,
             })?;
         for t in &mut found {
-            t.fetches = args::resolve_fetches(t, items, text)?;
+            t.fetches = args::resolve_fetches(t, items, text, &opts.debug)?;
         }
         add(found);
     }
@@ -236,7 +236,7 @@ pub fn run(opts: &ProbeOptions, out: &mut dyn std::io::Write) -> Result<RunSumma
         let text = format!("--pair {start},{done}");
         let mut items = fetch::split_spec(start)?.items;
         items.extend(opts.values.iter().cloned());
-        pair.fetches = args::resolve_fetches(&pair, &items, &text)?;
+        pair.fetches = args::resolve_fetches(&pair, &items, &text, &opts.debug)?;
         add(vec![pair]);
     }
     if opts.count_only

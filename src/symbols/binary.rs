@@ -83,23 +83,13 @@ pub(crate) fn load_data(
             build_id: info.build_id.as_deref(),
             debuglink: file.gnu_debuglink().ok().flatten(),
         };
-        let search = find_debug_file(&hints, &sources.dirs);
-        searched = search.searched;
-        if let Some(debug_path) = search.found {
-            if let Ok(debug_data) = ElfData::read(&debug_path) {
-                if let Ok(debug_file) = debug_data.parse(&debug_path) {
-                    if !own_symtab && has_symtab(&debug_file) {
-                        symbols.extend(raw_symbols(&debug_file, false));
-                        stripped = false;
-                    }
-                    if !own_dwarf && has_dwarf(&debug_file) {
-                        dwarf = Some(debug_data.data.clone());
-                    }
-                }
-                // The symbol table was copied out: its pages may go (DWARF reads its own again).
-                debug_data.data.release(&debug_data.data);
-            }
+        let found = debug_file(&hints, sources, !own_symtab, !own_dwarf);
+        searched = found.searched;
+        if let Some(table) = found.symbols {
+            symbols.extend(table);
+            stripped = false;
         }
+        dwarf = dwarf.or(found.dwarf);
     }
     let mut seen = HashSet::new();
     symbols.retain(|s| seen.insert((s.name.clone(), s.addr)));
@@ -128,6 +118,51 @@ pub(crate) fn load_data(
         stripped,
         fdes,
     })
+}
+
+/// What a separate debug file adds to a binary.
+struct DebugFile {
+    /// Its .symtab's functions (asked for, and found).
+    symbols: Option<Vec<RawSymbol>>,
+    /// Its bytes, when it holds DWARF (asked for).
+    dwarf: Option<MappedFile>,
+    /// The paths looked at.
+    searched: Vec<PathBuf>,
+}
+
+/// The separate debug file of a binary: found locally by `hints`, else (when no local file names the code)
+/// fetched from debuginfod; its symbols when `symtab`, its DWARF when `dwarf`.
+fn debug_file(
+    hints: &DebugHints<'_>,
+    sources: &DebugSources,
+    symtab: bool,
+    dwarf: bool,
+) -> DebugFile {
+    let search = find_debug_file(hints, &sources.dirs);
+    let mut out = DebugFile {
+        symbols: None,
+        dwarf: None,
+        searched: search.searched,
+    };
+    let found = match search.found {
+        None if symtab => sources.fetch_debuginfo(hints.build_id),
+        found => found,
+    };
+    let Some(data) = found.and_then(|path| Some((ElfData::read(&path).ok()?, path))) else {
+        return out;
+    };
+    let (data, path) = data;
+    if let Ok(file) = data.parse(&path) {
+        if symtab && has_symtab(&file) {
+            out.symbols = Some(raw_symbols(&file, false));
+        }
+        if dwarf && has_dwarf(&file) {
+            out.dwarf = Some(data.data.clone());
+        }
+    }
+    // The symbol table was copied out: its pages may go (DWARF reads its own again).
+    data.data.release(&data.data);
+    out
 }
 
 /// A function's range and name (as stored, maybe mangled).

@@ -16,6 +16,7 @@ mod binary;
 mod cache;
 mod code;
 mod debugfile;
+pub mod debuginfod;
 mod demangle;
 mod dies;
 mod dwarf;
@@ -46,20 +47,37 @@ pub use crate::buildid::{
 };
 
 use crate::addr::ElfAddr;
+use debuginfod::Debuginfod;
 use std::path::PathBuf;
+use std::sync::Arc;
 
-/// Where separate debug files are looked for.
+/// Where separate debug files (and binaries gone from disk) are looked for.
 #[derive(Clone, Debug)]
 pub struct DebugSources {
     /// Roots searched for separate debug files (`ROOT/.build-id/xx/rest.debug`, `ROOT/<dir>/<debuglink>`).
     /// Default: `/usr/lib/debug`.
     pub dirs: Vec<PathBuf>,
+    /// debuginfod servers, asked for what the local files do not have (None: local files only).
+    pub debuginfod: Option<Arc<Debuginfod>>,
 }
 
 impl DebugSources {
     /// No separate debug files (an image read from memory, a cached copy).
     pub fn none() -> DebugSources {
-        DebugSources { dirs: Vec::new() }
+        DebugSources::local(Vec::new())
+    }
+
+    /// Local files only, under `dirs`.
+    pub fn local(dirs: Vec<PathBuf>) -> DebugSources {
+        DebugSources {
+            dirs,
+            debuginfod: None,
+        }
+    }
+
+    /// The debug file a server has for `build_id`, when debuginfod is on.
+    pub(crate) fn fetch_debuginfo(&self, build_id: Option<&[u8]>) -> Option<PathBuf> {
+        self.debuginfod.as_ref()?.debuginfo(build_id?)
     }
 }
 
@@ -67,6 +85,7 @@ impl Default for DebugSources {
     fn default() -> Self {
         DebugSources {
             dirs: vec![PathBuf::from("/usr/lib/debug")],
+            debuginfod: None,
         }
     }
 }
@@ -168,7 +187,7 @@ pub enum SymbolError {
         "{path} has another build id than the recorded one; it is not the file that was profiled"
     )]
     BuildIdMismatch { path: PathBuf },
-    #[error("{path} has no symbol table and no debug file was found (looked in {searched}); install its debug symbols")]
+    #[error("{path} has no symbol table and no debug file was found (looked in {searched}); install its debug symbols, or set DEBUGINFOD_URLS")]
     NoSymbols { path: PathBuf, searched: String },
 }
 

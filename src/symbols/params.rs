@@ -126,7 +126,8 @@ pub fn function_params_in(
         build_id,
         debuglink: file.gnu_debuglink().ok().flatten(),
     };
-    let Some(debug_path) = find_debug_file(&hints, &sources.dirs).found else {
+    let found = find_debug_file(&hints, &sources.dirs).found;
+    let Some(debug_path) = found.or_else(|| sources.fetch_debuginfo(build_id)) else {
         return Ok(None);
     };
     let debug = ElfData::read(&debug_path)?;

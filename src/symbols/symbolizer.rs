@@ -5,7 +5,9 @@ use super::kernel::KernelNames;
 use super::perfmap::PerfMaps;
 use super::pool::{Pool, Slot};
 use super::unnamed::{Symbolized, Unknown, Unnamed};
-use super::{FunctionRange, KernelRef, ModuleKey, SymbolError, SymbolizerOptions, VDSO};
+use super::{
+    DebugSources, FunctionRange, KernelRef, ModuleKey, SymbolError, SymbolizerOptions, VDSO,
+};
 use crate::addr::{FileOffset, RuntimeAddr};
 use crate::elf_layout::ElfLayout;
 use std::collections::HashMap;
@@ -15,11 +17,13 @@ use std::sync::Arc;
 /// A binary as opened: ready, or why it could not be used.
 type Opened = Result<Box<Binary>, Unnamed>;
 
-/// What a binary is known by: a file's identity, or the vDSO; with the build id expected of it.
+/// What a binary is known by: a file's identity, the vDSO, or (gone from disk) its build id alone; with the
+/// build id expected of it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum BinaryKey {
     File(FileId, Option<Vec<u8>>),
     Vdso(Option<Vec<u8>>),
+    Gone(Vec<u8>),
 }
 
 /// Resolves addresses to names, caching each (binary, address) once.
@@ -178,10 +182,14 @@ impl Symbolizer {
             .into_iter()
             .filter_map(|path| FileId::of(&path).map(|id| (path, id)))
             .collect();
-        let Some((_, file)) = found.first() else {
-            return Err(Unnamed::FileGone);
+        let key = match found.first() {
+            Some((_, file)) => BinaryKey::File(file.clone(), build_id.clone()),
+            // Gone from disk: debuginfod may have the executable of its build id.
+            None => match (&self.opts.debug.debuginfod, &build_id) {
+                (Some(_), Some(id)) => BinaryKey::Gone(id.clone()),
+                _ => return Err(Unnamed::FileGone),
+            },
         };
-        let key = BinaryKey::File(file.clone(), build_id.clone());
         let original = module.path.clone();
         let debug = self.opts.debug.clone();
         let pool = &mut self.pool;
@@ -194,10 +202,29 @@ impl Symbolizer {
                         Err(error) => cause = cause_of(&error),
                     }
                 }
+                // Gone, or another build: the recorded build, from debuginfod.
+                if matches!(cause, Unnamed::FileGone | Unnamed::BuildIdMismatch) {
+                    if let Some(fetched) = open_fetched(&original, build_id.as_deref(), &debug) {
+                        return Ok(fetched);
+                    }
+                }
                 Err(cause)
             })
         }))
     }
+}
+
+/// The executable debuginfod has for a build id, opened as the binary a process mapped as `original`.
+fn open_fetched(
+    original: &Path,
+    build_id: Option<&[u8]>,
+    debug: &DebugSources,
+) -> Option<Box<Binary>> {
+    let id = build_id?;
+    let path = debug.debuginfod.as_ref()?.executable(id)?;
+    Binary::open(&path, original, Some(id), debug)
+        .ok()
+        .map(Box::new)
 }
 
 /// What a slot holds when the thread opening its binary died.
