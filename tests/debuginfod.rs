@@ -55,6 +55,16 @@ impl Fixture {
     fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
     }
+
+    /// Record the stripped fixture (-F 999 -g) running for `cpu_ms` of its own CPU time.
+    fn record(&self, cpu_ms: &str) -> String {
+        let bin = self.bin.to_str().unwrap();
+        record_to(
+            self.dir.path(),
+            "stripped.data",
+            &["-F", "999", "-g", "--", bin, cpu_ms],
+        )
+    }
 }
 
 fn run(cmd: &mut Command) {
@@ -153,11 +163,7 @@ fn debuginfod_names_stripped_code() {
         return;
     }
     let fx = Fixture::new();
-    let data = record_to(
-        fx.dir.path(),
-        "stripped.data",
-        &["-F", "999", "-g", "--", fx.bin.to_str().unwrap(), "1200"],
-    );
+    let data = fx.record("1200");
     let cache = fx.path("cache");
     let (server, url) = start_server(&fx);
     let (folded, stderr) = rprof_env(None, &cache, &["report", "-i", &data, "--folded"]);
@@ -231,11 +237,7 @@ fn debuginfod_silent_server_times_out() {
         return;
     }
     let fx = Fixture::new();
-    let data = record_to(
-        fx.dir.path(),
-        "stripped.data",
-        &["-F", "999", "-g", "--", fx.bin.to_str().unwrap(), "300"],
-    );
+    let data = fx.record("300");
     let silent = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", silent.local_addr().unwrap());
     // Accept and hold the connections, answering nothing.
