@@ -381,7 +381,7 @@ impl StackResolver {
                     None => FrameInfo::unnamed(
                         KERNEL_NAME.into(),
                         true,
-                        Unnamed::KernelWithoutSymbols,
+                        self.symbolizer.kernel_unnamed(),
                         UnnamedCode::Address(addr),
                     ),
                 };

@@ -13,6 +13,7 @@
 //! The vDSO is the kernel's too: `record` keeps its image in the same cache (`[vdso]/<build-id>/vdso`), and a
 //! report reads `[vdso]` frames from that copy, or from its own process's vDSO when that is the recorded one.
 use super::kallsyms::{parse_kallsyms, KernelSymbols};
+use super::unnamed::Unnamed;
 use crate::buildid::{
     buildid_dir, cached_kallsyms_path, hex, read_kallsyms_text, running_build_id, running_text,
 };
@@ -115,6 +116,16 @@ impl KernelTable {
     }
 
     /// The text symbol at a recorded kernel address, and how far the address lies past its start.
+    /// Whether any symbols of the recorded kernel are at hand.
+    pub fn has_symbols(&self) -> bool {
+        self.cached.is_some()
+            || match &self.live {
+                Live::Loaded(symbols) => !symbols.is_empty(),
+                Live::Deferred => true,
+                Live::Refused => false,
+            }
+    }
+
     pub fn lookup_at(&mut self, addr: u64) -> Option<(Arc<str>, u64)> {
         if let Some(cached) = &self.cached {
             let at = addr.wrapping_sub(cached.shift);
@@ -174,16 +185,27 @@ impl KernelNames {
         }
     }
 
+    /// Why a kernel address has no name: no symbols of the recorded kernel at all, or none covering it.
+    pub fn why_unnamed(&mut self) -> Unnamed {
+        match self.table().has_symbols() {
+            true => Unnamed::NoSymbol,
+            false => Unnamed::KernelWithoutSymbols,
+        }
+    }
+
     /// The symbol at a recorded kernel address, and how far the address lies past its start.
     pub fn lookup_at(&mut self, addr: u64) -> Option<(Arc<str>, u64)> {
-        let table = match self.table.take() {
-            Some(table) => table,
-            None => match self.loading.take().map(|t| t.join()) {
+        self.table().lookup_at(addr)
+    }
+
+    /// The table, loaded (or taken from the background thread) on first use.
+    fn table(&mut self) -> &mut KernelTable {
+        let (recorded, loading) = (&self.recorded, &mut self.loading);
+        self.table
+            .get_or_insert_with(|| match loading.take().map(|t| t.join()) {
                 Some(Ok(table)) => table,
-                _ => KernelTable::load(&self.recorded),
-            },
-        };
-        self.table.insert(table).lookup_at(addr)
+                _ => KernelTable::load(recorded),
+            })
     }
 }
 

@@ -76,6 +76,12 @@ impl Symbolizer {
         self.kernel_at(addr).map(|(name, _)| name)
     }
 
+    /// Why kernel addresses without a name have none: no symbols of the recorded kernel are at hand
+    /// ([`Unnamed::KernelWithoutSymbols`]), or none covers them ([`Unnamed::NoSymbol`]: modules, BPF).
+    pub fn kernel_unnamed(&mut self) -> Unnamed {
+        self.kernel.why_unnamed()
+    }
+
     /// A kernel address: its symbol and how far the address lies past the symbol's start.
     pub fn kernel_at(&mut self, addr: u64) -> Option<(Arc<str>, u64)> {
         self.kernel.lookup_at(addr)
