@@ -118,22 +118,22 @@ fn losses(samples: u64, lost: u64, lost_samples: u64, throttled: u64) -> Vec<Str
 
 /// How DWARF unwinds ended, against the size of the stack copies, with advice on the size.
 pub fn dwarf_verdict(s: &DwarfStats) -> String {
+    let deepest = match s.deepest {
+        0 => "no stack unwound completely".to_string(),
+        n => format!("the deepest complete stack used {} bytes", thousands(n)),
+    };
     let mut line = format!(
-        "DWARF-unwound {} user stacks with {}-byte stack copies; the deepest complete stack used {} bytes; \
-         {:.1}% ran past the copy, {:.1}% stopped at a frame without unwind info",
+        "DWARF-unwound {} user stacks with {}-byte stack copies: {:.1}% truncated at the end of the copy, \
+         {:.1}% stopped at a frame without unwind info; {deepest}",
         thousands(s.unwound),
         thousands(s.copy_size),
-        thousands(s.deepest),
         share(s.truncated, s.unwound),
         share(s.failed, s.unwound)
     );
     let max = u64::from(super::parse::MAX_STACK_COPY);
     if share(s.truncated, s.unwound) >= SHOWN_SHARE * 100.0 {
         match s.copy_size < max {
-            true => line.push_str(&format!(
-                "; record with --call-graph dwarf,{} for deeper stacks",
-                (s.copy_size * 2).min(max)
-            )),
+            true => line.push_str("; record with --call-graph dwarf,65528 for deeper stacks"),
             false => line.push_str(
                 "; 65528 bytes is the kernel's largest copy: use -g on a build with frame pointers",
             ),
@@ -246,7 +246,7 @@ mod tests {
         }
     }
 
-    /// Check that the DWARF line's advice follows the numbers: a larger copy when stacks ran past it, a
+    /// Check that the DWARF line's advice follows the numbers: the largest copy when stacks ran past it, a
     /// smaller one when the deepest stack used less than half, debug symbols when frames had no unwind info.
     #[test]
     fn dwarf_advice_follows_the_numbers() {
@@ -255,11 +255,16 @@ mod tests {
             deep.starts_with("DWARF-unwound 100 user stacks with 8,192-byte"),
             "{deep}"
         );
-        assert!(deep.contains("30.0% ran past the copy"), "{deep}");
         assert!(
-            deep.contains("--call-graph dwarf,16384 for deeper"),
+            deep.contains("30.0% truncated at the end of the copy"),
             "{deep}"
         );
+        assert!(
+            deep.contains("--call-graph dwarf,65528 for deeper"),
+            "{deep}"
+        );
+        let none = dwarf_verdict(&stats(100, 100, 0, 1024, 0));
+        assert!(none.contains("no stack unwound completely"), "{none}");
         let shallow = dwarf_verdict(&stats(100, 0, 0, 16384, 2000));
         assert!(
             shallow.contains("--call-graph dwarf,4096 would do"),
