@@ -7,12 +7,15 @@
 # `rprof record -F 4000 -g`. On each file every tool runs REPEAT times with its output to /dev/null, and the best
 # wall time counts. inferno-collapse-perf is installed into target/bench-tools when it is not on PATH.
 #
-# Environment: SECONDS_RUN (workload seconds, default 20), FREQ (default 4000), REPEAT (default 3).
+# Environment: SECONDS_RUN (workload seconds, default 20), FREQ (default 4000), REPEAT (default 3), REUSE=1
+# (keep the recordings of a previous run), REPORT_BIN (the rprof binary whose `report` is timed, default the
+# release build: to compare two builds on the same recordings).
 source "$(dirname "$0")/lib.sh"
 
 SECONDS_RUN="${SECONDS_RUN:-20}"
 FREQ="${FREQ:-4000}"
 REPEAT="${REPEAT:-3}"
+REPORT_BIN="${REPORT_BIN:-$RPROF}"
 
 need_perf
 build_rprof
@@ -46,8 +49,8 @@ all_ok=PASS
 for file in "$perf_file" "$rprof_file"; do
     n=$(samples_of "$file")
     [ "$n" -ge 100000 ] || echo "warning: $file has only $n samples (the bar asks for 100k)" >&2
-    read -r w_folded c_folded < <(best_of "$REPEAT" "$RPROF" report -i "$file" --folded)
-    read -r w_table c_table < <(best_of "$REPEAT" "$RPROF" report -i "$file")
+    read -r w_folded c_folded < <(best_of "$REPEAT" "$REPORT_BIN" report -i "$file" --folded)
+    read -r w_table c_table < <(best_of "$REPEAT" "$REPORT_BIN" report -i "$file")
     read -r w_collapse c_collapse < <(best_of "$REPEAT" collapse "$file")
     read -r w_report c_report < <(best_of "$REPEAT" perf report -i "$file" --stdio)
     r_collapse=$(ratio "$w_collapse" "$w_folded")
@@ -64,6 +67,6 @@ echo "== report bench: 2 x calltree, -F $FREQ -g, ${SECONDS_RUN}s; seconds wall/
 printf '%-17s %7s %6s  %-11s  %-11s  %-11s  %-11s  %6s %6s  %s\n' "recording" "samples" "size" "folded" "table" \
     "script|inf" "perf-report" "vs-inf" "vs-rep" "bar"
 printf '%s\n' "${summary[@]}"
-echo "folded = rprof report --folded; table = rprof report; script|inf = perf script | inferno-collapse-perf;"
+echo "folded = $REPORT_BIN report --folded; table = $REPORT_BIN report; script|inf = perf script | inferno-collapse-perf;"
 echo "perf-report = perf report --stdio; ratios are of wall times; bar (vs-inf >= 5x, vs-rep > 1x): $all_ok"
 [ "$all_ok" = PASS ]

@@ -9,10 +9,13 @@
 #   between runs; about 1.5 CPU-minutes a 20,000 functions).
 # - rprof: a copy of rprof's own release binary (about 33 MB with line tables), running `rprof report` on big's
 #   perf recording.
+# - node: Debian's /usr/bin/node (about 95 MB, .symtab and some DWARF; JIT code stays unnamed without
+#   --perf-basic-prof), running NODE_ITERS rounds of a JSON loop (apt-get install nodejs).
 # On each of the four files, peak RSS (`/usr/bin/time -f %M`, KiB) of `rprof report` and `perf report --stdio`,
 # output to /dev/null, and the ratio.
 #
 # Environment: FUNCS (default 60000), ROUNDS (default 3), FREQ (default 4000), JOBS (parallel compiles, 2),
+# NODE_ITERS (default 3000000), BINARIES (which of "big rprof node" to measure; rprof's workload needs big),
 # REPORT_BIN (the rprof binary whose `report` is measured, default the release build: to compare two builds),
 # REUSE=1 (keep the recordings of a previous run).
 source "$(dirname "$0")/lib.sh"
@@ -21,6 +24,8 @@ FUNCS="${FUNCS:-60000}"
 ROUNDS="${ROUNDS:-3}"
 FREQ="${FREQ:-4000}"
 JOBS="${JOBS:-2}"
+NODE_ITERS="${NODE_ITERS:-3000000}"
+BINARIES="${BINARIES:-big rprof node}"
 PER_PART=2000
 REPORT_BIN="${REPORT_BIN:-$RPROF}"
 
@@ -83,6 +88,8 @@ EOF
 
 build_big
 BIG="$WORK/bigbin/big"
+NODE="$(command -v node || true)"
+case " $BINARIES " in *" node "*) [ -n "$NODE" ] || die "node is needed (apt-get install nodejs)" ;; esac
 # The recorded rprof is a copy, so that rebuilding rprof does not change the file its recordings name.
 RPROF_TARGET="$WORK/bigbin/rprof"
 
@@ -108,12 +115,18 @@ if [ -z "${REUSE:-}" ] || [ ! -s "$WORK/rss.rprof.perf.data" ]; then
     cp "$RPROF" "$RPROF_TARGET"
     record_both rprof "$RPROF_TARGET" report -i "$WORK/rss.big.perf.data"
 fi
+if [ -n "$NODE" ] && { [ -z "${REUSE:-}" ] || [ ! -s "$WORK/rss.node.perf.data" ]; }; then
+    echo "recording node ($NODE_ITERS rounds of a JSON loop) with rprof and with perf..." >&2
+    record_both node "$NODE" -e "let s = 0; for (let i = 0; i < $NODE_ITERS; i++) {
+        s += JSON.stringify({ a: i, b: [i, i * 2, String(i)] }).length; } console.log(s);"
+fi
 
 rows=()
 all_ok=PASS
-for name in big rprof; do
+for name in $BINARIES; do
     binary="$BIG"
     [ "$name" = rprof ] && binary="$RPROF_TARGET"
+    [ "$name" = node ] && binary="$NODE"
     for recorder in rprof perf; do
         file="$WORK/rss.$name.$recorder.data"
         samples=$("$RPROF" report -i "$file" -n 1 | sed -n 's/^# \([0-9]*\) samples.*/\1/p')

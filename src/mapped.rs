@@ -11,7 +11,7 @@
 //! - **Truncated** (`cp new old`, `> old`): touching a page past the new end raises SIGBUS, which kills rprof.
 //! - **Rewritten in place**: the map shows the new bytes (Linux shares the page cache with a private map until
 //!   a page is written to, which never happens here). A `&[u8]` whose bytes change is outside what Rust
-//!   promises; in practice the readers here (object, gimli, addr2line) check every offset and length they read
+//!   promises; in practice the readers here (object, gimli) check every offset and length they read
 //!   from the bytes, so changed bytes give wrong or missing symbols or a parse error, never an access outside
 //!   the map.
 //!

@@ -83,7 +83,7 @@ pub(crate) fn unwind_sample(
         user.dyn_size,
         &mut sample.callchain,
     );
-    stats.count(outcome, user.stack.len() as u64);
+    stats.count(outcome, user.stack.len() as u64, unwinder.last_stack_used());
 }
 
 /// Events per message from the reading thread.

@@ -1,7 +1,7 @@
 //! Kernel symbols from the live /proc/kallsyms and JIT symbols from /tmp/perf-PID.map.
 mod common;
 use rprof::addr::RuntimeAddr;
-use rprof::symbols::{Symbolizer, SymbolizerOptions};
+use rprof::symbols::{Symbolizer, SymbolizerOptions, Unnamed};
 
 /// Check that the live /proc/kallsyms resolves `ksys_write`'s address (and a byte inside it) back to its name.
 #[test]
@@ -42,7 +42,7 @@ fn jit_resolves_through_perf_map() {
     )
     .unwrap();
     let mut symbolizer = Symbolizer::new(SymbolizerOptions::default());
-    let name = |s: &mut Symbolizer, addr| s.jit(pid, RuntimeAddr(addr)).map(|n| n.to_string());
+    let name = |s: &mut Symbolizer, addr| s.jit(pid, RuntimeAddr(addr)).ok().map(|n| n.to_string());
     assert_eq!(
         name(&mut symbolizer, 0x7f0000001000).as_deref(),
         Some("JIT:hot_loop")
@@ -63,12 +63,15 @@ fn jit_resolves_through_perf_map() {
         Some("JIT:hot_loop")
     );
     // A pid without a map.
-    assert_eq!(symbolizer.jit(pid + 1, RuntimeAddr(0x7f0000001010)), None);
+    assert_eq!(
+        symbolizer.jit(pid + 1, RuntimeAddr(0x7f0000001010)),
+        Err(Unnamed::JitWithoutMap)
+    );
 }
 
 /// Check that the stack resolver sends addresses in the mappings real JITs get (an anonymous executable mapping,
 /// which perf records as `//anon`; memfd files; `[anon:NAME]`) to `/tmp/perf-PID.map` first, and names what the
-/// map lacks `[unknown]` in its module.
+/// map lacks by its module, `[anon]`.
 #[test]
 fn resolver_sends_jit_mappings_to_perf_map() {
     use rprof::process::{AddressSpaces, Mapping, TaskEvent};
@@ -125,12 +128,7 @@ fn resolver_sends_jit_mappings_to_perf_map() {
     std::fs::remove_file(&path).unwrap();
     assert_eq!(
         got,
-        vec![
-            "JIT:hot_loop",
-            "JIT:memfd_fn",
-            "JIT:named",
-            "[unknown] (anon)"
-        ]
+        vec!["JIT:hot_loop", "JIT:memfd_fn", "JIT:named", "[anon]"]
     );
 }
 

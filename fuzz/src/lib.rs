@@ -5,8 +5,8 @@
 //! abort or unbounded memory is the bug being looked for).
 use rprof::addr::FileOffset;
 use rprof::symbols::{
-    elf_info, function_symbols, parse_kallsyms, parse_perf_map, ModuleKey, Symbolizer,
-    SymbolizerOptions,
+    elf_info, function_symbols, parse_kallsyms, parse_perf_map, DebugSources, ModuleKey,
+    Symbolizer, SymbolizerOptions,
 };
 use std::path::{Path, PathBuf};
 
@@ -20,10 +20,10 @@ pub fn elf(path: &Path) -> Vec<String> {
     let mut errors = Vec::new();
     let _ = rprof::buildid::file_build_id(path);
     let info = elf_info(path).map_err(|e| errors.push(e.to_string())).ok();
-    let symbols = function_symbols(path, &[])
+    let symbols = function_symbols(path, &DebugSources::none())
         .map_err(|e| errors.push(e.to_string()))
         .unwrap_or_default();
-    if let Err(e) = rprof::probe::resolve_user(path, "*", false, &[]) {
+    if let Err(e) = rprof::probe::resolve_user(path, "*", false, &DebugSources::none()) {
         errors.push(e.to_string());
     }
     let mut offsets = Vec::new();
@@ -44,7 +44,7 @@ pub fn elf(path: &Path) -> Vec<String> {
         }
     }
     let mut symbolizer = Symbolizer::new(SymbolizerOptions {
-        debug_dirs: Vec::new(),
+        debug: DebugSources::none(),
         inlines: true,
         lines: true,
         demangle: true,

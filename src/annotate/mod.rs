@@ -11,7 +11,7 @@ use crate::process::AddressSpaces;
 use crate::recording::{CpuMode, Event, Reader, OFF_CPU_EVENT};
 use crate::replay::{resolver_for, stream_events, track, Salvaged, QUEUED_BATCHES};
 use crate::resolve::{Origin, StackResolver};
-use crate::symbols::{FunctionRange, ModuleKey, SymbolizerOptions};
+use crate::symbols::{DebugSources, FunctionRange, ModuleKey, Symbolized, SymbolizerOptions};
 use crate::text::thousands;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -40,7 +40,8 @@ pub struct AnnotateOptions {
     pub source_prefixes: Vec<SourcePrefix>,
     /// ANSI colours on the percentages.
     pub color: bool,
-    pub debug_dirs: Vec<PathBuf>,
+    /// Where separate debug files, binaries gone from disk and source files are looked for.
+    pub debug: DebugSources,
 }
 
 /// Errors of `rprof annotate`.
@@ -113,7 +114,7 @@ pub struct Sampled {
 }
 
 /// Read a recording's CPU samples and attribute each to the function and instruction at its IP.
-pub fn load(input: &Path, debug_dirs: Vec<PathBuf>) -> Result<Sampled, AnnotateError> {
+pub fn load(input: &Path, debug: DebugSources) -> Result<Sampled, AnnotateError> {
     let reader = Reader::open(input)?;
     let event = reader
         .event_names()
@@ -122,7 +123,7 @@ pub fn load(input: &Path, debug_dirs: Vec<PathBuf>) -> Result<Sampled, AnnotateE
         .cloned()
         .unwrap_or_else(|| "cpu-clock".into());
     let opts = SymbolizerOptions {
-        debug_dirs,
+        debug,
         inlines: true,
         lines: true,
         demangle: true,
@@ -371,11 +372,7 @@ impl Sampled {
     }
 
     /// The frames (outermost first) at a file offset of a function's binary, with source lines.
-    fn frames_at(
-        &mut self,
-        module: &ModuleKey,
-        offset: FileOffset,
-    ) -> Arc<[crate::symbols::Frame]> {
+    fn frames_at(&mut self, module: &ModuleKey, offset: FileOffset) -> Symbolized {
         self.resolver.symbolizer().user(module, offset)
     }
 }
@@ -449,7 +446,7 @@ pub fn annotate(
     opts: &AnnotateOptions,
     out: &mut impl std::io::Write,
 ) -> Result<Option<Salvaged>, AnnotateError> {
-    let mut sampled = load(input, opts.debug_dirs.clone())?;
+    let mut sampled = load(input, opts.debug.clone())?;
     let chosen: Vec<usize> = {
         let chosen = sampled.select(opts)?;
         chosen

@@ -36,12 +36,13 @@ pub fn write_annotation(
     let hot = &sampled.functions[index];
     let (module, function, layout) = (hot.module.clone(), hot.function.clone(), hot.layout.clone());
     let (samples, total, by_addr) = (hot.samples, hot.period.max(1), hot.by_addr.clone());
-    let code =
-        function_code(&module, function.start, function.end).map_err(|e| AnnotateError::Code {
+    let code = function_code(&module, function.start, function.end, &opts.debug).map_err(|e| {
+        AnnotateError::Code {
             name: function.name.clone(),
             path: module.path.clone(),
             reason: e.to_string(),
-        })?;
+        }
+    })?;
     let labels = super::labels_of(&module, function.start.0, &function.name);
     let mut rows: Vec<Row> = disassemble(&code, function.start.0, &labels)
         .into_iter()
@@ -119,7 +120,8 @@ pub fn write_annotation(
     }
     writeln!(out, "         :")?;
 
-    let mut files = SourceFiles::new(opts.source_prefixes.clone());
+    let mut files = SourceFiles::new(opts.source_prefixes.clone())
+        .fetching(opts.debug.debuginfod.clone(), module.build_id.clone());
     let missing: BTreeSet<String> = rows
         .iter()
         .filter_map(|r| r.place.source.as_ref())

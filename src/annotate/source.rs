@@ -1,8 +1,10 @@
 //! Source text for annotations: the files DWARF names, read once each, with `--source-prefix OLD=NEW`
-//! rewriting the paths of a build made elsewhere.
+//! rewriting the paths of a build made elsewhere, and what is not on disk fetched from debuginfod.
+use crate::symbols::debuginfod::Debuginfod;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::sync::Arc;
 
 /// `--source-prefix OLD=NEW`: a source path that starts with OLD is read from NEW instead.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -33,6 +35,8 @@ pub struct SourceFiles {
     prefixes: Vec<SourcePrefix>,
     /// DWARF path -> lines (None: the file could not be read).
     files: HashMap<String, Option<Vec<String>>>,
+    /// debuginfod, and the build id of the binary the files are of: asked for files not on disk.
+    fetch: Option<(Arc<Debuginfod>, Vec<u8>)>,
 }
 
 impl SourceFiles {
@@ -40,7 +44,18 @@ impl SourceFiles {
         SourceFiles {
             prefixes,
             files: HashMap::new(),
+            fetch: None,
         }
+    }
+
+    /// Files not on disk are asked of `client` (when on), as sources of the binary with `build_id`.
+    pub fn fetching(
+        mut self,
+        client: Option<Arc<Debuginfod>>,
+        build_id: Option<Vec<u8>>,
+    ) -> SourceFiles {
+        self.fetch = client.zip(build_id);
+        self
     }
 
     /// Where a DWARF path is read from: rewritten by the first prefix that matches.
@@ -67,7 +82,12 @@ impl SourceFiles {
 
     fn load(&mut self, file: &str) -> Option<&Vec<String>> {
         if !self.files.contains_key(file) {
-            let text = std::fs::read(self.path(file)).ok().map(|bytes| {
+            let fetched = || {
+                let (client, build_id) = self.fetch.as_ref()?;
+                std::fs::read(client.source(build_id, file)?).ok()
+            };
+            let bytes = std::fs::read(self.path(file)).ok().or_else(fetched);
+            let text = bytes.map(|bytes| {
                 String::from_utf8_lossy(&bytes)
                     .lines()
                     .map(|l| l.replace('\t', "    "))

@@ -1,27 +1,151 @@
-//! What the user should do about what a run measured: text for the terminal, kept out of the library.
+//! The closing verdict of `record` and `report`: how far to trust the profile, one line per fact the profile
+//! shows, each with what to do about it. Text for the terminal, kept out of the library (which returns the
+//! facts: [`RecordSummary`], [`Quality`], [`DwarfStats`]).
+use rprof::record::RecordSummary;
+use rprof::report::{interval_points, samples_needed, Quality, UnnamedShare};
+use rprof::symbols::Unnamed;
+use rprof::text::thousands;
 use rprof::unwind::dwarf::DwarfStats;
 
-/// One line on how DWARF unwinds ended, with advice when many were truncated or failed.
-pub fn dwarf_summary(s: &DwarfStats) -> String {
-    let pct = |n: u64| n as f64 * 100.0 / s.unwound.max(1) as f64;
-    let mut line = format!(
-        "DWARF-unwound {} user stacks: {:.1}% truncated at the {}-byte stack copy, {:.1}% stopped at a frame \
-         without unwind info",
-        s.unwound,
-        pct(s.truncated),
-        s.copy_size,
-        pct(s.failed)
-    );
-    if s.truncated * 20 > s.unwound {
-        if s.copy_size < u64::from(super::parse::MAX_STACK_COPY) {
-            line.push_str("; record with --call-graph dwarf,65528 for deeper stacks");
-        } else {
-            line.push_str(
-                "; 65528 bytes is the kernel's largest copy: use -g on a build with frame pointers",
-            );
+/// How precise a share must be for the verdict to call the profile precise (points of percentage, 95%).
+const POINTS: f64 = 2.0;
+
+/// A cause that covers at least this share of samples gets its line.
+const SHOWN_SHARE: f64 = 0.01;
+
+/// The verdict after `rprof record`: precision, losses, and the DWARF stack copies.
+pub fn record_verdict(s: &RecordSummary) -> Vec<String> {
+    let mut lines = Vec::new();
+    if s.samples > 0 {
+        // Which functions are hot is not known yet: the worst case is a share of 50%.
+        let needed = samples_needed(0.5, POINTS);
+        let within = interval_points(0.5, s.samples);
+        lines.push(match s.samples >= needed {
+            true => format!(
+                "precision: {} samples: any function's share is within ±{within:.1} points (95%)",
+                thousands(s.samples)
+            ),
+            false => format!(
+                "precision: {} samples: a function's share may be off by up to ±{within:.1} points (95%); \
+                 ±{POINTS:.0} points needs {} samples: record longer or at a higher -F",
+                thousands(s.samples),
+                thousands(needed)
+            ),
+        });
+    }
+    lines.extend(losses(s.samples, s.lost, s.lost_samples, s.throttled));
+    if let Some(d) = s.dwarf.as_ref().filter(|d| d.unwound > 0) {
+        lines.push(dwarf_verdict(d));
+    }
+    lines
+}
+
+/// The verdict after `rprof report`: the precision of the top rows, losses, cut stacks, unnamed code by cause.
+/// `debuginfod` says whether debuginfod servers were asked already.
+pub fn report_verdict(q: &Quality, dwarf: &DwarfStats, debuginfod: bool) -> Vec<String> {
+    let mut lines = Vec::new();
+    if let Some(line) = precision(q) {
+        lines.push(line);
+    }
+    lines.extend(losses(q.samples, q.lost, q.lost_samples, q.throttled));
+    if dwarf.unwound > 0 {
+        lines.push(dwarf_verdict(dwarf));
+    } else if q.cut_stacks as f64 >= SHOWN_SHARE * q.user_stacks as f64 && q.cut_stacks > 0 {
+        lines.push(format!(
+            "stacks: {:.1}% do not reach a thread's first function (_start, start_thread, clone): a function \
+             without frame pointers cut them; record with --call-graph dwarf, or build with \
+             -fno-omit-frame-pointer",
+            share(q.cut_stacks, q.user_stacks)
+        ));
+    }
+    for u in &q.unnamed {
+        let big = |n: u64| n as f64 >= SHOWN_SHARE * q.samples as f64 && n > 0;
+        if big(u.self_samples) || big(u.stack_samples) {
+            lines.push(unnamed_line(u, q.samples, debuginfod));
         }
     }
-    if s.failed * 20 > s.unwound {
+    lines
+}
+
+/// How precise the top rows' shares are, and how many samples ±2 points would need.
+fn precision(q: &Quality) -> Option<String> {
+    let n = q.samples;
+    let worst = q
+        .top_shares
+        .iter()
+        .copied()
+        .max_by(|a, b| (a * (1.0 - a)).total_cmp(&(b * (1.0 - b))))?;
+    let within = interval_points(worst, n);
+    let needed = samples_needed(worst, POINTS);
+    let rows = q.top_shares.len();
+    Some(match n >= needed {
+        true => format!(
+            "precision: the top {rows} rows' shares are within ±{within:.1} points (95%) with {} samples",
+            thousands(n)
+        ),
+        false => format!(
+            "precision: the top {rows} rows' shares may be off by up to ±{within:.1} points (95%) with {} \
+             samples; a function at {:.1}% needs {} samples for ±{POINTS:.0} points: record longer or at a \
+             higher -F",
+            thousands(n),
+            worst * 100.0,
+            thousands(needed)
+        ),
+    })
+}
+
+/// Lines for lost and throttled samples.
+fn losses(samples: u64, lost: u64, lost_samples: u64, throttled: u64) -> Vec<String> {
+    let mut lines = Vec::new();
+    if lost > 0 || lost_samples > 0 {
+        lines.push(format!(
+            "lost: {} events and {} samples ({:.1}% of samples) while the ring buffers were full: record with \
+             more -m pages or a lower -F",
+            thousands(lost),
+            thousands(lost_samples),
+            share(lost_samples, samples + lost_samples)
+        ));
+    }
+    if throttled > 0 {
+        lines.push(format!(
+            "throttled {} times: the kernel lowered the sampling rate (kernel.perf_cpu_time_max_percent); \
+             record at a lower -F",
+            thousands(throttled)
+        ));
+    }
+    lines
+}
+
+/// How DWARF unwinds ended, against the size of the stack copies, with advice on the size.
+pub fn dwarf_verdict(s: &DwarfStats) -> String {
+    let deepest = match s.deepest {
+        0 => "no stack unwound completely".to_string(),
+        n => format!("the deepest complete stack used {} bytes", thousands(n)),
+    };
+    let mut line = format!(
+        "DWARF-unwound {} user stacks with {}-byte stack copies: {:.1}% truncated at the end of the copy, \
+         {:.1}% stopped at a frame without unwind info; {deepest}",
+        thousands(s.unwound),
+        thousands(s.copy_size),
+        share(s.truncated, s.unwound),
+        share(s.failed, s.unwound)
+    );
+    let max = u64::from(super::parse::MAX_STACK_COPY);
+    if share(s.truncated, s.unwound) >= SHOWN_SHARE * 100.0 {
+        match s.copy_size < max {
+            true => line.push_str("; record with --call-graph dwarf,65528 for deeper stacks"),
+            false => line.push_str(
+                "; 65528 bytes is the kernel's largest copy: use -g on a build with frame pointers",
+            ),
+        }
+    } else if s.truncated == 0 && s.deepest > 0 && s.deepest * 2 <= s.copy_size {
+        // Every sample copies the whole size: a smaller copy costs the workload less.
+        let enough = (s.deepest * 3 / 2).next_multiple_of(4096).min(max);
+        line.push_str(&format!(
+            "; --call-graph dwarf,{enough} would do, and copy less per sample"
+        ));
+    }
+    if share(s.failed, s.unwound) >= SHOWN_SHARE * 100.0 {
         line.push_str(
             "; install debug symbols (.debug_frame) or build with -fasynchronous-unwind-tables",
         );
@@ -29,27 +153,167 @@ pub fn dwarf_summary(s: &DwarfStats) -> String {
     line
 }
 
+/// The line of one module's unnamed code.
+fn unnamed_line(u: &UnnamedShare, samples: u64, debuginfod: bool) -> String {
+    let (cause, fix) = cause_and_fix(u.cause, debuginfod);
+    let what = match u.module.as_str() {
+        "[unknown]" => "are in no mapping".to_string(),
+        module => format!("in {module} have no symbol"),
+    };
+    format!(
+        "{:.1}% of samples {what} ({:.1}% of samples have such a frame in their stack): {cause}; {fix}",
+        share(u.self_samples, samples),
+        share(u.stack_samples, samples)
+    )
+}
+
+/// Why code has no name, and what to do about it.
+fn cause_and_fix(cause: Unnamed, debuginfod: bool) -> (&'static str, &'static str) {
+    match cause {
+        Unnamed::Stripped => (
+            "the binary is stripped and no debug file was found",
+            match debuginfod {
+                true => "install its debug package (the debuginfod servers had nothing either)",
+                false => "install its debug package, or set DEBUGINFOD_URLS",
+            },
+        ),
+        Unnamed::NoSymbol => (
+            "no symbol of the binary covers that code",
+            "build it with -g, or without stripping its .symtab",
+        ),
+        Unnamed::BuildIdMismatch => (
+            "the file on disk is another build than the recorded one",
+            match debuginfod {
+                true => "report where the recorded build is (the debuginfod servers had nothing either)",
+                false => "report where the recorded build is, or set DEBUGINFOD_URLS to fetch it",
+            },
+        ),
+        Unnamed::FileGone => (
+            "the file is gone from this system",
+            match debuginfod {
+                true => "report where it was recorded (the debuginfod servers had nothing either)",
+                false => "report where it was recorded, or set DEBUGINFOD_URLS to fetch it by build id",
+            },
+        ),
+        Unnamed::Unreadable => (
+            "the file cannot be read as ELF",
+            "check that it is readable and whole",
+        ),
+        Unnamed::NoMapping => (
+            "the addresses lie in no mapping of their process: in frame-pointer stacks, a function built \
+             without frame pointers left a wrong return address; else the code was mapped before recording, \
+             or MMAP records were lost",
+            "record with --call-graph dwarf, or from the program's start (-- CMD) with more -m pages",
+        ),
+        Unnamed::JitWithoutMap => (
+            "it is JIT code and the process wrote no /tmp/perf-PID.map",
+            "turn the JIT's perf map on (node --perf-basic-prof, python3.12 -X perf, \
+             java -XX:+DumpPerfMapAtExit)",
+        ),
+        Unnamed::JitNotInMap => (
+            "it is JIT code that the process's /tmp/perf-PID.map does not list",
+            "keep the map until the process ends, and report before it is rewritten",
+        ),
+        Unnamed::KernelWithoutSymbols => (
+            "no symbols of the recorded kernel are at hand",
+            "report on the recording machine, or record without -N so that a copy of kallsyms is kept",
+        ),
+    }
+}
+
+/// `part` as a percentage of `whole`.
+fn share(part: u64, whole: u64) -> f64 {
+    part as f64 * 100.0 / whole.max(1) as f64
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn stats(
+        unwound: u64,
+        truncated: u64,
+        failed: u64,
+        copy_size: u64,
+        deepest: u64,
+    ) -> DwarfStats {
+        DwarfStats {
+            unwound,
+            truncated,
+            failed,
+            copy_size,
+            deepest,
+        }
+    }
+
+    /// Check that the DWARF line's advice follows the numbers: the largest copy when stacks ran past it, a
+    /// smaller one when the deepest stack used less than half, debug symbols when frames had no unwind info.
     #[test]
-    fn advice_follows_the_numbers() {
-        let deep = DwarfStats {
-            unwound: 100,
-            truncated: 30,
-            failed: 0,
-            copy_size: 8192,
+    fn dwarf_advice_follows_the_numbers() {
+        let deep = dwarf_verdict(&stats(100, 30, 0, 8192, 8000));
+        assert!(
+            deep.starts_with("DWARF-unwound 100 user stacks with 8,192-byte"),
+            "{deep}"
+        );
+        assert!(
+            deep.contains("30.0% truncated at the end of the copy"),
+            "{deep}"
+        );
+        assert!(
+            deep.contains("--call-graph dwarf,65528 for deeper"),
+            "{deep}"
+        );
+        let none = dwarf_verdict(&stats(100, 100, 0, 1024, 0));
+        assert!(none.contains("no stack unwound completely"), "{none}");
+        let shallow = dwarf_verdict(&stats(100, 0, 0, 16384, 2000));
+        assert!(
+            shallow.contains("--call-graph dwarf,4096 would do"),
+            "{shallow}"
+        );
+        let fine = dwarf_verdict(&stats(100, 0, 0, 16384, 9000));
+        assert!(
+            !fine.contains("--call-graph") && !fine.contains("install"),
+            "{fine}"
+        );
+        let blind = dwarf_verdict(&stats(100, 0, 5, 16384, 9000));
+        assert!(blind.contains("install debug symbols"), "{blind}");
+    }
+
+    /// Check that the report's verdict says when the top rows are imprecise and how many samples would do,
+    /// and that a cause under 1% of samples gets no line.
+    #[test]
+    fn report_verdict_lines() {
+        let q = Quality {
+            samples: 500,
+            top_shares: vec![0.4, 0.2],
+            unnamed: vec![
+                UnnamedShare {
+                    module: "perl".into(),
+                    cause: Unnamed::Stripped,
+                    self_samples: 130,
+                    stack_samples: 200,
+                },
+                UnnamedShare {
+                    module: "libz.so.1".into(),
+                    cause: Unnamed::Stripped,
+                    self_samples: 1,
+                    stack_samples: 2,
+                },
+            ],
+            ..Quality::default()
         };
-        let line = dwarf_summary(&deep);
-        assert!(line.starts_with("DWARF-unwound 100 user stacks: 30.0% truncated at the 8192-byte"));
-        assert!(line.contains("--call-graph dwarf,65528"), "{line}");
-        let fine = DwarfStats {
-            unwound: 100,
-            truncated: 1,
-            failed: 1,
-            copy_size: 16384,
-        };
-        assert!(!dwarf_summary(&fine).contains(';'));
+        let lines = report_verdict(&q, &DwarfStats::default(), false);
+        assert_eq!(lines.len(), 2, "{lines:#?}");
+        assert!(
+            lines[0].contains("needs 2,305 samples for ±2 points"),
+            "{}",
+            lines[0]
+        );
+        assert!(
+            lines[1].starts_with("26.0% of samples in perl have no symbol (40.0% of samples"),
+            "{}",
+            lines[1]
+        );
+        assert!(lines[1].ends_with("install its debug package, or set DEBUGINFOD_URLS"));
     }
 }

@@ -1,4 +1,5 @@
 //! `rprof annotate` arguments and their mapping onto the annotate library.
+use super::debuginfod::DebuginfodArgs;
 use super::output::Stdout;
 use clap::Args;
 use rprof::annotate::{self, AnnotateOptions, SourcePrefix};
@@ -41,9 +42,12 @@ pub struct AnnotateArgs {
     /// Root of separate debug files (searched by build-id and .gnu_debuglink); repeatable.
     #[arg(long = "debug-dir", default_value = "/usr/lib/debug")]
     pub debug_dir: Vec<PathBuf>,
+    #[command(flatten)]
+    pub debuginfod: DebuginfodArgs,
 }
 
 pub fn run(a: AnnotateArgs) -> anyhow::Result<u8> {
+    let (debug, downloads) = a.debuginfod.sources(a.debug_dir.clone(), "annotate")?;
     let opts = AnnotateOptions {
         symbols: a.symbols,
         dso: a.dso,
@@ -55,11 +59,14 @@ pub fn run(a: AnnotateArgs) -> anyhow::Result<u8> {
             "never" => false,
             _ => std::io::stdout().is_terminal(),
         },
-        debug_dirs: a.debug_dir,
+        debug,
     };
     let mut out = std::io::BufWriter::with_capacity(1 << 16, Stdout::lock());
     let salvaged = annotate::annotate(&a.input, &opts, &mut out)?;
     out.flush()?;
+    if let Some(downloads) = &downloads {
+        downloads.finish();
+    }
     if let Some(salvaged) = salvaged {
         eprintln!("rprof annotate: warning: {}", salvaged.warning());
     }

@@ -3,6 +3,7 @@ use clap::{Parser, Subcommand};
 
 mod advice;
 pub mod annotate;
+mod debuginfod;
 mod output;
 mod parse;
 pub mod probe;

@@ -1,4 +1,5 @@
 //! `rprof probe` arguments and their mapping onto [`rprof::probe::ProbeOptions`].
+use super::debuginfod::DebuginfodArgs;
 use super::output::Stdout;
 use super::parse;
 use clap::Args;
@@ -120,6 +121,8 @@ pub struct ProbeArgs {
     /// probes go on the first instruction the kernel emulates, when the ones before it can be skipped).
     #[arg(long)]
     pub at_entry: bool,
+    #[command(flatten)]
+    pub debuginfod: DebuginfodArgs,
     /// Leave the launched COMMAND running when rprof ends or dies (by default it gets SIGTERM when rprof ends
     /// first, and SIGKILL when rprof is killed).
     #[arg(long = "keep-workload", requires = "command")]
@@ -170,7 +173,7 @@ impl ProbeArgs {
             ..ProbeOptions::default()
         };
         if !self.debug_dirs.is_empty() {
-            opts.debug_dirs = self.debug_dirs;
+            opts.debug.dirs = self.debug_dirs;
         }
         let by = if self.callers {
             Some("caller".to_string())
@@ -198,7 +201,10 @@ impl ProbeArgs {
 
 /// Probe; returns the launched command's exit status (0 without one).
 pub fn run(args: ProbeArgs) -> anyhow::Result<u8> {
-    let opts = args.options();
+    let debuginfod = args.debuginfod.clone();
+    let mut opts = args.options();
+    let (debug, _downloads) = debuginfod.sources(std::mem::take(&mut opts.debug.dirs), "probe")?;
+    opts.debug = debug;
     // Each notice in one write: the workload may be writing to the same stderr.
     let summary = probe::run(&opts, &mut Stdout::lock(), &mut |n| {
         let line = format!("rprof: {}\n", notice(&n));

@@ -104,7 +104,7 @@ pub struct RecordArgs {
     /// samples are charged to the thread's last sampled stack). Every wait is still timed.
     #[arg(long = "off-cpu-stack-hz", value_name = "HZ", requires = "off_cpu", value_parser = parse::above_zero)]
     pub off_cpu_stack_hz: Option<u64>,
-    /// Print nothing but errors.
+    /// Print nothing but errors (no closing summary and verdict).
     #[arg(short = 'q', long = "quiet")]
     pub quiet: bool,
     /// The command to launch and sample, after `--`. With -p, -t, -a, -C or -G it runs while that target is
@@ -201,8 +201,8 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
     let summary = record::record(&cfg, &stop, &mut on_start)?;
     if !args.quiet {
         eprintln!("{summary}");
-        if let Some(d) = &summary.dwarf {
-            eprintln!("rprof record: {}", advice::dwarf_summary(d));
+        for line in advice::record_verdict(&summary) {
+            eprintln!("rprof record: {line}");
         }
     }
     Ok(super::exit_status(summary.exit_code))

@@ -1,5 +1,6 @@
 //! `rprof report` arguments and their mapping onto the report library.
 use super::advice;
+use super::debuginfod::DebuginfodArgs;
 use super::output::Stdout;
 use super::parse::{self, GraphSpec, SortKeys};
 use anyhow::Context;
@@ -92,12 +93,29 @@ pub struct ReportArgs {
     /// Root of separate debug files (searched by build-id and .gnu_debuglink); repeatable.
     #[arg(long = "debug-dir", default_value = "/usr/lib/debug")]
     pub debug_dir: Vec<PathBuf>,
+    #[command(flatten)]
+    pub debuginfod: DebuginfodArgs,
+    /// Print no closing verdict (how far to trust the profile) on standard error.
+    #[arg(short = 'q', long = "quiet")]
+    pub quiet: bool,
+}
+
+/// The closing verdict on standard error, unless `-q`.
+fn verdict(a: &ReportArgs, profile: &Profile) {
+    if a.quiet {
+        return;
+    }
+    let quality = report::Quality::of(profile);
+    for line in advice::report_verdict(&quality, &profile.unwound, a.debuginfod.is_on()) {
+        eprintln!("rprof report: {line}");
+    }
 }
 
 pub fn run(a: ReportArgs) -> anyhow::Result<u8> {
     let filter = filter(&a);
+    let (debug, downloads) = a.debuginfod.sources(a.debug_dir.clone(), "report")?;
     let opts = SymbolizerOptions {
-        debug_dirs: a.debug_dir.clone(),
+        debug,
         inlines: !a.no_inline,
         lines: a.lines,
         demangle: true,
@@ -110,11 +128,11 @@ pub fn run(a: ReportArgs) -> anyhow::Result<u8> {
         None => None,
     };
     let profile = report::load(&a.input, &filter, opts)?;
+    if let Some(downloads) = &downloads {
+        downloads.finish();
+    }
     if let Some(salvaged) = &profile.salvaged {
         eprintln!("rprof report: warning: {}", salvaged.warning());
-    }
-    if profile.unwound.unwound > 0 {
-        eprintln!("rprof report: {}", advice::dwarf_summary(&profile.unwound));
     }
     let nothing = nothing_kept(&a, &profile);
     if let (Some(nothing), true) = (&nothing, a.folded || table(&a)) {
@@ -126,14 +144,17 @@ pub fn run(a: ReportArgs) -> anyhow::Result<u8> {
             anyhow::bail!("{}: nothing to draw: {why}", a.input.display());
         }
         write_flamegraph(&a, svg, &profile, base.as_ref())?;
+        verdict(&a, &profile);
         return Ok(0);
     }
     if let Some(path) = &a.pprof {
         write_export(&a, &profile, path, |out| report::write_pprof(&profile, out))?;
+        verdict(&a, &profile);
         return Ok(0);
     }
     if let Some(path) = &a.firefox {
         write_firefox(&a, &profile, path)?;
+        verdict(&a, &profile);
         return Ok(0);
     }
     let mut out = std::io::BufWriter::with_capacity(1 << 16, Stdout::lock());
@@ -145,6 +166,7 @@ pub fn run(a: ReportArgs) -> anyhow::Result<u8> {
         report::write_table(&profile, &table_options(&a), &mut out)?;
     }
     out.flush()?;
+    verdict(&a, &profile);
     Ok(0)
 }
 

@@ -1,4 +1,5 @@
 //! `rprof script` arguments and their mapping onto the report library's streaming printer.
+use super::debuginfod::DebuginfodArgs;
 use super::output::Stdout;
 use clap::Args;
 use rprof::report::{self, Fields, ScriptOptions};
@@ -29,6 +30,8 @@ pub struct ScriptArgs {
     /// Root of separate debug files (searched by build-id and .gnu_debuglink); repeatable.
     #[arg(long = "debug-dir", default_value = "/usr/lib/debug")]
     pub debug_dir: Vec<PathBuf>,
+    #[command(flatten)]
+    pub debuginfod: DebuginfodArgs,
 }
 
 fn parse_fields(spec: &str) -> Result<Fields, String> {
@@ -36,10 +39,11 @@ fn parse_fields(spec: &str) -> Result<Fields, String> {
 }
 
 pub fn run(a: ScriptArgs) -> anyhow::Result<u8> {
+    let (debug, downloads) = a.debuginfod.sources(a.debug_dir.clone(), "script")?;
     let opts = ScriptOptions {
         fields: a.fields.unwrap_or_default(),
         symbolizer: SymbolizerOptions {
-            debug_dirs: a.debug_dir.clone(),
+            debug,
             inlines: !a.no_inline,
             lines: false,
             demangle: true,
@@ -47,6 +51,9 @@ pub fn run(a: ScriptArgs) -> anyhow::Result<u8> {
     };
     let mut out = std::io::BufWriter::with_capacity(1 << 16, Stdout::lock());
     let summary = report::script(&a.input, &opts, &mut out)?;
+    if let Some(downloads) = &downloads {
+        downloads.finish();
+    }
     if let Some(salvaged) = &summary.salvaged {
         eprintln!("rprof script: warning: {}", salvaged.warning());
     }

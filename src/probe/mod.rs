@@ -29,7 +29,7 @@ pub use spec::usdt;
 pub use target::{Target, TargetId, TargetKind, Targets};
 
 use crate::perf::PerfError;
-use crate::symbols::SymbolError;
+use crate::symbols::{DebugSources, SymbolError};
 use crate::tracefs::TracefsError;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -149,8 +149,8 @@ pub struct ProbeOptions {
     pub engine: EngineChoice,
     /// Read the tracefs ring with read(2) even where the kernel can map it.
     pub ring_read: bool,
-    /// Roots searched for separate debug files.
-    pub debug_dirs: Vec<PathBuf>,
+    /// Where separate debug files are looked for.
+    pub debug: DebugSources,
     /// Leave the launched command running when rprof ends or dies.
     pub keep_workload: bool,
     /// Per-call work: `--by`, `--hist VALUE`, `--trace`, `--min-duration`.
@@ -187,7 +187,7 @@ impl Default for ProbeOptions {
             mmap_pages: 1024,
             engine: EngineChoice::Auto,
             ring_read: false,
-            debug_dirs: vec![PathBuf::from("/usr/lib/debug")],
+            debug: DebugSources::default(),
             keep_workload: false,
             calls: CallOptions {
                 top: 10,

@@ -72,7 +72,8 @@ impl DwarfState {
             let outcome = self
                 .unwinder
                 .unwind_callchain(pid, space, &regs, &stack, *dyn_size, callchain);
-            self.stats.count(outcome, stack.len() as u64);
+            self.stats
+                .count(outcome, stack.len() as u64, self.unwinder.last_stack_used());
         }
         fields
     }

@@ -238,6 +238,7 @@ mod tests {
                     module: "app".into(),
                     kernel: false,
                     system_name: None,
+                    unnamed: None,
                 });
                 (p.frames.len() - 1) as FrameId
             }

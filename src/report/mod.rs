@@ -14,6 +14,7 @@ mod exports;
 mod firefox;
 mod output;
 mod pprof;
+mod quality;
 mod script;
 mod script_fields;
 mod table;
@@ -28,6 +29,7 @@ pub use output::{
     write_diff_flamegraph, write_diff_folded, write_flamegraph, write_folded, OFF_CPU_FRAME,
 };
 pub use pprof::{proto, to_pprof, write_pprof};
+pub use quality::{interval_points, samples_needed, Quality, UnnamedShare};
 pub use script::{script, Fields, ScriptOptions, ScriptSummary, FIELD_NAMES};
 pub use table::{write_table, SortKey, TableOptions};
 
@@ -112,7 +114,7 @@ impl StackCount {
         }
     }
 
-    fn add(&mut self, other: &StackCount) {
+    pub(crate) fn add(&mut self, other: &StackCount) {
         self.samples += other.samples;
         self.period = self.period.saturating_add(other.period);
         self.off_samples += other.off_samples;
@@ -152,6 +154,9 @@ pub struct Profile {
     pub read_by_pid: std::collections::BTreeMap<u32, (String, u64)>,
     /// With [`Filter::threads`]: the stacks of [`Profile::stacks`] by process and thread.
     pub thread_stacks: Option<HashMap<ThreadStack, StackCount>>,
+    /// How many distinct sampled addresses an unnamed frame standing for a range of code holds, where more
+    /// than one (the table says so, rather than rank them as one function).
+    pub addresses: HashMap<FrameId, u32>,
 }
 
 impl Profile {
@@ -205,7 +210,7 @@ pub fn load(
 ) -> Result<Profile, ReportError> {
     let reader = Reader::open(input)?;
     let sampling = reader.sampling();
-    let debug_dirs = opts.debug_dirs.clone();
+    let debug_dirs = opts.debug.dirs.clone();
     let ns_pids = reader.ns_pids().clone();
     let resolver = resolver_for(&reader, opts);
     let mut s = Session {
@@ -430,6 +435,7 @@ impl Session {
             let comm = self.profile.comms[comm as usize].clone();
             self.profile.read_by_pid.insert(pid, (comm, samples));
         }
+        self.profile.addresses = self.resolver.addresses();
         self.profile.frames = self.resolver.into_frames();
         self.profile
     }

@@ -1,5 +1,6 @@
 //! The report's outputs: folded stacks, SVG flame graphs (the table is in `table`).
-use super::{folded_name, Profile};
+use super::{folded_name, Profile, StackCount};
+use std::collections::HashMap;
 use std::io::Write;
 
 /// Folded stacks, `comm;outer;...;leaf COUNT`, one line per distinct stack, sorted (what flamegraph.pl and
@@ -16,15 +17,20 @@ pub const OFF_CPU_FRAME: &str = "[off-cpu]";
 
 /// One folded line per distinct stack. Without off-CPU samples the weight is the sample count (as perf and
 /// flamegraph.pl expect); with them, every weight is microseconds, and off-CPU stacks end in [`OFF_CPU_FRAME`].
+/// Stacks that differ only in which unnamed code of a module they ran are one folded stack (`[perl]`).
 fn folded_lines(p: &Profile) -> Vec<String> {
     let time = p.has_off_cpu();
-    let mut lines: Vec<String> = Vec::with_capacity(p.stacks.len());
+    let mut folded: HashMap<String, StackCount> = HashMap::with_capacity(p.stacks.len());
     for ((comm, stack), count) in &p.stacks {
         let mut line = p.comms[*comm as usize].replace(';', ":");
         for &f in stack {
             line.push(';');
             line.push_str(&folded_name(&p.frames[f as usize]));
         }
+        folded.entry(line).or_default().add(count);
+    }
+    let mut lines: Vec<String> = Vec::with_capacity(folded.len());
+    for (line, count) in folded {
         if !time {
             lines.push(format!("{line} {}", count.samples));
             continue;

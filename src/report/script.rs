@@ -87,7 +87,7 @@ pub fn script(
         spaces: AddressSpaces::new(),
         unwinder: reader
             .has_user_stacks()
-            .then(|| DwarfUnwinder::new(opts.symbolizer.debug_dirs.clone())),
+            .then(|| DwarfUnwinder::new(opts.symbolizer.debug.dirs.clone())),
         comm_of_tid: FastMap::default(),
         events,
         lines: FastMap::default(),

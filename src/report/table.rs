@@ -164,9 +164,10 @@ impl<'a> RowKey<'a> {
                     format!("{}:{}", id.unwrap_or(0), comm(self.comm))
                 }
                 SortKey::Dso => self.dso.unwrap_or("").to_string(),
-                SortKey::Sym => self.sym.map_or(String::new(), |f| {
-                    let f = &p.frames[f as usize];
-                    format!("[{}] {}", if f.kernel { 'k' } else { '.' }, f.name)
+                SortKey::Sym => self.sym.map_or(String::new(), |id| {
+                    let f = &p.frames[id as usize];
+                    let name = f.table_name(p.addresses.get(&id).copied().unwrap_or(1));
+                    format!("[{}] {name}", if f.kernel { 'k' } else { '.' })
                 }),
             })
             .collect()

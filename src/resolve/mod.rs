@@ -6,27 +6,21 @@
 //! Kernel addresses and addresses in mapped files get a *pending* frame id: they are symbolized at the end
 //! ([`StackResolver::finish`]), while the symbolizer reads kallsyms and loads each binary on threads of its own,
 //! instead of holding up the first sample that needs them.
+mod frame;
+
 use crate::addr::{FileOffset, RuntimeAddr};
 use crate::process::{AddressSpace, Mapping};
-use crate::symbols::{ModuleKey, Symbolizer, SymbolizerOptions, VDSO};
+use crate::symbols::{ModuleKey, Symbolized, Symbolizer, SymbolizerOptions, Unnamed, VDSO};
 use crate::unwind::fp::{self, ChainPart};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+pub(crate) use frame::short_name;
+pub use frame::{folded_name, is_jit_like, FrameInfo, UnnamedCode, UnnamedFrame};
+
 /// The maps hashed once or more per sample: SipHash (std's default) costs more there than everything else.
 pub(crate) type FastMap<K, V> = HashMap<K, V, ahash::RandomState>;
-
-/// A frame as printed: a function (or `[unknown]`) in a module.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct FrameInfo {
-    pub name: String,
-    /// The module's file name (`[kernel.kallsyms]` for the kernel).
-    pub module: String,
-    pub kernel: bool,
-    /// The name as the binary stores it (mangled), when it differs from `name`.
-    pub system_name: Option<String>,
-}
 
 /// Frames are interned: stacks are vectors of indices into [`Profile::frames`].
 pub type FrameId = u32;
@@ -81,6 +75,8 @@ pub struct StackResolver {
     pending_ids: FastMap<(Option<Arc<ModuleKey>>, u64), FrameId>,
     /// The frames of each pending id, once [`StackResolver::finish`] ran.
     expanded: Vec<Vec<FrameId>>,
+    /// The (unnamed frame, file offset) pairs met: a frame standing for a range of code holds several.
+    unnamed_offsets: std::collections::HashSet<(FrameId, u64)>,
 }
 
 impl StackResolver {
@@ -96,6 +92,7 @@ impl StackResolver {
             pending: Vec::new(),
             pending_ids: FastMap::default(),
             expanded: Vec::new(),
+            unnamed_offsets: std::collections::HashSet::new(),
         }
     }
 
@@ -219,40 +216,36 @@ impl StackResolver {
 
     fn resolve_user(&mut self, pid: u32, mapping: Option<&Mapping>, addr: u64) -> FrameId {
         let path = mapping.map_or("", |m| &*m.path);
-        // JIT code: anonymous memory, memfd and deleted files are looked up in the JIT's perf map first.
-        if mapping.is_none() || is_jit_like(path) {
-            if let Some(name) = self.symbolizer.jit(pid, RuntimeAddr(addr)) {
-                let frame = FrameInfo {
-                    name: name.to_string(),
-                    module: format!("perf-{pid}.map"),
-                    kernel: false,
-                    system_name: None,
-                };
-                return self.frame_id(frame);
-            }
-        }
-        let Some(m) = mapping else {
-            return self.unknown("[unknown]".into());
-        };
         // Files, and the vDSO (the symbolizer finds its image).
         let is_file = (path.starts_with('/') && !path.starts_with("//")) || path == VDSO;
-        if !is_file {
-            return self.unknown(short_name(path));
+        // JIT code: anonymous memory, memfd and deleted files are looked up in the JIT's perf map first.
+        let mut cause = Unnamed::NoMapping;
+        if mapping.is_none() || is_jit_like(path) || !is_file {
+            match self.symbolizer.jit(pid, RuntimeAddr(addr)) {
+                Ok(name) => {
+                    let frame = FrameInfo {
+                        name: name.to_string(),
+                        module: format!("perf-{pid}.map"),
+                        kernel: false,
+                        system_name: None,
+                        unnamed: None,
+                    };
+                    return self.frame_id(frame);
+                }
+                Err(jit) if mapping.is_some() => cause = jit,
+                Err(_) => {}
+            }
         }
+        let (Some(m), true) = (mapping, is_file) else {
+            let module = mapping.map_or("[unknown]".into(), |_| short_name(path));
+            let frame = FrameInfo::unnamed(module, false, cause, UnnamedCode::Address(addr));
+            return self.frame_id(frame);
+        };
         let module = self.module(pid, m);
         let offset = FileOffset(m.file_offset(addr));
         let short: Arc<str> = Arc::from(short_name(path));
         self.pending_id(Some(&module), offset.0, || {
             Pending::User(Arc::clone(&module), offset, short)
-        })
-    }
-
-    fn unknown(&mut self, module: String) -> FrameId {
-        self.frame_id(FrameInfo {
-            name: "[unknown]".into(),
-            module,
-            kernel: false,
-            system_name: None,
         })
     }
 
@@ -377,36 +370,63 @@ impl StackResolver {
     fn resolve_pending(&mut self, index: usize) -> Vec<FrameId> {
         let (module, offset, short) = match self.pending[index].clone() {
             Pending::Kernel(addr) => {
-                let name = self.symbolizer.kernel(addr);
-                let frame = FrameInfo {
-                    name: name
-                        .map(|n| n.to_string())
-                        .unwrap_or_else(|| "[unknown]".into()),
-                    module: KERNEL_NAME.into(),
-                    kernel: true,
-                    system_name: None,
+                let frame = match self.symbolizer.kernel(addr) {
+                    Some(name) => FrameInfo {
+                        name: name.to_string(),
+                        module: KERNEL_NAME.into(),
+                        kernel: true,
+                        system_name: None,
+                        unnamed: None,
+                    },
+                    None => FrameInfo::unnamed(
+                        KERNEL_NAME.into(),
+                        true,
+                        self.symbolizer.kernel_unnamed(),
+                        UnnamedCode::Address(addr),
+                    ),
                 };
                 return vec![self.frame_id(frame)];
             }
             Pending::User(module, offset, short) => (module, offset, short),
         };
-        let frames = self.symbolizer.user(&module, offset);
-        if frames.is_empty() {
-            return vec![self.unknown(short.to_string())];
-        }
+        let frames = match self.symbolizer.user(&module, offset) {
+            Symbolized::Frames(frames) => frames,
+            Symbolized::Unknown(unknown) => {
+                let code = match unknown.range {
+                    Some(r) => UnnamedCode::Range(r.start.0, r.end.0),
+                    None => UnnamedCode::Offset(offset.0),
+                };
+                let frame = FrameInfo::unnamed(short.to_string(), false, unknown.cause, code);
+                let id = self.frame_id(frame);
+                self.unnamed_offsets.insert((id, offset.0));
+                return vec![id];
+            }
+        };
         frames
             .iter()
             .map(|f| FrameInfo {
-                name: match &f.location {
-                    Some(loc) => format!("{} {}", f.name, loc),
+                name: match &f.source {
+                    Some(source) => format!("{} {source}", f.name),
                     None => f.name.clone(),
                 },
                 module: short.to_string(),
                 kernel: false,
                 system_name: f.raw_name.clone(),
+                unnamed: None,
             })
             .map(|f| self.frame_id(f))
             .collect()
+    }
+
+    /// How many distinct sampled addresses each unnamed frame that stands for a range of code holds, for the
+    /// ones that hold more than one (call [`StackResolver::finish`] first).
+    pub fn addresses(&self) -> HashMap<FrameId, u32> {
+        let mut counts: HashMap<FrameId, u32> = HashMap::new();
+        for (id, _) in &self.unnamed_offsets {
+            *counts.entry(*id).or_default() += 1;
+        }
+        counts.retain(|_, n| *n > 1);
+        counts
     }
 
     fn frame_id(&mut self, f: FrameInfo) -> FrameId {
@@ -417,55 +437,5 @@ impl StackResolver {
         self.frames.push(f.clone());
         self.frame_ids.insert(f, id);
         id
-    }
-}
-
-/// Mappings whose code may be JIT code named in `/tmp/perf-PID.map`: anonymous memory (`//anon` as perf names
-/// it, `[anon:NAME]` named by prctl, empty in /proc/PID/maps), memfd files and deleted files.
-pub fn is_jit_like(path: &str) -> bool {
-    path.is_empty()
-        || path.starts_with("//anon")
-        || path.starts_with("[anon:")
-        || path.starts_with("/memfd:")
-        || path.ends_with(" (deleted)")
-}
-
-/// The file name of a path (what reports show as the object).
-pub(super) fn short_name(path: &str) -> String {
-    Path::new(path)
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| path.to_string())
-}
-
-/// How folded stacks and stack listings spell a frame: its name, `[unknown] (module)` when unknown.
-pub fn folded_name(frame: &FrameInfo) -> String {
-    let name = if frame.name == "[unknown]" {
-        format!("[unknown] ({})", frame.module)
-    } else {
-        frame.name.clone()
-    };
-    name.replace(';', ":")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Check that JIT-like mapping names are told from files.
-    #[test]
-    fn jit_like_paths() {
-        for p in [
-            "//anon",
-            "[anon:v8]",
-            "/memfd:jit (deleted)",
-            "/tmp/x.so (deleted)",
-            "",
-        ] {
-            assert!(is_jit_like(p), "{p}");
-        }
-        for p in ["/usr/lib/libc.so.6", "[vdso]", "[heap]"] {
-            assert!(!is_jit_like(p), "{p}");
-        }
     }
 }

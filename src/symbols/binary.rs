@@ -4,8 +4,12 @@ use super::dwarf::Dwarf;
 use super::elf::{
     dynamic_ifuncs, has_dwarf, has_symtab, info_of, plt_symbols, raw_symbols, ElfData, RawSymbol,
 };
-use super::{demangle, ElfInfo, FileOffset, Frame, FunctionRange, SymbolError, SymbolizerOptions};
-use crate::addr::ElfAddr;
+use super::fde::Fdes;
+use super::unnamed::{Unknown, Unnamed};
+use super::{
+    demangle, DebugSources, ElfInfo, Frame, FunctionRange, SymbolError, SymbolizerOptions,
+};
+use crate::addr::{ElfAddr, FileOffset};
 use crate::mapped::MappedFile;
 use object::Object;
 use std::cell::OnceCell;
@@ -24,6 +28,10 @@ pub(crate) struct Loaded {
     pub dwarf: Option<MappedFile>,
     /// Debug-file paths looked at (for error messages).
     pub searched: Vec<PathBuf>,
+    /// No .symtab, and none from a debug file: only exported (.dynsym) names, if any.
+    pub stripped: bool,
+    /// The unwind tables, which bound the code around an unnamed address.
+    pub fdes: Option<Fdes>,
 }
 
 /// Read the symbols of `opened` (mapped by a process as `original`) and synthesize its PLT symbols, with its
@@ -33,14 +41,14 @@ pub(crate) fn load(
     opened: &Path,
     original: &Path,
     expected_build_id: Option<&[u8]>,
-    debug_dirs: &[PathBuf],
+    sources: &DebugSources,
 ) -> Result<Loaded, SymbolError> {
     load_data(
         ElfData::read(opened)?,
         opened,
         original,
         expected_build_id,
-        debug_dirs,
+        sources,
     )
 }
 
@@ -50,7 +58,7 @@ pub(crate) fn load_data(
     opened: &Path,
     original: &Path,
     expected_build_id: Option<&[u8]>,
-    debug_dirs: &[PathBuf],
+    sources: &DebugSources,
 ) -> Result<Loaded, SymbolError> {
     let file = data.parse(opened)?;
     let info = info_of(&file);
@@ -67,6 +75,7 @@ pub(crate) fn load_data(
     symbols.extend(raw_symbols(&file, true));
     let mut dwarf = own_dwarf.then(|| data.data.clone());
     let mut searched = Vec::new();
+    let mut stripped = !own_symtab;
     if !own_symtab || !own_dwarf {
         let hints = DebugHints {
             opened,
@@ -74,20 +83,13 @@ pub(crate) fn load_data(
             build_id: info.build_id.as_deref(),
             debuglink: file.gnu_debuglink().ok().flatten(),
         };
-        let search = find_debug_file(&hints, debug_dirs);
-        searched = search.searched;
-        if let Some(debug_path) = search.found {
-            if let Ok(debug_data) = ElfData::read(&debug_path) {
-                if let Ok(debug_file) = debug_data.parse(&debug_path) {
-                    if !own_symtab {
-                        symbols.extend(raw_symbols(&debug_file, false));
-                    }
-                    if !own_dwarf && has_dwarf(&debug_file) {
-                        dwarf = Some(debug_data.data.clone());
-                    }
-                }
-            }
+        let found = debug_file(&hints, sources, !own_symtab, !own_dwarf);
+        searched = found.searched;
+        if let Some(table) = found.symbols {
+            symbols.extend(table);
+            stripped = false;
         }
+        dwarf = dwarf.or(found.dwarf);
     }
     let mut seen = HashSet::new();
     symbols.retain(|s| seen.insert((s.name.clone(), s.addr)));
@@ -104,13 +106,63 @@ pub(crate) fn load_data(
     let plt = plt_symbols(&file, |addr| {
         best_at(&ifuncs, addr).or_else(|| best_at(&symbols, addr))
     });
+    let fdes = Fdes::of(&data.data, &file);
+    // The symbol tables were copied out: their pages may go (lookups read what they need again).
+    data.data.release(&data.data);
     Ok(Loaded {
         info,
         symbols,
         plt,
         dwarf,
         searched,
+        stripped,
+        fdes,
     })
+}
+
+/// What a separate debug file adds to a binary.
+struct DebugFile {
+    /// Its .symtab's functions (asked for, and found).
+    symbols: Option<Vec<RawSymbol>>,
+    /// Its bytes, when it holds DWARF (asked for).
+    dwarf: Option<MappedFile>,
+    /// The paths looked at.
+    searched: Vec<PathBuf>,
+}
+
+/// The separate debug file of a binary: found locally by `hints`, else (when no local file names the code)
+/// fetched from debuginfod; its symbols when `symtab`, its DWARF when `dwarf`.
+fn debug_file(
+    hints: &DebugHints<'_>,
+    sources: &DebugSources,
+    symtab: bool,
+    dwarf: bool,
+) -> DebugFile {
+    let search = find_debug_file(hints, &sources.dirs);
+    let mut out = DebugFile {
+        symbols: None,
+        dwarf: None,
+        searched: search.searched,
+    };
+    let found = match search.found {
+        None if symtab => sources.fetch_debuginfo(hints.build_id),
+        found => found,
+    };
+    let Some(data) = found.and_then(|path| Some((ElfData::read(&path).ok()?, path))) else {
+        return out;
+    };
+    let (data, path) = data;
+    if let Ok(file) = data.parse(&path) {
+        if symtab && has_symtab(&file) {
+            out.symbols = Some(raw_symbols(&file, false));
+        }
+        if dwarf && has_dwarf(&file) {
+            out.dwarf = Some(data.data.clone());
+        }
+    }
+    // The symbol table was copied out: its pages may go (DWARF reads its own again).
+    data.data.release(&data.data);
+    out
 }
 
 /// A function's range and name (as stored, maybe mangled).
@@ -197,6 +249,9 @@ pub(crate) struct Binary {
     pub info: ElfInfo,
     symbols: SymbolTable,
     dwarf: Option<Dwarf>,
+    /// Why an address no symbol covers has no name: the binary is stripped, or only that code is unnamed.
+    unnamed: Unnamed,
+    fdes: Option<Fdes>,
 }
 
 impl Binary {
@@ -206,9 +261,9 @@ impl Binary {
         opened: &Path,
         original: &Path,
         expected_build_id: Option<&[u8]>,
-        debug_dirs: &[PathBuf],
+        sources: &DebugSources,
     ) -> Result<Binary, SymbolError> {
-        let loaded = load(opened, original, expected_build_id, debug_dirs)?;
+        let loaded = load(opened, original, expected_build_id, sources)?;
         Ok(Binary::from_loaded(loaded))
     }
 
@@ -221,7 +276,7 @@ impl Binary {
         let data = ElfData {
             data: MappedFile::from_vec(bytes),
         };
-        let loaded = load_data(data, name, name, expected_build_id, &[])?;
+        let loaded = load_data(data, name, name, expected_build_id, &DebugSources::none())?;
         Ok(Binary::from_loaded(loaded))
     }
 
@@ -234,6 +289,11 @@ impl Binary {
             info: loaded.info,
             symbols,
             dwarf,
+            unnamed: match loaded.stripped {
+                true => Unnamed::Stripped,
+                false => Unnamed::NoSymbol,
+            },
+            fdes: loaded.fdes,
         }
     }
 
@@ -248,25 +308,38 @@ impl Binary {
         })
     }
 
-    /// The frames at a file offset, outermost first; empty when unknown.
-    pub fn resolve(&mut self, offset: FileOffset, opts: &SymbolizerOptions) -> Vec<Frame> {
+    /// The file offsets of the code the unwind tables bound around `addr` (an FDE's range).
+    fn unwind_range(&self, addr: ElfAddr) -> Option<std::ops::Range<FileOffset>> {
+        let range = self.fdes.as_ref()?.range(addr.0)?;
+        let layout = &self.info.layout;
+        let start = layout.file_offset(ElfAddr(range.start))?;
+        // The end is one past the last byte, which may lie past the segment.
+        let last = layout.file_offset(ElfAddr(range.end.checked_sub(1)?))?;
+        Some(start..FileOffset(last.0 + 1))
+    }
+
+    /// The frames at a file offset, outermost first; why there is no name, when there is none.
+    pub fn resolve(
+        &mut self,
+        offset: FileOffset,
+        opts: &SymbolizerOptions,
+    ) -> Result<Vec<Frame>, Unknown> {
         let Some(addr) = self.info.layout.elf_addr(offset) else {
-            return Vec::new();
+            // Not in a loaded segment of the file (a mapping of its data, or a stale mapping).
+            return Err(Unknown::alone(Unnamed::NoSymbol));
         };
         let symbol = self.symbols.lookup(addr.0);
         // DWARF is needed for inlined frames, lines, or when the symbol table has nothing.
         let need_dwarf = opts.inlines || opts.lines || symbol.is_none();
         let dwarf_frames = match self.dwarf.as_mut() {
-            Some(dwarf) if need_dwarf => dwarf.frames(addr.0),
+            Some(dwarf) if need_dwarf => dwarf.frames(addr.0, opts.lines),
             _ => Vec::new(),
         };
-        let name_of = |raw: &str| {
-            if opts.demangle {
-                demangle(raw)
-            } else {
-                raw.to_string()
-            }
+        let name_of = |raw: &str| match opts.demangle {
+            true => demangle(raw),
+            false => raw.to_string(),
         };
+        let raw_name = |name: &str, raw: &str| (name != raw).then(|| raw.to_string());
         let mut dwarf_frames = dwarf_frames.into_iter();
         let outer = dwarf_frames.next();
         // The symbol table names the outermost function (it is always fully qualified); DWARF fills in when
@@ -275,26 +348,21 @@ impl Binary {
             .map(|s| s.name(false))
             .or_else(|| outer.as_ref().and_then(|f| f.name.as_deref()));
         let Some(outer_raw) = outer_raw else {
-            return Vec::new();
+            return Err(Unknown {
+                cause: self.unnamed,
+                range: self.unwind_range(addr),
+            });
         };
         let outer_name = match symbol {
             Some(s) => s.name(opts.demangle).to_string(),
             None => name_of(outer_raw),
         };
-        let raw_name = |name: &str, raw: &str| (name != raw).then(|| raw.to_string());
-        let location = |loc: Option<String>| if opts.lines { loc } else { None };
-        let outer_raw_name = raw_name(&outer_name, outer_raw);
-        let (outer_location, outer_source) = match outer {
-            Some(f) if opts.lines => (f.location, f.source),
-            _ => (None, None),
-        };
         let mut frames = vec![Frame {
-            raw_name: outer_raw_name,
+            raw_name: raw_name(&outer_name, outer_raw),
             name: outer_name,
-            location: outer_location,
             inlined: false,
             offset: symbol.map(|s| addr.0 - s.start),
-            source: outer_source,
+            source: outer.and_then(|f| f.source),
         }];
         if opts.inlines {
             for f in dwarf_frames {
@@ -305,14 +373,13 @@ impl Binary {
                 frames.push(Frame {
                     raw_name: raw_name(&demangled, name),
                     name: demangled,
-                    location: location(f.location),
                     inlined: true,
                     offset: None,
-                    source: if opts.lines { f.source } else { None },
+                    source: f.source,
                 });
             }
         }
-        frames
+        Ok(frames)
     }
 }
 

@@ -1,19 +1,17 @@
 //! Kernel symbols from /proc/kallsyms.
-use std::cell::OnceCell;
 use std::sync::Arc;
 
 /// How far past the very last kernel symbol an address may lie and still be attributed to it.
 const LAST_SYMBOL_SPAN: u64 = 4096;
 
-/// One text symbol: its range, where its name lies in [`KernelSymbols::text`], and the name as an `Arc`
-/// once it was looked up (most of the ~100k kernel symbols never are, so they cost no allocation).
+/// One text symbol: its range, and where its name lies in [`KernelSymbols::names`] (24 bytes: the kernel
+/// has some 100k text symbols).
 #[derive(Debug)]
 struct Entry {
     start: u64,
     end: u64,
-    name_start: u32,
-    name_end: u32,
-    shared: OnceCell<Arc<str>>,
+    name: u32,
+    name_len: u16,
 }
 
 /// Kernel text symbols sorted by address, each bounded by the next symbol of any kind.
@@ -21,8 +19,8 @@ struct Entry {
 pub struct KernelSymbols {
     /// Sorted by start, non-overlapping.
     entries: Vec<Entry>,
-    /// The kallsyms text the names lie in.
-    text: Box<[u8]>,
+    /// The names of the text symbols, one after the other (a third of the kallsyms text).
+    names: String,
     marks: Marks,
 }
 
@@ -38,24 +36,19 @@ pub struct Marks {
 
 impl KernelSymbols {
     /// The text symbol containing `addr`, if any.
-    pub fn lookup(&self, addr: u64) -> Option<&Arc<str>> {
+    pub fn lookup(&self, addr: u64) -> Option<Arc<str>> {
         self.lookup_at(addr).map(|(name, _)| name)
     }
 
     /// The text symbol containing `addr` and the symbol's start address.
-    pub fn lookup_at(&self, addr: u64) -> Option<(&Arc<str>, u64)> {
+    pub fn lookup_at(&self, addr: u64) -> Option<(Arc<str>, u64)> {
         let i = self
             .entries
             .partition_point(|e| e.start <= addr)
             .checked_sub(1)?;
         let e = &self.entries[i];
-        (addr >= e.start && addr < e.end).then(|| {
-            let name = e.shared.get_or_init(|| {
-                let name = &self.text[e.name_start as usize..e.name_end as usize];
-                Arc::from(String::from_utf8_lossy(name))
-            });
-            (name, e.start)
-        })
+        let name = e.name as usize..e.name as usize + usize::from(e.name_len);
+        (addr >= e.start && addr < e.end).then(|| (Arc::from(&self.names[name]), e.start))
     }
 
     /// The `_text` address and the kernel image's extent.
@@ -188,18 +181,38 @@ pub fn parse_kallsyms(data: &[u8]) -> KernelSymbols {
     if !all.is_sorted_by_key(|(addr, _, _)| *addr) {
         all.sort_by_key(|(addr, _, _)| *addr);
     }
-    let mut entries: Vec<Entry> = Vec::with_capacity(all.len());
+    let (entries, names) = text_entries(data, &all);
+    KernelSymbols {
+        entries,
+        names,
+        marks,
+    }
+}
+
+/// The text symbols among `all` (address, name range in `data`: empty for a symbol that is not text, sorted by
+/// address), each ending at the next symbol of any kind, and their names one after the other.
+fn text_entries(data: &[u8], all: &[(u64, u32, u32)]) -> (Vec<Entry>, String) {
+    let mut entries: Vec<Entry> = Vec::new();
+    let mut names = String::new();
     for (i, &(addr, name_start, name_end)) in all.iter().enumerate() {
         if name_start == name_end {
             continue; // not text
         }
+        let name = String::from_utf8_lossy(&data[name_start as usize..name_end as usize]);
+        // Names are short; a longer one (never seen) is cut rather than wrapped.
+        let name = &name[..name.floor_char_boundary(usize::from(u16::MAX))];
+        let Ok(at) = u32::try_from(names.len()) else {
+            break;
+        };
         // Aliases at one address (`__pi___x86_indirect_thunk_rax`, `__x86_indirect_thunk_rax`): the last name
         // in the file wins, as in perf, where each earlier alias ends where the next begins and so has no size.
         if let Some(last) = entries.last_mut().filter(|e| e.start == addr) {
-            last.name_start = name_start;
-            last.name_end = name_end;
+            names.truncate(last.name as usize);
+            names.push_str(name);
+            last.name_len = name.len() as u16;
             continue;
         }
+        names.push_str(name);
         let end = all[i + 1..]
             .iter()
             .map(|(next, _, _)| *next)
@@ -208,16 +221,13 @@ pub fn parse_kallsyms(data: &[u8]) -> KernelSymbols {
         entries.push(Entry {
             start: addr,
             end,
-            name_start,
-            name_end,
-            shared: OnceCell::new(),
+            name: at,
+            name_len: name.len() as u16,
         });
     }
-    KernelSymbols {
-        entries,
-        text: Box::from(data),
-        marks,
-    }
+    entries.shrink_to_fit();
+    names.shrink_to_fit();
+    (entries, names)
 }
 
 #[cfg(test)]
@@ -234,27 +244,15 @@ ffffffff81000300 T ksys_write\n\
 ffffffffc0001000 t mod_fn\t[some_module]\n";
         let syms = parse_kallsyms(data);
         assert_eq!(syms.len(), 4);
-        assert_eq!(
-            syms.lookup(0xffffffff81000000).map(|s| &**s),
-            Some("_stext")
-        );
-        assert_eq!(
-            syms.lookup(0xffffffff810000ff).map(|s| &**s),
-            Some("_stext")
-        );
-        assert_eq!(
-            syms.lookup(0xffffffff81000150).map(|s| &**s),
-            Some("helper")
-        );
+        assert_eq!(syms.lookup(0xffffffff81000000).as_deref(), Some("_stext"));
+        assert_eq!(syms.lookup(0xffffffff810000ff).as_deref(), Some("_stext"));
+        assert_eq!(syms.lookup(0xffffffff81000150).as_deref(), Some("helper"));
         assert_eq!(syms.lookup(0xffffffff81000250), None, "data is not text");
         assert_eq!(
-            syms.lookup(0xffffffff81000310).map(|s| &**s),
+            syms.lookup(0xffffffff81000310).as_deref(),
             Some("ksys_write")
         );
-        assert_eq!(
-            syms.lookup(0xffffffffc0001010).map(|s| &**s),
-            Some("mod_fn")
-        );
+        assert_eq!(syms.lookup(0xffffffffc0001010).as_deref(), Some("mod_fn"));
         assert_eq!(
             syms.lookup(0xffffffffc0101010),
             None,
@@ -274,7 +272,7 @@ ffffffff82270020 T next_fn\n";
         let syms = parse_kallsyms(data);
         assert_eq!(syms.len(), 2);
         assert_eq!(
-            syms.lookup(0xffffffff82270010).map(|s| &**s),
+            syms.lookup(0xffffffff82270010).as_deref(),
             Some("__x86_indirect_thunk_rax")
         );
     }

@@ -13,6 +13,7 @@
 //! The vDSO is the kernel's too: `record` keeps its image in the same cache (`[vdso]/<build-id>/vdso`), and a
 //! report reads `[vdso]` frames from that copy, or from its own process's vDSO when that is the recorded one.
 use super::kallsyms::{parse_kallsyms, KernelSymbols};
+use super::unnamed::Unnamed;
 use crate::buildid::{
     buildid_dir, cached_kallsyms_path, hex, read_kallsyms_text, running_build_id, running_text,
 };
@@ -28,9 +29,13 @@ pub struct KernelRef {
     pub text: Option<u64>,
 }
 
-/// Read and parse a kallsyms file.
+/// Read and parse a kallsyms file: a copy is mapped (its pages leave with the map once parsed), /proc's
+/// file read.
 fn read_kallsyms(path: &Path) -> std::io::Result<KernelSymbols> {
-    Ok(parse_kallsyms(&read_kallsyms_text(path)?))
+    match crate::mapped::MappedFile::open(path) {
+        Ok(map) if !map.is_empty() => Ok(parse_kallsyms(&map)),
+        _ => Ok(parse_kallsyms(&read_kallsyms_text(path)?)),
+    }
 }
 
 /// The kernel symbols for one recording: the image's from the cached copy when there is one, the rest (or
@@ -110,12 +115,17 @@ impl KernelTable {
         }
     }
 
-    /// The text symbol at a recorded kernel address.
-    pub fn lookup(&mut self, addr: u64) -> Option<Arc<str>> {
-        self.lookup_at(addr).map(|(name, _)| name)
+    /// The text symbol at a recorded kernel address, and how far the address lies past its start.
+    /// Whether any symbols of the recorded kernel are at hand.
+    pub fn has_symbols(&self) -> bool {
+        self.cached.is_some()
+            || match &self.live {
+                Live::Loaded(symbols) => !symbols.is_empty(),
+                Live::Deferred => true,
+                Live::Refused => false,
+            }
     }
 
-    /// The text symbol at a recorded kernel address, and how far the address lies past its start.
     pub fn lookup_at(&mut self, addr: u64) -> Option<(Arc<str>, u64)> {
         if let Some(cached) = &self.cached {
             let at = addr.wrapping_sub(cached.shift);
@@ -139,6 +149,63 @@ impl KernelTable {
                 .map(|(name, start)| (name.clone(), addr - start)),
             _ => None,
         }
+    }
+}
+
+/// The kernel symbols of a recording, loaded on first use or in the background.
+#[derive(Default)]
+pub(crate) struct KernelNames {
+    /// The recording's kernel, as given to [`KernelNames::set_kernel`].
+    recorded: KernelRef,
+    /// Loaded on the first lookup.
+    table: Option<KernelTable>,
+    /// The kernel symbols being read and parsed in the background (see [`KernelNames::prefetch`]).
+    loading: Option<std::thread::JoinHandle<KernelTable>>,
+}
+
+impl KernelNames {
+    /// Say which kernel the addresses come from; before the first lookup or prefetch.
+    pub fn set_kernel(&mut self, kernel: KernelRef) {
+        self.recorded = kernel;
+    }
+
+    /// The recorded kernel's build id.
+    pub fn build_id(&self) -> Option<&[u8]> {
+        self.recorded.build_id.as_deref()
+    }
+
+    /// Start loading the symbols on another thread; nothing when they are loaded or loading.
+    pub fn prefetch(&mut self) {
+        if self.table.is_none() && self.loading.is_none() {
+            let recorded = self.recorded.clone();
+            self.loading = std::thread::Builder::new()
+                .name("rprof-kallsyms".into())
+                .spawn(move || KernelTable::load(&recorded))
+                .ok();
+        }
+    }
+
+    /// Why a kernel address has no name: no symbols of the recorded kernel at all, or none covering it.
+    pub fn why_unnamed(&mut self) -> Unnamed {
+        match self.table().has_symbols() {
+            true => Unnamed::NoSymbol,
+            false => Unnamed::KernelWithoutSymbols,
+        }
+    }
+
+    /// The symbol at a recorded kernel address, and how far the address lies past its start.
+    pub fn lookup_at(&mut self, addr: u64) -> Option<(Arc<str>, u64)> {
+        self.table().lookup_at(addr)
+    }
+
+    /// The table, loaded (or taken from the background thread) on first use.
+    fn table(&mut self) -> &mut KernelTable {
+        let (recorded, loading) = (&self.recorded, &mut self.loading);
+        self.table
+            .get_or_insert_with(|| match loading.take().map(|t| t.join()) {
+                Some(Ok(table)) => table,
+                _ => KernelTable::load(recorded),
+            })
     }
 }
 
@@ -183,7 +250,7 @@ ffffffffc0001000 t mod_fn\t[some_module]\n";
             live: Live::Refused,
             live_is_recorded: false,
         };
-        let name = |t: &mut KernelTable, a: u64| t.lookup(a).map(|s| s.to_string());
+        let name = |t: &mut KernelTable, a: u64| t.lookup_at(a).map(|(s, _)| s.to_string());
         assert_eq!(
             name(&mut table, 0xffffffff81000110 + shift).as_deref(),
             Some("ksys_write")

@@ -4,12 +4,13 @@
 //!
 //! The DWARF is the binary's own or its separate debug file's (build id, `.gnu_debuglink`).
 use super::debugfile::{find_debug_file, DebugHints};
+use super::dies::{DieRef, Dies};
 use super::elf::{has_dwarf, ElfData};
-use super::SymbolError;
-use gimli::{AttributeValue, DwTag, UnitOffset};
+use super::{DebugSources, SymbolError};
+use gimli::{AttributeValue, UnitOffset};
 use object::{Object, ObjectSection};
 use std::borrow::Cow;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// A parameter's type, as far as fetching it goes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -104,14 +105,14 @@ pub fn abi_register(params: &[Param], index: usize) -> Result<&'static str, Stri
 /// The parameters of the function whose code starts at ELF address `elf_addr` in `binary`, in order, from its
 /// DWARF or its separate debug file under `/usr/lib/debug`. None when no DWARF describes a function there.
 pub fn function_params(binary: &Path, elf_addr: u64) -> Result<Option<Vec<Param>>, SymbolError> {
-    function_params_in(binary, elf_addr, &[PathBuf::from("/usr/lib/debug")])
+    function_params_in(binary, elf_addr, &DebugSources::default())
 }
 
-/// [`function_params`] with the roots searched for separate debug files.
+/// [`function_params`] with the given sources of separate debug files.
 pub fn function_params_in(
     binary: &Path,
     elf_addr: u64,
-    debug_dirs: &[PathBuf],
+    sources: &DebugSources,
 ) -> Result<Option<Vec<Param>>, SymbolError> {
     let data = ElfData::read(binary)?;
     let file = data.parse(binary)?;
@@ -125,7 +126,8 @@ pub fn function_params_in(
         build_id,
         debuglink: file.gnu_debuglink().ok().flatten(),
     };
-    let Some(debug_path) = find_debug_file(&hints, debug_dirs).found else {
+    let found = find_debug_file(&hints, &sources.dirs).found;
+    let Some(debug_path) = found.or_else(|| sources.fetch_debuginfo(build_id)) else {
         return Ok(None);
     };
     let debug = ElfData::read(&debug_path)?;
@@ -154,10 +156,8 @@ fn params_in_file(
         gimli::RunTimeEndian::Big
     };
     let dwarf = sections.borrow(|s| gimli::EndianSlice::new(s, endian));
-    let mut dies = Dies {
-        dwarf: &dwarf,
-        units: Vec::new(),
-    };
+    // A one-off lookup: every unit it reads is kept.
+    let mut dies = Dies::new(dwarf, usize::MAX);
     dies.params_at(elf_addr).map_err(corrupt)
 }
 
@@ -188,62 +188,7 @@ fn section_bytes<'d>(file: &object::File<'d>, id: gimli::SectionId) -> Cow<'d, [
     }
 }
 
-/// A DIE: the index of its unit in [`Dies::units`] and its offset in the unit.
-type DieRef = (usize, UnitOffset);
-
-/// The units of a file, parsed when first needed.
-struct Dies<'a> {
-    dwarf: &'a gimli::Dwarf<R<'a>>,
-    /// (start in .debug_info, end, unit, whether it is C++: no `struct` keyword in type names)
-    units: Vec<(usize, usize, gimli::Unit<R<'a>>, bool)>,
-}
-
-/// How deep references (type chains, origins) are followed: DWARF can be cyclic.
-const MAX_DEPTH: u8 = 24;
-
-impl<'a> Dies<'a> {
-    /// The index of the parsed unit whose header starts at `start` in `.debug_info`.
-    fn load_unit(&mut self, header: gimli::UnitHeader<R<'a>>) -> gimli::Result<usize> {
-        let start = header.debug_info_offset().map_or(0, |o| o.0);
-        if let Some(i) = self.units.iter().position(|u| u.0 == start) {
-            return Ok(i);
-        }
-        let end = start + header.length_including_self();
-        let unit = self.dwarf.unit(header)?;
-        let language = unit
-            .entries()
-            .next_dfs()?
-            .and_then(|root| root.attr_value(gimli::DW_AT_language));
-        let cxx = matches!(
-            language,
-            Some(AttributeValue::Language(
-                gimli::DW_LANG_C_plus_plus
-                    | gimli::DW_LANG_C_plus_plus_03
-                    | gimli::DW_LANG_C_plus_plus_11
-                    | gimli::DW_LANG_C_plus_plus_14
-                    | gimli::DW_LANG_C_plus_plus_17
-                    | gimli::DW_LANG_C_plus_plus_20
-            ))
-        );
-        self.units.push((start, end, unit, cxx));
-        Ok(self.units.len() - 1)
-    }
-
-    /// The unit holding `.debug_info` offset `at`.
-    fn unit_holding(&mut self, at: usize) -> gimli::Result<Option<usize>> {
-        if let Some(i) = self.units.iter().position(|u| u.0 <= at && at < u.1) {
-            return Ok(Some(i));
-        }
-        let mut headers = self.dwarf.units();
-        while let Some(header) = headers.next()? {
-            let start = header.debug_info_offset().map_or(0, |o| o.0);
-            if start <= at && at < start + header.length_including_self() {
-                return self.load_unit(header).map(Some);
-            }
-        }
-        Ok(None)
-    }
-
+impl<'a> Dies<R<'a>> {
     /// The units that may hold `addr`: the one `.debug_aranges` names, else every unit whose ranges hold it.
     fn units_for(&mut self, addr: u64) -> gimli::Result<Vec<usize>> {
         let mut aranges = self.dwarf.debug_aranges.headers();
@@ -257,84 +202,16 @@ impl<'a> Dies<'a> {
             }
         }
         let mut out = Vec::new();
-        let mut headers = self.dwarf.units();
-        while let Some(header) = headers.next()? {
-            let i = self.load_unit(header)?;
-            let mut ranges = self.dwarf.unit_ranges(&self.units[i].2)?;
+        for start in self.bounds()?.iter().map(|r| r.start).collect::<Vec<_>>() {
+            let mut ranges = self.unit_ref(start)?.unit_ranges()?;
             while let Some(r) = ranges.next()? {
                 if r.begin <= addr && addr < r.end {
-                    out.push(i);
+                    out.push(start);
                     break;
                 }
             }
         }
         Ok(out)
-    }
-
-    fn entry(
-        &self,
-        (unit, offset): DieRef,
-    ) -> gimli::Result<gimli::DebuggingInformationEntry<R<'a>>> {
-        self.units[unit].2.entry(offset)
-    }
-
-    /// The DIE an attribute value refers to.
-    fn reference(
-        &mut self,
-        unit: usize,
-        value: AttributeValue<R<'a>>,
-    ) -> gimli::Result<Option<DieRef>> {
-        match value {
-            AttributeValue::UnitRef(offset) => Ok(Some((unit, offset))),
-            AttributeValue::DebugInfoRef(offset) => {
-                let Some(u) = self.unit_holding(offset.0)? else {
-                    return Ok(None);
-                };
-                Ok(offset
-                    .to_unit_offset(&self.units[u].2.header)
-                    .map(|o| (u, o)))
-            }
-            _ => Ok(None),
-        }
-    }
-
-    /// The DIE `at` refers to through `attr`.
-    fn follow(&mut self, at: DieRef, attr: gimli::DwAt) -> gimli::Result<Option<DieRef>> {
-        match self.entry(at)?.attr_value(attr) {
-            Some(value) => self.reference(at.0, value),
-            None => Ok(None),
-        }
-    }
-
-    /// The value of `attr` on the DIE or, failing that, on its abstract origin or specification.
-    fn inherited(
-        &mut self,
-        at: DieRef,
-        attr: gimli::DwAt,
-    ) -> gimli::Result<Option<(DieRef, AttributeValue<R<'a>>)>> {
-        let mut at = at;
-        for _ in 0..MAX_DEPTH {
-            if let Some(value) = self.entry(at)?.attr_value(attr) {
-                return Ok(Some((at, value)));
-            }
-            let origin = match self.follow(at, gimli::DW_AT_abstract_origin)? {
-                Some(o) => Some(o),
-                None => self.follow(at, gimli::DW_AT_specification)?,
-            };
-            match origin {
-                Some(o) => at = o,
-                None => return Ok(None),
-            }
-        }
-        Ok(None)
-    }
-
-    fn name(&mut self, at: DieRef) -> gimli::Result<Option<String>> {
-        let Some(((unit, _), value)) = self.inherited(at, gimli::DW_AT_name)? else {
-            return Ok(None);
-        };
-        let s = self.dwarf.attr_string(&self.units[unit].2, value)?;
-        Ok(Some(s.to_string_lossy().into_owned()))
     }
 
     fn type_of(&mut self, at: DieRef) -> gimli::Result<Option<DieRef>> {
@@ -344,7 +221,7 @@ impl<'a> Dies<'a> {
         }
     }
 
-    fn udata(&self, at: DieRef, attr: gimli::DwAt) -> gimli::Result<Option<u64>> {
+    fn udata(&mut self, at: DieRef, attr: gimli::DwAt) -> gimli::Result<Option<u64>> {
         Ok(self.entry(at)?.attr(attr).and_then(|a| a.udata_value()))
     }
 
@@ -359,17 +236,17 @@ impl<'a> Dies<'a> {
     }
 
     /// The subprogram DIE of `unit` whose code starts at `addr`.
-    fn function_at(&self, unit: usize, addr: u64) -> gimli::Result<Option<UnitOffset>> {
-        let u = &self.units[unit].2;
+    fn function_at(&mut self, unit: usize, addr: u64) -> gimli::Result<Option<UnitOffset>> {
+        let u = self.unit_ref(unit)?;
         let mut cursor = u.entries();
         while let Some(entry) = cursor.next_dfs()? {
             if entry.tag() != gimli::DW_TAG_subprogram {
                 continue;
             }
             let start = match entry.attr_value(gimli::DW_AT_low_pc) {
-                Some(low) => self.dwarf.attr_address(u, low)?,
+                Some(low) => u.attr_address(low)?,
                 None if entry.attr(gimli::DW_AT_ranges).is_some() => {
-                    self.dwarf.die_ranges(u, entry)?.next()?.map(|r| r.begin)
+                    u.die_ranges(entry)?.next()?.map(|r| r.begin)
                 }
                 None => None,
             };
@@ -380,27 +257,8 @@ impl<'a> Dies<'a> {
         Ok(None)
     }
 
-    /// The children of a DIE (their offsets and tags), in order.
-    fn children(&self, (unit, offset): DieRef) -> gimli::Result<Vec<(UnitOffset, DwTag)>> {
-        let mut cursor = self.units[unit].2.entries_at_offset(offset)?;
-        let Some(first) = cursor.next_dfs()? else {
-            return Ok(Vec::new());
-        };
-        let depth = first.depth();
-        let mut out = Vec::new();
-        while let Some(entry) = cursor.next_dfs()? {
-            if entry.depth() <= depth {
-                break;
-            }
-            if entry.depth() == depth + 1 {
-                out.push((entry.offset(), entry.tag()));
-            }
-        }
-        Ok(out)
-    }
-
     /// The DW_TAG_formal_parameter children of a DIE, in order.
-    fn param_children(&self, at: DieRef) -> gimli::Result<Vec<UnitOffset>> {
+    fn param_children(&mut self, at: DieRef) -> gimli::Result<Vec<UnitOffset>> {
         Ok(self
             .children(at)?
             .into_iter()

@@ -1,5 +1,43 @@
 //! JIT symbols from `/tmp/perf-PID.map` (`START SIZE NAME` lines, hex numbers).
+use super::unnamed::Unnamed;
+use crate::addr::RuntimeAddr;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+/// The perf maps of the processes of a recording, read on first use.
+#[derive(Default)]
+pub(crate) struct PerfMaps {
+    /// Perf maps by pid (None when the pid has none).
+    maps: HashMap<u32, Option<PerfMap>>,
+    /// Host pid -> namespace pid (see [`PerfMaps::set_ns_pids`]).
+    ns_pids: HashMap<u32, u32>,
+}
+
+impl PerfMaps {
+    /// Host pid -> pid in the process's own pid namespace (a container), for finding its perf-PID.map.
+    pub fn set_ns_pids(&mut self, ns_pids: HashMap<u32, u32>) {
+        self.ns_pids = ns_pids;
+    }
+
+    /// The name of a JIT address of process `pid`, from /tmp/perf-PID.map: the host's file, else (a process
+    /// in a container) the one the process wrote under its namespace pid in its own /tmp, through
+    /// /proc/PID/root while it lives.
+    pub fn lookup(&mut self, pid: u32, addr: RuntimeAddr) -> Result<Arc<str>, Unnamed> {
+        let ns_pid = self.ns_pids.get(&pid).copied();
+        let map = self.maps.entry(pid).or_insert_with(|| {
+            let inside = ns_pid.map(|ns| {
+                crate::process::root_path(pid, Path::new(&format!("/tmp/perf-{ns}.map")))
+            });
+            std::iter::once(PathBuf::from(format!("/tmp/perf-{pid}.map")))
+                .chain(inside)
+                .find_map(|path| std::fs::read(path).ok())
+                .map(|data| parse_perf_map(&data))
+        });
+        let map = map.as_ref().ok_or(Unnamed::JitWithoutMap)?;
+        map.lookup(addr.0).cloned().ok_or(Unnamed::JitNotInMap)
+    }
+}
 
 /// The symbols of one perf map, sorted by start address.
 #[derive(Debug, Default)]

@@ -11,6 +11,7 @@
 //! Unwind data comes from `.eh_frame` + `.eh_frame_hdr`, or a larger `.debug_frame` (see [`super::modules`]).
 //! Addresses without a module or without CFI are unwound by framehop with a frame-pointer step.
 
+use std::cell::Cell;
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -35,6 +36,41 @@ pub const MAX_FRAMES: usize = 256;
 
 /// Default cap on the number of modules kept in the cache (see [`DwarfUnwinder::with_module_cap`]).
 pub const DEFAULT_MODULE_CAP: usize = 256;
+
+/// A sample's copy of its user stack, which starts at the stack pointer.
+struct StackCopy<'a> {
+    start: u64,
+    bytes: &'a [u8],
+    /// Whether the last failed read was past the end of the copy: tells "ran off the copy" from other failures.
+    read_past_end: Cell<bool>,
+    /// How many bytes from the start the reads reached.
+    used: Cell<u64>,
+}
+
+impl StackCopy<'_> {
+    /// The 8 bytes at `addr`.
+    fn read(&self, addr: u64) -> Result<u64, ()> {
+        let in_copy = addr
+            .checked_sub(self.start)
+            .and_then(|off| usize::try_from(off).ok())
+            .and_then(|off| Some((off, self.bytes.get(off..off.checked_add(8)?)?)));
+        match in_copy {
+            Some((off, bytes)) => {
+                self.used.set(self.used.get().max(off as u64 + 8));
+                Ok(u64::from_le_bytes(bytes.try_into().map_err(|_| ())?))
+            }
+            None => {
+                self.read_past_end.set(self.past_end(addr));
+                Err(())
+            }
+        }
+    }
+
+    /// Whether reading 8 bytes at `addr` runs past the end of the copy (the stack goes on beyond it).
+    fn past_end(&self, addr: u64) -> bool {
+        addr >= self.start && addr.saturating_add(8) > self.start + self.bytes.len() as u64
+    }
+}
 
 /// One process: the framehop unwinder holding the modules it needed so far.
 struct ProcessModules {
@@ -67,6 +103,8 @@ pub struct DwarfUnwinder {
     /// The unwinder used for processes without any known mapping.
     no_modules: UnwinderX86_64<Vec<u8>>,
     tick: u64,
+    /// See [`DwarfUnwinder::last_stack_used`].
+    last_used: u64,
 }
 
 impl DwarfUnwinder {
@@ -88,6 +126,7 @@ impl DwarfUnwinder {
             sigreturn: SigreturnSites::default(),
             no_modules: UnwinderX86_64::new(),
             tick: 0,
+            last_used: 0,
         }
     }
 
@@ -141,25 +180,33 @@ impl DwarfUnwinder {
             self.sync_process(pid, space);
         }
         let valid_len = (dyn_size as usize).min(stack.len());
-        let stack = &stack[..valid_len];
-        let stack_start = regs.sp;
-        let stack_end = regs.sp.saturating_add(valid_len as u64);
-        // Whether the last failed read was past the end of the copy: tells "ran off the copy" from other failures.
-        let read_past_end = std::cell::Cell::new(false);
-        let mut read_stack = |addr: u64| -> Result<u64, ()> {
-            let in_copy = addr
-                .checked_sub(stack_start)
-                .and_then(|off| usize::try_from(off).ok())
-                .and_then(|off| stack.get(off..off.checked_add(8)?));
-            match in_copy {
-                Some(bytes) => Ok(u64::from_le_bytes(bytes.try_into().map_err(|_| ())?)),
-                None => {
-                    read_past_end.set(addr >= stack_start && addr.saturating_add(8) > stack_end);
-                    Err(())
-                }
-            }
+        let copy = StackCopy {
+            start: regs.sp,
+            bytes: &stack[..valid_len],
+            read_past_end: Cell::new(false),
+            used: Cell::new(0),
         };
+        let outcome = self.walk(pid, space, regs, &copy, out);
+        self.last_used = copy.used.get();
+        outcome
+    }
 
+    /// How many bytes of its stack copy the last unwind read (from the stack pointer up): for a complete
+    /// unwind, about how deep the stack was.
+    pub fn last_stack_used(&self) -> u64 {
+        self.last_used
+    }
+
+    /// The frame-by-frame loop of [`DwarfUnwinder::unwind`].
+    fn walk(
+        &mut self,
+        pid: u32,
+        space: Option<&AddressSpace>,
+        regs: &UserRegs,
+        copy: &StackCopy<'_>,
+        out: &mut Vec<u64>,
+    ) -> UnwindOutcome {
+        let mut read_stack = |addr: u64| copy.read(addr);
         let mut uregs = UnwindRegsX86_64::new(regs.ip, regs.sp, regs.bp);
         let mut address = FrameAddress::from_instruction_pointer(regs.ip);
         out.push(regs.ip);
@@ -188,20 +235,17 @@ impl DwarfUnwinder {
                         None => return UnwindOutcome::Complete,
                     }
                 }
-                Err(framehop::Error::CouldNotReadStack(addr))
-                    if addr >= stack_start && addr.saturating_add(8) > stack_end =>
-                {
+                Err(framehop::Error::CouldNotReadStack(addr)) if copy.past_end(addr) => {
                     return UnwindOutcome::Truncated
                 }
-                Err(_) if read_past_end.get() => return UnwindOutcome::Truncated,
+                Err(_) if copy.read_past_end.get() => return UnwindOutcome::Truncated,
                 // framehop does not unwind signal frames: a signal handler returns into the rt_sigreturn
                 // trampoline, and the interrupted code's registers are in the ucontext on the stack.
                 Err(_) if self.is_sigreturn(pid, space, address.address()) => {
                     let [rip, rsp, rbp] = signal::saved_regs(before.sp());
-                    let (Ok(ip), Ok(sp), Ok(bp)) =
-                        (read_stack(rip), read_stack(rsp), read_stack(rbp))
+                    let (Ok(ip), Ok(sp), Ok(bp)) = (copy.read(rip), copy.read(rsp), copy.read(rbp))
                     else {
-                        return match rip + 8 > stack_end {
+                        return match copy.past_end(rip) {
                             true => UnwindOutcome::Truncated,
                             false => UnwindOutcome::Failed,
                         };

@@ -22,15 +22,17 @@ pub struct DwarfStats {
     pub failed: u64,
     /// The stack copy size asked for.
     pub copy_size: u64,
+    /// The most stack a complete unwind read (bytes from the stack pointer): about the deepest stack seen.
+    pub deepest: u64,
 }
 
 impl DwarfStats {
-    /// Count one unwind of a stack copy of `copy` bytes.
-    pub fn count(&mut self, outcome: UnwindOutcome, copy: u64) {
+    /// Count one unwind of a stack copy of `copy` bytes, which read `used` bytes of it.
+    pub fn count(&mut self, outcome: UnwindOutcome, copy: u64, used: u64) {
         self.unwound += 1;
         self.copy_size = self.copy_size.max(copy);
         match outcome {
-            UnwindOutcome::Complete => {}
+            UnwindOutcome::Complete => self.deepest = self.deepest.max(used),
             UnwindOutcome::Truncated => self.truncated += 1,
             UnwindOutcome::Failed => self.failed += 1,
         }

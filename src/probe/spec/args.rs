@@ -4,6 +4,7 @@
 use super::fetch::{Fetch, FetchItem, FetchType, ABI_REGS};
 use crate::probe::target::{Target, TargetKind};
 use crate::probe::ProbeError;
+use crate::symbols::DebugSources;
 
 fn spec_error(spec: &str, reason: String) -> ProbeError {
     ProbeError::Spec {
@@ -21,12 +22,14 @@ const DEFAULT_INT: FetchType = FetchType::Int {
 pub type Formats<'a> = &'a dyn Fn(&str, &str) -> Option<String>;
 
 /// The fetch arguments of `target` for `items` (in order, each name once); `spec` is the spec as written, for
-/// errors; `formats` gives the fields of tracepoints and syscalls.
+/// errors; `formats` gives the fields of tracepoints and syscalls; `debug` says where DWARF for parameter names
+/// is found.
 pub fn resolve_fetches(
     target: &Target,
     items: &[FetchItem],
     spec: &str,
     formats: Formats<'_>,
+    debug: &DebugSources,
 ) -> Result<Vec<Fetch>, ProbeError> {
     let mut out: Vec<Fetch> = Vec::new();
     for item in items {
@@ -34,7 +37,7 @@ pub fn resolve_fetches(
             continue;
         }
         let field = format!("v{}", out.len());
-        let fetch = resolve_one(target, item, field, spec, formats)?;
+        let fetch = resolve_one(target, item, field, spec, formats, debug)?;
         out.push(fetch);
     }
     Ok(out)
@@ -46,6 +49,7 @@ fn resolve_one(
     field: String,
     spec: &str,
     formats: Formats<'_>,
+    debug: &DebugSources,
 ) -> Result<Fetch, ProbeError> {
     let err = |reason: String| spec_error(spec, reason);
     let what = kind_name(&target.kind);
@@ -55,7 +59,7 @@ fn resolve_one(
             kind: (**start).clone(),
             ..target.clone()
         };
-        return resolve_one(&start, item, field, spec, formats);
+        return resolve_one(&start, item, field, spec, formats, debug);
     }
     if target.go.is_some() {
         return go_fetch(target, item, field, spec);
@@ -105,7 +109,7 @@ fn resolve_one(
         TargetKind::User { path, addr, .. } => {
             let (base, ty) = match item.arg_index() {
                 Some(n) => (abi_reg(n).map_err(&err)?, item.ty.unwrap_or(DEFAULT_INT)),
-                None => named_param(path, addr.0, &target.name, item).map_err(&err)?,
+                None => named_param(path, addr.0, &target.name, item, debug).map_err(&err)?,
             };
             Ok(Fetch::new(&item.name, field, &base, ty, false))
         }
@@ -239,9 +243,10 @@ fn named_param(
     addr: u64,
     func: &str,
     item: &FetchItem,
+    debug: &DebugSources,
 ) -> Result<(String, FetchType), String> {
-    use crate::symbols::params::{abi_register, function_params, ParamType};
-    let params = function_params(path, addr)
+    use crate::symbols::params::{abi_register, function_params_in, ParamType};
+    let params = function_params_in(path, addr, debug)
         .map_err(|e| format!("cannot read the parameters of {func}: {e}"))?
         .ok_or_else(|| {
             format!(

@@ -62,7 +62,7 @@ pub fn targets(
             _ => None,
         },
         regex: opts.regex,
-        debug_dirs: opts.debug_dirs.clone(),
+        debug: opts.debug.clone(),
     };
     let formats = |category: &str, event: &str| tracefs?.event_format(category, event).ok();
     let mut targets = Targets::default();
@@ -76,7 +76,7 @@ pub fn targets(
                 e => e,
             })?;
         for mut t in found {
-            t.fetches = args::resolve_fetches(&t, items, text, &formats)?;
+            t.fetches = args::resolve_fetches(&t, items, text, &formats, &opts.debug)?;
             t.syscall_sites = syscall_sites(&t, opts, &ropts)?;
             targets.add(t);
         }
@@ -85,8 +85,13 @@ pub fn targets(
         let mut pair = resolve::resolve_pair(start, done, &ropts)?;
         let mut items = fetch::split_spec(start)?.items;
         items.extend(opts.values.iter().cloned());
-        pair.fetches =
-            args::resolve_fetches(&pair, &items, &format!("--pair {start},{done}"), &formats)?;
+        pair.fetches = args::resolve_fetches(
+            &pair,
+            &items,
+            &format!("--pair {start},{done}"),
+            &formats,
+            &opts.debug,
+        )?;
         targets.add(pair);
     }
     check(opts, &targets)?;

@@ -10,7 +10,7 @@ use crate::tracefs::Tracefs;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::symbols::{elf_info, function_symbols};
+use crate::symbols::{elf_info, function_symbols, DebugSources};
 
 /// Where `probe` looks for things: the binary of `-x`, the target pid for libraries, debug dirs, regex mode.
 #[derive(Clone, Debug, Default)]
@@ -18,7 +18,7 @@ pub struct ResolveOptions {
     pub binary: Option<PathBuf>,
     pub pid: Option<u32>,
     pub regex: bool,
-    pub debug_dirs: Vec<PathBuf>,
+    pub debug: DebugSources,
 }
 
 /// Resolve all patterns into targets, in pattern order, each address or event once.
@@ -37,7 +37,7 @@ pub fn resolve(
                         pattern: pattern.clone(),
                     })?,
                 };
-                resolve_user(&path, pattern, opts.regex, &opts.debug_dirs)?
+                resolve_user(&path, pattern, opts.regex, &opts.debug)?
             }
             Spec::Syscall { pattern } => resolve_syscalls(need(tracefs)?, pattern, opts.regex)?,
             Spec::Tracepoint { category, event } => {
@@ -172,7 +172,7 @@ pub fn resolve_user(
     path: &Path,
     pattern: &str,
     regex: bool,
-    debug_dirs: &[PathBuf],
+    debug: &DebugSources,
 ) -> Result<Vec<Target>, ProbeError> {
     let matcher = NameMatcher::new(pattern, regex)?;
     let path = std::fs::canonicalize(path).map_err(|error| ProbeError::Binary {
@@ -180,7 +180,7 @@ pub fn resolve_user(
         error,
     })?;
     let info = elf_info(&path)?;
-    let symbols = function_symbols(&path, debug_dirs)?;
+    let symbols = function_symbols(&path, debug)?;
     // address -> (names that matched, other names at the address)
     let mut by_addr: BTreeMap<u64, (Vec<String>, Vec<String>)> = BTreeMap::new();
     for s in &symbols {

@@ -392,6 +392,7 @@ mod tests {
             module: module.into(),
             kernel: false,
             system_name: system_name.map(str::to_string),
+            unnamed: None,
         }
     }
 

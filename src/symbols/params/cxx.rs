@@ -1,10 +1,10 @@
 //! Which C++ classes the Itanium C++ ABI passes by invisible reference: those "non-trivial for the purposes
 //! of calls". DWARF 5's `DW_AT_calling_convention` says so directly, but GCC does not emit it; this reads
 //! the class's members instead.
-use super::{DieRef, Dies, MAX_DEPTH};
+use crate::symbols::dies::{DieRef, Dies, MAX_DEPTH};
 use gimli::AttributeValue;
 
-impl Dies<'_> {
+impl Dies<super::R<'_>> {
     /// True when the class at `at` has a user-provided destructor, copy or move constructor (or a deleted
     /// one), virtual functions or bases, or a base or member (maybe in an array) of such a class type.
     /// A class known only by its declaration counts as non-trivial: the caller cannot tell.

@@ -1,5 +1,6 @@
 use super::*;
 use object::ObjectSymbol;
+use std::path::PathBuf;
 use std::process::Command;
 
 /// Build a fixture with `compiler` and `flags` into `dir`.

@@ -1,5 +1,6 @@
 //! What a parameter's type comes to: its [`ParamType`], its C spelling, and how it is passed.
-use super::{DieRef, Dies, ParamType, MAX_DEPTH};
+use super::ParamType;
+use crate::symbols::dies::{DieRef, Dies, MAX_DEPTH};
 use gimli::{AttributeValue, DwTag};
 
 /// What a type comes to: its kind, its C spelling, whether it is a character type (after typedefs and
@@ -11,7 +12,7 @@ pub(super) struct Desc {
     pub by_reference: bool,
 }
 
-impl Dies<'_> {
+impl Dies<super::R<'_>> {
     /// Describe the type DIE `at` (None: void).
     pub(super) fn describe(&mut self, at: Option<DieRef>, depth: u8) -> gimli::Result<Desc> {
         let desc = |kind, name: String| Desc {
@@ -99,7 +100,7 @@ impl Dies<'_> {
             }
             gimli::DW_TAG_structure_type | gimli::DW_TAG_union_type | gimli::DW_TAG_class_type => {
                 let keyword = match tag {
-                    _ if self.units[at.0].3 => "",
+                    _ if self.is_cxx(at)? => "",
                     gimli::DW_TAG_structure_type => "struct ",
                     gimli::DW_TAG_union_type => "union ",
                     _ => "",
@@ -107,7 +108,7 @@ impl Dies<'_> {
                 let name = format!("{keyword}{}", own_name.as_deref().unwrap_or("<anonymous>"));
                 let by_reference = self.udata(at, gimli::DW_AT_calling_convention)?
                     == Some(u64::from(gimli::DW_CC_pass_by_reference.0))
-                    || (self.units[at.0].3 && self.non_trivial_for_calls(at, depth)?);
+                    || (self.is_cxx(at)? && self.non_trivial_for_calls(at, depth)?);
                 Desc {
                     by_reference,
                     ..desc(ParamType::Aggregate { size }, name)
@@ -121,7 +122,7 @@ impl Dies<'_> {
                     ),
                     None => false,
                 };
-                let keyword = if self.units[at.0].3 { "" } else { "enum " };
+                let keyword = if self.is_cxx(at)? { "" } else { "enum " };
                 let name = format!("{keyword}{}", own_name.as_deref().unwrap_or("<anonymous>"));
                 desc(
                     ParamType::Int {

@@ -1,0 +1,250 @@
+//! [`Symbolizer`]: one noun for every lookup (kernel, mapped files, JIT code), each (binary, address) once.
+use super::binary::Binary;
+use super::cache::{CacheId, FileCache, FileId};
+use super::kernel::KernelNames;
+use super::perfmap::PerfMaps;
+use super::pool::{Pool, Slot};
+use super::unnamed::{Symbolized, Unknown, Unnamed};
+use super::{
+    DebugSources, FunctionRange, KernelRef, ModuleKey, SymbolError, SymbolizerOptions, VDSO,
+};
+use crate::addr::{FileOffset, RuntimeAddr};
+use crate::elf_layout::ElfLayout;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// A binary as opened: ready, or why it could not be used.
+type Opened = Result<Box<Binary>, Unnamed>;
+
+/// What a binary is known by: a file's identity, the vDSO, or (gone from disk) its build id alone; with the
+/// build id expected of it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum BinaryKey {
+    File(FileId, Option<Vec<u8>>),
+    Vdso(Option<Vec<u8>>),
+    Gone(Vec<u8>),
+}
+
+/// Resolves addresses to names, caching each (binary, address) once.
+///
+/// Binaries are parsed once each (shared between processes mapping the same file) and kept for the life of
+/// the symbolizer; there is no eviction.
+pub struct Symbolizer {
+    opts: SymbolizerOptions,
+    kernel: KernelNames,
+    /// Each module's binary in `binaries`, or why it has none.
+    modules: HashMap<ModuleKey, Result<CacheId, Unnamed>>,
+    /// Binaries, opened or being opened on `pool`.
+    binaries: FileCache<BinaryKey, Slot<Opened>>,
+    pool: Pool,
+    /// What each (binary, file offset) resolved to.
+    resolved: HashMap<(CacheId, u64), Symbolized>,
+    perf_maps: PerfMaps,
+}
+
+impl Symbolizer {
+    /// A symbolizer with nothing loaded yet.
+    pub fn new(opts: SymbolizerOptions) -> Symbolizer {
+        Symbolizer {
+            opts,
+            kernel: KernelNames::default(),
+            modules: HashMap::new(),
+            binaries: FileCache::new(),
+            pool: Pool::new(),
+            resolved: HashMap::new(),
+            perf_maps: PerfMaps::default(),
+        }
+    }
+
+    /// Say which kernel the addresses come from (build id and `_text`); before the first kernel lookup or
+    /// [`Symbolizer::prefetch_kernel`]. Without it, the running kernel is assumed.
+    pub fn set_kernel(&mut self, kernel: KernelRef) {
+        self.kernel.set_kernel(kernel);
+    }
+
+    /// Start loading the kernel's symbols on another thread, so that the first [`Symbolizer::kernel`] lookup
+    /// finds them ready (reading /proc/kallsyms costs the kernel tens of milliseconds). Does nothing when they
+    /// are loaded or loading.
+    pub fn prefetch_kernel(&mut self) {
+        self.kernel.prefetch();
+    }
+
+    /// A kernel address: from the build-id cache's copy of the recorded kernel's kallsyms, or from the running
+    /// kernel's /proc/kallsyms when it is the recorded one (see `symbols/kernel.rs`). None when unknown.
+    pub fn kernel(&mut self, addr: u64) -> Option<Arc<str>> {
+        self.kernel_at(addr).map(|(name, _)| name)
+    }
+
+    /// Why kernel addresses without a name have none: no symbols of the recorded kernel are at hand
+    /// ([`Unnamed::KernelWithoutSymbols`]), or none covers them ([`Unnamed::NoSymbol`]: modules, BPF).
+    pub fn kernel_unnamed(&mut self) -> Unnamed {
+        self.kernel.why_unnamed()
+    }
+
+    /// A kernel address: its symbol and how far the address lies past the symbol's start.
+    pub fn kernel_at(&mut self, addr: u64) -> Option<(Arc<str>, u64)> {
+        self.kernel.lookup_at(addr)
+    }
+
+    /// An offset into a mapped file: frames outermost first, or why there is no name.
+    ///
+    /// The file is opened as `module.path`, else as `/proc/PID/root/path` (containers); a file whose build id
+    /// differs from `module.build_id` is not used. The outermost name comes from the symbol table (.symtab,
+    /// .dynsym, or the debug file's), inlined frames and lines from DWARF.
+    pub fn user(&mut self, module: &ModuleKey, offset: FileOffset) -> Symbolized {
+        let id = match self.module(module) {
+            Ok(id) => id,
+            Err(cause) => return Symbolized::Unknown(Unknown::alone(cause)),
+        };
+        if let Some(known) = self.resolved.get(&(id, offset.0)) {
+            return known.clone();
+        }
+        let opts = &self.opts;
+        let symbolized = match self.binaries.get(id).get(lost) {
+            Ok(binary) => match binary.resolve(offset, opts) {
+                Ok(frames) => Symbolized::Frames(Arc::from(frames)),
+                Err(unknown) => Symbolized::Unknown(unknown),
+            },
+            Err(cause) => Symbolized::Unknown(Unknown::alone(*cause)),
+        };
+        self.resolved.insert((id, offset.0), symbolized.clone());
+        symbolized
+    }
+
+    /// The function symbol containing a file offset of a module, with the ELF layout that maps it back to
+    /// file offsets; None when the binary cannot be opened or no symbol covers it.
+    pub fn function(
+        &mut self,
+        module: &ModuleKey,
+        offset: FileOffset,
+    ) -> Option<(FunctionRange, ElfLayout)> {
+        let id = self.module(module).ok()?;
+        let binary = self.binaries.get(id).get(lost).as_ref().ok()?;
+        let addr = binary.info.layout.elf_addr(offset)?;
+        let function = binary.function_at(addr.0)?;
+        Some((function, binary.info.layout.clone()))
+    }
+
+    /// Why a module's binary cannot be used (gone, another build id, unreadable); None when it opens.
+    pub fn module_unusable(&mut self, module: &ModuleKey) -> Option<Unnamed> {
+        match self.module(module) {
+            Ok(id) => self.binaries.get(id).get(lost).as_ref().err().copied(),
+            Err(cause) => Some(cause),
+        }
+    }
+
+    /// Whether a module's binary could be opened (and had the recorded build id).
+    pub fn module_opens(&mut self, module: &ModuleKey) -> bool {
+        self.module_unusable(module).is_none()
+    }
+
+    /// Start opening a module (symbols and DWARF) on a thread of its own, so that a later
+    /// [`Symbolizer::user`] finds it ready.
+    pub fn prefetch(&mut self, module: &ModuleKey) {
+        let _ = self.module(module);
+    }
+
+    /// Host pid -> pid in the process's own pid namespace (a container), for finding its perf-PID.map.
+    pub fn set_ns_pids(&mut self, ns_pids: HashMap<u32, u32>) {
+        self.perf_maps.set_ns_pids(ns_pids);
+    }
+
+    /// A JIT address through /tmp/perf-PID.map: the host's file, else (a process in a container) the one the
+    /// process wrote under its namespace pid in its own /tmp, through /proc/PID/root while it lives.
+    pub fn jit(&mut self, pid: u32, addr: RuntimeAddr) -> Result<Arc<str>, Unnamed> {
+        self.perf_maps.lookup(pid, addr)
+    }
+
+    /// The binary of a module in the cache (started opening on the pool), or why it has none.
+    fn module(&mut self, module: &ModuleKey) -> Result<CacheId, Unnamed> {
+        if let Some(known) = self.modules.get(module) {
+            return *known;
+        }
+        let id = self.open_module(module);
+        self.modules.insert(module.clone(), id);
+        id
+    }
+
+    /// Start opening a module's binary: `path`, else `/proc/PID/root/path` (containers). A file whose build id
+    /// differs from the recorded one is not used.
+    fn open_module(&mut self, module: &ModuleKey) -> Result<CacheId, Unnamed> {
+        let build_id = module.build_id.clone();
+        if module.path == Path::new(VDSO) {
+            let kernel = self.kernel.build_id().map(<[u8]>::to_vec);
+            let key = BinaryKey::Vdso(build_id.clone());
+            return Ok(self.binaries.id(key, || {
+                Slot::Ready(super::vdso::open_vdso(
+                    build_id.as_deref(),
+                    kernel.as_deref(),
+                ))
+            }));
+        }
+        let mut candidates = vec![module.path.clone()];
+        if module.path.is_absolute() {
+            candidates.push(crate::process::root_path(module.pid, &module.path));
+        }
+        let found: Vec<(PathBuf, FileId)> = candidates
+            .into_iter()
+            .filter_map(|path| FileId::of(&path).map(|id| (path, id)))
+            .collect();
+        let key = match found.first() {
+            Some((_, file)) => BinaryKey::File(file.clone(), build_id.clone()),
+            // Gone from disk: debuginfod may have the executable of its build id.
+            None => match (&self.opts.debug.debuginfod, &build_id) {
+                (Some(_), Some(id)) => BinaryKey::Gone(id.clone()),
+                _ => return Err(Unnamed::FileGone),
+            },
+        };
+        let original = module.path.clone();
+        let debug = self.opts.debug.clone();
+        let pool = &mut self.pool;
+        Ok(self.binaries.id(key, || {
+            pool.submit(move || {
+                let mut cause = Unnamed::FileGone;
+                for (path, _) in &found {
+                    match Binary::open(path, &original, build_id.as_deref(), &debug) {
+                        Ok(binary) => return Ok(Box::new(binary)),
+                        Err(error) => cause = cause_of(&error),
+                    }
+                }
+                // Gone, or another build: the recorded build, from debuginfod.
+                if matches!(cause, Unnamed::FileGone | Unnamed::BuildIdMismatch) {
+                    if let Some(fetched) = open_fetched(&original, build_id.as_deref(), &debug) {
+                        return Ok(fetched);
+                    }
+                }
+                Err(cause)
+            })
+        }))
+    }
+}
+
+/// The executable debuginfod has for a build id, opened as the binary a process mapped as `original`.
+fn open_fetched(
+    original: &Path,
+    build_id: Option<&[u8]>,
+    debug: &DebugSources,
+) -> Option<Box<Binary>> {
+    let id = build_id?;
+    let path = debug.debuginfod.as_ref()?.executable(id)?;
+    Binary::open(&path, original, Some(id), debug)
+        .ok()
+        .map(Box::new)
+}
+
+/// What a slot holds when the thread opening its binary died.
+fn lost() -> Opened {
+    Err(Unnamed::Unreadable)
+}
+
+/// Why a binary could not be opened, as the cause of its unnamed frames.
+fn cause_of(error: &SymbolError) -> Unnamed {
+    match error {
+        SymbolError::BuildIdMismatch { .. } => Unnamed::BuildIdMismatch,
+        SymbolError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+            Unnamed::FileGone
+        }
+        _ => Unnamed::Unreadable,
+    }
+}

@@ -1,0 +1,189 @@
+//! Inlined frames and lines from DWARF (gcc, LTO, split DWARF, compressed sections, libc's debug file)
+//! against binutils' addr2line.
+mod common;
+mod symbols_common;
+use rprof::symbols::{
+    elf_info, function_symbols, DebugSources, FunctionSymbol, ModuleKey, Symbolizer,
+    SymbolizerOptions,
+};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use symbols_common::*;
+
+/// Check that addresses inside an always_inline function give [caller, inlined callee], and that the caller's
+/// first instruction gives the caller alone. Cross-checked with binutils `addr2line -i` when present. The unit
+/// is looked up alone (through .debug_aranges).
+#[test]
+fn inlined_frames() {
+    check_inlined_frames(&["-O2", "-g"]);
+}
+
+/// Check the same with link-time optimization, whose units refer into each other (DW_FORM_ref_addr): names
+/// are found by following references into other units.
+#[test]
+fn inlined_frames_lto() {
+    check_inlined_frames(&["-O2", "-g", "-flto"]);
+}
+
+/// Check the same with split DWARF: the functions and their inlined subroutines are in the `.dwo` file next
+/// to the object, the line table in the binary.
+#[test]
+fn inlined_frames_split_dwarf() {
+    check_inlined_frames(&["-O2", "-g", "-gsplit-dwarf"]);
+}
+
+fn check_inlined_frames(flags: &[&str]) {
+    let tmp = tempfile::tempdir().unwrap();
+    let exe = build("gcc", "sym_inline.c", flags, tmp.path(), "inline");
+    let symbols = function_symbols(&exe, &DebugSources::none()).unwrap();
+    assert!(
+        !symbols.iter().any(|s| s.name.starts_with("inlined_callee")),
+        "inlined_callee must be inlined away"
+    );
+    let caller = symbol(&symbols, "outer_caller");
+    let key = module(&exe);
+    let mut symbolizer = Symbolizer::new(with_lines());
+    assert_eq!(
+        names(&symbolizer.user(&key, offset_of(&exe, caller, 0))),
+        ["outer_caller"]
+    );
+    let mut inlined_at = None;
+    for delta in 0..caller.size {
+        let frames = symbolizer.user(&key, offset_of(&exe, caller, delta));
+        assert_eq!(frames[0].name, "outer_caller", "at +{delta}");
+        assert!(!frames[0].inlined);
+        if frames.len() > 1 {
+            assert_eq!(
+                names(&frames),
+                ["outer_caller", "inlined_callee"],
+                "at +{delta}"
+            );
+            assert!(frames[1].inlined);
+            assert!(frames[1]
+                .source
+                .as_ref()
+                .unwrap()
+                .file
+                .ends_with("sym_inline.c"));
+            // The caller's location is the call site of the inlined function.
+            assert!(frames[0]
+                .source
+                .as_ref()
+                .unwrap()
+                .file
+                .ends_with("sym_inline.c"));
+            inlined_at.get_or_insert(delta);
+        }
+    }
+    let delta = inlined_at.expect("some address of outer_caller is inside inlined_callee");
+    // Without inline frames: only the caller.
+    let mut flat = Symbolizer::new(SymbolizerOptions {
+        inlines: false,
+        ..SymbolizerOptions::default()
+    });
+    assert_eq!(
+        names(&flat.user(&key, offset_of(&exe, caller, delta))),
+        ["outer_caller"]
+    );
+    // Cross-check with binutils addr2line (innermost first), which does not read `.dwo` files.
+    let addr = format!("{:#x}", caller.addr.0 + delta);
+    if flags.contains(&"-gsplit-dwarf") {
+        return;
+    }
+    if let Ok(out) = Command::new("addr2line")
+        .args(["-f", "-i", "-e"])
+        .arg(&exe)
+        .arg(&addr)
+        .output()
+    {
+        let text = String::from_utf8_lossy(&out.stdout);
+        let functions: Vec<&str> = text.lines().step_by(2).collect();
+        assert_eq!(
+            functions,
+            ["inlined_callee", "outer_caller"],
+            "addr2line at {addr}"
+        );
+    }
+}
+
+/// Check the inlined frames of a distribution debug file against binutils: 200 addresses across libc, resolved
+/// through libc6-dbg's compressed DWARF (each unit looked up alone), give the same inline chains as
+/// `addr2line -i`.
+#[test]
+fn libc_inline_chains_match_addr2line() {
+    let libc = Path::new("/usr/lib/x86_64-linux-gnu/libc.so.6");
+    let Some(build_id) = elf_info(libc).ok().and_then(|i| i.build_id) else {
+        let why = format!("no {} with a build id", libc.display());
+        common::skip("libc_inline_chains_match_addr2line", &why);
+        return;
+    };
+    let hex: String = build_id.iter().map(|b| format!("{b:02x}")).collect();
+    let debug = PathBuf::from(format!(
+        "/usr/lib/debug/.build-id/{}/{}.debug",
+        &hex[..2],
+        &hex[2..]
+    ));
+    if !debug.exists() {
+        let why = format!("{} is missing (apt-get install libc6-dbg)", debug.display());
+        common::skip("libc_inline_chains_match_addr2line", &why);
+        return;
+    }
+    let symbols = function_symbols(libc, &DebugSources::default()).unwrap();
+    let sized: Vec<&FunctionSymbol> = symbols.iter().filter(|s| s.size >= 64).collect();
+    let step = (sized.len() / 200).max(1);
+    let picks: Vec<(&FunctionSymbol, u64)> = sized
+        .iter()
+        .step_by(step)
+        .map(|s| (*s, s.size / 2))
+        .collect();
+    let out = Command::new("addr2line")
+        .args(["-a", "-f", "-i", "-e"])
+        .arg(&debug)
+        .args(picks.iter().map(|(s, d)| format!("{:#x}", s.addr.0 + d)))
+        .output()
+        .expect("binutils addr2line");
+    // Blocks of "0xADDR" then (function, file:line) pairs, innermost first.
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut chains: Vec<Vec<String>> = Vec::new();
+    for line in text.lines() {
+        if line.starts_with("0x") {
+            chains.push(Vec::new());
+        } else if !line.contains(':') || line.starts_with("??") {
+            chains
+                .last_mut()
+                .expect("an address first")
+                .push(line.to_string());
+        }
+    }
+    assert_eq!(chains.len(), picks.len(), "addr2line output:\n{text}");
+    let key = ModuleKey {
+        path: libc.to_path_buf(),
+        pid: std::process::id(),
+        build_id: Some(build_id),
+    };
+    let mut symbolizer = Symbolizer::new(SymbolizerOptions {
+        demangle: false,
+        ..SymbolizerOptions::default()
+    });
+    let mut with_inlines = 0;
+    for ((sym, delta), chain) in picks.iter().zip(&chains) {
+        let frames = symbolizer.user(&key, offset_of(libc, sym, *delta));
+        // Our outermost frame is the symbol table's name; the inlined ones come from DWARF, outermost first.
+        let ours: Vec<&str> = frames.iter().skip(1).map(|f| f.name.as_str()).collect();
+        let theirs: Vec<&str> = chain.iter().rev().skip(1).map(String::as_str).collect();
+        assert_eq!(ours, theirs, "{}+{delta:#x}", sym.name);
+        with_inlines += usize::from(!ours.is_empty());
+    }
+    assert!(
+        with_inlines >= 10,
+        "only {with_inlines} of {} addresses are in inlined code",
+        picks.len()
+    );
+}
+
+/// Check the same with DWARF sections compressed by the linker (`-gz`, SHF_COMPRESSED): the only sections
+/// decompressed onto the heap, where the others are read in place from the mapped file.
+#[test]
+fn inlined_frames_compressed_dwarf() {
+    check_inlined_frames(&["-O2", "-g", "-gz"]);
+}
