@@ -47,9 +47,19 @@ pub fn value_name(s: &str) -> Result<String, String> {
     Ok(s.to_string())
 }
 
-/// `START,DONE`: the two probes of `--pair`.
+/// `START,DONE`: the two probes of `--pair`, split at the first comma outside parentheses (each end may
+/// name values: `t:block:block_rq_issue(bytes, comm),t:block:block_rq_complete(error)`).
 pub fn pair(s: &str) -> Result<(String, String), String> {
-    match s.split_once(',') {
+    let mut depth = 0i32;
+    let comma = s.char_indices().find(|&(_, c)| {
+        depth += match c {
+            '(' => 1,
+            ')' => -1,
+            _ => 0,
+        };
+        c == ',' && depth == 0
+    });
+    match comma.map(|(i, _)| (&s[..i], &s[i + 1..])) {
         Some((a, b)) if !a.trim().is_empty() && !b.trim().is_empty() => {
             Ok((a.trim().to_string(), b.trim().to_string()))
         }
@@ -57,6 +67,29 @@ pub fn pair(s: &str) -> Result<(String, String), String> {
             "'{s}' is not START,DONE (e.g. usdt:python:import__find__load__start,usdt:python:import__find__load__done)"
         )),
     }
+}
+
+/// The parts of `--key`: (START's name, DONE's name) each.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyParts(pub Vec<(String, String)>);
+
+/// `--key NAME[,NAME]` or `START_NAME=DONE_NAME`: the values a keyed pair matches by.
+pub fn pair_key(s: &str) -> Result<KeyParts, String> {
+    s.split(',')
+        .map(|part| {
+            let (a, b) = part.split_once('=').unwrap_or((part, part));
+            let (a, b) = (a.trim(), b.trim());
+            let ident = |n: &str| !n.is_empty() && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            match ident(a) && ident(b) {
+                true => Ok((a.to_string(), b.to_string())),
+                false => Err(format!(
+                    "'{part}' is not a key part: write a field or argument name present in both events \
+                     (dev,sector), or START_NAME=DONE_NAME where they differ (pid=next_pid)"
+                )),
+            }
+        })
+        .collect::<Result<_, _>>()
+        .map(KeyParts)
 }
 
 pub fn call_graph(s: &str) -> Result<CallGraph, String> {

@@ -71,10 +71,25 @@ pub struct ProbeArgs {
     /// values and, with -g, its stack at entry (funcslower).
     #[arg(long, value_name = "DURATION", value_parser = parse::duration_ns, conflicts_with = "count")]
     pub min_duration: Option<u64>,
-    /// Time from one probe to another on the same thread (`--pair START,DONE`, e.g. two USDT probes); their
-    /// values are START's arguments.
+    /// Time from one probe point to another (`--pair START,DONE`: user functions, USDT probes, tracepoints,
+    /// kernel functions; each may name its values, `t:block:block_rq_complete(error)`): on the same thread,
+    /// innermost first, or with --key by matching values on any thread or CPU.
     #[arg(long, value_name = "START,DONE", value_parser = parse::pair, conflicts_with = "count")]
     pub pair: Option<(String, String)>,
+    /// Pair START and DONE by these values instead of by thread: names present in both (`dev,sector`), or
+    /// `START_NAME=DONE_NAME` (`pid=next_pid`). Read on every CPU for every task.
+    #[arg(long, value_name = "FIELDS", value_parser = parse::pair_key, requires = "pair")]
+    pub key: Option<parse::KeyParts>,
+    /// Open STARTs a keyed pair keeps at most; a START beyond drops the oldest (counted).
+    #[arg(long, value_name = "N", default_value = "10000", requires = "key")]
+    pub max_open: usize,
+    /// Open STARTs older than this are dropped, counted (5s, 500ms; a bare number is ms).
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse::duration_ns, requires = "key")]
+    pub max_age: u64,
+    /// Write every call (with its values) as a slice on its thread's track, and keyed pairs on a track per key,
+    /// in the Chrome trace-event format (Perfetto UI, chrome://tracing, speedscope).
+    #[arg(long, value_name = "FILE.json", conflicts_with = "count")]
+    pub trace_out: Option<PathBuf>,
     /// Print CSV: function,count,total_us,self_us,avg_us,min_us,max_us.
     #[arg(long, conflicts_with = "json")]
     pub csv: bool,
@@ -194,7 +209,13 @@ impl ProbeArgs {
         opts.calls.trace = self.trace;
         opts.calls.trace_rate = self.trace_rate;
         opts.calls.min_duration = self.min_duration;
-        opts.pair = self.pair;
+        opts.pair = self.pair.map(|(start, done)| probe::PairOptions {
+            key: self.key.map(|k| k.0).unwrap_or_default(),
+            max_open: self.max_open.max(1),
+            max_age: Duration::from_nanos(self.max_age),
+            ..probe::PairOptions::new(&start, &done)
+        });
+        opts.trace_out = self.trace_out;
         opts
     }
 }

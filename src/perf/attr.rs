@@ -163,6 +163,12 @@ impl Attr {
         self
     }
 
+    /// Count from the moment the event is opened (not disabled until enabled).
+    pub fn start_enabled(mut self) -> Attr {
+        self.raw.set_disabled(0);
+        self
+    }
+
     /// Enable the event when the target calls exec.
     pub fn enable_on_exec(mut self) -> Attr {
         self.raw.set_enable_on_exec(1);

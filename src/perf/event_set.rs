@@ -77,7 +77,21 @@ impl<I: Clone> EventSet<I> {
         refused: &mut dyn FnMut(usize, &PerfError) -> Refused,
     ) -> Result<EventSet<I>, PerfError> {
         let whom: Vec<Whom<'_>> = tasks.iter().map(|&t| Whom::Task(t)).collect();
-        Self::open_for(specs, cpus, &whom, pages, refused)
+        Self::open_for(specs, cpus, &whom, &[], pages, refused)
+    }
+
+    /// As [`EventSet::open`], but the specs flagged in `everywhere` watch every task on each CPU, whatever
+    /// `tasks` are (events that fire in other tasks' contexts: a request's completion, a wakeup).
+    pub fn open_mixed(
+        specs: &[(Attr, I)],
+        everywhere: &[bool],
+        cpus: &[u32],
+        tasks: &[i32],
+        pages: usize,
+        refused: &mut dyn FnMut(usize, &PerfError) -> Refused,
+    ) -> Result<EventSet<I>, PerfError> {
+        let whom: Vec<Whom<'_>> = tasks.iter().map(|&t| Whom::Task(t)).collect();
+        Self::open_for(specs, cpus, &whom, everywhere, pages, refused)
     }
 
     /// Open each `(attr, info)` of `specs` on each CPU of `cpus` for the tasks of a cgroup (and of its
@@ -89,13 +103,14 @@ impl<I: Clone> EventSet<I> {
         pages: usize,
         refused: &mut dyn FnMut(usize, &PerfError) -> Refused,
     ) -> Result<EventSet<I>, PerfError> {
-        Self::open_for(specs, cpus, &[Whom::Cgroup(cgroup)], pages, refused)
+        Self::open_for(specs, cpus, &[Whom::Cgroup(cgroup)], &[], pages, refused)
     }
 
     fn open_for(
         specs: &[(Attr, I)],
         cpus: &[u32],
         tasks: &[Whom<'_>],
+        everywhere: &[bool],
         pages: usize,
         refused: &mut dyn FnMut(usize, &PerfError) -> Refused,
     ) -> Result<EventSet<I>, PerfError> {
@@ -112,11 +127,13 @@ impl<I: Clone> EventSet<I> {
         let mut skipped = vec![false; specs.len()];
         for &cpu in cpus {
             let mut ring: Option<Ring> = None;
-            for &task in tasks {
+            for (n, &whom) in tasks.iter().enumerate() {
                 for (i, (attr, info)) in specs.iter().enumerate() {
-                    if skipped[i] {
+                    let all = everywhere.get(i).copied().unwrap_or(false);
+                    if skipped[i] || (all && n > 0) {
                         continue;
                     }
+                    let task = if all { Whom::Task(-1) } else { whom };
                     let opened = match task {
                         Whom::Task(task) => PerfEvent::open(attr, task, cpu as i32),
                         Whom::Cgroup(dir) => PerfEvent::open_cgroup(attr, dir, cpu as i32),

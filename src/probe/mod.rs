@@ -26,7 +26,7 @@ pub use spec::fetch::FetchItem;
 pub use spec::pattern::Spec;
 pub use spec::resolve::{resolve_kernel, resolve_syscalls, resolve_tracepoints, resolve_user};
 pub use spec::usdt;
-pub use target::{Target, TargetId, TargetKind, Targets};
+pub use target::{PairKey, Target, TargetId, TargetKind, Targets};
 
 use crate::perf::PerfError;
 use crate::symbols::{DebugSources, SymbolError};
@@ -155,8 +155,10 @@ pub struct ProbeOptions {
     pub keep_workload: bool,
     /// Per-call work: `--by`, `--hist VALUE`, `--trace`, `--min-duration`.
     pub calls: CallOptions,
-    /// `--pair START,DONE`: time from one probe point to the other.
-    pub pair: Option<(String, String)>,
+    /// `--pair START,DONE [--key ...]`: time from one probe point to the other.
+    pub pair: Option<PairOptions>,
+    /// `--trace-out FILE`: every call as a slice in a Chrome trace-event file.
+    pub trace_out: Option<PathBuf>,
     /// Values fetched from every target (those `--by` and `--hist VALUE` name).
     pub values: Vec<FetchItem>,
     /// Use the kernel's uprobe PMU where the plan wants it (off: the path of kernels before 4.17, for tests).
@@ -195,12 +197,57 @@ impl Default for ProbeOptions {
                 ..CallOptions::default()
             },
             pair: None,
+            trace_out: None,
             values: Vec::new(),
             uprobe_pmu: true,
             debug_cost: DebugCost::Off,
             at_entry: false,
             net: false,
         }
+    }
+}
+
+/// `--pair START,DONE`, and with `--key` how its open STARTs are matched and bounded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PairOptions {
+    pub start: String,
+    pub done: String,
+    /// `--key`: (START's value, DONE's value) for each part of the key; empty: DONE closes the innermost open
+    /// START of its thread.
+    pub key: Vec<(String, String)>,
+    /// Open STARTs kept at most (keyed); a START beyond it drops the oldest, counted.
+    pub max_open: usize,
+    /// Open STARTs older than this are dropped, counted (keyed).
+    pub max_age: Duration,
+}
+
+impl PairOptions {
+    /// The default bounds: 10,000 open STARTs, 10 s.
+    pub fn new(start: &str, done: &str) -> PairOptions {
+        PairOptions {
+            start: start.to_string(),
+            done: done.to_string(),
+            key: Vec::new(),
+            max_open: 10_000,
+            max_age: Duration::from_secs(10),
+        }
+    }
+
+    /// As written: `--pair START,DONE --key A=B`.
+    pub fn text(&self) -> String {
+        let mut text = format!("--pair {},{}", self.start, self.done);
+        if !self.key.is_empty() {
+            let parts: Vec<String> = self
+                .key
+                .iter()
+                .map(|(s, d)| match s == d {
+                    true => s.clone(),
+                    false => format!("{s}={d}"),
+                })
+                .collect();
+            text += &format!(" --key {}", parts.join(","));
+        }
+        text
     }
 }
 
@@ -275,7 +322,7 @@ pub fn run(
     notice: &mut dyn FnMut(Notice),
 ) -> Result<RunSummary, ProbeError> {
     let specs = spec::parse(opts)?;
-    let tracefs = if !opts.list || spec::needs_tracefs(&specs) {
+    let tracefs = if !opts.list || spec::needs_tracefs(opts, &specs) {
         Some(crate::tracefs::Tracefs::find_or_mount()?)
     } else {
         None

@@ -2,7 +2,7 @@
 //! names, run `perf`'s loop (the one `rprof record` uses) with the records of every engine decoded into the
 //! time-ordered merge and applied in order, and write the reports (every `-i` and at the end). The probes and
 //! the tracefs instance are removed on every way out.
-use super::analysis::{AddrMap, Calls, NetCost, Sink};
+use super::analysis::{AddrMap, Calls, KeyedPairer, NetCost, Sink};
 use super::engine::cost::{calibration_sites, Calibrator, Costs, Measured};
 use super::engine::counters::Counters;
 use super::engine::decode::{decode, event_types, EventTypes, Item, PerfParse, ProbeInfo};
@@ -488,11 +488,16 @@ fn new_sink<'a>(
             .collect();
         Calls::new(opts.calls.clone(), &fetches)
     });
+    let keyed = match &opts.pair {
+        Some(p) => KeyedPairer::new(p.max_open, p.max_age.as_nanos() as u64),
+        None => KeyedPairer::new(1, u64::MAX),
+    };
     let mut sink = Sink::new(
         s.targets,
         AddrMap::new(s.targets, placements),
         timed,
         net,
+        keyed,
         calls,
     );
     if sink.needs_mappings() || opts.stacks {
@@ -558,7 +563,7 @@ fn finish_sampled(s: &mut Setup<'_>, live: SampledLoop<'_>) -> Result<RunSummary
         targets: s.targets,
         stats: &sink.stats,
         timed: sink.timed,
-        open_calls: sink.pairer.open_calls(),
+        open_calls: sink.pairer.open_calls() + sink.keyed.open_calls(),
         costs,
         placements,
         calls: sink.calls.as_ref(),
@@ -645,7 +650,7 @@ impl Handler<ProbeInfo> for SampledLoop<'_> {
             targets: self.sink.targets,
             stats: &interval,
             timed: self.sink.timed,
-            open_calls: self.sink.pairer.open_calls(),
+            open_calls: self.sink.pairer.open_calls() + self.sink.keyed.open_calls(),
             costs: self.costs,
             placements: self.placements,
             calls: calls.as_ref(),

@@ -46,12 +46,21 @@ pub enum TargetKind {
         semaphore: Option<u64>,
         args: Vec<ArgSource>,
     },
-    /// `--pair START,DONE`: two probe points timed as one call (START opens it, DONE closes it on the same
-    /// thread, innermost first).
+    /// `--pair START,DONE`: two probe points (a user function's or kernel function's entry, a USDT probe, a
+    /// tracepoint) timed as one call: START opens it, DONE closes it, on the same thread innermost first, or
+    /// with a `key` the open START whose key values DONE's equal, on any thread or CPU.
     Pair {
         start: Box<TargetKind>,
         done: Box<TargetKind>,
+        key: Vec<PairKey>,
     },
+}
+
+/// One part of a pair's key: where in the pair's fetches START's value and DONE's are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PairKey {
+    pub start: usize,
+    pub done: usize,
 }
 
 impl TargetKind {
@@ -90,6 +99,14 @@ pub struct Target {
 }
 
 impl Target {
+    /// The key of a keyed pair (empty for every other target).
+    pub fn pair_key(&self) -> &[PairKey] {
+        match &self.kind {
+            TargetKind::Pair { key, .. } => key,
+            _ => &[],
+        }
+    }
+
     /// A kernel function (its addresses, `caller` among them, are kernel addresses).
     pub fn is_kernel(&self) -> bool {
         matches!(self.kind, TargetKind::Kernel { .. })

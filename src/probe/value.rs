@@ -21,6 +21,8 @@ pub enum ValueKind {
     },
     /// A return address, shown as the function that holds it.
     Caller,
+    /// A kernel `dev_t` (4 bytes: major << 20 | minor), shown as its block device's name.
+    Dev,
 }
 
 impl ValueKind {
@@ -42,6 +44,8 @@ pub enum Value {
     Str(Box<str>),
     /// A caller's return address (shown through the symbolizer).
     Addr(u64),
+    /// A kernel `dev_t`.
+    Dev(u32),
 }
 
 /// Strings are shown up to this many characters.
@@ -58,15 +62,30 @@ impl fmt::Display for Value {
                 write!(f, "\"{}...\"", cut.escape_debug())
             }
             Value::Str(s) => write!(f, "\"{}\"", s.escape_debug()),
+            Value::Dev(d) => write!(f, "{}:{}", d >> 20, d & 0xf_ffff),
         }
     }
 }
 
+/// The name of the block device `major:minor` (`loop0`), from sysfs.
+fn block_device_name(dev: u32) -> Option<String> {
+    let uevent = format!("/sys/dev/block/{}:{}/uevent", dev >> 20, dev & 0xf_ffff);
+    let text = std::fs::read_to_string(uevent).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("DEVNAME="))
+        .map(str::to_string)
+}
+
 impl Value {
     /// The value as a `--by` key shows it: strings without quotes.
+    /// A device is named with its numbers: `loop0 (7:0)`.
     pub fn plain(&self) -> String {
         match self {
             Value::Str(s) => s.to_string(),
+            Value::Dev(d) => match block_device_name(*d) {
+                Some(name) => format!("{name} ({self})"),
+                None => self.to_string(),
+            },
             v => v.to_string(),
         }
     }
@@ -76,6 +95,7 @@ impl Value {
         match self {
             Value::Int(v) => Some((*v).max(0) as u64),
             Value::UInt(v) | Value::Hex(v) | Value::Addr(v) => Some(*v),
+            Value::Dev(d) => Some(u64::from(*d)),
             Value::Str(_) => None,
         }
     }
@@ -109,6 +129,7 @@ impl FieldLoc {
             }
             ValueKind::Hex { size } => Value::Hex(le(at(self.offset, size as usize)?)),
             ValueKind::Caller => Value::Addr(le(at(self.offset, 8)?)),
+            ValueKind::Dev => Value::Dev(le(at(self.offset, 4)?) as u32),
             ValueKind::Chars { len } => {
                 let bytes = at(self.offset, len as usize)?;
                 let bytes = bytes.split(|&b| b == 0).next().unwrap_or(&[]);

@@ -281,14 +281,23 @@ pub fn describe(
         let _ = write!(s, "{}={shown}", f.label);
     }
     s.push(')');
-    for (f, v) in fetches.iter().zip(&call.values) {
-        if f.on_return {
-            let _ = write!(
-                s,
-                " = {}",
-                v.as_ref().map_or("?".to_string(), Value::to_string)
-            );
+    let shown = |v: &Option<Value>| v.as_ref().map_or("?".to_string(), Value::to_string);
+    // A return value as ` = V`; a pair's DONE values as ` -> (NAME=V, ...)`.
+    let mut done = Vec::new();
+    for (f, v) in fetches
+        .iter()
+        .zip(&call.values)
+        .filter(|(f, _)| f.on_return)
+    {
+        match f.label.as_str() {
+            "ret" => {
+                let _ = write!(s, " = {}", shown(v));
+            }
+            label => done.push(format!("{label}={}", shown(v))),
         }
+    }
+    if !done.is_empty() {
+        let _ = write!(s, " -> ({})", done.join(", "));
     }
     s
 }

@@ -1,8 +1,9 @@
 //! What the decoded events become, applied in time order by the [`Sink`]: calls paired per thread
-//! ([`pairing`]), per-function statistics ([`stats`]), per-call work ([`calls`]: values, slow calls, trace
+//! ([`pairing`]) or by key ([`keyed`]), per-function statistics ([`stats`]), per-call work ([`calls`]: values, slow calls, trace
 //! lines), stacks at entry ([`stacks`]), and the map from runtime addresses back to targets ([`addrmap`]).
 mod addrmap;
 mod calls;
+mod keyed;
 mod pairing;
 mod sink;
 mod stacks;
@@ -10,7 +11,8 @@ mod stats;
 
 pub use addrmap::AddrMap;
 pub use calls::{describe, Call, CallOptions, Calls, Key};
+pub use keyed::KeyedPairer;
 pub use pairing::NetCost;
 pub use sink::Sink;
 pub use stacks::{add_entry_caller, StackCounter};
-pub use stats::{bucket_range, FuncStats, Histogram, Stats};
+pub use stats::{bucket_range, FuncStats, Histogram, KeyedCounts, Stats};

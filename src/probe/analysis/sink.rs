@@ -2,6 +2,7 @@
 //! per-call work (values, slow calls, trace lines) and stacks; mapping events keep the address spaces current.
 use super::addrmap::AddrMap;
 use super::calls::{Call, Calls};
+use super::keyed::KeyedPairer;
 use super::pairing::{NetCost, Pairer, StackKey};
 use super::stacks::StackCounter;
 use super::stats::Stats;
@@ -18,6 +19,8 @@ pub struct Sink<'a> {
     pub targets: &'a Targets,
     pub stats: Stats,
     pub pairer: Pairer,
+    /// Keyed pairs (`--pair ... --key`).
+    pub keyed: KeyedPairer,
     pub stacks: StackCounter,
     addrs: AddrMap,
     /// Every process's mappings.
@@ -38,19 +41,21 @@ pub struct Sink<'a> {
 }
 
 impl<'a> Sink<'a> {
-    /// An empty sink for `targets`, pairing when `timed` (net of the probes' costs with `net`), with
-    /// per-call work when `calls` is given.
+    /// An empty sink for `targets`, pairing when `timed` (net of the probes' costs with `net`; keyed pairs
+    /// bounded by `keyed`), with per-call work when `calls` is given.
     pub fn new(
         targets: &'a Targets,
         addrs: AddrMap,
         timed: bool,
         net: Option<PerTarget<NetCost>>,
+        keyed: KeyedPairer,
         calls: Option<Calls>,
     ) -> Sink<'a> {
         Sink {
             targets,
             stats: Stats::new(targets.len()),
             pairer: Pairer::new(net),
+            keyed,
             stacks: StackCounter::new(),
             addrs,
             spaces: AddressSpaces::new(),
@@ -94,11 +99,19 @@ impl<'a> Sink<'a> {
     /// One probe hit: its target (by address for shared user events), then by role an entry, a return or a
     /// counted hit, and its stack.
     fn hit(&mut self, time: u64, hit: Hit) {
+        let keyed = hit
+            .target
+            .is_some_and(|t| !self.targets[t].pair_key().is_empty());
         let needs_pid = hit.target.is_none() || hit.stack.is_some() || self.calls.is_some();
         let pid = if needs_pid {
-            let Some(pid) = self.pid_of(hit.tid) else {
-                self.unresolved += 1;
-                return;
+            let pid = match self.pid_of(hit.tid) {
+                Some(pid) => pid,
+                // A keyed pair's event in a task already gone: its values are in the event.
+                None if keyed && hit.stack.is_none() => 0,
+                None => {
+                    self.unresolved += 1;
+                    return;
+                }
             };
             // A process whose mappings came before we looked (or were missed): read them now.
             if self.spaces.get(pid).is_none() && self.synthesized.insert(pid) {
@@ -119,8 +132,12 @@ impl<'a> Sink<'a> {
             },
         };
         let mut call = Call::entry(target, hit.tid, time);
-        if self.calls.is_some() {
+        if self.calls.is_some() || keyed {
             self.carry(&mut call, pid, hit.values, hit.stack.as_deref());
+        }
+        if keyed && matches!(hit.role, Role::Entry | Role::Return) {
+            self.keyed_hit(call, hit.role, hit.stack.as_deref(), pid);
+            return;
         }
         if hit.role == Role::Value {
             // Kept for the entry that follows on this thread (bounded: one per thread and target).
@@ -156,6 +173,38 @@ impl<'a> Sink<'a> {
         }
     }
 
+    /// A keyed pair's START or DONE: opens a call under its key values, or closes the one open under them.
+    fn keyed_hit(&mut self, call: Call, role: Role, stack: Option<&[u64]>, pid: u32) {
+        let t = &self.targets[call.target];
+        let side = |k: &crate::probe::target::PairKey| match role {
+            Role::Entry => k.start,
+            _ => k.done,
+        };
+        let key: Option<Box<[Value]>> = t
+            .pair_key()
+            .iter()
+            .map(|k| call.values.get(side(k)).cloned().flatten())
+            .collect();
+        let Some(key) = key else {
+            self.stats.keyed.no_key += 1;
+            return;
+        };
+        if let (Some(chain), Role::Entry) = (stack, role) {
+            self.stacks
+                .add(call.target, pid, self.spaces.get(pid), chain);
+        }
+        if role == Role::Entry {
+            self.keyed.start(&mut self.stats, call, key);
+            return;
+        }
+        let (target, time) = (call.target, call.time);
+        let closed = self.keyed.done(&mut self.stats, target, key, time);
+        if let (Some(calls), Some(mut closed)) = (self.calls.as_mut(), closed) {
+            closed.join_return(call.values);
+            calls.add(&closed);
+        }
+    }
+
     /// What one event of a call carries for it: its values in the target's order, its caller's frames, and
     /// (for the slow-call list) the stack at entry.
     fn carry(&mut self, call: &mut Call, pid: u32, values: Option<Values>, stack: Option<&[u64]>) {
@@ -183,6 +232,10 @@ impl<'a> Sink<'a> {
 
     /// The process of thread `tid`: known from a FORK record, or read from /proc (kept for its next hits).
     fn pid_of(&mut self, tid: u32) -> Option<u32> {
+        if tid == 0 {
+            // The idle task: interrupts that came while a CPU idled.
+            return Some(0);
+        }
         if let Some(&pid) = self.threads.get(&tid) {
             return Some(pid);
         }

@@ -143,6 +143,22 @@ impl FuncStats {
     }
 }
 
+/// What keyed pairing did besides pairing (see `keyed`): every START is paired, replaced, dropped at the
+/// cap, expired, or still open; every DONE is paired or alone.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KeyedCounts {
+    /// STARTs replaced by a later START of the same key.
+    pub replaced: u64,
+    /// STARTs dropped, oldest first, to keep the open ones under the cap.
+    pub capped: u64,
+    /// STARTs dropped for being older than the age limit.
+    pub expired: u64,
+    /// DONEs without an open START of their key (it came before probing began, was dropped, or never was).
+    pub done_alone: u64,
+    /// STARTs and DONEs whose key values could not be read.
+    pub no_key: u64,
+}
+
 /// Statistics of every probe target of a run (or of one interval), indexed like the targets.
 #[derive(Clone, Debug, Default)]
 pub struct Stats {
@@ -151,6 +167,8 @@ pub struct Stats {
     pub lost: u64,
     /// Returns that came without a matching entry (calls already running when probing began, lost entries).
     pub orphan_returns: u64,
+    /// Keyed pairing's drops and lone DONEs.
+    pub keyed: KeyedCounts,
 }
 
 impl Stats {
@@ -160,6 +178,7 @@ impl Stats {
             funcs: PerTarget::filled(n, FuncStats::default()),
             lost: 0,
             orphan_returns: 0,
+            keyed: KeyedCounts::default(),
         }
     }
 

@@ -68,6 +68,7 @@ pub fn open_events(
         Attr::dummy()
             .sample_type(sample::TIME | id_bits)
             .side_band(),
+        false,
     );
     let mut specs: Vec<(Attr, ProbeInfo)> = vec![(side, info(side, None))];
     let mut members: Vec<&PlannedEvent> = Vec::new();
@@ -93,7 +94,10 @@ pub fn open_events(
         });
         Refused::Skip
     };
-    let events = EventSet::open(&specs, &cpus, tasks, pages, &mut refused)?;
+    let everywhere: Vec<bool> = std::iter::once(false)
+        .chain(members.iter().map(|p| p.everywhere))
+        .collect();
+    let events = EventSet::open_mixed(&specs, &everywhere, &cpus, tasks, pages, &mut refused)?;
     Ok(Opened {
         parse: PerfParse {
             any: specs[0].1.parse,
@@ -113,11 +117,15 @@ struct Common<'a> {
 }
 
 impl Common<'_> {
-    fn apply(&self, attr: Attr) -> Attr {
+    /// The session's settings on `attr`; an event read `everywhere` watches every task from the start.
+    fn apply(&self, attr: Attr, everywhere: bool) -> Attr {
         let mut attr = attr
             .sample_id_all()
             .clock_monotonic()
             .wakeup_watermark(self.watermark);
+        if everywhere {
+            return attr.start_enabled();
+        }
         if self.opts.target != TaskTarget::SystemWide {
             attr = attr.inherit();
         }
@@ -160,7 +168,7 @@ fn event_spec(
                 sp_field: None,
                 key_field: None,
             };
-            (common.apply(attr), Some(hits))
+            (common.apply(attr, p.everywhere), Some(hits))
         }
         _ => {
             let id = match id {
@@ -168,7 +176,10 @@ fn event_spec(
                 None => tracefs.event_id(&p.group, &p.event)?,
             };
             let bits = sample_bits(stacks, p.role, p.user);
-            (common.apply(Attr::tracepoint(id).sample_type(bits)), None)
+            (
+                common.apply(Attr::tracepoint(id).sample_type(bits), p.everywhere),
+                None,
+            )
         }
     };
     if stacks {

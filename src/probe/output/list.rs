@@ -9,29 +9,16 @@ pub fn write_list(
     placements: &PerTarget<Option<Placement>>,
 ) -> std::io::Result<()> {
     for (id, t) in targets.iter() {
-        let place = match (&t.kind, &placements[id]) {
-            (TargetKind::User { path, addr, offset }, Some(p)) => format!(
-                "{}:0x{:x} (addr 0x{:x}) at {}+{:#x} ({})",
-                path.display(),
-                offset.0 + p.offset,
-                addr.0 + p.offset,
-                t.name,
-                p.offset,
-                p.why
-            ),
-            (TargetKind::User { path, addr, offset }, None) => {
-                format!("{}:0x{:x} (addr 0x{:x})", path.display(), offset.0, addr.0)
+        let mut place = describe(&t.kind, placements[id].as_ref(), &t.name);
+        if let TargetKind::Pair { key, .. } = &t.kind {
+            if !key.is_empty() {
+                let parts: Vec<String> = key
+                    .iter()
+                    .map(|k| format!("{}={}", t.fetches[k.start].label, t.fetches[k.done].label))
+                    .collect();
+                place = format!("{place}, keyed by {}", parts.join(","));
             }
-            (TargetKind::Kernel { symbol }, _) => format!("kernel {symbol}"),
-            (TargetKind::Syscall { name }, _) => {
-                format!("syscalls:sys_enter_{name} + syscalls:sys_exit_{name}")
-            }
-            (TargetKind::Tracepoint { category, event }, _) => {
-                format!("tracepoint {category}:{event}")
-            }
-            (TargetKind::Usdt { .. } | TargetKind::Pair { .. }, _) => describe_uprobes(&t.kind),
-        };
-        let mut place = place;
+        }
         if !t.fetches.is_empty() {
             let args: Vec<String> = t
                 .fetches
@@ -54,17 +41,45 @@ pub fn write_list(
     writeln!(out, "{} probe targets", targets.len())
 }
 
-/// Where a USDT probe or a pair of probe points is: `PATH:0xOFF (semaphore 0xREF)`.
-fn describe_uprobes(kind: &TargetKind) -> String {
-    let one = |k: &TargetKind| match k.uprobe_at() {
-        Some((path, off, Some(sem))) => {
-            format!("{}:0x{off:x} (semaphore 0x{sem:x})", path.display())
+/// Where a target is probed: `PATH:0xOFF (addr 0xADDR) at f+0x3 (why)`, `kernel FUNC`, `tracepoint CAT:EV`,
+/// a USDT probe's `PATH:0xOFF (semaphore 0xREF)`, a pair's two ends.
+fn describe(kind: &TargetKind, placement: Option<&Placement>, name: &str) -> String {
+    match (kind, placement) {
+        (TargetKind::User { path, addr, offset }, Some(p)) => format!(
+            "{}:0x{:x} (addr 0x{:x}) at {}+{:#x} ({})",
+            path.display(),
+            offset.0 + p.offset,
+            addr.0 + p.offset,
+            name,
+            p.offset,
+            p.why
+        ),
+        (TargetKind::User { path, addr, offset }, None) => {
+            format!("{}:0x{:x} (addr 0x{:x})", path.display(), offset.0, addr.0)
         }
-        Some((path, off, None)) => format!("{}:0x{off:x}", path.display()),
-        None => String::new(),
-    };
-    match kind {
-        TargetKind::Pair { start, done } => format!("{} to {}", one(start), one(done)),
-        k => one(k),
+        (TargetKind::Kernel { symbol }, _) => format!("kernel {symbol}"),
+        (TargetKind::Syscall { name }, _) => {
+            format!("syscalls:sys_enter_{name} + syscalls:sys_exit_{name}")
+        }
+        (TargetKind::Tracepoint { category, event }, _) => {
+            format!("tracepoint {category}:{event}")
+        }
+        (
+            TargetKind::Usdt {
+                path,
+                offset,
+                semaphore,
+                ..
+            },
+            _,
+        ) => match semaphore {
+            Some(sem) => format!("{}:0x{:x} (semaphore 0x{sem:x})", path.display(), offset.0),
+            None => format!("{}:0x{:x}", path.display(), offset.0),
+        },
+        (TargetKind::Pair { start, done, .. }, _) => format!(
+            "{} to {}",
+            describe(start, None, name),
+            describe(done, None, name)
+        ),
     }
 }

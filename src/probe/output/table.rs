@@ -1,5 +1,5 @@
 //! The per-function report of `rprof probe`: the table, funclatency-style histograms, CSV and JSON.
-use crate::probe::analysis::{bucket_range, FuncStats, Histogram, Stats};
+use crate::probe::analysis::{bucket_range, FuncStats, Histogram, KeyedCounts, Stats};
 use crate::probe::engine::cost::{ClassCost, Costs};
 use crate::probe::plan::{Placement, ProbeClass};
 use crate::probe::target::{PerTarget, Targets};
@@ -48,6 +48,8 @@ pub struct Totals {
     pub lost: u64,
     pub unpaired: u64,
     pub orphan_returns: u64,
+    /// Keyed pairing's drops and lone DONEs.
+    pub keyed: KeyedCounts,
 }
 
 impl Totals {
@@ -56,6 +58,7 @@ impl Totals {
             lost: stats.lost,
             unpaired: stats.unpaired(),
             orphan_returns: stats.orphan_returns,
+            keyed: stats.keyed,
         }
     }
 }
@@ -274,6 +277,9 @@ fn write_footer(w: &mut dyn Write, report: &Report) -> io::Result<()> {
             s.lost
         )?;
     }
+    if let Some(line) = keyed_line(&s.keyed) {
+        writeln!(w, "{line}")?;
+    }
     let unpaired = s.unpaired;
     if report.timed && (unpaired > 0 || s.orphan_returns > 0) {
         writeln!(
@@ -284,6 +290,23 @@ fn write_footer(w: &mut dyn Write, report: &Report) -> io::Result<()> {
         )?;
     }
     Ok(())
+}
+
+/// `KEYED 3 STARTs replaced by a later START of their key, 2 dropped at the --max-open cap, ...`: what keyed
+/// pairing could not pair, the non-zero parts only.
+fn keyed_line(k: &KeyedCounts) -> Option<String> {
+    let parts: Vec<String> = [
+        (k.replaced, "STARTs replaced by a later START of their key"),
+        (k.capped, "STARTs dropped at the --max-open cap"),
+        (k.expired, "STARTs dropped after --max-age"),
+        (k.done_alone, "DONEs without an open START"),
+        (k.no_key, "events whose key could not be read"),
+    ]
+    .into_iter()
+    .filter(|(n, _)| *n > 0)
+    .map(|(n, what)| format!("{} {what}", crate::text::thousands(n)))
+    .collect();
+    (!parts.is_empty()).then(|| format!("KEYED {}", parts.join(", ")))
 }
 
 fn csv_field(s: &str) -> String {
@@ -370,6 +393,13 @@ pub fn write_json(w: &mut dyn Write, report: &Report) -> io::Result<()> {
         "unpaired": report.totals.unpaired,
         "orphan_returns": report.totals.orphan_returns,
         "open_calls": report.open_calls,
+        "keyed": {
+            "replaced": report.totals.keyed.replaced,
+            "capped": report.totals.keyed.capped,
+            "expired": report.totals.keyed.expired,
+            "done_alone": report.totals.keyed.done_alone,
+            "no_key": report.totals.keyed.no_key,
+        },
         "probe_cost_ns": {
             "emulated": report.costs.emulated.map(|c| c.cost_ns),
             "single_stepped": report.costs.stepped.map(|c| c.cost_ns),

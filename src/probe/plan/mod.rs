@@ -158,6 +158,9 @@ pub struct PlannedEvent {
     pub members: Vec<TargetId>,
     /// A uprobe or uretprobe: its data holds the probed address and (timed) the user SP.
     pub user: bool,
+    /// Read on every CPU for every task, whatever the session's tasks (a keyed pair's ends: a request's
+    /// completion and a task's wakeup fire in other tasks' contexts, often interrupts).
+    pub everywhere: bool,
     pub source: Source,
 }
 
@@ -371,7 +374,8 @@ fn source(
     if mode == Mode::Counters {
         return Source::Counter(attach);
     }
-    if attach != Attach::Tracefs || !caps.ring || opts.stacks {
+    // The ring follows the session's tasks (`set_event_pid`), which a keyed pair's events must not.
+    if attach != Attach::Tracefs || !caps.ring || opts.stacks || e.everywhere {
         return Source::Perf(attach);
     }
     let shared = shared_file(e, targets, &caps.sharing).filter(|s| s.others > 0);

@@ -17,6 +17,8 @@ pub(super) struct Unplaced {
     pub(super) pmu_at: Option<(PathBuf, u64)>,
     /// The file its uprobes are in, when its targets are not user functions (syscall sites in libc).
     pub(super) file: Option<PathBuf>,
+    /// Read on every CPU for every task (a keyed pair's ends fire in other tasks' contexts).
+    pub(super) everywhere: bool,
 }
 
 impl Unplaced {
@@ -27,6 +29,7 @@ impl Unplaced {
             role: self.role,
             members: self.members,
             user: self.user,
+            everywhere: self.everywhere,
             source,
         }
     }
@@ -185,13 +188,36 @@ impl Points<'_> {
                 defs.push(self.def(&name, false, &loc, fetch_args(t, false, false)));
                 push(self.event(name, Role::Hit, one, true));
             }
-            TargetKind::Pair { start, done } => {
-                let (entry, ret) = (format!("a{i}"), format!("ar{i}"));
-                let (s, d) = (uprobe_location(start), uprobe_location(done));
-                defs.push(self.def(&entry, false, &s, fetch_args(t, false, false)));
-                defs.push(self.def(&ret, false, &d, fetch_args(t, true, false)));
-                push(self.event(entry, Role::Entry, one.clone(), true));
-                push(self.event(ret, Role::Return, one, true));
+            TargetKind::Pair { start, done, key } => {
+                let ends = [
+                    (start, format!("a{i}"), false),
+                    (done, format!("ar{i}"), true),
+                ];
+                for (end, name, is_done) in ends {
+                    let role = if is_done { Role::Return } else { Role::Entry };
+                    let fetch = fetch_args(t, is_done, false);
+                    let event = match &**end {
+                        TargetKind::Tracepoint { category, event } => Unplaced {
+                            group: category.clone(),
+                            ..self.event(event.clone(), role, one.clone(), false)
+                        },
+                        TargetKind::Kernel { symbol } => {
+                            let loc = ProbeLocation::Kernel {
+                                symbol: symbol.clone(),
+                            };
+                            defs.push(self.def(&name, false, &loc, fetch));
+                            self.event(name, role, one.clone(), false)
+                        }
+                        kind => {
+                            defs.push(self.def(&name, false, &uprobe_location(kind), fetch));
+                            self.event(name, role, one.clone(), true)
+                        }
+                    };
+                    push(Unplaced {
+                        everywhere: !key.is_empty(),
+                        ..event
+                    });
+                }
             }
             TargetKind::Syscall { name } => self.syscall(id, t, name, defs, events),
             TargetKind::Tracepoint { category, event } => {
@@ -295,6 +321,7 @@ impl Points<'_> {
             user,
             pmu_at: None,
             file: None,
+            everywhere: false,
         }
     }
 }
@@ -356,6 +383,7 @@ fn event_probe_args(t: &Target) -> Vec<String> {
                 (FetchSource::Field, ValueKind::Hex { size }) => {
                     format!("{field}=${field}:x{}", u32::from(size) * 8)
                 }
+                (FetchSource::Field, ValueKind::Dev) => format!("{field}=${field}:u32"),
                 _ => return None,
             })
         })

@@ -53,14 +53,6 @@ fn resolve_one(
 ) -> Result<Fetch, ProbeError> {
     let err = |reason: String| spec_error(spec, reason);
     let what = kind_name(&target.kind);
-    // A pair's values are those of its start.
-    if let TargetKind::Pair { start, .. } = &target.kind {
-        let start = Target {
-            kind: (**start).clone(),
-            ..target.clone()
-        };
-        return resolve_one(&start, item, field, spec, formats, debug);
-    }
     if target.go.is_some() {
         return go_fetch(target, item, field, spec);
     }

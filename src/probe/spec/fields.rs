@@ -119,7 +119,8 @@ pub fn natural_kind(f: &FormatField) -> ValueKind {
         "int" | "pid_t" | "key_t" | "clockid_t" | "timer_t" | "mqd_t" | "s32" | "__s32"
         | "int32_t" => (4, true),
         "unsigned int" | "unsigned" | "uid_t" | "gid_t" | "qid_t" | "mode_t" | "u32" | "__u32"
-        | "uint32_t" | "dev_t" | "fmode_t" => (4, false),
+        | "uint32_t" | "fmode_t" => (4, false),
+        "dev_t" if f.size == 4 => return ValueKind::Dev,
         "short" | "s16" | "__s16" | "int16_t" => (2, true),
         "unsigned short" | "umode_t" | "u16" | "__u16" | "uint16_t" => (2, false),
         "char" | "signed char" | "s8" | "__s8" => (1, true),

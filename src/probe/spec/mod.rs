@@ -7,6 +7,7 @@ pub mod fetch;
 pub mod fields;
 pub mod go;
 pub mod library;
+pub mod pair;
 pub mod pattern;
 pub mod resolve;
 pub mod syscall_sites;
@@ -41,9 +42,19 @@ pub fn parse(
     Ok(specs)
 }
 
-/// Whether resolving these specs needs tracefs (syscalls, tracepoints, kernel functions).
-pub fn needs_tracefs(specs: &[(String, Spec, Vec<fetch::FetchItem>)]) -> bool {
-    specs
+/// Whether resolving these specs (and `--pair`'s ends) needs tracefs (syscalls, tracepoints, kernel
+/// functions).
+pub fn needs_tracefs(opts: &ProbeOptions, specs: &[(String, Spec, Vec<fetch::FetchItem>)]) -> bool {
+    let pair = opts
+        .pair
+        .iter()
+        .flat_map(|p| [&p.start, &p.done])
+        .any(|end| {
+            let spec = fetch::split_spec(end)
+                .map(|s| pattern::parse_spec(s.pattern, opts.binary.is_some()));
+            !matches!(spec, Ok(Ok(Spec::User { .. } | Spec::Usdt { .. })))
+        });
+    pair || specs
         .iter()
         .any(|(_, s, _)| !matches!(s, Spec::User { .. } | Spec::Usdt { .. }))
 }
@@ -81,17 +92,8 @@ pub fn targets(
             targets.add(t);
         }
     }
-    if let Some((start, done)) = &opts.pair {
-        let mut pair = resolve::resolve_pair(start, done, &ropts)?;
-        let mut items = fetch::split_spec(start)?.items;
-        items.extend(opts.values.iter().cloned());
-        pair.fetches = args::resolve_fetches(
-            &pair,
-            &items,
-            &format!("--pair {start},{done}"),
-            &formats,
-            &opts.debug,
-        )?;
+    if let Some(pair) = &opts.pair {
+        let pair = pair::pair_target(pair, &opts.values, &ropts, tracefs, &formats, &opts.debug)?;
         targets.add(pair);
     }
     check(opts, &targets)?;

@@ -111,58 +111,6 @@ fn usdt_arg_source(a: &super::usdt::UsdtArg) -> ArgSource {
     }
 }
 
-/// `--pair START,DONE`: each names exactly one uprobe location (a function or a USDT probe).
-pub fn resolve_pair(start: &str, done: &str, opts: &ResolveOptions) -> Result<Target, ProbeError> {
-    let one = |text: &str| -> Result<Target, ProbeError> {
-        let split = super::fetch::split_spec(text)?;
-        let spec = super::pattern::parse_spec(split.pattern, opts.binary.is_some())?;
-        let found = resolve(std::slice::from_ref(&spec), opts, None)?;
-        let bad = |reason: String| ProbeError::Spec {
-            spec: format!("--pair {start},{done}"),
-            reason,
-        };
-        match found.as_slice() {
-            [t] if t.kind.uprobe_at().is_some() => Ok(t.clone()),
-            [t] => Err(bad(format!(
-                "{} is not a user function or USDT probe",
-                t.name
-            ))),
-            many => Err(bad(format!(
-                "`{text}` matches {} probe points; name exactly one",
-                many.len()
-            ))),
-        }
-    };
-    let (s, d) = (one(start)?, one(done)?);
-    let short = |n: &str| n.rsplit(':').next().unwrap_or(n).to_string();
-    let (a, b) = (short(&s.name), short(&d.name));
-    // `import__find__load__{start..done}`: the common prefix once.
-    let common = a
-        .char_indices()
-        .zip(b.chars())
-        .take_while(|((_, x), y)| x == y)
-        .map(|((i, c), _)| i + c.len_utf8())
-        .last()
-        .unwrap_or(0);
-    let name = if common >= 4 && common < a.len() && common < b.len() {
-        format!("{}{{{}..{}}}", &a[..common], &a[common..], &b[common..])
-    } else {
-        format!("{a}..{b}")
-    };
-    Ok(Target {
-        name,
-        aliases: Vec::new(),
-        kind: TargetKind::Pair {
-            start: Box::new(s.kind),
-            done: Box::new(d.kind),
-        },
-        fetches: Vec::new(),
-        code: None,
-        go: None,
-        syscall_sites: Vec::new(),
-    })
-}
-
 fn need(t: Option<&Tracefs>) -> Result<&Tracefs, ProbeError> {
     t.ok_or(ProbeError::NoTracefs)
 }
