@@ -33,12 +33,20 @@ fn ns(text: &str) -> f64 {
     }
 }
 
+/// One `--net` run of `spin`: for each call compared, rprof's duration and the spinner's own; and how far the
+/// probes' cost per call during the run (the caller's time around each call less the spinner's own, median)
+/// was from the cost rprof measured at start and subtracts from.
+struct Run {
+    pairs: Vec<(f64, f64)>,
+    cost_drift: f64,
+}
+
 /// `--net` on `spin` for `ns` per call, `calls` times, with `extra` flags: each call's duration by rprof (its
 /// trace, in call order) and by the fixture's own clock, for the calls during which the thread was not
 /// switched out (a switch lands inside one measure and maybe not the other), less the 1% of calls on each side
 /// where the two differ most (an interrupt, or the host preempting this VM, outside the spinner's own window:
 /// up to tens of microseconds, a few calls in a thousand on a busy machine).
-fn spin_pairs(bin: &str, extra: &[&str], spin_ns: u64, calls: u64) -> Vec<(f64, f64)> {
+fn spin_run(bin: &str, extra: &[&str], spin_ns: u64, calls: u64) -> Run {
     let (spin_ns, calls) = (spin_ns.to_string(), calls.to_string());
     let mut args = vec!["probe", "--net", "--trace", "--trace-rate", "1000000"];
     args.extend(extra);
@@ -49,29 +57,52 @@ fn spin_pairs(bin: &str, extra: &[&str], spin_ns: u64, calls: u64) -> Vec<(f64, 
         .filter(|l| l.trim_end().ends_with("spin()"))
         .map(|l| ns(l.split_whitespace().nth(2).unwrap()))
         .collect();
-    let own: Vec<(f64, bool)> = out
+    let own: Vec<(f64, bool, f64)> = out
         .lines()
         .filter_map(|l| l.strip_prefix("call "))
         .map(|l| {
             let w: Vec<&str> = l.split_whitespace().collect();
-            (w[1].parse().unwrap(), w[2] == "1")
+            (w[1].parse().unwrap(), w[2] == "1", w[3].parse().unwrap())
         })
         .collect();
     assert_eq!(rprof.len(), own.len(), "{out}");
+    let stated = out
+        .lines()
+        .find_map(|l| l.strip_prefix("probe cost about "))
+        .and_then(|l| l.split_whitespace().next())
+        .map(ns)
+        .unwrap_or_else(|| panic!("no stated probe cost: {out}"));
+    let mut costs: Vec<f64> = own
+        .iter()
+        .filter(|o| !o.1)
+        .map(|(inner, _, outer)| outer - inner)
+        .collect();
+    costs.sort_by(f64::total_cmp);
+    let cost_drift = (costs[costs.len() / 2] - stated).abs();
     let mut pairs: Vec<(f64, f64)> = rprof
         .into_iter()
         .zip(own)
-        .filter(|(_, (_, switched))| !switched)
-        .map(|(r, (o, _))| (r, o))
+        .filter(|(_, (_, switched, _))| !switched)
+        .map(|(r, (o, _, _))| (r, o))
         .collect();
     pairs.sort_by(|a, b| (a.0 - a.1).total_cmp(&(b.0 - b.1)));
     let trim = pairs.len() / 100;
-    pairs[trim..pairs.len() - trim].to_vec()
+    Run {
+        pairs: pairs[trim..pairs.len() - trim].to_vec(),
+        cost_drift,
+    }
 }
 
 /// Check that with `--net`, the mean duration of a function that spins 1 us, 10 us and 100 us by its own clock
-/// is within 10% (or 100 ns) of its own measure (see [`spin_pairs`] for the calls compared), for an emulated probe (`-fcf-protection=full`: `endbr64` is
-/// skipped to the `push`) and a single-stepped one (`--at-entry`: on the `endbr64`).
+/// is within 10% (or 100 ns) of its own measure (see [`spin_run`] for the calls compared), for an emulated
+/// probe (`-fcf-protection=full`: `endbr64` is skipped to the `push`) and a single-stepped one (`--at-entry`:
+/// on the `endbr64`).
+///
+/// The bias rprof subtracts is measured at start; the traps' cost is not stationary in a VM (here the
+/// single-stepped probe's cost moved between 9.3 and 13.9 us from one 20 ms window to the next on a busy
+/// host, the emulated one between 0.93 and 1.21 us). The part of that change inside the measured durations
+/// is at most the change of the whole cost, which the spinner measures as its caller sees it: the bound
+/// widens by that change, and the test prints it.
 #[test]
 fn net_durations_match_the_spinner() {
     if !privileged("net_durations_match_the_spinner") {
@@ -84,7 +115,7 @@ fn net_durations_match_the_spinner() {
         ("single-stepped", &["--at-entry"][..]),
     ] {
         for (spin_ns, calls) in [(1_000, 2000), (10_000, 500), (100_000, 100)] {
-            let pairs = spin_pairs(&bin, extra, spin_ns, calls);
+            let Run { pairs, cost_drift } = spin_run(&bin, extra, spin_ns, calls);
             assert!(
                 pairs.len() as u64 > calls / 2,
                 "{class} {spin_ns}: most calls were switched out"
@@ -92,10 +123,15 @@ fn net_durations_match_the_spinner() {
             let n = pairs.len() as f64;
             let rprof = pairs.iter().map(|p| p.0).sum::<f64>() / n;
             let own = pairs.iter().map(|p| p.1).sum::<f64>() / n;
-            let allowed = (own * 0.10).max(100.0);
+            let allowed = (own * 0.10).max(100.0) + cost_drift;
+            println!(
+                "{class} {spin_ns} ns: rprof --net mean {rprof:.0} ns, own {own:.0} ns, \
+                 probe cost moved {cost_drift:.0} ns since start, allowed {allowed:.0} ns"
+            );
             assert!(
                 (rprof - own).abs() <= allowed,
-                "{class} {spin_ns} ns: rprof --net mean {rprof:.0} ns, the spinner's own {own:.0} ns"
+                "{class} {spin_ns} ns: rprof --net mean {rprof:.0} ns, the spinner's own {own:.0} ns \
+                 (allowed {allowed:.0} ns, of which {cost_drift:.0} ns the probe cost's change since start)"
             );
         }
     }

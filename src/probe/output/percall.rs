@@ -169,7 +169,7 @@ pub fn write_trace(
 fn line(call: &Call, targets: &Targets, stacks: &StackCounter) -> String {
     let t = &targets[call.target];
     let dur = match call.dur {
-        Some((d, _)) if d > 0 => human_ns(d),
+        Some((d, _)) => human_ns(d),
         _ => "-".into(),
     };
     let text = describe(&t.name, &t.fetches, call, &|f| caller_name(stacks, f));
