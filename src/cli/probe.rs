@@ -253,6 +253,20 @@ fn notice(n: &Notice) -> String {
             if *count > names.len() { ", ..." } else { "" }
         ),
         Notice::Started(s) => started(s),
+        Notice::TraceWritten {
+            path,
+            calls,
+            overflowed,
+        } => {
+            let shared = match overflowed {
+                0 => String::new(),
+                n => format!(
+                    "; {n} keyed calls of keys past the first {} share tracks",
+                    probe::MAX_KEY_TRACKS
+                ),
+            };
+            format!("wrote {} ({calls} calls){shared}", path.display())
+        }
         Notice::Removing => "removing the probes...".into(),
         Notice::Unresolved(n) => {
             format!("warning: {n} hits in processes whose mappings were not seen were not counted")

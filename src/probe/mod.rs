@@ -21,6 +21,7 @@ pub use engine::cost::{ClassCost, Costs};
 pub use engine::group;
 pub use engine::sharing::Sharing;
 pub use engine::supervisor::{supervise, ARG as SUPERVISOR_ARG};
+pub use output::trace_events::MAX_KEY_TRACKS;
 pub use output::{human_ns, write_list, Format};
 pub use spec::fetch::FetchItem;
 pub use spec::pattern::Spec;
@@ -102,6 +103,11 @@ pub enum ProbeError {
     Output(#[from] std::io::Error),
     #[error("probe spec `{spec}`: {reason}")]
     Spec { spec: String, reason: String },
+    #[error("cannot write the trace-event file {path}: {error}")]
+    TraceOut {
+        path: PathBuf,
+        error: std::io::Error,
+    },
     #[error(transparent)]
     Usdt(#[from] spec::usdt::UsdtError),
 }
@@ -275,6 +281,13 @@ pub enum Notice {
     },
     /// Probing started.
     Started(Started),
+    /// `--trace-out`: the file was written with this many calls; `overflowed` keyed calls went on shared
+    /// tracks (keys past the cap).
+    TraceWritten {
+        path: PathBuf,
+        calls: u64,
+        overflowed: u64,
+    },
     /// Removing the probes takes a while (the kernel waits for RCU per event).
     Removing,
     /// Hits in processes whose mappings were not seen, not counted.

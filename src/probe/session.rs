@@ -12,7 +12,7 @@ use super::engine::ring::RingEngine;
 use super::engine::sharing::sharing;
 use super::engine::supervisor::Supervisor;
 use super::engine::Refusal;
-use super::output::{self, ReportParts};
+use super::output::{self, ReportParts, TraceOut};
 use super::plan::{self, Capabilities, Mode, Placement, Plan, ProbeClass};
 use super::target::{PerTarget, TargetId, Targets};
 use super::{DebugCost, Format, Notice, ProbeError, ProbeOptions, RunSummary, Started, TaskTarget};
@@ -385,7 +385,7 @@ fn run_sampled(
         Some(c) => c,
         None => calibrate(s, &plan, |c, report| c.perf(parse.by_id, report)),
     };
-    let sink = new_sink(s, &plan.placements, &costs);
+    let sink = new_sink(s, &plan.placements, &costs)?;
     start(s)?;
     if s.workload.is_none() {
         events.enable()?;
@@ -465,7 +465,7 @@ fn new_sink<'a>(
     s: &Setup<'a>,
     placements: &PerTarget<Option<Placement>>,
     costs: &Costs,
-) -> Sink<'a> {
+) -> Result<Sink<'a>, ProbeError> {
     let opts = s.opts;
     let net = opts.net.then(|| {
         placements.map(|p| {
@@ -519,7 +519,14 @@ fn new_sink<'a>(
     if let Some(w) = &s.workload {
         sink.add_thread(w.pid() as u32, w.pid() as u32);
     }
-    sink
+    if let Some(path) = &opts.trace_out {
+        let out = TraceOut::create(path).map_err(|error| ProbeError::TraceOut {
+            path: path.clone(),
+            error,
+        })?;
+        sink.trace_out = Some(out);
+    }
+    Ok(sink)
 }
 
 /// The header line's engine part: `engine: tracefs ring (mapped)`, `engine: perf`, or both with what each reads.
@@ -575,6 +582,19 @@ fn finish_sampled(s: &mut Setup<'_>, live: SampledLoop<'_>) -> Result<RunSummary
     }
     if sink.unresolved > 0 {
         (s.notice)(Notice::Unresolved(sink.unresolved));
+    }
+    if let Some(trace) = sink.trace_out.take() {
+        let (path, calls, overflowed) =
+            (trace.path().to_path_buf(), trace.written, trace.overflowed);
+        trace.finish().map_err(|error| ProbeError::TraceOut {
+            path: path.clone(),
+            error,
+        })?;
+        (s.notice)(Notice::TraceWritten {
+            path,
+            calls,
+            overflowed,
+        });
     }
     if s.opts.stacks {
         sink.stacks.write(out, s.targets, s.opts.folded)?;

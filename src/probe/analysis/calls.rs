@@ -168,6 +168,12 @@ impl Calls {
         std::mem::replace(self, fresh)
     }
 
+    /// The call's `--by` value, when it has one (not `caller`).
+    pub fn by_value(&self, call: &Call) -> Option<Value> {
+        let i = self.per_target[call.target].by?;
+        call.values.get(i).cloned().flatten()
+    }
+
     /// The `--by` key of a call.
     fn key(&self, call: &Call) -> Key {
         let value = |i: usize| {

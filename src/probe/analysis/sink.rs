@@ -8,6 +8,7 @@ use super::stacks::StackCounter;
 use super::stats::Stats;
 use crate::merge::OrderedMerge;
 use crate::probe::engine::decode::{Hit, Item, Values};
+use crate::probe::output::TraceOut;
 use crate::probe::plan::Role;
 use crate::probe::target::{PerTarget, TargetId, Targets};
 use crate::probe::value::Value;
@@ -35,6 +36,8 @@ pub struct Sink<'a> {
     pub unresolved: u64,
     /// Per-call work (`--by`, `--hist VALUE`, `--min-duration`, `--trace`), when asked for.
     pub calls: Option<Calls>,
+    /// `--trace-out`: every call written to a trace-event file.
+    pub trace_out: Option<TraceOut>,
     /// Values read just before their target's next entry on a thread (a syscall's strings, at its `syscall`
     /// instruction): (thread, target) -> values.
     pending: HashMap<(u32, TargetId), Vec<Option<Value>>>,
@@ -64,6 +67,7 @@ impl<'a> Sink<'a> {
             timed,
             unresolved: 0,
             calls,
+            trace_out: None,
             pending: HashMap::new(),
         }
     }
@@ -102,7 +106,10 @@ impl<'a> Sink<'a> {
         let keyed = hit
             .target
             .is_some_and(|t| !self.targets[t].pair_key().is_empty());
-        let needs_pid = hit.target.is_none() || hit.stack.is_some() || self.calls.is_some();
+        let needs_pid = hit.target.is_none()
+            || hit.stack.is_some()
+            || self.calls.is_some()
+            || self.trace_out.is_some();
         let pid = if needs_pid {
             let pid = match self.pid_of(hit.tid) {
                 Some(pid) => pid,
@@ -132,7 +139,7 @@ impl<'a> Sink<'a> {
             },
         };
         let mut call = Call::entry(target, hit.tid, time);
-        if self.calls.is_some() || keyed {
+        if self.calls.is_some() || keyed || self.trace_out.is_some() {
             self.carry(&mut call, pid, hit.values, hit.stack.as_deref());
         }
         if keyed && matches!(hit.role, Role::Entry | Role::Return) {
@@ -154,18 +161,17 @@ impl<'a> Sink<'a> {
         match hit.role {
             Role::Entry if self.timed => self.pairer.entry(&mut self.stats, call, key, hit.sp),
             Role::Return if self.timed => {
-                let closed = self.pairer.ret(&mut self.stats, key, target, time, hit.sp);
-                if let (Some(calls), Some(mut closed)) = (self.calls.as_mut(), closed) {
+                if let Some(mut closed) =
+                    self.pairer.ret(&mut self.stats, key, target, time, hit.sp)
+                {
                     closed.join_return(call.values);
-                    calls.add(&closed);
+                    self.done(&closed, pid, None);
                 }
             }
             Role::Return | Role::Value => {}
             Role::Entry | Role::Hit => {
                 self.stats.funcs[target].enter();
-                if let Some(calls) = self.calls.as_mut() {
-                    calls.add(&call);
-                }
+                self.done(&call, pid, None);
             }
         }
         if let Some(chain) = hit.stack {
@@ -198,10 +204,20 @@ impl<'a> Sink<'a> {
             return;
         }
         let (target, time) = (call.target, call.time);
-        let closed = self.keyed.done(&mut self.stats, target, key, time);
-        if let (Some(calls), Some(mut closed)) = (self.calls.as_mut(), closed) {
+        if let Some(mut closed) = self.keyed.done(&mut self.stats, target, key.clone(), time) {
             closed.join_return(call.values);
-            calls.add(&closed);
+            self.done(&closed, pid, Some(&key));
+        }
+    }
+
+    /// A call that ended (or a hit): per-call work and the trace-event file; `key`: a keyed pair's key.
+    fn done(&mut self, call: &Call, pid: u32, key: Option<&[Value]>) {
+        if let Some(out) = self.trace_out.as_mut() {
+            let by = self.calls.as_ref().and_then(|c| c.by_value(call));
+            out.call(call, pid, &self.targets[call.target], key, by.as_ref());
+        }
+        if let Some(calls) = self.calls.as_mut() {
+            calls.add(call);
         }
     }
 

@@ -4,10 +4,12 @@
 mod list;
 mod percall;
 mod table;
+pub mod trace_events;
 
 pub use list::write_list;
 pub use percall::write_trace;
 pub use table::{human_ns, Format, Report, Totals};
+pub use trace_events::TraceOut;
 
 use crate::probe::analysis::{Calls, StackCounter, Stats};
 use crate::probe::engine::cost::Costs;

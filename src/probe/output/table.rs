@@ -475,11 +475,15 @@ pub fn write_hists(w: &mut dyn Write, report: &Report) -> io::Result<()> {
     if !report.timed {
         return Ok(());
     }
-    for &Row { name, f, .. } in &report.rows {
+    for &Row { name, key, f, .. } in &report.rows {
         if f.paired == 0 {
             continue;
         }
-        writeln!(w, "\nFunction = {name}")?;
+        match (key, report.key_header) {
+            // biolatency -D's `disk = 'sda'`: the row's value under its function.
+            (Some(key), Some(header)) => writeln!(w, "\nFunction = {name}, {header} = {key}")?,
+            _ => writeln!(w, "\nFunction = {name}")?,
+        }
         write_log2_hist(w, &f.hist, "nsecs")?;
         writeln!(
             w,
