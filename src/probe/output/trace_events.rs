@@ -89,7 +89,8 @@ impl TraceOut {
         }
     }
 
-    /// Name a process or thread track once (`thread_name`, `process_name` metadata).
+    /// Name a process or thread track once (`thread_name`, `process_name` metadata), from /proc when its first
+    /// call is written.
     fn name(&mut self, pid: u32, tid: u32, name: impl FnOnce() -> String) {
         if self.named.len() >= MAX_NAMED || !self.named.insert((pid, tid)) {
             return;
@@ -98,7 +99,13 @@ impl TraceOut {
             0 => ("process_name", pid),
             t => ("thread_name", t),
         };
-        let e = json!({"ph": "M", "name": kind, "pid": pid, "tid": tid_field, "args": {"name": name()}});
+        // A task gone before its first call was read keeps the viewer's default name (its pid or tid).
+        let name = name();
+        if name.is_empty() {
+            return;
+        }
+        let e =
+            json!({"ph": "M", "name": kind, "pid": pid, "tid": tid_field, "args": {"name": name}});
         self.event(&e);
     }
 
@@ -128,15 +135,18 @@ impl TraceOut {
             }
         };
         let ts = call.time as f64 / 1e3;
-        let e = match call.dur {
+        let mut e = match call.dur {
             Some((dur, _)) => json!({
-                "name": target.name, "ph": "X", "ts": ts, "dur": dur as f64 / 1e3,
-                "pid": pid, "tid": tid, "args": args,
+                "name": target.name, "ph": "X", "ts": ts, "dur": dur as f64 / 1e3, "pid": pid, "tid": tid,
             }),
-            None => json!({
-                "name": target.name, "ph": "i", "s": "t", "ts": ts, "pid": pid, "tid": tid, "args": args,
-            }),
+            None => {
+                json!({"name": target.name, "ph": "i", "s": "t", "ts": ts, "pid": pid, "tid": tid})
+            }
         };
+        // No values, no `args`: viewers such as speedscope append the args to the slice's name.
+        if !args.is_empty() {
+            e["args"] = Json::Object(args);
+        }
         self.event(&e);
         self.written += 1;
     }
