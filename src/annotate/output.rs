@@ -34,8 +34,8 @@ pub fn write_annotation(
     out: &mut impl Write,
 ) -> Result<(), AnnotateError> {
     let hot = &sampled.functions[index];
-    let (module, function, layout) = (hot.module.clone(), hot.function.clone(), hot.layout.clone());
-    let (samples, total, by_addr) = (hot.samples, hot.period.max(1), hot.by_addr.clone());
+    let (module, function) = (hot.module.clone(), hot.function.clone());
+    let (samples, total) = (hot.samples, hot.period.max(1));
     let code = function_code(&module, function.start, function.end, &opts.debug).map_err(|e| {
         AnnotateError::Code {
             name: function.name.clone(),
@@ -43,39 +43,7 @@ pub fn write_annotation(
             reason: e.to_string(),
         }
     })?;
-    let labels = super::labels_of(&module, function.start.0, &function.name);
-    let mut rows: Vec<Row> = disassemble(&code, function.start.0, &labels)
-        .into_iter()
-        .map(|insn| {
-            let place = layout
-                .file_offset(ElfAddr(insn.addr))
-                .and_then(|offset| {
-                    let frames = sampled.frames_at(&module, offset);
-                    let inner = frames.last()?;
-                    Some(Place {
-                        inlined: inner.inlined.then(|| inner.name.clone()),
-                        source: inner.source.clone(),
-                    })
-                })
-                .unwrap_or_default();
-            Row {
-                insn,
-                place,
-                samples: 0,
-                period: 0,
-            }
-        })
-        .collect();
-    // Each sampled IP counts on the instruction that holds it.
-    for (addr, (n, period)) in by_addr {
-        let i = rows.partition_point(|r| r.insn.addr <= addr);
-        if let Some(row) = i.checked_sub(1).map(|i| &mut rows[i]) {
-            if addr < row.insn.addr + row.insn.len {
-                row.samples += n;
-                row.period += period;
-            }
-        }
-    }
+    let rows = rows_of(sampled, index, &code);
     let pct = |period: u64| period as f64 * 100.0 / total as f64;
     let paint = |value: f64, text: String| match opts.color {
         true if value >= 5.0 => format!("\x1b[31m{text}\x1b[m"),
@@ -101,24 +69,7 @@ pub fn write_annotation(
     writeln!(out, "{title}")?;
     writeln!(out, "{}", "-".repeat(title.len().max(60)))?;
 
-    // The hot lines, hottest first.
-    let mut lines: BTreeMap<&Place, u64> = BTreeMap::new();
-    for row in &rows {
-        *lines.entry(&row.place).or_default() += row.period;
-    }
-    let mut sorted: Vec<(&Place, u64)> = lines.into_iter().filter(|(_, p)| *p > 0).collect();
-    sorted.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
-    writeln!(out, " Sorted summary of {}:", function.name)?;
-    for (place, period) in &sorted {
-        let value = pct(*period);
-        writeln!(
-            out,
-            "{} : {}",
-            paint(value, format!("{value:>8.2}")),
-            describe(place)
-        )?;
-    }
-    writeln!(out, "         :")?;
+    write_summary(out, &rows, &function.name, &pct, &paint)?;
 
     let mut files = SourceFiles::new(opts.source_prefixes.clone())
         .fetching(opts.debug.debuginfod.clone(), module.build_id.clone());
@@ -150,6 +101,76 @@ pub fn write_annotation(
     } else {
         write_source(out, &rows, &mut files, &pct, &paint)?;
     }
+    Ok(())
+}
+
+/// The function's instructions, each with the source line it comes from and the samples whose IP it holds.
+fn rows_of(sampled: &mut Sampled, index: usize, code: &[u8]) -> Vec<Row> {
+    let hot = &sampled.functions[index];
+    let (module, function, layout) = (hot.module.clone(), hot.function.clone(), hot.layout.clone());
+    let by_addr = hot.by_addr.clone();
+    let labels = super::labels_of(&module, function.start.0, &function.name);
+    let mut rows: Vec<Row> = disassemble(code, function.start.0, &labels)
+        .into_iter()
+        .map(|insn| {
+            let place = layout
+                .file_offset(ElfAddr(insn.addr))
+                .and_then(|offset| {
+                    let frames = sampled.frames_at(&module, offset);
+                    let inner = frames.last()?;
+                    Some(Place {
+                        inlined: inner.inlined.then(|| inner.name.clone()),
+                        source: inner.source.clone(),
+                    })
+                })
+                .unwrap_or_default();
+            Row {
+                insn,
+                place,
+                samples: 0,
+                period: 0,
+            }
+        })
+        .collect();
+    // Each sampled IP counts on the instruction that holds it.
+    for (addr, (n, period)) in by_addr {
+        let i = rows.partition_point(|r| r.insn.addr <= addr);
+        if let Some(row) = i.checked_sub(1).map(|i| &mut rows[i]) {
+            if addr < row.insn.addr + row.insn.len {
+                row.samples += n;
+                row.period += period;
+            }
+        }
+    }
+    rows
+}
+
+/// perf's "Sorted summary": the hot lines, hottest first, then a `:` line.
+fn write_summary(
+    out: &mut impl Write,
+    rows: &[Row],
+    name: &str,
+    pct: &dyn Fn(u64) -> f64,
+    paint: &dyn Fn(f64, String) -> String,
+) -> std::io::Result<()> {
+    let mut lines: BTreeMap<&Place, u64> = BTreeMap::new();
+    for row in rows {
+        *lines.entry(&row.place).or_default() += row.period;
+    }
+    let mut sorted: Vec<(&Place, u64)> = lines.into_iter().filter(|(_, p)| *p > 0).collect();
+    sorted.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+    writeln!(out, " Sorted summary of {}:", name)?;
+    for (place, period) in &sorted {
+        let value = pct(*period);
+        writeln!(
+            out,
+            "{} : {}",
+            paint(value, format!("{value:>8.2}")),
+            describe(place)
+        )?;
+    }
+    writeln!(out, "         :")?;
+
     Ok(())
 }
 

@@ -8,7 +8,8 @@ use linux_perf_data::linux_perf_event_reader::constants::{
     PERF_SAMPLE_STREAM_ID, PERF_SAMPLE_TID, PERF_SAMPLE_TIME,
 };
 use linux_perf_data::linux_perf_event_reader::{
-    CpuMode as ReaderCpuMode, EventRecord, Mmap2FileId, RawEventRecord, ReadFormat, RecordParseInfo,
+    CpuMode as ReaderCpuMode, EventRecord, Mmap2FileId, RawEventRecord, ReadFormat,
+    RecordParseInfo, SampleRecord,
 };
 
 use super::{CpuMode, Event, Sample, UserStack};
@@ -147,27 +148,7 @@ pub(super) fn convert(attr: &AttrInfo, record: &RawEventRecord) -> Result<Option
     if record_type == PERF_RECORD_SAMPLE && attr.simple_samples {
         return read_simple_sample(attr, record.misc, &body).map(|s| Some(Event::Sample(s)));
     }
-    // Checks for inputs that would make linux-perf-event-reader panic.
-    if record_type == PERF_RECORD_SAMPLE && attr.sample_type & PERF_SAMPLE_CALLCHAIN != 0 {
-        let at = callchain_offset(&body, attr.sample_type, attr.read_format)
-            .ok_or_else(|| bad("SAMPLE"))?;
-        let end = at.checked_add(8).ok_or_else(|| bad("SAMPLE"))?;
-        let nr = body
-            .get(at..end)
-            .map(|b| read_u64(b, 0))
-            .ok_or_else(|| bad("SAMPLE"))?;
-        if nr > ((body.len() - end) / 8) as u64 {
-            return Err(format!(
-                "a SAMPLE record has a callchain of {nr} entries, longer than the record"
-            ));
-        }
-    }
-    if record_type == PERF_RECORD_MMAP2 && record.misc & PERF_RECORD_MISC_MMAP_BUILD_ID != 0 {
-        match body.get(32) {
-            Some(&len) if len <= 20 => {}
-            _ => return Err(bad("MMAP2")),
-        }
-    }
+    check_raw(attr, record_type, record.misc, &body)?;
     if record_type == PERF_RECORD_LOST_SAMPLES {
         let count = body
             .get(..8)
@@ -179,37 +160,7 @@ pub(super) fn convert(attr: &AttrInfo, record: &RawEventRecord) -> Result<Option
         .parse()
         .map_err(|e| format!("a record of type {record_type} cannot be parsed: {e}"))?;
     let event = match parsed {
-        EventRecord::Sample(s) => {
-            let mut callchain = Vec::new();
-            if let Some(chain) = s.callchain {
-                callchain.reserve(chain.len());
-                for i in 0..chain.len() {
-                    callchain.extend(chain.get(i));
-                }
-            }
-            let user_stack = s.user_regs.as_ref().zip(s.user_stack.as_ref()).and_then(
-                |(regs, (stack, dyn_size))| {
-                    Some(UserStack {
-                        regs: UserRegs::from_sample(regs)?,
-                        stack: stack.as_slice().into_owned(),
-                        dyn_size: *dyn_size,
-                    })
-                },
-            );
-            Event::Sample(Sample {
-                pid: s.pid.unwrap_or(0) as u32,
-                tid: s.tid.unwrap_or(0) as u32,
-                time: s.timestamp,
-                cpu: s.cpu,
-                period: s.period.unwrap_or(attr.default_period),
-                ip: s.ip.unwrap_or(0),
-                cpu_mode: cpu_mode(s.cpu_mode),
-                callchain,
-                user_stack,
-                off_cpu: attr.off_cpu,
-                attr: attr.index,
-            })
-        }
+        EventRecord::Sample(s) => sample_event(attr, s),
         EventRecord::Comm(c) => Event::Comm {
             pid: c.pid as u32,
             tid: c.tid as u32,
@@ -255,6 +206,68 @@ pub(super) fn convert(attr: &AttrInfo, record: &RawEventRecord) -> Result<Option
         _ => return Ok(None),
     };
     Ok(Some(event))
+}
+
+/// Refuse inputs that would make linux-perf-event-reader panic: a callchain longer than its SAMPLE record, an
+/// MMAP2 build id longer than 20 bytes.
+fn check_raw(attr: &AttrInfo, record_type: u32, misc: u16, body: &[u8]) -> Result<(), String> {
+    let bad = |what: &str| format!("a {what} record ({} bytes) is corrupt", body.len() + 8);
+    if record_type == PERF_RECORD_SAMPLE && attr.sample_type & PERF_SAMPLE_CALLCHAIN != 0 {
+        let at = callchain_offset(body, attr.sample_type, attr.read_format)
+            .ok_or_else(|| bad("SAMPLE"))?;
+        let end = at.checked_add(8).ok_or_else(|| bad("SAMPLE"))?;
+        let nr = body
+            .get(at..end)
+            .map(|b| read_u64(b, 0))
+            .ok_or_else(|| bad("SAMPLE"))?;
+        if nr > ((body.len() - end) / 8) as u64 {
+            return Err(format!(
+                "a SAMPLE record has a callchain of {nr} entries, longer than the record"
+            ));
+        }
+    }
+    if record_type == PERF_RECORD_MMAP2 && misc & PERF_RECORD_MISC_MMAP_BUILD_ID != 0 {
+        match body.get(32) {
+            Some(&len) if len <= 20 => {}
+            _ => return Err(bad("MMAP2")),
+        }
+    }
+    Ok(())
+}
+
+/// A parsed SAMPLE record as an [`Event`].
+fn sample_event(attr: &AttrInfo, s: SampleRecord<'_>) -> Event {
+    let mut callchain = Vec::new();
+    if let Some(chain) = s.callchain {
+        callchain.reserve(chain.len());
+        for i in 0..chain.len() {
+            callchain.extend(chain.get(i));
+        }
+    }
+    let user_stack =
+        s.user_regs
+            .as_ref()
+            .zip(s.user_stack.as_ref())
+            .and_then(|(regs, (stack, dyn_size))| {
+                Some(UserStack {
+                    regs: UserRegs::from_sample(regs)?,
+                    stack: stack.as_slice().into_owned(),
+                    dyn_size: *dyn_size,
+                })
+            });
+    Event::Sample(Sample {
+        pid: s.pid.unwrap_or(0) as u32,
+        tid: s.tid.unwrap_or(0) as u32,
+        time: s.timestamp,
+        cpu: s.cpu,
+        period: s.period.unwrap_or(attr.default_period),
+        ip: s.ip.unwrap_or(0),
+        cpu_mode: cpu_mode(s.cpu_mode),
+        callchain,
+        user_stack,
+        off_cpu: attr.off_cpu,
+        attr: attr.index,
+    })
 }
 
 #[cfg(test)]

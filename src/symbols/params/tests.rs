@@ -57,8 +57,7 @@ fn expect(list: &[(&str, ParamType, &str)]) -> Vec<(String, ParamType, String)> 
 }
 
 /// Check that the C fixture's parameters, their types and their registers are read from DWARF, at -O0 and
-/// -O2: floats and large structs take no integer register, a large struct returned takes rdi, the seventh
-/// integer is on the stack.
+/// -O2: floats and large structs take no integer register, a small struct is refused.
 #[test]
 fn c_parameters_and_registers() {
     let dir = tempfile::tempdir().unwrap();
@@ -110,7 +109,17 @@ fn c_parameters_and_registers() {
             .as_ref()
             .unwrap_err()
             .contains("follows parameter 0"));
+    }
+}
 
+/// Check the C fixture's other shapes at -O0 and -O2: a large struct returned takes rdi (an artificial
+/// return slot), the seventh integer is on the stack, and enums, typedefs and qualified pointers keep their
+/// names and registers.
+#[test]
+fn c_return_slot_stack_and_kinds() {
+    let dir = tempfile::tempdir().unwrap();
+    for opt in ["-O0", "-O2"] {
+        let bin = build(dir.path(), "gcc", "params_fixture.c", &[opt, "-g"]);
         let p = params(&bin, "f_ret");
         assert_eq!(
             summary(&p),

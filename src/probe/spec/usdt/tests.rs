@@ -5,13 +5,42 @@ fn no_symbols(_: &str) -> Option<u64> {
     None
 }
 
-/// Check that argument specs of every operand kind give the tracefs fetch expressions (or the errors) expected.
+/// (spec, fetch, fetch_string): Ok(the expression) or Err(part of the message).
+type Want = Result<&'static str, &'static str>;
+
+/// Check that each spec of `table` gives the tracefs fetch expressions (or the errors, which name the spec)
+/// expected; the symbol `counter` is at 0x4010.
+fn check_specs(table: &[(&str, Want, Want)]) {
+    let mut symbols = |name: &str| (name == "counter").then_some(0x4010u64);
+    for (spec, fetch, string) in table {
+        let arg = parse_arg(spec, &mut symbols);
+        assert_eq!(&arg.spec, spec);
+        for (what, got, want) in [
+            ("fetch", arg.fetch(), fetch),
+            ("fetch_string", arg.fetch_string(), string),
+        ] {
+            match (got, want) {
+                (Ok(got), Ok(want)) => assert_eq!(&got, want, "{what} of {spec}"),
+                (Err(got), Err(want)) => {
+                    assert!(
+                        got.contains(want),
+                        "{what} of {spec}: {got:?} lacks {want:?}"
+                    );
+                    assert!(
+                        got.contains(spec),
+                        "{what} of {spec}: {got:?} names the spec"
+                    );
+                }
+                (got, want) => panic!("{what} of {spec}: got {got:?}, want {want:?}"),
+            }
+        }
+    }
+}
+
+/// Check that argument specs of every operand kind give the tracefs fetch expressions expected.
 #[test]
 fn arg_specs_to_fetch_strings() {
-    let mut symbols = |name: &str| (name == "counter").then_some(0x4010u64);
-    // (spec, fetch, fetch_string): Ok(the expression) or Err(part of the message)
-    type Want = Result<&'static str, &'static str>;
-    let table: &[(&str, Want, Want)] = &[
+    check_specs(&[
         ("8@%rax", Ok("%ax:u64"), Ok("+0(%ax):string")),
         ("-4@%edx", Ok("%dx:s32"), Err("4-byte value, not a pointer")),
         ("-4@%eax", Ok("%ax:s32"), Err("not a pointer")),
@@ -57,7 +86,13 @@ fn arg_specs_to_fetch_strings() {
         ("8@counter", Ok("@+0x4010:u64"), Ok("+0(@+0x4010):string")),
         // No `N@`: 8 bytes, unsigned.
         ("%rdi", Ok("%di:u64"), Ok("+0(%di):string")),
-        // Errors, each with its reason.
+    ]);
+}
+
+/// Check that the operands rprof cannot fetch give errors that say why.
+#[test]
+fn arg_specs_that_cannot_be_fetched() {
+    check_specs(&[
         (
             "8@8(%rbx,%rax,8)",
             Err("indexed addressing"),
@@ -83,30 +118,7 @@ fn arg_specs_to_fetch_strings() {
         ),
         ("8@$abc", Err("not a constant"), Err("constant")),
         ("8@sym(%rbx)", Err("other than %rip"), Err("other than")),
-    ];
-    for (spec, fetch, string) in table {
-        let arg = parse_arg(spec, &mut symbols);
-        assert_eq!(&arg.spec, spec);
-        for (what, got, want) in [
-            ("fetch", arg.fetch(), fetch),
-            ("fetch_string", arg.fetch_string(), string),
-        ] {
-            match (got, want) {
-                (Ok(got), Ok(want)) => assert_eq!(&got, want, "{what} of {spec}"),
-                (Err(got), Err(want)) => {
-                    assert!(
-                        got.contains(want),
-                        "{what} of {spec}: {got:?} lacks {want:?}"
-                    );
-                    assert!(
-                        got.contains(spec),
-                        "{what} of {spec}: {got:?} names the spec"
-                    );
-                }
-                (got, want) => panic!("{what} of {spec}: got {got:?}, want {want:?}"),
-            }
-        }
-    }
+    ]);
 }
 
 /// Check that sizes and signs come from `N@`, and every register alias maps to its tracefs base name.
