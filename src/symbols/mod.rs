@@ -13,6 +13,7 @@
 //! - `listing.rs` lists a binary's functions for `probe` ([`function_symbols`], [`elf_info`]); `params` reads
 //!   function parameters from DWARF.
 mod binary;
+pub mod btf;
 mod cache;
 mod code;
 mod debugfile;

@@ -5,7 +5,7 @@
 use super::engine::sharing::Sharing;
 use super::spec::code::Emulation;
 use super::target::{PerTarget, TargetId, TargetKind, Targets};
-use super::{EngineChoice, ProbeOptions};
+use super::{EngineChoice, ProbeOptions, TaskTarget};
 use crate::tracefs::ProbeDef;
 use calibrate::calibration;
 use points::{Points, Unplaced};
@@ -266,8 +266,8 @@ pub const G_FETCH: &str = "g=%r14:x64";
 ///
 /// - `--count` without values, stacks or a forced engine reads counters ([`Mode::Counters`]) for up to
 ///   [`MAX_COUNTERS`] targets.
-/// - Counted user functions, and those whose stacks are sampled (`-g`), use the uprobe PMU where the kernel has
-///   it: those probes go with rprof's fds, even after a SIGKILL. Timing without `-g` keeps tracefs probes, whose
+/// - Counted user functions, and those whose stacks are sampled (`-g`), system-wide, use the uprobe PMU where the
+///   kernel has it: those probes go with rprof's fds, even after a SIGKILL. Never on tasks (below). Timing without `-g` keeps tracefs probes, whose
 ///   `sp` fetch argument is cheaper than the user registers a PMU probe needs.
 /// - A sampled event is read from the tracefs ring where instances exist, unless perf is asked for, stacks are
 ///   wanted, or (auto) it probes a file other processes map: the ring's uprobe would trap in them too.
@@ -283,7 +283,11 @@ pub fn plan(group: &str, targets: &Targets, opts: &ProbeOptions, caps: &Capabili
     } else {
         Mode::Sampled
     };
+    // Never with `inherit` (every run but a system-wide one): the kernel sets an inherited event up again in each
+    // new thread, and the uprobe PMU's init reads the probe's path from the attr's pointer in the memory of the
+    // thread being created, not rprof's: EFAULT, and the target's pthread_create or clone fails.
     let pmu = caps.uprobe_pmu
+        && opts.target == TaskTarget::SystemWide
         && (mode == Mode::Counters || (opts.stacks && opts.engine != EngineChoice::Tracefs));
     let placements = targets
         .iter()

@@ -422,3 +422,29 @@ fn fetched_register_writes_keep_zero() {
     assert_eq!(offset, 0);
     assert!(why.contains("writes a fetched register"), "{why}");
 }
+
+/// Check that probes on tasks (a command, `-p`), which follow new threads with `inherit`, never use the uprobe
+/// PMU, counted or sampled: the kernel would read the probe's path in each new thread's memory, and its clone
+/// would fail (EFAULT).
+#[test]
+fn tasks_never_use_pmu_probes() {
+    use crate::probe::TaskTarget;
+    let t = targets(vec![user(BIN, 0x10)]);
+    for target in [TaskTarget::Pid(1), TaskTarget::Command(vec!["x".into()])] {
+        for stacks in [false, true] {
+            let o = ProbeOptions {
+                count_only: !stacks,
+                stacks,
+                target: target.clone(),
+                ..opts()
+            };
+            let p = plan("t", &t, &o, &caps());
+            assert!(
+                p.events.iter().all(|e| e.pmu().is_none()),
+                "{target:?} stacks={stacks}: {:?}",
+                p.events
+            );
+            assert!(p.calibration.is_none_or(|c| !c.pmu));
+        }
+    }
+}
