@@ -16,6 +16,8 @@ const STEPS: &[&str] = &[
     "glob",
     "stale_cleanup",
     "record_kernel",
+    "kernel_args",
+    "event_probes",
 ];
 
 /// The VM part of the run (host packages, kernel download, initramfs, boot, scenario) must fit in this. The static

@@ -38,7 +38,9 @@ pub fn kernel_params(path: &Path, func: &str) -> Result<Vec<KernelParam>, String
             path.display()
         ));
     }
+    // Mapped where sysfs allows it (it does not before 6.x: ENODEV), else read whole (about 5 MB).
     let btf = Btf::from_file_with_backend(path, Backend::Mmap)
+        .or_else(|_| Btf::from_file_with_backend(path, Backend::Cache))
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let types = btf.resolve_types_by_name(func).unwrap_or_default();
     let proto = types

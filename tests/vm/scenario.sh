@@ -78,6 +78,80 @@ done
 echo "RPROF-VM-INFO open_function=$OPENFN cpus=$(grep -c ^processor /proc/cpuinfo)"
 
 # Step 0: the VM itself supports kprobes and kretprobes through tracefs, without rprof.
+# run_opener STEP OUT ERR COUNT ARGS...: rprof ARGS on an opener of /tmp/target COUNT times (-p PID), started once
+# rprof's probes are on; sets RC. Returns 1 (after a fail line) when rprof never got its probes on.
+run_opener() {
+    step=$1
+    out=$2
+    err=$3
+    count=$4
+    shift 4
+    t0=$(now)
+    /opener /tmp/target "$count" &
+    opid=$!
+    start_rprof "$out" "$err" probe -p "$opid" -d 60 "$@"
+    if ! wait_group_or_ready "$RPID" 30 "$err"; then
+        kill -9 "$opid"
+        wait "$opid" 2>/dev/null
+        finish_rprof
+        log "$step" "$err"
+        result "$step" fail "$t0" "rprof probe exited $RC before its probes were on: $(oneline "$err")"
+        return 1
+    fi
+    sleep 1
+    kill -USR1 "$opid"
+    wait "$opid"
+    finish_rprof
+    return 0
+}
+
+# wait_group_or_ready PID SECS ERR: wait until rprof PID says its events are on ("Ctrl-C to end"), or it died.
+wait_group_or_ready() {
+    i=0
+    while [ "$i" -lt "$(($2 * 10))" ]; do
+        grep -q "Ctrl-C to end" "$3" 2>/dev/null && return 0
+        kill -0 "$1" 2>/dev/null || return 1
+        sleep 0.1
+        i=$((i + 1))
+    done
+    return 1
+}
+
+# Step 5: kernel arguments by their BTF names (this 6.1 kernel takes only $argN: rprof maps the names) and a
+# string argument: each of 20 opens shows its file name, its dfd and its return.
+step_kernel_args() {
+    t0=$(now)
+    if [ "$OPENFN" != do_sys_openat2 ]; then
+        result kernel_args fail "$t0" "this kernel has no do_sys_openat2 (open function: $OPENFN)"
+        return
+    fi
+    run_opener kernel_args /tmp/s5.out /tmp/s5.err 20 --trace 'do_sys_openat2(filename:str, dfd) ret' || return
+    n=$(grep -c 'do_sys_openat2(filename="/tmp/target", dfd=-100) = [0-9]' /tmp/s5.out)
+    detail="rc=$RC lines=$n expected=20 first=$(grep -m1 do_sys_openat2 /tmp/s5.out | cut -c1-120)"
+    if [ "$RC" -eq 0 ] && [ "$n" -eq 20 ]; then
+        result kernel_args pass "$t0" "$detail"
+    else
+        log kernel_args /tmp/s5.err /tmp/s5.out
+        result kernel_args fail "$t0" "$detail"
+    fi
+}
+
+# Step 6: opensnoop through event probes: this kernel takes `e:` probes, so a syscall's path is read in the
+# kernel (the header line says so), for each of 20 opens, with its return.
+step_event_probes() {
+    t0=$(now)
+    run_opener event_probes /tmp/s6.out /tmp/s6.err 20 --trace 'syscall:openat(filename:str) ret' || return
+    n=$(grep -c 'syscall:openat(filename="/tmp/target") = [0-9]' /tmp/s6.out)
+    how=$(grep -c "read in the kernel by an event probe" /tmp/s6.err)
+    detail="rc=$RC lines=$n expected=20 header_says_event_probe=$how"
+    if [ "$RC" -eq 0 ] && [ "$n" -eq 20 ] && [ "$how" -ge 1 ]; then
+        result event_probes pass "$t0" "$detail"
+    else
+        log event_probes /tmp/s6.err /tmp/s6.out
+        result event_probes fail "$t0" "$detail"
+    fi
+}
+
 step_vm_kprobes() {
     t0=$(now)
     if [ -z "$OPENFN" ]; then
@@ -300,4 +374,6 @@ step_open_count
 step_glob
 step_stale_cleanup
 step_record_kernel
+step_kernel_args
+step_event_probes
 echo "RPROF-VM-STEPS$STEPS"

@@ -106,21 +106,12 @@ fn resolve_one(
             Ok(Fetch::new(&item.name, field, &base, ty, false))
         }
         TargetKind::Kernel { .. } => {
-            let Some(n) = item.arg_index() else {
-                return Err(err(format!(
-                    "`{}`: kernel functions take arguments by position (arg0..arg5), not by name",
-                    item.name
-                )));
+            let (base, ty) = match item.arg_index() {
+                Some(n) => (abi_reg(n).map_err(&err)?, item.ty.unwrap_or(DEFAULT_INT)),
+                None => kernel_param(&target.name, item).map_err(&err)?,
             };
-            let base = abi_reg(n).map_err(&err)?;
-            // Strings at kernel addresses; `ustring` would read user memory.
-            Ok(Fetch::new(
-                &item.name,
-                field,
-                &base,
-                item.ty.unwrap_or(DEFAULT_INT),
-                false,
-            ))
+            // `string` reads kernel memory, and user memory where the kernel's copy faults (6.1 and later).
+            Ok(Fetch::new(&item.name, field, &base, ty, false))
         }
         TargetKind::Usdt { args, .. } => {
             let Some(n) = item.arg_index() else {
@@ -230,6 +221,44 @@ fn kind_name(kind: &TargetKind) -> &'static str {
 }
 
 /// The register and type of the parameter `item` names, from the binary's DWARF.
+/// A kernel function's parameter by name, from the kernel's BTF: its register and what to fetch. Kernels before
+/// 6.6 take `$argN` and registers only, so the name becomes its position here.
+fn kernel_param(func: &str, item: &FetchItem) -> Result<(String, FetchType), String> {
+    use crate::symbols::btf::{kernel_params, KernelParamType, VMLINUX_BTF};
+    let params = kernel_params(std::path::Path::new(VMLINUX_BTF), func)
+        .map_err(|e| format!("`{}`: {e}", item.name))?;
+    let Some(index) = params.iter().position(|p| p.name == item.name) else {
+        let names: Vec<&str> = params.iter().map(|p| p.name.as_str()).collect();
+        return Err(format!(
+            "{func} has no parameter `{}` (its parameters: {})",
+            item.name,
+            names.join(", ")
+        ));
+    };
+    if params[..=index]
+        .iter()
+        .any(|p| p.ty == KernelParamType::Other)
+    {
+        return Err(format!(
+            "`{}`: {func} passes it or a parameter before it in memory or in several registers (a struct or a \
+             float); use argN where you know the register",
+            item.name
+        ));
+    }
+    let ty = params[index].ty;
+    let natural = match ty {
+        KernelParamType::Int { size, signed } => FetchType::Int { size, signed },
+        _ => FetchType::Hex { size: 8 },
+    };
+    if item.ty == Some(FetchType::Str) && !matches!(ty, KernelParamType::Pointer { .. }) {
+        return Err(format!(
+            "`{}` of {func} is not a pointer: it cannot be read as a string",
+            item.name
+        ));
+    }
+    Ok((abi_reg(index)?, item.ty.unwrap_or(natural)))
+}
+
 fn named_param(
     path: &std::path::Path,
     addr: u64,
