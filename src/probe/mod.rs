@@ -115,7 +115,7 @@ pub enum TaskTarget {
     /// One process, all its threads and those created later.
     Pid(i32),
     /// Launch this command and follow it.
-    Command(Vec<String>),
+    Command(crate::perf::Command),
 }
 
 /// Everything `rprof probe` does, as plain data (the CLI maps its flags onto this).
@@ -228,8 +228,11 @@ pub enum Notice {
     },
     /// Probing started.
     Started(Started),
-    /// Removing the probes takes a while (the kernel waits for RCU per event).
+    /// The report is written and the probes are being removed (which can take a while: the kernel waits for
+    /// RCU grace periods); [`Notice::Removed`] follows.
     Removing,
+    /// The probes are removed.
+    Removed,
     /// Hits in processes whose mappings were not seen, not counted.
     Unresolved(u64),
     /// Events lost (said here for CSV and JSON, whose reports have no line for it).

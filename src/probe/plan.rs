@@ -5,6 +5,7 @@
 use super::engine::sharing::Sharing;
 use super::spec::code::{gpr_bit, Emulation, FunctionCode, GoHead, Store};
 use super::spec::go::GoFunction;
+use super::spec::sysno::syscall_number;
 use super::target::{PerTarget, Target, TargetId, TargetKind, Targets};
 use super::{EngineChoice, ProbeOptions};
 use crate::tracefs::{ProbeDef, ProbeLocation};
@@ -235,9 +236,18 @@ impl Plan {
 /// target a ring write more per call).
 pub const MAX_COUNTERS: usize = 16;
 
+/// Syscalls read through perf events at most as events of their own (`syscalls:sys_enter_NAME`); more are read
+/// from `raw_syscalls:sys_enter`/`sys_exit`, shared by all and keyed by the syscall's number: closing the last
+/// perf event of each tracepoint costs a grace period (36 ms here, one tracepoint after the other), 13 s for
+/// `syscall:*`. (The tracefs ring and counters keep an event per syscall.)
+pub const MAX_SYSCALL_EVENTS: usize = MAX_COUNTERS;
+
 /// Probe points per tracefs event for user functions. Closing an event's last perf event costs an RCU grace
 /// period (tens of ms on some machines) under a global mutex, so few events with many points each are fast.
 pub const POINTS_PER_EVENT: usize = 1024;
+
+/// The tracefs group of the events of every syscall, whose `id` field is the syscall's number.
+pub const RAW_SYSCALLS: &str = "raw_syscalls";
 
 /// The fetch argument that carries the user stack pointer, which pairing matches returns to entries by.
 pub const SP_FETCH: &str = "sp=%sp";
@@ -273,8 +283,14 @@ pub fn plan(group: &str, targets: &Targets, opts: &ProbeOptions, caps: &Capabili
         .iter()
         .map(|(_, t)| place(t, opts.at_entry, caps.emulates))
         .collect();
+    let perf_read = opts.engine == EngineChoice::Perf || !caps.ring || opts.stacks;
+    let syscalls = targets
+        .iter()
+        .filter(|(_, t)| matches!(t.kind, TargetKind::Syscall { .. }))
+        .count();
     let points = Points {
         group,
+        raw_syscalls: mode == Mode::Sampled && perf_read && syscalls > MAX_SYSCALL_EVENTS,
         count_only: opts.count_only,
         one_per_target: mode == Mode::Counters || pmu,
         pmu,
@@ -613,6 +629,8 @@ impl Unplaced {
 /// How probe points are grouped into tracefs events.
 struct Points<'a> {
     group: &'a str,
+    /// Syscalls are read from `raw_syscalls` (see [`MAX_SYSCALL_EVENTS`]).
+    raw_syscalls: bool,
     count_only: bool,
     /// One event per target (counters, uprobe PMU probes).
     one_per_target: bool,
@@ -634,8 +652,26 @@ impl Points<'_> {
         let mut defs = Vec::new();
         let mut events = Vec::new();
         self.user_functions(targets, &mut defs, &mut events);
+        let mut raw = Vec::new();
         for (id, t) in targets.iter() {
-            self.other(id, t, &mut defs, &mut events);
+            match &t.kind {
+                TargetKind::Syscall { name }
+                    if self.raw_syscalls && syscall_number(name).is_some() =>
+                {
+                    raw.push(id)
+                }
+                _ => self.other(id, t, &mut defs, &mut events),
+            }
+        }
+        if !raw.is_empty() {
+            let ev = |e: &str, role| Unplaced {
+                group: RAW_SYSCALLS.into(),
+                ..self.event(e.into(), role, raw.clone(), false)
+            };
+            events.push(ev("sys_enter", Role::Entry));
+            if !self.count_only {
+                events.push(ev("sys_exit", Role::Return));
+            }
         }
         (defs, events)
     }

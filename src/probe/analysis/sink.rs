@@ -32,6 +32,9 @@ pub struct Sink<'a> {
     pub unresolved: u64,
     /// Per-call work (`--by`, `--hist VALUE`, `--min-duration`, `--trace`), when asked for.
     pub calls: Option<Calls>,
+    /// The launched command's thread until its first event: it waited for its start in a `read` of rprof's
+    /// launcher, whose return (a syscall probe's) is rprof's, not the command's.
+    pub launcher: Option<u32>,
 }
 
 impl<'a> Sink<'a> {
@@ -56,6 +59,7 @@ impl<'a> Sink<'a> {
             timed,
             unresolved: 0,
             calls,
+            launcher: None,
         }
     }
 
@@ -89,6 +93,12 @@ impl<'a> Sink<'a> {
     /// One probe hit: its target (by address for shared user events), then by role an entry, a return or a
     /// counted hit, and its stack.
     fn hit(&mut self, time: u64, hit: Hit) {
+        if self.launcher == Some(hit.tid) {
+            self.launcher = None;
+            if hit.role == Role::Return {
+                return;
+            }
+        }
         let needs_pid = hit.target.is_none() || hit.stack.is_some() || self.calls.is_some();
         let pid = if needs_pid {
             let Some(pid) = self.pid_of(hit.tid) else {

@@ -8,6 +8,7 @@ pub mod go;
 pub mod library;
 pub mod pattern;
 pub mod resolve;
+pub mod sysno;
 pub mod usdt;
 
 use crate::probe::target::Targets;
