@@ -539,6 +539,7 @@ fn finish_sampled(s: &mut Setup<'_>, live: SampledLoop<'_>) -> Result<RunSummary
         sink.stacks.finish();
         output::write_trace(out, calls, s.targets, &sink.stacks, true)?;
     }
+    sink.pairer.count_open(&mut sink.stats);
     let parts = ReportParts {
         targets: s.targets,
         stats: &sink.stats,

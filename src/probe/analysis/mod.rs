@@ -4,6 +4,7 @@
 mod addrmap;
 mod calls;
 mod pairing;
+mod quantiles;
 mod sink;
 mod stacks;
 mod stats;
