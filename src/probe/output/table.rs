@@ -48,6 +48,8 @@ pub struct Totals {
     pub lost: u64,
     pub unpaired: u64,
     pub orphan_returns: u64,
+    /// Calls still running at the end (counted, not timed).
+    pub open: u64,
 }
 
 impl Totals {
@@ -56,6 +58,7 @@ impl Totals {
             lost: stats.lost,
             unpaired: stats.unpaired(),
             orphan_returns: stats.orphan_returns,
+            open: stats.open(),
         }
     }
 }
@@ -92,6 +95,14 @@ pub fn function_rows<'a>(
             .then_with(|| a.name.cmp(b.name))
     });
     rows
+}
+
+/// `word` for one, `words` for any other count.
+pub fn plural(n: u64, word: &str) -> String {
+    match n {
+        1 => word.to_string(),
+        _ => format!("{word}s"),
+    }
 }
 
 /// `s` cut to `max` characters, with `~` marking the cut.
@@ -135,7 +146,7 @@ pub fn write(w: &mut dyn Write, report: &Report, format: Format) -> io::Result<(
     }
 }
 
-/// The table: FUNC COUNT TOTAL SELF AVG MIN MAX P50 P99, then lost/unpaired counts.
+/// The table: FUNC COUNT TOTAL SELF AVG MIN MAX P50 P90 P99, then lost/unpaired counts.
 pub fn write_table(w: &mut dyn Write, report: &Report) -> io::Result<()> {
     if let Some(ts) = &report.timestamp {
         writeln!(w, "{ts}")?;
@@ -155,7 +166,9 @@ pub fn write_table(w: &mut dyn Write, report: &Report) -> io::Result<()> {
     let columns: &[&str] = if keyed.is_some() {
         &["COUNT", "TOTAL", "SELF", "AVG", "MIN", "MAX"]
     } else {
-        &["COUNT", "TOTAL", "SELF", "AVG", "MIN", "MAX", "P50", "P99"]
+        &[
+            "COUNT", "TOTAL", "SELF", "AVG", "MIN", "MAX", "P50", "P90", "P99",
+        ]
     };
     // The class of each probe matters where durations hold its bias.
     let classes = report.timed && rows.iter().any(|r| r.class.is_some());
@@ -201,7 +214,7 @@ pub fn write_table(w: &mut dyn Write, report: &Report) -> io::Result<()> {
             human_ns(f.self_ns),
         );
         if keyed.is_none() {
-            line.push_str(&format!(" {:>10} {:>10}", q(0.5), q(0.99)));
+            line.push_str(&format!(" {:>10} {:>10} {:>10}", q(0.5), q(0.9), q(0.99)));
         }
         writeln!(w, "{line}{class}")?;
     }
@@ -278,9 +291,19 @@ fn write_footer(w: &mut dyn Write, report: &Report) -> io::Result<()> {
     if report.timed && (unpaired > 0 || s.orphan_returns > 0) {
         writeln!(
             w,
-            "UNPAIRED {unpaired} calls whose return never came (longjmp, exceptions, >64 nested, lost events); \
-             {} returns without an entry",
-            s.orphan_returns
+            "UNPAIRED {unpaired} {} whose return never came (longjmp, exceptions, a thread that exited mid-call \
+             as in exit_group, >64 nested, lost events); {} {} without an entry",
+            plural(unpaired, "call"),
+            s.orphan_returns,
+            plural(s.orphan_returns, "return"),
+        )?;
+    }
+    if report.timed && s.open > 0 {
+        writeln!(
+            w,
+            "OPEN {} {} still running at the end: counted, not timed",
+            s.open,
+            plural(s.open, "call")
         )?;
     }
     Ok(())
@@ -347,12 +370,14 @@ pub fn write_json(w: &mut dyn Write, report: &Report) -> io::Result<()> {
                     let extra = serde_json::json!({
                         "paired": f.paired,
                         "unpaired": f.unpaired,
+                        "open": f.open,
                         "total_ns": f.total_ns,
                         "self_ns": f.self_ns,
                         "avg_ns": f.avg_ns(),
                         "min_ns": f.min_ns,
                         "max_ns": f.max_ns,
                         "p50_ns": f.quantile(0.5),
+                        "p90_ns": f.quantile(0.9),
                         "p99_ns": f.quantile(0.99),
                         "hist_log2": hist_pairs(&f.hist),
                     });
@@ -416,6 +441,8 @@ fn stars(val: u64, max: u64, width: usize) -> String {
 /// One log2 histogram in nanoseconds, in bcc's `print_log2_hist` layout.
 pub fn write_log2_hist(w: &mut dyn Write, h: &Histogram, unit: &str) -> io::Result<()> {
     let idx_max = h.buckets.iter().rposition(|&n| n > 0).unwrap_or(0);
+    // From the first bucket with a count, as bpftrace and bcc (`strip_leading_zero`) print.
+    let idx_min = h.buckets.iter().position(|&n| n > 0).unwrap_or(0).max(1);
     let val_max = h.buckets.iter().copied().max().unwrap_or(0);
     if idx_max == 0 {
         return Ok(());
@@ -427,7 +454,7 @@ pub fn write_log2_hist(w: &mut dyn Write, h: &Histogram, unit: &str) -> io::Resu
     } else {
         writeln!(w, "     {unit:<19} : count     distribution")?;
     }
-    for i in 1..=idx_max {
+    for i in idx_min..=idx_max {
         let (low, high) = bucket_range(i);
         let val = h.buckets[i];
         let bar = stars(val, val_max, width);
@@ -438,6 +465,21 @@ pub fn write_log2_hist(w: &mut dyn Write, h: &Histogram, unit: &str) -> io::Resu
         }
     }
     Ok(())
+}
+
+/// Under a histogram, the calls it lacks: `calls: 837 (836 timed, 1 still running at the end)`.
+fn write_untimed(w: &mut dyn Write, f: &FuncStats) -> io::Result<()> {
+    let mut parts = vec![format!("{} timed", f.paired)];
+    if f.unpaired > 0 {
+        parts.push(format!("{} unpaired", f.unpaired));
+    }
+    if f.open > 0 {
+        parts.push(format!("{} still running at the end", f.open));
+    }
+    if parts.len() == 1 {
+        return Ok(());
+    }
+    writeln!(w, "calls: {} ({})", f.count, parts.join(", "))
 }
 
 /// A histogram per timed function, as funclatency prints them.
@@ -458,6 +500,7 @@ pub fn write_hists(w: &mut dyn Write, report: &Report) -> io::Result<()> {
             f.total_ns,
             f.paired
         )?;
+        write_untimed(w, f)?;
     }
     Ok(())
 }
@@ -551,6 +594,43 @@ mod tests {
             format!("         4 -> 7          : 2        |{}|", "*".repeat(40))
         );
         assert_eq!(lines.len(), 4);
+    }
+
+    /// Check that a histogram is printed from its first bucket with a count to its last, as bpftrace does.
+    #[test]
+    fn hist_prints_the_range_with_counts() {
+        let mut h = Histogram::default();
+        h.record(1_000_000);
+        h.record(5_000_000);
+        let mut out = Vec::new();
+        write_log2_hist(&mut out, &h, "nsecs").unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[1].starts_with("    524288 -> 1048575"), "{text}");
+        assert!(lines[4].starts_with("   4194304 -> 8388607"), "{text}");
+        assert_eq!(lines.len(), 5, "{text}");
+    }
+
+    /// Check that the calls a histogram lacks are said under it and in the table's footer: a call still
+    /// running at the end is counted, OPEN, and not timed.
+    #[test]
+    fn open_calls_are_said() {
+        let (targets, mut stats) = sample();
+        stats.funcs[TargetId::new(0)].enter();
+        stats.funcs[TargetId::new(0)].open = 1;
+        let r = report(&targets, &stats);
+        let mut out = Vec::new();
+        write(&mut out, &r, Format::Hist).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.contains("\ncalls: 2 (1 timed, 1 still running at the end)\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("\nOPEN 1 call still running at the end: counted, not timed\n"),
+            "{text}"
+        );
+        assert_eq!(text.matches("calls: ").count(), 1, "{text}");
     }
 
     /// Check that the table is sorted by total and JSON parses back.
