@@ -1,5 +1,6 @@
 //! Durations as rprof probe states them: P50/P90/P99 against the exact quantiles of calls the fixture timed
-//! itself, and a run ended by Ctrl-C mid-call, whose table, histogram and footer account for every call.
+//! itself, and a run ended by Ctrl-C mid-call, whose table, histogram and footer account for every call; and
+//! bpftrace's probe names for the same calls.
 mod common;
 use common::{build_c, privileged, rprof};
 use std::io::{BufRead, BufReader, Read};
@@ -163,4 +164,37 @@ fn ctrl_c_mid_call_accounts_for_it() {
     let footer = format!("OPEN {open} call");
     assert!(text.contains(&footer), "want `{footer}`: {text}");
     assert!(!text.contains("UNPAIRED"), "{text}");
+}
+
+/// Check that bpftrace's probe names count what rprof's own names count: `uprobe:PATH:FUNC` (and `u:`,
+/// `uretprobe:`) the 205 calls of `lat_call`, `tracepoint:CAT:EVENT` the command's one execve.
+#[test]
+fn bpftrace_probe_names() {
+    if !privileged("bpftrace_probe_names") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = fixture(dir.path());
+    let times = dir.path().join("times.txt");
+    let path = bin.to_str().unwrap();
+    for (pattern, name, want) in [
+        (format!("uprobe:{path}:lat_call"), "lat_call", 205),
+        (format!("u:{path}:lat_*"), "lat_call", 205),
+        (format!("uretprobe:{path}:lat_call"), "lat_call", 205),
+        (
+            "tracepoint:syscalls:sys_enter_execve".into(),
+            "syscalls:sys_enter_execve",
+            1,
+        ),
+    ] {
+        let out = rprof()
+            .args(["probe", "--count", &pattern, "--", path, "ms"])
+            .arg(&times)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{pattern}: {stderr}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(table_count(&text, name), Some(want), "{pattern}: {text}");
+    }
 }

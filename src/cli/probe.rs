@@ -19,7 +19,8 @@ pub struct ProbeArgs {
     /// `syscall:GLOB`, `t:CATEGORY:EVENT`, or, without -x, kernel functions.
     /// A pattern may name values to fetch: `'parse_*(arg0, arg1:str)'`, `'read_block ret'`, `'f(len, name:str)'`
     /// (parameter names from DWARF), `usdt:PROVIDER:NAME` (USDT probes of -x BINARY or `lib:`), whose arguments are
-    /// arg0.. .
+    /// arg0.. . bpftrace's probe names work too: uprobe:PATH:FUNC (u:, uretprobe:, ur:), tracepoint:CAT:EVENT,
+    /// kprobe:FUNC (kretprobe:).
     #[arg(required_unless_present = "pair", value_name = "PATTERN")]
     pub patterns: Vec<String>,
     /// The binary or shared library whose functions the patterns name.

@@ -92,7 +92,7 @@ pub enum ProbeError {
     },
     #[error("pattern '{pattern}' names user functions but no binary was given; add -x BINARY or use LIB:{pattern}")]
     NoBinary { pattern: String },
-    #[error("library '{name}' not found (looked in the target's maps, `ldconfig -p`, LD_LIBRARY_PATH and /lib, /usr/lib); give its path with -x")]
+    #[error("library '{name}' not found (looked in the target's maps, `ldconfig -p`, LD_LIBRARY_PATH and /lib, /usr/lib); give its path with -x{}", bpftrace_hint(name))]
     NoLibrary { name: String },
     #[error("no syscall tracepoints in tracefs events/syscalls (the kernel lacks CONFIG_FTRACE_SYSCALLS)")]
     NoSyscallTracepoints,
@@ -104,6 +104,15 @@ pub enum ProbeError {
     Spec { spec: String, reason: String },
     #[error(transparent)]
     Usdt(#[from] spec::usdt::UsdtError),
+}
+
+/// What a `LIB:` that is a bpftrace probe type's short name meant, for [`ProbeError::NoLibrary`].
+fn bpftrace_hint(lib: &str) -> &'static str {
+    match lib {
+        "k" | "kr" => " (a kernel function is kprobe:FUNCTION, or the bare name)",
+        "u" | "ur" => " (a function of a binary is uprobe:PATH:FUNCTION, or -x PATH FUNCTION)",
+        _ => "",
+    }
 }
 
 /// Which tasks to probe.
