@@ -481,7 +481,8 @@ fn fetched_registers(t: &Target) -> (u16, bool) {
     let mut memory = false;
     for f in t.fetches.iter().filter(|f| !f.on_return) {
         memory |= f.expr.contains('(') && !f.expr.starts_with("+0(%sp)");
-        for part in f.expr.split('%').skip(1) {
+        let exprs = std::iter::once(&f.expr).chain(&f.len);
+        for part in exprs.flat_map(|e| e.split('%').skip(1)) {
             let name: String = part
                 .chars()
                 .take_while(char::is_ascii_alphanumeric)
@@ -868,7 +869,7 @@ fn fetch_args(t: &Target, is_return: bool, sp: bool) -> Vec<String> {
         t.fetches
             .iter()
             .filter(|f| f.on_return == is_return)
-            .map(|f| f.arg()),
+            .flat_map(|f| std::iter::once(f.arg()).chain(f.len_arg())),
     );
     args
 }
