@@ -28,7 +28,8 @@ const DEFAULT_PATH: &str = "/bin:/usr/bin";
 impl Command {
     /// `argv` with its program found as `execvp` finds it: a name with a `/` is a path; else the first
     /// executable regular file of that name in the directories of `path` (the value of PATH; an empty entry is
-    /// the current directory). A name found nowhere stays as given, and exec then fails with ENOENT.
+    /// the current directory). A name found nowhere stays as given, and [`Workload::prepare`] then fails with
+    /// ENOENT.
     pub fn find<A: AsRef<OsStr>>(argv: &[A], path: Option<&OsStr>) -> Command {
         let argv: Vec<OsString> = argv.iter().map(|a| a.as_ref().to_os_string()).collect();
         let name = argv.first().cloned().unwrap_or_default();
@@ -53,6 +54,52 @@ impl Command {
 fn is_executable(p: &Path) -> bool {
     p.metadata().is_ok_and(|m| m.is_file())
         && nix::unistd::access(p, nix::unistd::AccessFlags::X_OK).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Check that a program is found in PATH's directories in order (an empty entry is the current
+    /// directory), that a name with a `/` is taken as it is, and that a name found nowhere stays bare.
+    #[test]
+    fn finds_programs_as_execvp() {
+        let found = |argv: &[&str], path: &str| Command::find(argv, Some(OsStr::new(path))).program;
+        assert_eq!(
+            found(&["sh", "-c", "true"], "/nonexistent:/bin"),
+            Path::new("/bin/sh")
+        );
+        assert_eq!(found(&["./x"], "/bin"), Path::new("./x"));
+        assert_eq!(
+            found(&["no-such-program-rprof"], "/bin:/usr/bin"),
+            Path::new("no-such-program-rprof")
+        );
+        // A file without execute permission and a directory of the name are passed over.
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let (plain, exe) = (dir.path().join("plain"), dir.path().join("exe"));
+        for d in [&plain, &exe] {
+            std::fs::create_dir_all(d.join("dir").join("prog")).unwrap();
+        }
+        std::fs::write(plain.join("prog"), "").unwrap();
+        std::fs::write(exe.join("prog"), "").unwrap();
+        std::fs::set_permissions(exe.join("prog"), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let path = format!("{0}/dir:{0}:{1}", plain.display(), exe.display());
+        assert_eq!(found(&["prog"], &path), exe.join("prog"));
+        let cmd = Command::find(&["sh", "-c", "true"], None);
+        assert_eq!(
+            (cmd.program.as_path(), cmd.to_string()),
+            (Path::new("/bin/sh"), "sh -c true".into())
+        );
+        let missing = Command::find(&["no-such-program-rprof"], None);
+        let err = Workload::prepare(&missing, false)
+            .err()
+            .map(|e| e.to_string());
+        assert!(
+            err.is_some_and(|e| e.contains("No such file")),
+            "{missing:?}"
+        );
+    }
 }
 
 impl std::fmt::Display for Command {
@@ -99,6 +146,10 @@ impl Workload {
         let sh = c"/bin/sh";
         let mut sh_args = vec![sh.to_owned(), cpath.clone()];
         sh_args.extend(cargs.iter().skip(1).cloned());
+        // Not found in PATH: execv would take the bare name relative to the current directory.
+        if !cmd.program.as_os_str().as_bytes().contains(&b'/') {
+            return Err(exec_err(std::io::Error::from_raw_os_error(libc::ENOENT)));
+        }
         if cargs.is_empty() {
             return Err(exec_err(std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,
