@@ -56,6 +56,12 @@ pub fn run() -> anyhow::Result<u8> {
     }
 }
 
+/// The command after `--`, its program found in PATH now, as the shell would (before the fork: see
+/// [`rprof::perf::Command`]).
+fn command(argv: &[std::ffi::OsString]) -> rprof::perf::Command {
+    rprof::perf::Command::find(argv, std::env::var_os("PATH").as_deref())
+}
+
 /// rprof's exit status for a workload's: its exit code, or 128+N when signal N killed it (as the shell and
 /// `perf record` report it); 0 when there was no workload or it was still running at the end.
 fn exit_status(workload: Option<i32>) -> u8 {

@@ -20,7 +20,8 @@ pub struct ProbeArgs {
     /// `syscall:GLOB`, `t:CATEGORY:EVENT`, or, without -x, kernel functions.
     /// A pattern may name values to fetch: `'parse_*(arg0, arg1:str)'`, `'read_block ret'`, `'f(len, name:str)'`
     /// (parameter names from DWARF), `usdt:PROVIDER:NAME` (USDT probes of -x BINARY or `lib:`), whose arguments are
-    /// arg0.. .
+    /// arg0.. . bpftrace's probe names work too: uprobe:PATH:FUNC (u:, uretprobe:, ur:), tracepoint:CAT:EVENT,
+    /// kprobe:FUNC (kretprobe:).
     #[arg(required_unless_present = "pair", value_name = "PATTERN")]
     pub patterns: Vec<String>,
     /// The binary or shared library whose functions the patterns name.
@@ -144,7 +145,7 @@ pub struct ProbeArgs {
     pub keep_workload: bool,
     /// The command to launch and follow, after `--`.
     #[arg(last = true, value_name = "COMMAND")]
-    pub command: Vec<String>,
+    pub command: Vec<std::ffi::OsString>,
 }
 
 impl ProbeArgs {
@@ -152,7 +153,7 @@ impl ProbeArgs {
     pub fn options(self) -> ProbeOptions {
         let target = match (self.pid, self.command.is_empty()) {
             (Some(pid), _) => TaskTarget::Pid(pid),
-            (None, false) => TaskTarget::Command(self.command),
+            (None, false) => TaskTarget::Command(super::command(&self.command)),
             (None, true) => TaskTarget::SystemWide,
         };
         let format = if self.csv {
@@ -226,12 +227,59 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<u8> {
     let mut opts = args.options();
     let (debug, _downloads) = debuginfod.sources(std::mem::take(&mut opts.debug.dirs), "probe")?;
     opts.debug = debug;
-    // Each notice in one write: the workload may be writing to the same stderr.
-    let summary = probe::run(&opts, &mut Stdout::lock(), &mut |n| {
-        let line = format!("rprof: {}\n", notice(&n));
-        eprint!("{line}")
+    let mut removal = None;
+    let summary = probe::run(&opts, &mut Stdout::lock(), &mut |n| match n {
+        Notice::Removing => removal = RemovalWatch::start(),
+        Notice::Removed => removal = None,
+        n => say(&notice(&n)),
     })?;
     Ok(super::exit_status(summary.exit_code))
+}
+
+/// Print `rprof: TEXT` on stderr in one write (the workload may be writing to the same stderr).
+fn say(text: &str) {
+    let line = format!("rprof: {text}\n");
+    eprint!("{line}");
+}
+
+/// How long removing the probes may take before "removing the probes..." is said.
+const REMOVAL_QUIET: Duration = Duration::from_millis(500);
+
+/// Says "removing the probes..." on a terminal when the removal takes longer than [`REMOVAL_QUIET`]; dropping
+/// it (when the probes are removed) ends it.
+struct RemovalWatch {
+    done: Option<std::sync::mpsc::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl RemovalWatch {
+    /// None when stderr is not a terminal.
+    fn start() -> Option<RemovalWatch> {
+        use std::io::IsTerminal;
+        if !std::io::stderr().is_terminal() {
+            return None;
+        }
+        let (done, wait) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let waited = wait.recv_timeout(REMOVAL_QUIET);
+            if matches!(waited, Err(std::sync::mpsc::RecvTimeoutError::Timeout)) {
+                say(&notice(&Notice::Removing));
+            }
+        });
+        Some(RemovalWatch {
+            done: Some(done),
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for RemovalWatch {
+    fn drop(&mut self) {
+        drop(self.done.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 /// A notice of the probe session as one line.
@@ -268,6 +316,7 @@ fn notice(n: &Notice) -> String {
             format!("wrote {} ({calls} calls){shared}", path.display())
         }
         Notice::Removing => "removing the probes...".into(),
+        Notice::Removed => "the probes are removed".into(),
         Notice::Unresolved(n) => {
             format!("warning: {n} hits in processes whose mappings were not seen were not counted")
         }
@@ -302,13 +351,21 @@ fn started(s: &Started) -> String {
         (false, true) => format!(", probe cost about {} per counted call", classes.join(", ")),
         (false, false) => format!(", probe cost about {} per call", classes.join(", ")),
     };
-    let points = if s.probe_points > 0 {
-        format!(
-            "{} probe points, {} perf events",
-            s.probe_points, s.perf_events
-        )
-    } else {
-        format!("{} perf events", s.perf_events)
+    let count = |n: usize, word: &str| match n {
+        1 => format!("1 {word}"),
+        n => format!("{n} {word}s"),
+    };
+    let points: Vec<String> = [
+        (s.probe_points, "probe point"),
+        (s.perf_events, "perf event"),
+    ]
+    .into_iter()
+    .filter(|&(n, _)| n > 0)
+    .map(|(n, word)| count(n, word))
+    .collect();
+    let points = match points.is_empty() {
+        true => String::new(),
+        false => format!(" ({})", points.join(", ")),
     };
     let verb = if s.counting { "counting" } else { "probing" };
     let values = if s.values.is_empty() {
@@ -317,8 +374,8 @@ fn started(s: &Started) -> String {
         format!("; values: {}", s.values.join("; "))
     };
     format!(
-        "{verb} {} targets ({points}), {}{cost}, set up in {:.2}s{values}; Ctrl-C to end",
-        s.targets,
+        "{verb} {}{points}, {}{cost}, set up in {:.2}s{values}; Ctrl-C to end",
+        count(s.targets, "target"),
         s.engine,
         s.setup.as_secs_f64()
     )

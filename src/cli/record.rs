@@ -4,6 +4,7 @@ use super::parse::{self, Clock, CpuList};
 use anyhow::Context;
 use clap::{ArgGroup, Args};
 use rprof::record::{self, CallGraph, Rate, RecordConfig, Target};
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -110,7 +111,7 @@ pub struct RecordArgs {
     /// The command to launch and sample, after `--`. With -p, -t, -a, -C or -G it runs while that target is
     /// sampled and recording stops when it exits (`-a -- sleep 5`), as in perf.
     #[arg(last = true)]
-    pub command: Vec<String>,
+    pub command: Vec<OsString>,
 }
 
 /// Turn the arguments into a config. clap has checked each value and that one target was given.
@@ -124,12 +125,12 @@ pub fn config(a: &RecordArgs) -> RecordConfig {
     } else if a.all_cpus || a.cpu.is_some() || a.command.is_empty() {
         Target::System
     } else {
-        Target::Command(a.command.clone())
+        Target::Command(super::command(&a.command))
     };
     // A command beside another target only times the recording.
     let companion = match &target {
         Target::Command(_) => None,
-        _ => Some(a.command.clone()).filter(|c| !c.is_empty()),
+        _ => (!a.command.is_empty()).then(|| super::command(&a.command)),
     };
     let call_graph = match (a.g, a.call_graph) {
         (_, Some(cg)) => cg,
@@ -179,14 +180,14 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
     }
     let quiet = args.quiet;
     let target = match &cfg.target {
-        Target::Command(argv) => format!("'{}'", argv.join(" ")),
+        Target::Command(cmd) => format!("'{cmd}'"),
         Target::Pids(p) => format!("process {}", join(p)),
         Target::Tids(t) => format!("thread {}", join(t)),
         Target::System => "the whole system".to_string(),
         Target::Cgroup(name) => format!("cgroup '{name}'"),
     };
     let until = match &cfg.companion {
-        Some(argv) => format!(" while '{}' runs", argv.join(" ")),
+        Some(cmd) => format!(" while '{cmd}' runs"),
         None => String::new(),
     };
     let mut on_start = |events: usize| {

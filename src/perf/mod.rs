@@ -17,7 +17,7 @@ pub use ftrace_ring::{FtraceRings, Lost, RingMode};
 pub use ring::{RawRecord, Ring};
 pub use run_loop::{Handler, StopSignals, StopWhen, Stopped};
 pub use uprobe_pmu::UprobePmu;
-pub use workload::Workload;
+pub use workload::{Command, Workload};
 
 use std::path::PathBuf;
 

@@ -2,13 +2,67 @@
 //! (perf's `evlist__prepare_workload` does the same.) Exec failures come back through a close-on-exec pipe.
 //! Unless it is kept, the command gets SIGKILL when rprof dies, even by SIGKILL (`PR_SET_PDEATHSIG`, set in
 //! the child before exec), and SIGTERM when rprof ends before it.
+//!
+//! The program is found in PATH before the fork ([`Command::find`]), so the child makes one `execve`, the
+//! command's own: a search in the child would show its failed `execve`s to a probe of the child's syscalls.
 use super::PerfError;
 use nix::sys::signal::{kill, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::{ForkResult, Pid};
-use std::ffi::CString;
+use std::ffi::{CString, OsStr, OsString};
 use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+/// A command to launch: its program, found before the fork, and its arguments (`argv[0]` as given).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Command {
+    pub program: PathBuf,
+    pub argv: Vec<OsString>,
+}
+
+/// Where the program is searched when PATH is not set (glibc's `execvp` default).
+const DEFAULT_PATH: &str = "/bin:/usr/bin";
+
+impl Command {
+    /// `argv` with its program found as `execvp` finds it: a name with a `/` is a path; else the first
+    /// executable regular file of that name in the directories of `path` (the value of PATH; an empty entry is
+    /// the current directory). A name found nowhere stays as given, and [`Workload::prepare`] then fails with
+    /// ENOENT.
+    pub fn find<A: AsRef<OsStr>>(argv: &[A], path: Option<&OsStr>) -> Command {
+        let argv: Vec<OsString> = argv.iter().map(|a| a.as_ref().to_os_string()).collect();
+        let name = argv.first().cloned().unwrap_or_default();
+        let program = if name.is_empty() || name.as_bytes().contains(&b'/') {
+            PathBuf::from(&name)
+        } else {
+            let dirs = path.unwrap_or(OsStr::new(DEFAULT_PATH));
+            dirs.as_bytes()
+                .split(|&b| b == b':')
+                .map(|d| match d {
+                    b"" => Path::new(".").join(&name),
+                    d => Path::new(OsStr::from_bytes(d)).join(&name),
+                })
+                .find(|p| is_executable(p))
+                .unwrap_or_else(|| PathBuf::from(&name))
+        };
+        Command { program, argv }
+    }
+}
+
+/// A regular file this process may execute.
+fn is_executable(p: &Path) -> bool {
+    p.metadata().is_ok_and(|m| m.is_file())
+        && nix::unistd::access(p, nix::unistd::AccessFlags::X_OK).is_ok()
+}
+
+impl std::fmt::Display for Command {
+    /// The arguments joined by spaces (bytes that are not UTF-8 shown as U+FFFD).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let words: Vec<_> = self.argv.iter().map(|a| a.to_string_lossy()).collect();
+        f.write_str(&words.join(" "))
+    }
+}
 
 /// A forked child that has not exec'd yet, then the running command.
 pub struct Workload {
@@ -22,19 +76,34 @@ pub struct Workload {
 }
 
 impl Workload {
-    /// Fork a child that will exec `argv` once [`Workload::start`] is called. Unless `keep`, the child dies
+    /// Fork a child that will exec `cmd` once [`Workload::start`] is called. Unless `keep`, the child dies
     /// with rprof.
-    pub fn prepare(argv: &[String], keep: bool) -> Result<Workload, PerfError> {
-        let program = argv.first().cloned().unwrap_or_default();
+    pub fn prepare(cmd: &Command, keep: bool) -> Result<Workload, PerfError> {
+        let program = cmd
+            .argv
+            .first()
+            .map(|a| a.to_string_lossy().into_owned())
+            .unwrap_or_default();
         let exec_err = |source| PerfError::Exec {
             program: program.clone(),
             source,
         };
-        let cargs: Vec<CString> = argv
+        let invalid = |e| exec_err(std::io::Error::new(std::io::ErrorKind::InvalidInput, e));
+        let cargs: Vec<CString> = cmd
+            .argv
             .iter()
             .map(|a| CString::new(a.as_bytes()))
             .collect::<Result<_, _>>()
-            .map_err(|e| exec_err(std::io::Error::new(std::io::ErrorKind::InvalidInput, e)))?;
+            .map_err(invalid)?;
+        let cpath = CString::new(cmd.program.as_os_str().as_bytes()).map_err(invalid)?;
+        // A file without a `#!` line that the kernel cannot run (ENOEXEC) is run by /bin/sh, as execvp does.
+        let sh = c"/bin/sh";
+        let mut sh_args = vec![sh.to_owned(), cpath.clone()];
+        sh_args.extend(cargs.iter().skip(1).cloned());
+        // Not found in PATH: execv would take the bare name relative to the current directory.
+        if !cmd.program.as_os_str().as_bytes().contains(&b'/') {
+            return Err(exec_err(std::io::Error::from_raw_os_error(libc::ENOENT)));
+        }
         if cargs.is_empty() {
             return Err(exec_err(std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,
@@ -47,7 +116,7 @@ impl Workload {
             .map_err(|e| PerfError::Spawn(e.into()))?;
         let parent = nix::unistd::getpid();
         // SAFETY: rprof is single-threaded when it launches the workload (record/probe call this before
-        // starting any thread). The child only calls prctl, reads a pipe, calls execvp and writes an errno
+        // starting any thread). The child only calls prctl, reads a pipe, calls execv and writes an errno
         // before _exit.
         match unsafe { nix::unistd::fork() }.map_err(|e| PerfError::Spawn(e.into()))? {
             ForkResult::Child => {
@@ -69,7 +138,10 @@ impl Workload {
                     // SAFETY: _exit ends the forked child without running the parent's atexit handlers.
                     unsafe { libc::_exit(126) };
                 }
-                let err = nix::unistd::execvp(&cargs[0], &cargs).unwrap_err();
+                let mut err = nix::unistd::execv(&cpath, &cargs).unwrap_err();
+                if err == nix::errno::Errno::ENOEXEC {
+                    err = nix::unistd::execv(sh, &sh_args).unwrap_err();
+                }
                 let mut st = std::fs::File::from(st_w);
                 let _ = st.write_all(&(err as i32).to_ne_bytes());
                 // SAFETY: as above.
@@ -146,5 +218,51 @@ impl Drop for Workload {
             let _ = kill(self.pid, Signal::SIGTERM);
             let _ = waitpid(self.pid, None);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Check that a program is found in PATH's directories in order (an empty entry is the current
+    /// directory), that a name with a `/` is taken as it is, and that a name found nowhere stays bare.
+    #[test]
+    fn finds_programs_as_execvp() {
+        let found = |argv: &[&str], path: &str| Command::find(argv, Some(OsStr::new(path))).program;
+        assert_eq!(
+            found(&["sh", "-c", "true"], "/nonexistent:/bin"),
+            Path::new("/bin/sh")
+        );
+        assert_eq!(found(&["./x"], "/bin"), Path::new("./x"));
+        assert_eq!(
+            found(&["no-such-program-rprof"], "/bin:/usr/bin"),
+            Path::new("no-such-program-rprof")
+        );
+        // A file without execute permission and a directory of the name are passed over.
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let (plain, exe) = (dir.path().join("plain"), dir.path().join("exe"));
+        for d in [&plain, &exe] {
+            std::fs::create_dir_all(d.join("dir").join("prog")).unwrap();
+        }
+        std::fs::write(plain.join("prog"), "").unwrap();
+        std::fs::write(exe.join("prog"), "").unwrap();
+        std::fs::set_permissions(exe.join("prog"), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let path = format!("{0}/dir:{0}:{1}", plain.display(), exe.display());
+        assert_eq!(found(&["prog"], &path), exe.join("prog"));
+        let cmd = Command::find(&["sh", "-c", "true"], None);
+        assert_eq!(
+            (cmd.program.as_path(), cmd.to_string()),
+            (Path::new("/bin/sh"), "sh -c true".into())
+        );
+        let missing = Command::find(&["no-such-program-rprof"], None);
+        let err = Workload::prepare(&missing, false)
+            .err()
+            .map(|e| e.to_string());
+        assert!(
+            err.is_some_and(|e| e.contains("No such file")),
+            "{missing:?}"
+        );
     }
 }

@@ -93,7 +93,7 @@ pub enum ProbeError {
     },
     #[error("pattern '{pattern}' names user functions but no binary was given; add -x BINARY or use LIB:{pattern}")]
     NoBinary { pattern: String },
-    #[error("library '{name}' not found (looked in the target's maps, `ldconfig -p`, LD_LIBRARY_PATH and /lib, /usr/lib); give its path with -x")]
+    #[error("library '{name}' not found (looked in the target's maps, `ldconfig -p`, LD_LIBRARY_PATH and /lib, /usr/lib); give its path with -x{}", bpftrace_hint(name))]
     NoLibrary { name: String },
     #[error("no syscall tracepoints in tracefs events/syscalls (the kernel lacks CONFIG_FTRACE_SYSCALLS)")]
     NoSyscallTracepoints,
@@ -112,6 +112,15 @@ pub enum ProbeError {
     Usdt(#[from] spec::usdt::UsdtError),
 }
 
+/// What a `LIB:` that is a bpftrace probe type's short name meant, for [`ProbeError::NoLibrary`].
+fn bpftrace_hint(lib: &str) -> &'static str {
+    match lib {
+        "k" | "kr" => " (a kernel function is kprobe:FUNCTION, or the bare name)",
+        "u" | "ur" => " (a function of a binary is uprobe:PATH:FUNCTION, or -x PATH FUNCTION)",
+        _ => "",
+    }
+}
+
 /// Which tasks to probe.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum TaskTarget {
@@ -121,7 +130,7 @@ pub enum TaskTarget {
     /// One process, all its threads and those created later.
     Pid(i32),
     /// Launch this command and follow it.
-    Command(Vec<String>),
+    Command(crate::perf::Command),
 }
 
 /// Everything `rprof probe` does, as plain data (the CLI maps its flags onto this).
@@ -288,8 +297,11 @@ pub enum Notice {
         calls: u64,
         overflowed: u64,
     },
-    /// Removing the probes takes a while (the kernel waits for RCU per event).
+    /// The report is written and the probes are being removed (which can take a while: the kernel waits for
+    /// RCU grace periods); [`Notice::Removed`] follows.
     Removing,
+    /// The probes are removed.
+    Removed,
     /// Hits in processes whose mappings were not seen, not counted.
     Unresolved(u64),
     /// Events lost (said here for CSV and JSON, whose reports have no line for it).

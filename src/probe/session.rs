@@ -53,7 +53,7 @@ pub fn run(
     let signals = StopSignals::register()?;
     // Fork the command before anything else starts (the child waits for us before exec).
     let workload = match &opts.target {
-        TaskTarget::Command(argv) => Some(Workload::prepare(argv, opts.keep_workload)?),
+        TaskTarget::Command(cmd) => Some(Workload::prepare(cmd, opts.keep_workload)?),
         _ => None,
     };
     let tasks: Vec<i32> = match &opts.target {
@@ -110,6 +110,7 @@ pub fn run(
     if let Err(e) = probes.close() {
         (s.notice)(Notice::NotRemoved(e.to_string()));
     }
+    (s.notice)(Notice::Removed);
     Ok(summary)
 }
 
@@ -169,10 +170,9 @@ fn run_counters(
         return Err(no_usable(s.opts));
     }
     let costs = calibrate(s, plan, |c, report| c.counters(report));
+    // Enabled before a launched command execs: its execve is counted.
+    counters.enable()?;
     start(s)?;
-    if s.workload.is_none() {
-        counters.enable()?;
-    }
     let engine = if plan.uses_pmu() {
         "engine: counters (uprobe PMU)"
     } else {
@@ -208,6 +208,7 @@ fn run_counters(
     )?;
     handler.counters.disable();
     handler.tick()?;
+    (s.notice)(Notice::Removing);
     counters.close();
     Ok(RunSummary {
         exit_code: exit_code(s),
@@ -386,10 +387,9 @@ fn run_sampled(
         None => calibrate(s, &plan, |c, report| c.perf(parse.by_id, report)),
     };
     let sink = new_sink(s, &plan.placements, &costs)?;
+    // Enabled before a launched command execs: its execve is seen entering.
+    events.enable()?;
     start(s)?;
-    if s.workload.is_none() {
-        events.enable()?;
-    }
     let engine = describe_engine(&plan, ring.as_ref().map(RingEngine::mode));
     let started = Started {
         targets: probed,
@@ -420,8 +420,9 @@ fn run_sampled(
         stop_when(s.opts, s.workload.as_mut(), &pids),
         &mut live,
     )?;
+    let summary = finish_sampled(s, live)?;
     drop(events);
-    finish_sampled(s, live)
+    Ok(summary)
 }
 
 /// The tracefs instance ring, when the plan reads events from it. When it cannot be made, the plan is made
@@ -518,6 +519,7 @@ fn new_sink<'a>(
     }
     if let Some(w) = &s.workload {
         sink.add_thread(w.pid() as u32, w.pid() as u32);
+        sink.launcher = Some(w.pid() as u32);
     }
     if let Some(path) = &opts.trace_out {
         let out = TraceOut::create(path).map_err(|error| ProbeError::TraceOut {
@@ -546,26 +548,25 @@ fn describe_engine(plan: &Plan, ring_mode: Option<&str>) -> String {
     }
 }
 
-/// The end of a sampled session: what the ring lost, the last trace lines, the report, the stacks.
+/// The end of a sampled session: what the ring lost, the last trace lines, the report, the stacks; then the
+/// removal begins (the ring first).
 fn finish_sampled(s: &mut Setup<'_>, live: SampledLoop<'_>) -> Result<RunSummary, ProbeError> {
     let SampledLoop {
         mut sink,
         out,
-        ring,
+        mut ring,
         costs,
         placements,
         ..
     } = live;
-    if let Some(mut r) = ring {
+    if let Some(r) = ring.as_mut() {
         sink.stats.lost += r.take_lost();
-        if let Err(e) = r.close() {
-            (s.notice)(Notice::NotRemoved(e.to_string()));
-        }
     }
     if let Some(calls) = sink.calls.as_mut() {
         sink.stacks.finish();
         output::write_trace(out, calls, s.targets, &sink.stacks, true)?;
     }
+    sink.pairer.count_open(&mut sink.stats);
     let parts = ReportParts {
         targets: s.targets,
         stats: &sink.stats,
@@ -599,6 +600,12 @@ fn finish_sampled(s: &mut Setup<'_>, live: SampledLoop<'_>) -> Result<RunSummary
     if s.opts.stacks {
         sink.stacks.write(out, s.targets, s.opts.folded)?;
         out.flush()?;
+    }
+    (s.notice)(Notice::Removing);
+    if let Some(r) = ring {
+        if let Err(e) = r.close() {
+            (s.notice)(Notice::NotRemoved(e.to_string()));
+        }
     }
     Ok(RunSummary {
         exit_code: exit_code(s),

@@ -106,6 +106,8 @@ impl Value {
 pub struct FieldLoc {
     pub offset: usize,
     pub kind: ValueKind,
+    /// Where a string's length lies (C++ strings and views: the string is cut there).
+    pub len: Option<usize>,
 }
 
 impl FieldLoc {
@@ -140,7 +142,11 @@ impl FieldLoc {
                 let loc = le(at(self.offset, 4)?) as u32;
                 let (off, len) = ((loc & 0xffff) as usize, (loc >> 16) as usize);
                 let bytes = data.get(off..off + len).unwrap_or(&[]);
-                let bytes = bytes.split(|&b| b == 0).next().unwrap_or(&[]);
+                let mut bytes = bytes.split(|&b| b == 0).next().unwrap_or(&[]);
+                if let Some(len_at) = self.len {
+                    let n = usize::try_from(le(at(len_at, 8)?)).unwrap_or(usize::MAX);
+                    bytes = &bytes[..bytes.len().min(n)];
+                }
                 Value::Str(String::from_utf8_lossy(bytes).into())
             }
         })
@@ -169,11 +175,19 @@ pub fn field_locs(format: &str, fetches: &[Fetch], on_return: bool) -> Vec<(usiz
                 ValueKind::Str | ValueKind::Chars { .. } => return None,
                 k => k,
             };
+            let len = match &f.len {
+                Some(_) => {
+                    let len_field = f.len_field();
+                    Some(fields.iter().find(|x| x.name == len_field)?.offset)
+                }
+                None => None,
+            };
             Some((
                 i,
                 FieldLoc {
                     offset: field.offset,
                     kind,
+                    len,
                 },
             ))
         })
@@ -184,7 +198,8 @@ pub fn field_locs(format: &str, fetches: &[Fetch], on_return: bool) -> Vec<(usiz
 mod tests {
     use super::*;
 
-    /// Check that values are read back from event data: sign extension, hex and __data_loc strings.
+    /// Check that values are read back from event data: sign extension, hex and __data_loc strings, cut at
+    /// their length when one is fetched.
     #[test]
     fn reads_values() {
         let mut data = vec![0u8; 16];
@@ -199,13 +214,22 @@ mod tests {
                 size: 4,
                 signed: true,
             },
+            len: None,
         };
         assert_eq!(int.read(&data), Some(Value::Int(-5)));
         let s = FieldLoc {
             offset: 4,
             kind: ValueKind::Str,
+            len: None,
         };
         assert_eq!(s.read(&data), Some(Value::Str("ab".into())));
+        // A view of one byte of "ab": its length (a u64 at 8) cuts it.
+        let mut data = vec![0u8; 16];
+        data[4..8].copy_from_slice(&((3u32 << 16) | 16).to_le_bytes());
+        data[8..16].copy_from_slice(&1u64.to_le_bytes());
+        data.extend_from_slice(b"ab\0");
+        let view = FieldLoc { len: Some(8), ..s };
+        assert_eq!(view.read(&data), Some(Value::Str("a".into())));
         assert_eq!(Value::Str("a\"b".into()).to_string(), "\"a\\\"b\"");
         assert_eq!(Value::Int(-5).as_u64(), Some(0));
     }

@@ -29,8 +29,8 @@ pub use summary::{human_size, CgroupSummary, RecordSummary};
 /// What to sample.
 #[derive(Clone, Debug)]
 pub enum Target {
-    /// Launch this command (argv) and follow it and its children from its first instruction.
-    Command(Vec<String>),
+    /// Launch this command and follow it and its children from its first instruction.
+    Command(perf::Command),
     /// These processes, with all their threads now and later.
     Pids(Vec<i32>),
     /// Only these threads.
@@ -91,7 +91,7 @@ pub struct RecordConfig {
     /// A command to run while another target is recorded (`-p PID -- sleep 3`, perf's idiom for "this long"):
     /// recording stops when it exits, and rprof exits with its status. It is sampled only when the target
     /// covers it (`-a`), never followed on its own.
-    pub companion: Option<Vec<String>>,
+    pub companion: Option<perf::Command>,
     /// `--off-cpu-stack-hz`: sample switch-out stacks at about this rate per thread and CPU (frequency mode)
     /// instead of taking one at every switch; waits without their own stack are charged to the thread's last
     /// sampled one. None: every switch (exact, and a few microseconds per switch).
@@ -224,8 +224,8 @@ impl Session {
     fn open(cfg: &RecordConfig, cpus: &[u32]) -> Result<Session, RecordError> {
         let kernel_attr = attrs::build_attr(cfg);
         let workload = match (&cfg.target, &cfg.companion) {
-            (Target::Command(argv), _) | (_, Some(argv)) => {
-                Some(Workload::prepare(argv, cfg.keep_workload)?)
+            (Target::Command(cmd), _) | (_, Some(cmd)) => {
+                Some(Workload::prepare(cmd, cfg.keep_workload)?)
             }
             _ => None,
         };

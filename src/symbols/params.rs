@@ -34,11 +34,27 @@ pub enum ParamType {
     Unknown,
 }
 
+/// Text a parameter holds or points to, as `:str` reads it (from what its type is, after typedefs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Text {
+    /// A pointer to characters (`const char *`): a NUL-terminated string.
+    Chars,
+    /// The address of a libstdc++ `std::string` (`std::basic_string<char>`): a pointer or reference to one,
+    /// or one passed by value (by invisible reference).
+    StringAt,
+    /// The address of a libstdc++ `std::string_view` (`std::basic_string_view<char>`).
+    StringViewAt,
+    /// A libstdc++ `std::string_view` passed by value: its length and its data pointer in two registers.
+    StringView,
+}
+
 /// One formal parameter of a function.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Param {
     pub name: String,
     pub ty: ParamType,
+    /// What `:str` reads, when the parameter is text; None for other types.
+    pub text: Option<Text>,
     /// The C spelling of the type: `const char *`, `size_t`, `struct big`.
     pub type_name: String,
     /// Passed by the compiler, not written in the source: C++'s `this`, and the hidden pointer to the
@@ -65,6 +81,7 @@ pub fn abi_register(params: &[Param], index: usize) -> Result<&'static str, Stri
     for (i, p) in params[..index].iter().enumerate() {
         match &p.ty {
             ParamType::Float => {}
+            ParamType::Aggregate { .. } if p.text == Some(Text::StringView) => used += 2,
             ParamType::Aggregate { size } if *size > 16 => {}
             ParamType::Aggregate { .. } => {
                 return Err(format!(
@@ -85,6 +102,11 @@ pub fn abi_register(params: &[Param], index: usize) -> Result<&'static str, Stri
         }
     }
     match &param.ty {
+        // Two integer eightbytes: both in registers, or the whole view on the stack.
+        ParamType::Aggregate { .. } if param.text == Some(Text::StringView) && used + 2 > INT_REGS.len() => {
+            Err(format!("{what} is past the 6 integer argument registers (rdi, rsi, rdx, rcx, r8, r9): it is on the stack"))
+        }
+        ParamType::Aggregate { .. } if param.text == Some(Text::StringView) => Ok(INT_REGS[used]),
         ParamType::Float => Err(format!(
             "{what} is a floating-point parameter (passed in xmm registers; not supported)"
         )),
@@ -286,6 +308,7 @@ impl<'a> Dies<R<'a>> {
                 params.push(Param {
                     name: "<return slot>".into(),
                     ty: ParamType::Pointer { to_char: false },
+                    text: None,
                     type_name: format!("{} *", desc.name),
                     artificial: true,
                 });
@@ -305,9 +328,15 @@ impl<'a> Dies<R<'a>> {
             } else {
                 desc.kind
             };
+            let text = match (desc.by_reference, desc.std_string) {
+                (true, Some(StdString::String)) => Some(Text::StringAt),
+                (false, Some(StdString::View)) => Some(Text::StringView),
+                _ => desc.text,
+            };
             params.push(Param {
                 name,
                 ty: kind,
+                text,
                 type_name: desc.name,
                 artificial,
             });
@@ -320,3 +349,5 @@ mod cxx;
 #[cfg(test)]
 mod tests;
 mod types;
+
+use types::StdString;

@@ -152,8 +152,8 @@ mod tests {
         start(&mut p, &mut s, &[3], 50, 1);
         assert_eq!((s.keyed.capped, p.open_calls()), (1, 2));
         assert!(p.done(&mut s, t(0), key(&[1]), 60).is_none());
-        // 2 (at 40) and 3 (at 50) are older than 1,000 at 1,045.
-        start(&mut p, &mut s, &[4], 1_045, 1);
+        // 2 (at 40) and 3 (at 50) are older than 1,000 at 1,051.
+        start(&mut p, &mut s, &[4], 1_051, 1);
         assert_eq!((s.keyed.expired, p.open_calls()), (2, 1));
         assert_eq!(s.keyed.done_alone, 1);
     }

@@ -5,6 +5,7 @@ mod addrmap;
 mod calls;
 mod keyed;
 mod pairing;
+mod quantiles;
 mod sink;
 mod stacks;
 mod stats;

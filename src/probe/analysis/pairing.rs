@@ -150,6 +150,14 @@ impl Pairer {
     pub fn open_calls(&self) -> usize {
         self.threads.values().map(Vec::len).sum()
     }
+
+    /// Count the calls still open as `open` in their targets' statistics (at the end of the run: every entry
+    /// is then paired, unpaired or open).
+    pub fn count_open(&self, stats: &mut Stats) {
+        for c in self.threads.values().flatten() {
+            stats.funcs[c.call.target].open += 1;
+        }
+    }
 }
 
 /// Pop the open calls on top of `stack` whose SP is below `sp` (frames unwound without returning: longjmp,
@@ -280,6 +288,25 @@ mod tests {
         enter(&mut p, &mut s, 1, 1, 30, None);
         p.thread_exit(&mut s, 1);
         assert_eq!(s.funcs[t(1)].unpaired, 2);
+    }
+
+    /// Check that at the end every entry is paired, unpaired or open: calls still running are counted open
+    /// under their own targets.
+    #[test]
+    fn entries_are_paired_unpaired_or_open() {
+        let mut s = Stats::new(2);
+        let mut p = Pairer::new(None);
+        enter(&mut p, &mut s, 1, 0, 0, Some(SP));
+        enter(&mut p, &mut s, 1, 1, 5, Some(SP - 64));
+        let _ = p.ret(&mut s, th(1), t(1), 9, Some(SP - 56));
+        enter(&mut p, &mut s, 1, 1, 10, Some(SP - 64));
+        enter(&mut p, &mut s, 2, 1, 11, Some(SP));
+        p.count_open(&mut s);
+        for f in s.funcs.values() {
+            assert_eq!(f.count, f.paired + f.unpaired + f.open, "{f:?}");
+        }
+        assert_eq!((s.funcs[t(0)].open, s.funcs[t(1)].open), (1, 2));
+        assert_eq!(s.open(), p.open_calls() as u64);
     }
 
     /// Check that `--net` takes a call's own bias out of its duration, and its probed callees' whole cost out

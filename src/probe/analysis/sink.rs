@@ -41,6 +41,9 @@ pub struct Sink<'a> {
     /// Values read just before their target's next entry on a thread (a syscall's strings, at its `syscall`
     /// instruction): (thread, target) -> values.
     pending: HashMap<(u32, TargetId), Vec<Option<Value>>>,
+    /// The launched command's thread until its first event: it waited for its start in a `read` of rprof's
+    /// launcher, whose return (a syscall probe's) is rprof's, not the command's.
+    pub launcher: Option<u32>,
 }
 
 impl<'a> Sink<'a> {
@@ -69,6 +72,7 @@ impl<'a> Sink<'a> {
             calls,
             trace_out: None,
             pending: HashMap::new(),
+            launcher: None,
         }
     }
 
@@ -103,6 +107,12 @@ impl<'a> Sink<'a> {
     /// One probe hit: its target (by address for shared user events), then by role an entry, a return or a
     /// counted hit, and its stack.
     fn hit(&mut self, time: u64, hit: Hit) {
+        if self.launcher == Some(hit.tid) {
+            self.launcher = None;
+            if hit.role == Role::Return {
+                return;
+            }
+        }
         let keyed = hit
             .target
             .is_some_and(|t| !self.targets[t].pair_key().is_empty());

@@ -1,4 +1,6 @@
-//! Per-function statistics in bounded memory: count, total, self, min, max and a log2 histogram.
+//! Per-function statistics in bounded memory: count, total, self, min, max, a log2 histogram (`--hist`) and
+//! the durations' quantiles.
+use super::quantiles::Quantiles;
 use crate::probe::target::PerTarget;
 
 /// Number of log2 buckets: bucket 0 is unused, bucket `i` (1..=64) holds values in `[2^(i-1), 2^i - 1]`,
@@ -50,28 +52,6 @@ impl Histogram {
         self.buckets.iter().sum()
     }
 
-    /// Estimate the `q` quantile (0.0..=1.0), interpolating linearly inside the bucket; None when empty.
-    pub fn quantile(&self, q: f64) -> Option<u64> {
-        let total = self.total();
-        if total == 0 {
-            return None;
-        }
-        let rank = ((q * total as f64).ceil() as u64).clamp(1, total);
-        let mut seen = 0u64;
-        for (i, &n) in self.buckets.iter().enumerate() {
-            if n == 0 {
-                continue;
-            }
-            if seen + n >= rank {
-                let (low, high) = bucket_range(i);
-                let frac = (rank - seen) as f64 / n as f64;
-                return Some(low + ((high - low) as f64 * frac) as u64);
-            }
-            seen += n;
-        }
-        None
-    }
-
     /// Add another histogram's counts.
     pub fn merge(&mut self, other: &Histogram) {
         for (a, b) in self.buckets.iter_mut().zip(other.buckets.iter()) {
@@ -87,15 +67,21 @@ pub struct FuncStats {
     pub count: u64,
     /// Calls whose return was seen and paired with their entry.
     pub paired: u64,
-    /// Entries whose return never came (longjmp, exception, lost events, too deep for the kernel).
+    /// Entries whose return never came (longjmp, exception, lost events, too deep for the kernel, a thread
+    /// that exited mid-call).
     pub unpaired: u64,
+    /// Entries whose return had not come when the run ended: still running (set for the last report).
+    pub open: u64,
     /// Sum of the paired calls' durations.
     pub total_ns: u64,
     /// `total_ns` minus the time spent in probed callees.
     pub self_ns: u64,
     pub min_ns: u64,
     pub max_ns: u64,
+    /// funclatency's log2 histogram, for `--hist`.
     pub hist: Histogram,
+    /// P50, P90, P99.
+    pub latency: Quantiles,
 }
 
 impl FuncStats {
@@ -114,6 +100,7 @@ impl FuncStats {
         self.total_ns += dur_ns;
         self.self_ns += self_ns;
         self.hist.record(dur_ns);
+        self.latency.record(dur_ns);
     }
 
     /// Average duration of the paired calls.
@@ -121,9 +108,10 @@ impl FuncStats {
         self.total_ns.checked_div(self.paired).unwrap_or(0)
     }
 
-    /// The `q` quantile of the paired durations from the histogram, kept within [min, max].
+    /// The `q` quantile of the paired durations (exact for few calls, else within 0.8%), kept within
+    /// [min, max].
     pub fn quantile(&self, q: f64) -> Option<u64> {
-        self.hist
+        self.latency
             .quantile(q)
             .map(|v| v.clamp(self.min_ns, self.max_ns))
     }
@@ -137,9 +125,11 @@ impl FuncStats {
         self.count += o.count;
         self.paired += o.paired;
         self.unpaired += o.unpaired;
+        self.open += o.open;
         self.total_ns += o.total_ns;
         self.self_ns += o.self_ns;
         self.hist.merge(&o.hist);
+        self.latency.merge(&o.latency);
     }
 }
 
@@ -187,6 +177,11 @@ impl Stats {
         self.funcs.values().map(|f| f.unpaired).sum()
     }
 
+    /// Total calls still running at the end over all functions.
+    pub fn open(&self) -> u64 {
+        self.funcs.values().map(|f| f.open).sum()
+    }
+
     /// Take the counts so far and start a new interval from zero.
     pub fn take(&mut self) -> Stats {
         let n = self.funcs.len();
@@ -211,23 +206,6 @@ mod tests {
         assert_eq!(bucket_range(2), (2, 3));
         assert_eq!(bucket_range(3), (4, 7));
         assert_eq!(bucket_range(64), (1 << 63, u64::MAX));
-    }
-
-    /// Check that quantiles fall in the right bucket.
-    #[test]
-    fn quantiles() {
-        let mut h = Histogram::default();
-        for _ in 0..99 {
-            h.record(1000);
-        }
-        h.record(1_000_000);
-        let p50 = h.quantile(0.5).unwrap();
-        assert!((512..=1023).contains(&p50), "{p50}");
-        let p99 = h.quantile(0.99).unwrap();
-        assert!((512..=1023).contains(&p99), "{p99}");
-        let p100 = h.quantile(1.0).unwrap();
-        assert!((524_288..=1_048_575).contains(&p100), "{p100}");
-        assert_eq!(Histogram::default().quantile(0.5), None);
     }
 
     /// Check that count, min, max, total and self add up, and that merging intervals gives the same result.

@@ -197,13 +197,7 @@ impl Calibrator<'_> {
                     .sample_type(pmu_sample_bits(false, role(i)))
                     .regs_user(1 << crate::perf::attr::regs::SP)
                     .clock_monotonic();
-                let info = super::decode::EventInfo {
-                    target: None,
-                    role: role(i),
-                    addr_field: None,
-                    sp_field: None,
-                    key_field: None,
-                };
+                let info = super::decode::EventInfo::bare(None, role(i));
                 specs.push((
                     attr,
                     ProbeInfo {

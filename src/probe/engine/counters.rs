@@ -52,9 +52,6 @@ impl Counters {
             if *target != TaskTarget::SystemWide {
                 attr = attr.inherit();
             }
-            if matches!(target, TaskTarget::Command(_)) {
-                attr = attr.enable_on_exec();
-            }
             let mut evs = Vec::new();
             for &(pid, cpu) in &places {
                 match PerfEvent::open(&attr, pid, cpu) {

@@ -7,8 +7,9 @@ use crate::perf::record_type::{
 };
 use crate::perf::{EventInfos, RawRecord};
 use crate::probe::analysis::add_entry_caller;
-use crate::probe::plan::{PlannedEvent, Role};
-use crate::probe::target::{TargetId, Targets};
+use crate::probe::plan::{PlannedEvent, Role, RAW_SYSCALLS};
+use crate::probe::spec::sysno::syscall_number;
+use crate::probe::target::{TargetId, TargetKind, Targets};
 use crate::probe::value::{field_locs, FieldLoc, Value};
 use crate::probe::ProbeError;
 use crate::process::TaskEvent;
@@ -28,6 +29,22 @@ pub struct EventInfo {
     pub sp_field: Option<usize>,
     /// Offset in the data of the `g` fetch argument (Go: the goroutine, which pairs returns with entries).
     pub key_field: Option<usize>,
+    /// Offset in the data of the syscall number (`raw_syscalls` events, shared by many syscalls).
+    pub number_field: Option<usize>,
+}
+
+impl EventInfo {
+    /// An event of `target` (or none) in `role` whose data holds no address, stack pointer, key or number.
+    pub fn bare(target: Option<TargetId>, role: Role) -> EventInfo {
+        EventInfo {
+            target,
+            role,
+            addr_field: None,
+            sp_field: None,
+            key_field: None,
+            number_field: None,
+        }
+    }
 }
 
 /// The probe's events by type id, and where every event's data holds the thread id (`common_pid`).
@@ -37,6 +54,8 @@ pub struct EventTypes {
     pid_field: usize,
     /// The fetched values of events that have some: (index in the target's fetches, where in the data).
     fields: HashMap<u16, Box<[(usize, FieldLoc)]>>,
+    /// The targets of `raw_syscalls` events, by syscall number.
+    numbers: HashMap<u64, TargetId>,
 }
 
 /// Values fetched by one event: (index in its target's fetches, value).
@@ -86,21 +105,12 @@ impl EventTypes {
     pub fn for_roles(roles: &[(u64, Role)], pid_field: usize) -> EventTypes {
         let by_type = roles
             .iter()
-            .map(|&(id, role)| {
-                let info = EventInfo {
-                    target: None,
-                    role,
-                    addr_field: None,
-                    sp_field: None,
-                    key_field: None,
-                };
-                (id as u16, info)
-            })
+            .map(|&(id, role)| (id as u16, EventInfo::bare(None, role)))
             .collect();
         EventTypes {
             by_type,
             pid_field,
-            fields: HashMap::new(),
+            ..EventTypes::default()
         }
     }
 
@@ -113,6 +123,11 @@ impl EventTypes {
                 .try_into()
                 .ok()?,
         );
+        let target = match info.number_field {
+            // A syscall of no target (read from raw_syscalls with the others) is dropped.
+            Some(off) => Some(*self.numbers.get(&read_u64(data, off)?)?),
+            None => info.target,
+        };
         let addr = match info.addr_field {
             Some(off) => read_u64(data, off)?,
             None => 0,
@@ -126,7 +141,7 @@ impl EventTypes {
                 .collect()
         });
         Some(Item::Hit(Hit {
-            target: info.target,
+            target,
             addr,
             role: info.role,
             tid: tid as u32,
@@ -295,7 +310,15 @@ pub fn event_types(
             [m] => targets[*m].fetches.as_slice(),
             _ => &[],
         };
-        let format = if pid_field.is_none() || p.user || !fetches.is_empty() {
+        let raw = p.group == RAW_SYSCALLS;
+        if raw {
+            for &m in &p.members {
+                if let TargetKind::Syscall { name } = &targets[m].kind {
+                    types.numbers.extend(syscall_number(name).map(|nr| (nr, m)));
+                }
+            }
+        }
+        let format = if pid_field.is_none() || p.user || raw || !fetches.is_empty() {
             tracefs.event_format(&p.group, &p.event)?
         } else {
             String::new()
@@ -326,11 +349,16 @@ fn event_info(p: &PlannedEvent, format: &str) -> EventInfo {
         sp_field = parse_field_offset(format, "sp");
         key_field = parse_field_offset(format, "g");
     }
+    let number_field = match p.group == RAW_SYSCALLS {
+        true => Some(parse_field_offset(format, "id").unwrap_or(8)),
+        false => None,
+    };
     EventInfo {
         target: (p.members.len() == 1).then(|| p.members[0]),
         role: p.role,
         addr_field,
         sp_field,
         key_field,
+        number_field,
     }
 }

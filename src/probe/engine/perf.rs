@@ -110,7 +110,8 @@ pub fn open_events(
 }
 
 /// What every perf event of the session shares: the clock, the wakeup watermark, and following the target's
-/// tasks.
+/// tasks. A launched command's events are enabled just before it execs (not by `enable_on_exec`), so that
+/// its `execve` is seen entering, as `strace` sees it.
 struct Common<'a> {
     opts: &'a ProbeOptions,
     watermark: u32,
@@ -128,9 +129,6 @@ impl Common<'_> {
         }
         if self.opts.target != TaskTarget::SystemWide {
             attr = attr.inherit();
-        }
-        if matches!(self.opts.target, TaskTarget::Command(_)) {
-            attr = attr.enable_on_exec();
         }
         attr
     }
@@ -161,13 +159,7 @@ fn event_spec(
             let attr = attr
                 .sample_type(pmu_sample_bits(stacks, p.role))
                 .regs_user(1 << crate::perf::attr::regs::SP);
-            let hits = EventInfo {
-                target: p.members.first().copied(),
-                role: p.role,
-                addr_field: None,
-                sp_field: None,
-                key_field: None,
-            };
+            let hits = EventInfo::bare(p.members.first().copied(), p.role);
             (common.apply(attr, p.everywhere), Some(hits))
         }
         _ => {

@@ -23,7 +23,10 @@ pub fn write_list(
             let args: Vec<String> = t
                 .fetches
                 .iter()
-                .map(|f| format!("{}={}", f.label, f.expr))
+                .map(|f| match &f.len {
+                    Some(len) => format!("{}={} (length {len})", f.label, f.expr),
+                    None => format!("{}={}", f.label, f.expr),
+                })
                 .collect();
             place = format!("{place}\tfetch: {}", args.join(" "));
         }
@@ -38,7 +41,8 @@ pub fn write_list(
             )?;
         }
     }
-    writeln!(out, "{} probe targets", targets.len())
+    let n = targets.len() as u64;
+    writeln!(out, "{n} probe {}", super::table::plural(n, "target"))
 }
 
 /// Where a target is probed: `PATH:0xOFF (addr 0xADDR) at f+0x3 (why)`, `kernel FUNC`, `tracepoint CAT:EV`,

@@ -1,6 +1,7 @@
 //! What `rprof probe` writes: the per-function report ([`table`]: table, histograms, CSV, JSON), what per-call
 //! work gathered ([`percall`]), and the `-l` listing ([`list`]). [`write_report`] writes one run's or
 //! interval's report with all of it.
+mod hist;
 mod list;
 mod percall;
 mod table;

@@ -50,6 +50,8 @@ pub struct Totals {
     pub orphan_returns: u64,
     /// Keyed pairing's drops and lone DONEs.
     pub keyed: KeyedCounts,
+    /// Calls still running at the end (counted, not timed).
+    pub open: u64,
 }
 
 impl Totals {
@@ -59,6 +61,7 @@ impl Totals {
             unpaired: stats.unpaired(),
             orphan_returns: stats.orphan_returns,
             keyed: stats.keyed,
+            open: stats.open(),
         }
     }
 }
@@ -97,6 +100,14 @@ pub fn function_rows<'a>(
     rows
 }
 
+/// `word` for one, `words` for any other count.
+pub fn plural(n: u64, word: &str) -> String {
+    match n {
+        1 => word.to_string(),
+        _ => format!("{word}s"),
+    }
+}
+
 /// `s` cut to `max` characters, with `~` marking the cut.
 fn cut(s: &str, max: usize) -> String {
     if s.chars().count() <= max {
@@ -125,6 +136,8 @@ fn us(ns: u64) -> String {
     format!("{}.{:03}", ns / 1000, ns % 1000)
 }
 
+pub use super::hist::{write_hists, write_log2_hist};
+
 /// Write `report` in `format`.
 pub fn write(w: &mut dyn Write, report: &Report, format: Format) -> io::Result<()> {
     match format {
@@ -138,7 +151,7 @@ pub fn write(w: &mut dyn Write, report: &Report, format: Format) -> io::Result<(
     }
 }
 
-/// The table: FUNC COUNT TOTAL SELF AVG MIN MAX P50 P99, then lost/unpaired counts.
+/// The table: FUNC COUNT TOTAL SELF AVG MIN MAX P50 P90 P99, then lost/unpaired counts.
 pub fn write_table(w: &mut dyn Write, report: &Report) -> io::Result<()> {
     if let Some(ts) = &report.timestamp {
         writeln!(w, "{ts}")?;
@@ -158,7 +171,9 @@ pub fn write_table(w: &mut dyn Write, report: &Report) -> io::Result<()> {
     let columns: &[&str] = if keyed.is_some() {
         &["COUNT", "TOTAL", "SELF", "AVG", "MIN", "MAX"]
     } else {
-        &["COUNT", "TOTAL", "SELF", "AVG", "MIN", "MAX", "P50", "P99"]
+        &[
+            "COUNT", "TOTAL", "SELF", "AVG", "MIN", "MAX", "P50", "P90", "P99",
+        ]
     };
     // The class of each probe matters where durations hold its bias.
     let classes = report.timed && rows.iter().any(|r| r.class.is_some());
@@ -204,7 +219,7 @@ pub fn write_table(w: &mut dyn Write, report: &Report) -> io::Result<()> {
             human_ns(f.self_ns),
         );
         if keyed.is_none() {
-            line.push_str(&format!(" {:>10} {:>10}", q(0.5), q(0.99)));
+            line.push_str(&format!(" {:>10} {:>10} {:>10}", q(0.5), q(0.9), q(0.99)));
         }
         writeln!(w, "{line}{class}")?;
     }
@@ -284,9 +299,19 @@ fn write_footer(w: &mut dyn Write, report: &Report) -> io::Result<()> {
     if report.timed && (unpaired > 0 || s.orphan_returns > 0) {
         writeln!(
             w,
-            "UNPAIRED {unpaired} calls whose return never came (longjmp, exceptions, >64 nested, lost events); \
-             {} returns without an entry",
-            s.orphan_returns
+            "UNPAIRED {unpaired} {} whose return never came (longjmp, exceptions, a thread that exited mid-call \
+             as in exit_group, >64 nested, lost events); {} {} without an entry",
+            plural(unpaired, "call"),
+            s.orphan_returns,
+            plural(s.orphan_returns, "return"),
+        )?;
+    }
+    if report.timed && s.open > 0 {
+        writeln!(
+            w,
+            "OPEN {} {} still running at the end: counted, not timed",
+            s.open,
+            plural(s.open, "call")
         )?;
     }
     Ok(())
@@ -370,12 +395,14 @@ pub fn write_json(w: &mut dyn Write, report: &Report) -> io::Result<()> {
                     let extra = serde_json::json!({
                         "paired": f.paired,
                         "unpaired": f.unpaired,
+                        "open": f.open,
                         "total_ns": f.total_ns,
                         "self_ns": f.self_ns,
                         "avg_ns": f.avg_ns(),
                         "min_ns": f.min_ns,
                         "max_ns": f.max_ns,
                         "p50_ns": f.quantile(0.5),
+                        "p90_ns": f.quantile(0.9),
                         "p99_ns": f.quantile(0.99),
                         "hist_log2": hist_pairs(&f.hist),
                     });
@@ -426,74 +453,6 @@ fn hist_pairs(h: &Histogram) -> Vec<[u64; 3]> {
             [lo, hi, n]
         })
         .collect()
-}
-
-/// funclatency's star bar.
-fn stars(val: u64, max: u64, width: usize) -> String {
-    let n = if max == 0 {
-        0
-    } else {
-        ((width as u128 * val as u128) / max as u128) as usize
-    };
-    let mut s = "*".repeat(n.min(width));
-    if val > max {
-        s.pop();
-        s.push('+');
-    }
-    s
-}
-
-/// One log2 histogram in nanoseconds, in bcc's `print_log2_hist` layout.
-pub fn write_log2_hist(w: &mut dyn Write, h: &Histogram, unit: &str) -> io::Result<()> {
-    let idx_max = h.buckets.iter().rposition(|&n| n > 0).unwrap_or(0);
-    let val_max = h.buckets.iter().copied().max().unwrap_or(0);
-    if idx_max == 0 {
-        return Ok(());
-    }
-    let wide = idx_max > 32;
-    let width = if wide { 20 } else { 40 };
-    if wide {
-        writeln!(w, "               {unit:<29} : count     distribution")?;
-    } else {
-        writeln!(w, "     {unit:<19} : count     distribution")?;
-    }
-    for i in 1..=idx_max {
-        let (low, high) = bucket_range(i);
-        let val = h.buckets[i];
-        let bar = stars(val, val_max, width);
-        if wide {
-            writeln!(w, "{low:>20} -> {high:<20} : {val:<8} |{bar:<width$}|")?;
-        } else {
-            writeln!(w, "{low:>10} -> {high:<10} : {val:<8} |{bar:<width$}|")?;
-        }
-    }
-    Ok(())
-}
-
-/// A histogram per timed function, as funclatency prints them.
-pub fn write_hists(w: &mut dyn Write, report: &Report) -> io::Result<()> {
-    if !report.timed {
-        return Ok(());
-    }
-    for &Row { name, key, f, .. } in &report.rows {
-        if f.paired == 0 {
-            continue;
-        }
-        match (key, report.key_header) {
-            // biolatency -D's `disk = 'sda'`: the row's value under its function.
-            (Some(key), Some(header)) => writeln!(w, "\nFunction = {name}, {header} = {key}")?,
-            _ => writeln!(w, "\nFunction = {name}")?,
-        }
-        write_log2_hist(w, &f.hist, "nsecs")?;
-        writeln!(
-            w,
-            "\navg = {} nsecs, total: {} nsecs, count: {}",
-            f.avg_ns(),
-            f.total_ns,
-            f.paired
-        )?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -559,33 +518,26 @@ mod tests {
         );
     }
 
-    /// Check that the histogram follows funclatency's layout.
+    /// Check that the calls a histogram lacks are said under it and in the table's footer: a call still
+    /// running at the end is counted, OPEN, and not timed.
     #[test]
-    fn hist_layout() {
-        let mut h = Histogram::default();
-        h.record(1);
-        h.record(5);
-        h.record(6);
+    fn open_calls_are_said() {
+        let (targets, mut stats) = sample();
+        stats.funcs[TargetId::new(0)].enter();
+        stats.funcs[TargetId::new(0)].open = 1;
+        let r = report(&targets, &stats);
         let mut out = Vec::new();
-        write_log2_hist(&mut out, &h, "nsecs").unwrap();
+        write(&mut out, &r, Format::Hist).unwrap();
         let text = String::from_utf8(out).unwrap();
-        let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(
-            lines[0],
-            "     nsecs               : count     distribution"
+        assert!(
+            text.contains("\ncalls: 2 (1 timed, 1 still running at the end)\n"),
+            "{text}"
         );
-        assert_eq!(
-            lines[1],
-            format!(
-                "         0 -> 1          : 1        |{:<40}|",
-                "*".repeat(20)
-            )
+        assert!(
+            text.contains("\nOPEN 1 call still running at the end: counted, not timed\n"),
+            "{text}"
         );
-        assert_eq!(
-            lines[3],
-            format!("         4 -> 7          : 2        |{}|", "*".repeat(40))
-        );
-        assert_eq!(lines.len(), 4);
+        assert_eq!(text.matches("calls: ").count(), 1, "{text}");
     }
 
     /// Check that the table is sorted by total and JSON parses back.

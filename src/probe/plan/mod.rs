@@ -4,7 +4,8 @@
 //! kernel and the files offer ([`Capabilities`]); the session carries the plan out.
 use super::engine::sharing::Sharing;
 use super::spec::code::Emulation;
-use super::target::{PerTarget, TargetId, TargetKind, Targets};
+use super::spec::sysno::syscall_number;
+use super::target::{PerTarget, Target, TargetId, TargetKind, Targets};
 use super::{EngineChoice, ProbeOptions, TaskTarget};
 use crate::tracefs::ProbeDef;
 use calibrate::calibration;
@@ -251,9 +252,19 @@ impl Plan {
 /// target a ring write more per call).
 pub const MAX_COUNTERS: usize = 16;
 
+/// Syscalls read through perf events at most as events of their own (`syscalls:sys_enter_NAME`); more are read
+/// from `raw_syscalls:sys_enter`/`sys_exit`, shared by all and keyed by the syscall's number: closing the last
+/// perf event of each tracepoint costs a grace period (36 ms here, one tracepoint after the other), 13 s for
+/// `syscall:*`. (The tracefs ring and counters keep an event per syscall, and so does a syscall with values,
+/// which are fields of its own events.)
+pub const MAX_SYSCALL_EVENTS: usize = MAX_COUNTERS;
+
 /// Probe points per tracefs event for user functions. Closing an event's last perf event costs an RCU grace
 /// period (tens of ms on some machines) under a global mutex, so few events with many points each are fast.
 pub const POINTS_PER_EVENT: usize = 1024;
+
+/// The tracefs group of the events of every syscall, whose `id` field is the syscall's number.
+pub const RAW_SYSCALLS: &str = "raw_syscalls";
 
 /// The fetch argument that carries the user stack pointer, which pairing matches returns to entries by.
 pub const SP_FETCH: &str = "sp=%sp";
@@ -293,8 +304,11 @@ pub fn plan(group: &str, targets: &Targets, opts: &ProbeOptions, caps: &Capabili
         .iter()
         .map(|(_, t)| place(t, opts.at_entry, caps.emulates))
         .collect();
+    let perf_read = opts.engine == EngineChoice::Perf || !caps.ring || opts.stacks;
+    let syscalls = targets.iter().filter(|(_, t)| shares_raw(t)).count();
     let points = Points {
         group,
+        raw_syscalls: mode == Mode::Sampled && perf_read && syscalls > MAX_SYSCALL_EVENTS,
         count_only: opts.count_only,
         one_per_target: mode == Mode::Counters || pmu,
         pmu,
@@ -321,6 +335,15 @@ pub fn plan(group: &str, targets: &Targets, opts: &ProbeOptions, caps: &Capabili
         forced_shared,
         placements,
         value_ways,
+    }
+}
+
+/// Whether `t` is a syscall that can be read from [`RAW_SYSCALLS`] with the others: one with a number and no
+/// values (those are fields of its own events).
+fn shares_raw(t: &Target) -> bool {
+    match &t.kind {
+        TargetKind::Syscall { name } => t.fetches.is_empty() && syscall_number(name).is_some(),
+        _ => false,
     }
 }
 

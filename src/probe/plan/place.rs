@@ -169,7 +169,8 @@ fn fetched_registers(t: &Target) -> (u16, bool) {
     let mut memory = false;
     for f in t.fetches.iter().filter(|f| !f.on_return) {
         memory |= f.expr.contains('(') && !f.expr.starts_with("+0(%sp)");
-        for part in f.expr.split('%').skip(1) {
+        let exprs = std::iter::once(&f.expr).chain(&f.len);
+        for part in exprs.flat_map(|e| e.split('%').skip(1)) {
             let name: String = part
                 .chars()
                 .take_while(char::is_ascii_alphanumeric)

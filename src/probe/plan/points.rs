@@ -1,5 +1,10 @@
 //! How probe points are grouped into tracefs events, and the probe definitions of each target.
-use super::{Placement, PlannedEvent, Role, Source, G_FETCH, POINTS_PER_EVENT, SP_FETCH};
+#[cfg(doc)]
+use super::MAX_SYSCALL_EVENTS;
+use super::{
+    shares_raw, Placement, PlannedEvent, Role, Source, G_FETCH, POINTS_PER_EVENT, RAW_SYSCALLS,
+    SP_FETCH,
+};
 use crate::probe::spec::fetch::FetchSource;
 use crate::probe::target::{PerTarget, Target, TargetId, TargetKind, Targets};
 use crate::probe::value::ValueKind;
@@ -38,6 +43,8 @@ impl Unplaced {
 /// How probe points are grouped into tracefs events.
 pub(super) struct Points<'a> {
     pub(super) group: &'a str,
+    /// Syscalls without values are read from `raw_syscalls` (see [`MAX_SYSCALL_EVENTS`]).
+    pub(super) raw_syscalls: bool,
     pub(super) count_only: bool,
     /// One event per target (counters, uprobe PMU probes).
     pub(super) one_per_target: bool,
@@ -61,8 +68,22 @@ impl Points<'_> {
         let mut defs = Vec::new();
         let mut events = Vec::new();
         self.user_functions(targets, &mut defs, &mut events);
+        let mut raw = Vec::new();
         for (id, t) in targets.iter() {
-            self.other(id, t, &mut defs, &mut events);
+            match self.raw_syscalls && shares_raw(t) {
+                true => raw.push(id),
+                false => self.other(id, t, &mut defs, &mut events),
+            }
+        }
+        if !raw.is_empty() {
+            let ev = |e: &str, role| Unplaced {
+                group: RAW_SYSCALLS.into(),
+                ..self.event(e.into(), role, raw.clone(), false)
+            };
+            events.push(ev("sys_enter", Role::Entry));
+            if !self.count_only {
+                events.push(ev("sys_exit", Role::Return));
+            }
         }
         (defs, events)
     }
@@ -336,7 +357,7 @@ fn fetch_args(t: &Target, is_return: bool, sp: bool) -> Vec<String> {
         t.fetches
             .iter()
             .filter(|f| f.on_return == is_return)
-            .map(|f| f.arg()),
+            .flat_map(|f| std::iter::once(f.arg()).chain(f.len_arg())),
     );
     args
 }

@@ -430,7 +430,10 @@ fn fetched_register_writes_keep_zero() {
 fn tasks_never_use_pmu_probes() {
     use crate::probe::TaskTarget;
     let t = targets(vec![user(BIN, 0x10)]);
-    for target in [TaskTarget::Pid(1), TaskTarget::Command(vec!["x".into()])] {
+    for target in [
+        TaskTarget::Pid(1),
+        TaskTarget::Command(crate::perf::Command::find(&["x"], None)),
+    ] {
         for stacks in [false, true] {
             let o = ProbeOptions {
                 count_only: !stacks,

@@ -1,7 +1,7 @@
 //! Turning the values a spec names (`arg1:str`, `len`, `ret`, `caller`) into each target's fetch arguments: by
 //! x86-64 ABI position for functions, by DWARF parameter name where the binary has debug info (as perf probe
 //! does), and by the argument specs of USDT notes.
-use super::fetch::{Fetch, FetchItem, FetchType, ABI_REGS};
+use super::fetch::{Fetch, FetchItem, FetchType, TextLayout, ABI_REGS};
 use crate::probe::target::{Target, TargetKind};
 use crate::probe::ProbeError;
 use crate::symbols::DebugSources;
@@ -99,11 +99,18 @@ fn resolve_one(
     }
     match &target.kind {
         TargetKind::User { path, addr, .. } => {
-            let (base, ty) = match item.arg_index() {
-                Some(n) => (abi_reg(n).map_err(&err)?, item.ty.unwrap_or(DEFAULT_INT)),
+            let (base, ty, text) = match item.arg_index() {
+                Some(n) => (
+                    abi_reg(n).map_err(&err)?,
+                    item.ty.unwrap_or(DEFAULT_INT),
+                    None,
+                ),
                 None => named_param(path, addr.0, &target.name, item, debug).map_err(&err)?,
             };
-            Ok(Fetch::new(&item.name, field, &base, ty, false))
+            Ok(match text {
+                Some(layout) => Fetch::text(&item.name, field, &base, &layout, false),
+                None => Fetch::new(&item.name, field, &base, ty, false),
+            })
         }
         TargetKind::Kernel { .. } => {
             let (base, ty) = match item.arg_index() {
@@ -220,7 +227,6 @@ fn kind_name(kind: &TargetKind) -> &'static str {
     }
 }
 
-/// The register and type of the parameter `item` names, from the binary's DWARF.
 /// A kernel function's parameter by name, from the kernel's BTF: its register and what to fetch. Kernels before
 /// 6.6 take `$argN` and registers only, so the name becomes its position here.
 fn kernel_param(func: &str, item: &FetchItem) -> Result<(String, FetchType), String> {
@@ -259,13 +265,15 @@ fn kernel_param(func: &str, item: &FetchItem) -> Result<(String, FetchType), Str
     Ok((abi_reg(index)?, item.ty.unwrap_or(natural)))
 }
 
+/// The register and type of the parameter `item` names, from the binary's DWARF, and where its text is when
+/// it is read as a string (`:str`, by its type: C strings, libstdc++'s `std::string` and `std::string_view`).
 fn named_param(
     path: &std::path::Path,
     addr: u64,
     func: &str,
     item: &FetchItem,
     debug: &DebugSources,
-) -> Result<(String, FetchType), String> {
+) -> Result<(String, FetchType, Option<TextLayout>), String> {
     use crate::symbols::params::{abi_register, function_params_in, ParamType};
     let params = function_params_in(path, addr, debug)
         .map_err(|e| format!("cannot read the parameters of {func}: {e}"))?
@@ -295,19 +303,42 @@ fn named_param(
         ParamType::Pointer { .. } => FetchType::Hex { size: 8 },
         _ => DEFAULT_INT,
     };
-    let ty = match item.ty {
-        Some(FetchType::Str) if !matches!(param.ty, ParamType::Pointer { .. }) => {
-            return Err(format!(
-                "`{}` is {} {}, not a pointer: it cannot be read as a string",
-                item.name,
-                article(&param.type_name),
-                param.type_name
-            ));
+    let ty = item.ty.unwrap_or(natural);
+    if ty != FetchType::Str {
+        return Ok((format!("%{reg}"), ty, None));
+    }
+    let layout = text_layout(param, reg).ok_or_else(|| {
+        let (a, ty) = (article(&param.type_name), &param.type_name);
+        match param.ty {
+            ParamType::Pointer { .. } => format!(
+                "`{}` is {a} {ty}, not text: `:str` reads char pointers and libstdc++'s std::string and \
+                 std::string_view (argN:str reads any pointer as a C string)",
+                item.name
+            ),
+            _ => format!(
+                "`{}` is {a} {ty}, not a pointer: it cannot be read as a string",
+                item.name
+            ),
         }
-        Some(t) => t,
-        None => natural,
-    };
-    Ok((format!("%{reg}"), ty))
+    })?;
+    Ok((format!("%{reg}"), ty, Some(layout)))
+}
+
+/// Where the text of `param`, which arrives in register `reg`, is.
+fn text_layout(param: &crate::symbols::params::Param, reg: &str) -> Option<TextLayout> {
+    use crate::symbols::params::Text;
+    Some(match param.text? {
+        Text::Chars => TextLayout::Chars,
+        Text::StringAt => TextLayout::StdString,
+        Text::StringViewAt => TextLayout::StringViewAt,
+        // The length in `reg`, the data pointer in the next argument register.
+        Text::StringView => {
+            let next = ABI_REGS.iter().position(|r| *r == reg)? + 1;
+            TextLayout::StringView {
+                data: format!("%{}", ABI_REGS.get(next)?),
+            }
+        }
+    })
 }
 
 fn article(word: &str) -> &'static str {

@@ -216,6 +216,20 @@ pub enum FetchSource {
     UserString { arg: Option<usize> },
 }
 
+/// Where text is, from a fetch base (a register), by the type DWARF gives it: how `:str` reads it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TextLayout {
+    /// The base points to a NUL-terminated string.
+    Chars,
+    /// The base is the address of a libstdc++ `std::string`: its data pointer at +0 (NUL-terminated), its
+    /// length at +8.
+    StdString,
+    /// The base is the address of a libstdc++ `std::string_view`: its length at +0, its data pointer at +8.
+    StringViewAt,
+    /// The base is a `std::string_view`'s length, and `data` (a register) its data pointer.
+    StringView { data: String },
+}
+
 /// One resolved fetch argument of a target.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Fetch {
@@ -225,6 +239,9 @@ pub struct Fetch {
     pub field: String,
     /// The tracefs fetch expression with its type (`%di:s64`), for [`FetchSource::Probe`].
     pub expr: String,
+    /// A string's length, fetched beside it in field `FIELDn` (C++ strings and views): the string is cut
+    /// there (a view's bytes go on past its end).
+    pub len: Option<String>,
     pub kind: ValueKind,
     /// Fetched at the return (`ret`), else at the entry.
     pub on_return: bool,
@@ -237,6 +254,49 @@ impl Fetch {
         format!("{}={}", self.field, self.expr)
     }
 
+    /// `FIELDn=LEN` for a string with a length.
+    pub fn len_arg(&self) -> Option<String> {
+        Some(format!("{}={}", self.len_field(), self.len.as_ref()?))
+    }
+
+    /// The field of the length.
+    pub fn len_field(&self) -> String {
+        format!("{}n", self.field)
+    }
+
+    /// The text at `base` laid out as `layout`, read as a string.
+    pub fn text(
+        label: &str,
+        field: String,
+        base: &str,
+        layout: &TextLayout,
+        on_return: bool,
+    ) -> Fetch {
+        let (expr, len) = match layout {
+            TextLayout::Chars => (format!("+0({base}):string"), None),
+            TextLayout::StdString => (
+                format!("+0(+0({base})):string"),
+                Some(format!("+8({base}):u64")),
+            ),
+            TextLayout::StringViewAt => (
+                format!("+0(+8({base})):string"),
+                Some(format!("+0({base}):u64")),
+            ),
+            TextLayout::StringView { data } => {
+                (format!("+0({data}):string"), Some(format!("{base}:u64")))
+            }
+        };
+        Fetch {
+            label: label.to_string(),
+            field,
+            expr,
+            len,
+            kind: ValueKind::Str,
+            on_return,
+            source: FetchSource::Probe,
+        }
+    }
+
     /// A fetch of `base` (a tracefs fetch expression without type) as `ty`; `Str` reads what it points to.
     pub fn new(label: &str, field: String, base: &str, ty: FetchType, on_return: bool) -> Fetch {
         let expr = match ty {
@@ -247,6 +307,7 @@ impl Fetch {
             label: label.to_string(),
             field,
             expr,
+            len: None,
             kind: ValueKind::of(ty),
             on_return,
             source: FetchSource::Probe,
@@ -259,6 +320,7 @@ impl Fetch {
             label: label.to_string(),
             field: field.to_string(),
             expr: String::new(),
+            len: None,
             kind,
             on_return,
             source: FetchSource::Field,
@@ -271,6 +333,7 @@ impl Fetch {
             label: label.to_string(),
             field: field.to_string(),
             expr: String::new(),
+            len: None,
             kind: ValueKind::Str,
             on_return: false,
             source: FetchSource::UserString { arg },
@@ -283,6 +346,7 @@ impl Fetch {
             label: "caller".into(),
             field,
             expr: "+0(%sp):x64".into(),
+            len: None,
             kind: ValueKind::Caller,
             on_return: false,
             source: FetchSource::Probe,
@@ -349,5 +413,40 @@ mod tests {
         assert_eq!(f.arg(), "v0=%di:u32");
         assert_eq!(FetchType::parse("x64"), Some(FetchType::Hex { size: 8 }));
         assert_eq!(FetchType::parse("q8"), None);
+    }
+
+    /// Check the tracefs expressions of C++ strings: through the data pointer, with the length beside.
+    #[test]
+    fn text_expressions() {
+        let f = Fetch::text("item", "v0".into(), "%si", &TextLayout::StdString, false);
+        assert_eq!(
+            (f.arg(), f.len_arg()),
+            (
+                "v0=+0(+0(%si)):string".into(),
+                Some("v0n=+8(%si):u64".into())
+            )
+        );
+        let f = Fetch::text("v", "v1".into(), "%di", &TextLayout::StringViewAt, false);
+        assert_eq!(
+            (f.arg(), f.len_arg()),
+            (
+                "v1=+0(+8(%di)):string".into(),
+                Some("v1n=+0(%di):u64".into())
+            )
+        );
+        let data = "%dx".to_string();
+        let f = Fetch::text(
+            "v",
+            "v2".into(),
+            "%si",
+            &TextLayout::StringView { data },
+            false,
+        );
+        assert_eq!(
+            (f.arg(), f.len_arg()),
+            ("v2=+0(%dx):string".into(), Some("v2n=%si:u64".into()))
+        );
+        let f = Fetch::text("s", "v3".into(), "%di", &TextLayout::Chars, false);
+        assert_eq!((f.arg(), f.len_arg()), ("v3=+0(%di):string".into(), None));
     }
 }

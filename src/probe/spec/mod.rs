@@ -11,7 +11,7 @@ pub mod pair;
 pub mod pattern;
 pub mod resolve;
 pub mod syscall_sites;
-pub mod syscall_table;
+pub mod sysno;
 pub mod usdt;
 
 use crate::probe::target::Targets;
@@ -115,7 +115,8 @@ fn syscall_sites(
         .fetches
         .iter()
         .any(|f| matches!(f.source, fetch::FetchSource::UserString { arg: Some(_) }));
-    let Some(nr) = syscall_table::number(name).filter(|_| wants) else {
+    let nr = sysno::syscall_number(name).and_then(|nr| u32::try_from(nr).ok());
+    let Some(nr) = nr.filter(|_| wants) else {
         return Ok(Vec::new());
     };
     let mut files = Vec::new();

@@ -38,6 +38,9 @@ pub fn parse_spec(text: &str, has_binary: bool) -> Result<Spec, PatternError> {
         pattern: text.to_string(),
         reason: reason.to_string(),
     };
+    if let Some(spec) = bpftrace_spec(text) {
+        return spec.map_err(|reason| bad(&reason));
+    }
     if let Some(rest) = text.strip_prefix("syscall:") {
         if rest.is_empty() {
             return Err(bad(
@@ -101,6 +104,42 @@ pub fn parse_spec(text: &str, has_binary: bool) -> Result<Spec, PatternError> {
             pattern: text.to_string(),
         })
     }
+}
+
+/// bpftrace's probe names as the patterns they mean (rprof times functions with both probes, so `uretprobe`
+/// is `uprobe`): `uprobe:PATH:FUNC`, `uretprobe:PATH:FUNC` and their short forms `u:`, `ur:` (PATH may be a
+/// library name, as `LIB:`), `tracepoint:CAT:EVENT`, `kprobe:FUNC`, `kretprobe:FUNC`. None for other
+/// patterns. (`k:FUNC` would be rprof's `LIB:PATTERN` for a library `k`, so only the long kprobe names are
+/// taken.)
+fn bpftrace_spec(text: &str) -> Option<Result<Spec, String>> {
+    let (kind, rest) = text.split_once(':')?;
+    let two = |what: &str| match rest.split_once(':') {
+        Some((a, b)) if !a.is_empty() && !b.is_empty() && !b.starts_with(':') => {
+            Ok((a.to_string(), b.to_string()))
+        }
+        _ => Err(format!("expected {kind}:{what}")),
+    };
+    Some(match kind {
+        "uprobe" | "uretprobe" | "u" | "ur" => {
+            // `u:LIB:PATTERN` only: `u:malloc` is rprof's LIB:PATTERN (a library `u`).
+            if matches!(kind, "u" | "ur") && two("").is_err() {
+                return None;
+            }
+            two("PATH:FUNCTION, e.g. uprobe:/bin/bash:readline").map(|(library, pattern)| {
+                Spec::User {
+                    library: Some(library),
+                    pattern,
+                }
+            })
+        }
+        "tracepoint" => two("CATEGORY:EVENT, e.g. tracepoint:sched:sched_switch")
+            .map(|(category, event)| Spec::Tracepoint { category, event }),
+        "kprobe" | "kretprobe" if !rest.is_empty() && !rest.contains(':') => Ok(Spec::Kernel {
+            pattern: rest.to_string(),
+        }),
+        "kprobe" | "kretprobe" => Err(format!("expected {kind}:FUNCTION, e.g. kprobe:vfs_read")),
+        _ => return None,
+    })
 }
 
 /// Matches one pattern against names: a glob (`*` also crosses `/` and `.`) or, with `-r`, a regex (searched
@@ -235,6 +274,59 @@ mod tests {
         );
         assert!(parse_spec("t:sched", false).is_err());
         assert!(parse_spec("syscall:", false).is_err());
+    }
+
+    /// Check that bpftrace's probe names mean the patterns they name in bpftrace, and that short forms that
+    /// would be a library's name stay rprof's `LIB:PATTERN`.
+    #[test]
+    fn takes_bpftrace_probe_names() {
+        for p in [
+            "uprobe:./fn:func_*",
+            "uretprobe:./fn:func_*",
+            "u:./fn:func_*",
+            "ur:./fn:func_*",
+        ] {
+            assert_eq!(
+                parse_spec(p, false).unwrap(),
+                user(Some("./fn"), "func_*"),
+                "{p}"
+            );
+        }
+        assert_eq!(
+            parse_spec("uprobe:c:malloc", false).unwrap(),
+            user(Some("c"), "malloc")
+        );
+        assert_eq!(
+            parse_spec("uprobe:/bin/app:ns::Klass::*", true).unwrap(),
+            user(Some("/bin/app"), "ns::Klass::*")
+        );
+        assert_eq!(
+            parse_spec("u:malloc", false).unwrap(),
+            user(Some("u"), "malloc")
+        );
+        assert_eq!(
+            parse_spec("tracepoint:sched:sched_switch", false).unwrap(),
+            Spec::Tracepoint {
+                category: "sched".into(),
+                event: "sched_switch".into()
+            }
+        );
+        for p in ["kprobe:vfs_read", "kretprobe:vfs_read"] {
+            let want = Spec::Kernel {
+                pattern: "vfs_read".into(),
+            };
+            assert_eq!(parse_spec(p, true).unwrap(), want, "{p}");
+        }
+        for bad in [
+            "uprobe:./fn",
+            "uprobe:malloc",
+            "tracepoint:sched",
+            "kprobe:",
+            "kprobe:a:b",
+        ] {
+            let e = parse_spec(bad, false).unwrap_err().to_string();
+            assert!(e.contains("expected"), "{bad}: {e}");
+        }
     }
 
     /// Check that globs match mangled and demangled Rust, C++ and Go names.

@@ -1,15 +1,40 @@
 //! What a parameter's type comes to: its [`ParamType`], its C spelling, and how it is passed.
-use super::ParamType;
+use super::{ParamType, Text};
 use crate::symbols::dies::{DieRef, Dies, MAX_DEPTH};
 use gimli::{AttributeValue, DwTag};
 
+/// libstdc++'s string classes of `char`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum StdString {
+    /// `std::basic_string<char>` (both ABIs): the data pointer at offset 0, the length at 8.
+    String,
+    /// `std::basic_string_view<char>`: the length at offset 0, the data pointer at 8.
+    View,
+}
+
+/// The libstdc++ string class a class named `name` (its DWARF name, with template arguments) is. libc++'s
+/// (`std::__1::`) lays its strings out otherwise, and is not one.
+fn std_string(name: &str) -> Option<StdString> {
+    if name.contains("std::__1::") || !name.contains("<char, std::char_traits<char>") {
+        return None;
+    }
+    match name.split('<').next()? {
+        "basic_string" => Some(StdString::String),
+        "basic_string_view" => Some(StdString::View),
+        _ => None,
+    }
+}
+
 /// What a type comes to: its kind, its C spelling, whether it is a character type (after typedefs and
-/// qualifiers), and whether C++ passes it by invisible reference.
+/// qualifiers), whether C++ passes it by invisible reference, the libstdc++ string class it is, and the text
+/// it points to (pointers and references).
 pub(super) struct Desc {
     pub kind: ParamType,
     pub name: String,
     pub is_char: bool,
     pub by_reference: bool,
+    pub std_string: Option<StdString>,
+    pub text: Option<Text>,
 }
 
 impl Dies<super::R<'_>> {
@@ -20,6 +45,8 @@ impl Dies<super::R<'_>> {
             name,
             is_char: false,
             by_reference: false,
+            std_string: None,
+            text: None,
         };
         let Some(at) = at.filter(|_| depth < MAX_DEPTH) else {
             return Ok(desc(ParamType::Unknown, "void".into()));
@@ -93,10 +120,19 @@ impl Dies<super::R<'_>> {
                     gimli::DW_TAG_reference_type => "&",
                     _ => "&&",
                 };
-                desc(
-                    ParamType::Pointer { to_char: d.is_char },
-                    format!("{} {sigil}", d.name),
-                )
+                let text = match (d.is_char, d.std_string) {
+                    (true, _) => Some(Text::Chars),
+                    (false, Some(StdString::String)) => Some(Text::StringAt),
+                    (false, Some(StdString::View)) => Some(Text::StringViewAt),
+                    (false, None) => None,
+                };
+                Desc {
+                    text,
+                    ..desc(
+                        ParamType::Pointer { to_char: d.is_char },
+                        format!("{} {sigil}", d.name),
+                    )
+                }
             }
             gimli::DW_TAG_structure_type | gimli::DW_TAG_union_type | gimli::DW_TAG_class_type => {
                 let keyword = match tag {
@@ -111,6 +147,7 @@ impl Dies<super::R<'_>> {
                     || (self.is_cxx(at)? && self.non_trivial_for_calls(at, depth)?);
                 Desc {
                     by_reference,
+                    std_string: own_name.as_deref().and_then(std_string),
                     ..desc(ParamType::Aggregate { size }, name)
                 }
             }

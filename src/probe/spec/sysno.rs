@@ -1,0 +1,56 @@
+//! Syscall numbers by the names the kernel's syscall tracepoints use (`syscalls:sys_enter_NAME`), for reading
+//! many syscalls from `raw_syscalls`, whose events carry the number.
+use std::str::FromStr;
+
+/// The number of the syscall whose tracepoints are `sys_enter_NAME`/`sys_exit_NAME`, on x86-64. The
+/// tracepoints take the name of the kernel's `SYSCALL_DEFINE`, which differs from the syscall table's for a
+/// few: `newstat` is `stat`, `umount` is `umount2`.
+pub fn syscall_number(name: &str) -> Option<u64> {
+    let table_name = match name {
+        "newstat" => "stat",
+        "newfstat" => "fstat",
+        "newlstat" => "lstat",
+        "newuname" => "uname",
+        "sendfile64" => "sendfile",
+        "umount" => "umount2",
+        _ => name,
+    };
+    let nr = syscalls::Sysno::from_str(table_name).ok()?.id();
+    u64::try_from(nr).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Check that names map to x86-64's numbers, tracepoint spellings included, and unknown names to none.
+    #[test]
+    fn numbers_of_tracepoint_names() {
+        assert_eq!(syscall_number("read"), Some(0));
+        assert_eq!(syscall_number("execve"), Some(59));
+        assert_eq!(syscall_number("newfstat"), Some(5));
+        assert_eq!(syscall_number("umount"), Some(166));
+        assert_eq!(syscall_number("newfstatat"), Some(262));
+        assert_eq!(syscall_number("no_such_call"), None);
+    }
+
+    /// Check that every syscall tracepoint of the running kernel has a number, each its own.
+    #[test]
+    fn every_tracepoint_has_a_number() {
+        let Ok(dir) = std::fs::read_dir("/sys/kernel/tracing/events/syscalls") else {
+            eprintln!("every_tracepoint_has_a_number: skipped: no tracefs syscall events here");
+            return;
+        };
+        let mut seen = std::collections::HashMap::new();
+        for e in dir.flatten() {
+            let file = e.file_name().to_string_lossy().into_owned();
+            let Some(name) = file.strip_prefix("sys_enter_") else {
+                continue;
+            };
+            let nr = syscall_number(name).unwrap_or_else(|| panic!("no number for {name}"));
+            if let Some(other) = seen.insert(nr, name.to_string()) {
+                panic!("{name} and {other} both have number {nr}");
+            }
+        }
+    }
+}
