@@ -121,20 +121,29 @@ impl<'a> Sink<'a> {
             || self.calls.is_some()
             || self.trace_out.is_some();
         let pid = if needs_pid {
-            let pid = match self.pid_of(hit.tid) {
-                Some(pid) => pid,
-                // A keyed pair's event in a task already gone: its values are in the event.
-                None if keyed && hit.stack.is_none() => 0,
+            match self.pid_of(hit.tid) {
+                Some(pid) => {
+                    // A process whose mappings came before we looked (or were missed): read them now.
+                    if self.spaces.get(pid).is_none() && self.synthesized.insert(pid) {
+                        self.spaces.synthesize(pid);
+                    }
+                    pid
+                }
+                // An event of a known target, without a stack, in a task gone before it was read (a short
+                // program, read after its exit): its values are in the event. Its process is taken to be its
+                // thread (a keyed pair's, none).
+                None if hit.target.is_some() && hit.stack.is_none() => {
+                    if keyed {
+                        0
+                    } else {
+                        hit.tid
+                    }
+                }
                 None => {
                     self.unresolved += 1;
                     return;
                 }
-            };
-            // A process whose mappings came before we looked (or were missed): read them now.
-            if self.spaces.get(pid).is_none() && self.synthesized.insert(pid) {
-                self.spaces.synthesize(pid);
             }
-            pid
         } else {
             0
         };
