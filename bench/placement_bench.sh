@@ -58,7 +58,6 @@ run() {
     ns=$(field cpu_ns_per_call <"$WORK/run.out")
     if [ -z "$ns" ]; then
         echo "$key: no figure from the fixture: $(grep -m1 -v '^rprof:' "$WORK/run.err" || true)" >>"$NOTES"
-        RUN_FAILED=1
         return 0
     fi
     BEST[$key]=$(min2 "${BEST[$key]:-}" "$ns")
@@ -105,12 +104,7 @@ for _ in $(seq "$REPEAT"); do
     # 4. Go: rprof times it; counts only otherwise
     run none4 main.work "$WORK/go_cost" "$CALLS"
     run rp4 main.work "$RPROF" probe -x "$WORK/go_cost" main.work --csv -- "$WORK/go_cost" "$CALLS"
-    RUN_FAILED=0
     run rp4c main.work "$RPROF" probe -x "$WORK/go_cost" main.work --count -- "$WORK/go_cost" "$CALLS"
-    if [ "$RUN_FAILED" = 1 ]; then
-        # The uprobe PMU's counters kill Go programs here (see the notes); measure the tracefs-event counters.
-        run rp4t main.work env RPROF_UPROBE_PMU=0 "$RPROF" probe -x "$WORK/go_cost" main.work --count -- "$WORK/go_cost" "$CALLS"
-    fi
     run bt4 main.work bpftrace -q -e "uprobe:$WORK/go_cost:\"main.work\" { @n = count(); }" -c "$WORK/go_cost $CALLS"
     # 5. push-first
     run none5 target "$WORK/pc_push" call "$CALLS"
@@ -137,11 +131,7 @@ row "1. same, rprof --at-entry ($(cost rp1e))" "$(b none1)" "$(b bt1)" "$(b rp1e
 row "2. CET: endbr64; push (rprof: $(cost rp2))" "$(b none2)" "$(b bt2)" "$(b rp2)" 0.25
 row "3. libc free, malloc/free loop, -- CMD (rprof: $(cost rp3))" "$(b none3)" "$(b bt3)" "$(b rp3)" 0.25
 row "4. Go main.work timed by rprof; bpftrace count() (entry only)" "$(b none4)" "$(b bt4)" "$(b rp4)"
-if [ -n "${BEST[rp4c]:-}" ]; then
-    row "4. Go main.work, rprof --count; bpftrace count()" "$(b none4)" "$(b bt4)" "$(b rp4c)"
-else
-    row "4. Go main.work, rprof --count (RPROF_UPROBE_PMU=0); bpftrace count()" "$(b none4)" "$(b bt4)" "$(b rp4t)"
-fi
+row "4. Go main.work, rprof --count; bpftrace count()" "$(b none4)" "$(b bt4)" "$(b rp4c)"
 row "5. push-first, -O0 (rprof: $(cost rp5))" "$(b none5)" "$(b bt5)" "$(b rp5)" 1.0
 echo
 if [ -s "$NOTES" ]; then

@@ -323,9 +323,10 @@ fn rprof_uprobes(pid: u32) -> Vec<String> {
         .collect()
 }
 
-/// Check that `rprof probe --count -x BIN f -- BIN` and `rprof probe -g ...` use the uprobe PMU (nothing in
-/// uprobe_events while they run, and nothing right after a SIGKILL, without a restart) and that the launched
-/// command dies with rprof.
+/// Check that system-wide `rprof probe --count -x BIN f` and `rprof probe -g ...` use the uprobe PMU (nothing in
+/// uprobe_events while they run, and nothing right after a SIGKILL, without a restart). On tasks (a command,
+/// `-p`) rprof never uses it (their events follow new threads, which an inherited PMU probe breaks; see
+/// tests/probe_threads.rs): there the supervisor removes the tracefs probes (the tests above).
 #[test]
 fn sigkilled_probe_on_the_pmu_leaves_nothing() {
     if !privileged("sigkilled_probe_on_the_pmu_leaves_nothing") {
@@ -346,18 +347,13 @@ fn sigkilled_probe_on_the_pmu_leaves_nothing() {
         ("-g", "engine: perf (uprobe PMU)"),
     ] {
         let mut child = rprof()
-            .args([
-                "probe", flag, "-x", bin, "func_a", "--", bin, "wait", "1", "0",
-            ])
+            .args(["probe", flag, "-x", bin, "func_a", "-d", "60"])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
         let header = read_line(child.stderr.as_mut().unwrap());
         assert!(header.contains(engine), "{flag}: header: {header}");
-        // The fixture prints its pid once it runs under the probes.
-        let line = read_line(child.stdout.as_mut().unwrap());
-        let workload: u32 = line.trim().parse().expect("the fixture's pid");
         let pid = child.id();
         assert_eq!(
             rprof_uprobes(pid),
@@ -370,10 +366,6 @@ fn sigkilled_probe_on_the_pmu_leaves_nothing() {
             rprof_uprobes(pid),
             Vec::<String>::new(),
             "{flag}: uprobe_events right after the SIGKILL"
-        );
-        assert!(
-            gone(workload, Duration::from_secs(5)),
-            "{flag}: the launched command outlived the SIGKILLed rprof probe"
         );
     }
 }

@@ -120,37 +120,45 @@ fn resolve_one(
             // `string` reads kernel memory, and user memory where the kernel's copy faults (6.1 and later).
             Ok(Fetch::new(&item.name, field, &base, ty, false))
         }
-        TargetKind::Usdt { args, .. } => {
-            let Some(n) = item.arg_index() else {
-                return Err(err(format!(
-                    "`{}`: USDT probes take arguments by position (arg0..arg{})",
-                    item.name,
-                    args.len().saturating_sub(1)
-                )));
-            };
-            let Some(arg) = args.get(n) else {
-                return Err(err(format!(
-                    "arg{n}: {} has {} argument(s) (arg0..arg{})",
-                    target.name,
-                    args.len(),
-                    args.len().saturating_sub(1)
-                )));
-            };
-            let base = arg.base().map_err(|e| err(format!("arg{n}: {e}")))?;
-            if item.ty == Some(FetchType::Str) && !arg.pointer_sized {
-                return Err(err(format!(
-                    "arg{n} (`{}`) is not pointer-sized: it cannot be read as a string",
-                    arg.spec
-                )));
-            }
-            let ty = item.ty.unwrap_or(arg.fetch_type());
-            Ok(Fetch::new(&item.name, field, &base, ty, false))
-        }
+        TargetKind::Usdt { args, .. } => usdt_fetch(target, args, item, field).map_err(err),
         _ => Err(err(format!(
             "{} is a {what}: values can be fetched from functions and USDT probes only",
             target.name
         ))),
     }
+}
+
+/// A USDT probe's argument `argN`: its fetch expression from the note's spec.
+fn usdt_fetch(
+    target: &Target,
+    args: &[super::fetch::ArgSource],
+    item: &FetchItem,
+    field: String,
+) -> Result<Fetch, String> {
+    let Some(n) = item.arg_index() else {
+        return Err(format!(
+            "`{}`: USDT probes take arguments by position (arg0..arg{})",
+            item.name,
+            args.len().saturating_sub(1)
+        ));
+    };
+    let Some(arg) = args.get(n) else {
+        return Err(format!(
+            "arg{n}: {} has {} argument(s) (arg0..arg{})",
+            target.name,
+            args.len(),
+            args.len().saturating_sub(1)
+        ));
+    };
+    let base = arg.base().map_err(|e| format!("arg{n}: {e}"))?;
+    if item.ty == Some(FetchType::Str) && !arg.pointer_sized {
+        return Err(format!(
+            "arg{n} (`{}`) is not pointer-sized: it cannot be read as a string",
+            arg.spec
+        ));
+    }
+    let ty = item.ty.unwrap_or(arg.fetch_type());
+    Ok(Fetch::new(&item.name, field, &base, ty, false))
 }
 
 /// A value of a syscall: an argument (by name or `argN`) from `sys_enter_NAME`, `ret` from `sys_exit_NAME`.

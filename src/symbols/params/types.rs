@@ -37,17 +37,24 @@ pub(super) struct Desc {
     pub text: Option<Text>,
 }
 
-impl Dies<super::R<'_>> {
-    /// Describe the type DIE `at` (None: void).
-    pub(super) fn describe(&mut self, at: Option<DieRef>, depth: u8) -> gimli::Result<Desc> {
-        let desc = |kind, name: String| Desc {
+impl Desc {
+    /// A type of `kind` named `name`, with nothing else known.
+    fn plain(kind: ParamType, name: String) -> Desc {
+        Desc {
             kind,
             name,
             is_char: false,
             by_reference: false,
             std_string: None,
             text: None,
-        };
+        }
+    }
+}
+
+impl Dies<super::R<'_>> {
+    /// Describe the type DIE `at` (None: void).
+    pub(super) fn describe(&mut self, at: Option<DieRef>, depth: u8) -> gimli::Result<Desc> {
+        let desc = Desc::plain;
         let Some(at) = at.filter(|_| depth < MAX_DEPTH) else {
             return Ok(desc(ParamType::Unknown, "void".into()));
         };
@@ -56,36 +63,7 @@ impl Dies<super::R<'_>> {
         let size = self.udata(at, gimli::DW_AT_byte_size)?.unwrap_or(0);
         let inner = self.follow(at, gimli::DW_AT_type)?;
         Ok(match tag {
-            gimli::DW_TAG_base_type => {
-                let encoding = self.entry(at)?.attr_value(gimli::DW_AT_encoding);
-                let encoding = match encoding {
-                    Some(AttributeValue::Encoding(e)) => e,
-                    _ => gimli::DwAte(0),
-                };
-                let name = own_name.unwrap_or_else(|| "?".into());
-                let int = |signed| ParamType::Int {
-                    size: size.min(255) as u8,
-                    signed,
-                };
-                let kind = match encoding {
-                    gimli::DW_ATE_float | gimli::DW_ATE_complex_float => ParamType::Float,
-                    gimli::DW_ATE_signed | gimli::DW_ATE_signed_char => int(true),
-                    gimli::DW_ATE_unsigned
-                    | gimli::DW_ATE_unsigned_char
-                    | gimli::DW_ATE_boolean
-                    | gimli::DW_ATE_UTF => int(false),
-                    _ => ParamType::Unknown,
-                };
-                let is_char = size == 1
-                    && matches!(
-                        encoding,
-                        gimli::DW_ATE_signed_char | gimli::DW_ATE_unsigned_char | gimli::DW_ATE_UTF
-                    );
-                Desc {
-                    is_char,
-                    ..desc(kind, name)
-                }
-            }
+            gimli::DW_TAG_base_type => self.base_type(at, size, own_name)?,
             gimli::DW_TAG_typedef => {
                 let d = self.describe(inner, depth + 1)?;
                 Desc {
@@ -135,21 +113,7 @@ impl Dies<super::R<'_>> {
                 }
             }
             gimli::DW_TAG_structure_type | gimli::DW_TAG_union_type | gimli::DW_TAG_class_type => {
-                let keyword = match tag {
-                    _ if self.is_cxx(at)? => "",
-                    gimli::DW_TAG_structure_type => "struct ",
-                    gimli::DW_TAG_union_type => "union ",
-                    _ => "",
-                };
-                let name = format!("{keyword}{}", own_name.as_deref().unwrap_or("<anonymous>"));
-                let by_reference = self.udata(at, gimli::DW_AT_calling_convention)?
-                    == Some(u64::from(gimli::DW_CC_pass_by_reference.0))
-                    || (self.is_cxx(at)? && self.non_trivial_for_calls(at, depth)?);
-                Desc {
-                    by_reference,
-                    std_string: own_name.as_deref().and_then(std_string),
-                    ..desc(ParamType::Aggregate { size }, name)
-                }
+                self.aggregate(at, tag, size, own_name, depth)?
             }
             gimli::DW_TAG_enumeration_type => {
                 let signed = match inner {
@@ -175,6 +139,71 @@ impl Dies<super::R<'_>> {
             }
             gimli::DW_TAG_subroutine_type => desc(ParamType::Unknown, "function".into()),
             _ => desc(ParamType::Unknown, own_name.unwrap_or_else(|| "?".into())),
+        })
+    }
+
+    /// A base type: an integer (its size and sign), a float, a char.
+    fn base_type(
+        &mut self,
+        at: DieRef,
+        size: u64,
+        own_name: Option<String>,
+    ) -> gimli::Result<Desc> {
+        let desc = Desc::plain;
+        let encoding = self.entry(at)?.attr_value(gimli::DW_AT_encoding);
+        let encoding = match encoding {
+            Some(AttributeValue::Encoding(e)) => e,
+            _ => gimli::DwAte(0),
+        };
+        let name = own_name.unwrap_or_else(|| "?".into());
+        let int = |signed| ParamType::Int {
+            size: size.min(255) as u8,
+            signed,
+        };
+        let kind = match encoding {
+            gimli::DW_ATE_float | gimli::DW_ATE_complex_float => ParamType::Float,
+            gimli::DW_ATE_signed | gimli::DW_ATE_signed_char => int(true),
+            gimli::DW_ATE_unsigned
+            | gimli::DW_ATE_unsigned_char
+            | gimli::DW_ATE_boolean
+            | gimli::DW_ATE_UTF => int(false),
+            _ => ParamType::Unknown,
+        };
+        let is_char = size == 1
+            && matches!(
+                encoding,
+                gimli::DW_ATE_signed_char | gimli::DW_ATE_unsigned_char | gimli::DW_ATE_UTF
+            );
+        Ok(Desc {
+            is_char,
+            ..desc(kind, name)
+        })
+    }
+
+    /// A struct, union or class: its size, whether it is passed by reference, whether it is a std::string.
+    fn aggregate(
+        &mut self,
+        at: DieRef,
+        tag: DwTag,
+        size: u64,
+        own_name: Option<String>,
+        depth: u8,
+    ) -> gimli::Result<Desc> {
+        let desc = Desc::plain;
+        let keyword = match tag {
+            _ if self.is_cxx(at)? => "",
+            gimli::DW_TAG_structure_type => "struct ",
+            gimli::DW_TAG_union_type => "union ",
+            _ => "",
+        };
+        let name = format!("{keyword}{}", own_name.as_deref().unwrap_or("<anonymous>"));
+        let by_reference = self.udata(at, gimli::DW_AT_calling_convention)?
+            == Some(u64::from(gimli::DW_CC_pass_by_reference.0))
+            || (self.is_cxx(at)? && self.non_trivial_for_calls(at, depth)?);
+        Ok(Desc {
+            by_reference,
+            std_string: own_name.as_deref().and_then(std_string),
+            ..desc(ParamType::Aggregate { size }, name)
         })
     }
 }

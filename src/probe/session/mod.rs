@@ -4,7 +4,6 @@
 //! the tracefs instance are removed on every way out.
 use super::analysis::{AddrMap, Calls, KeyedPairer, NetCost, Sink};
 use super::engine::cost::{calibration_sites, Calibrator, Costs, Measured};
-use super::engine::counters::Counters;
 use super::engine::decode::{decode, event_types, EventTypes, Item, PerfParse, ProbeInfo};
 use super::engine::group::{self, ProbeGroup};
 use super::engine::perf::{open_events, Opened};
@@ -25,6 +24,9 @@ use std::collections::HashSet;
 use std::io::Write;
 use std::os::fd::BorrowedFd;
 use std::time::Instant;
+
+mod counted;
+use counted::run_counters;
 
 /// What every engine needs to run: the targets, the tasks, the launched command, where notices go.
 struct Setup<'a> {
@@ -148,105 +150,6 @@ fn counted_only(s: &mut Setup<'_>) {
             names,
             reason,
         });
-    }
-}
-
-/// `--count`: counters only.
-fn run_counters(
-    s: &mut Setup<'_>,
-    plan: &Plan,
-    out: &mut dyn Write,
-) -> Result<RunSummary, ProbeError> {
-    let (mut counters, refused) = Counters::open(
-        s.tracefs,
-        &plan.events,
-        s.targets.len(),
-        &s.opts.target,
-        &s.tasks,
-        s.pmu,
-    )?;
-    report_refused(s, &refused);
-    if counters.targets() == 0 {
-        return Err(no_usable(s.opts));
-    }
-    let costs = calibrate(s, plan, |c, report| c.counters(report));
-    // Enabled before a launched command execs: its execve is counted.
-    counters.enable()?;
-    start(s)?;
-    let engine = if plan.uses_pmu() {
-        "engine: counters (uprobe PMU)"
-    } else {
-        "engine: counters"
-    };
-    let started = Started {
-        targets: counters.targets(),
-        probe_points: plan.probe_points(),
-        perf_events: counters.len(),
-        engine: engine.into(),
-        counting: true,
-        costs,
-        values: Vec::new(),
-        setup: s.started.elapsed(),
-    };
-    (s.notice)(Notice::Started(started));
-    let mut empty: perf::EventSet<()> =
-        perf::EventSet::open(&[], &[], &[], 1, &mut |_, _| perf::Refused::Fail)?;
-    let mut handler = CountLoop {
-        counters: &mut counters,
-        opts: s.opts,
-        targets: s.targets,
-        placements: &plan.placements,
-        out,
-        costs,
-    };
-    let pids = pid_list(&s.opts.target);
-    perf::run_loop::run(
-        &mut empty,
-        &s.signals,
-        stop_when(s.opts, s.workload.as_mut(), &pids),
-        &mut handler,
-    )?;
-    handler.counters.disable();
-    handler.tick()?;
-    (s.notice)(Notice::Removing);
-    counters.close();
-    Ok(RunSummary {
-        exit_code: exit_code(s),
-    })
-}
-
-/// The loop's handler for counters: nothing to read, a report at each tick.
-struct CountLoop<'a> {
-    counters: &'a mut Counters,
-    opts: &'a ProbeOptions,
-    targets: &'a Targets,
-    placements: &'a PerTarget<Option<Placement>>,
-    out: &'a mut dyn Write,
-    costs: Costs,
-}
-
-impl Handler<()> for CountLoop<'_> {
-    type Error = ProbeError;
-    fn record(&mut self, _: &EventInfos<()>, _: RawRecord<'_>) -> Result<(), ProbeError> {
-        Ok(())
-    }
-    fn end_round(&mut self, _: usize, _: bool) -> Result<(), ProbeError> {
-        Ok(())
-    }
-    fn tick(&mut self) -> Result<(), ProbeError> {
-        let stats = self.counters.take()?;
-        let stacks = Default::default();
-        let parts = ReportParts {
-            targets: self.targets,
-            stats: &stats,
-            timed: false,
-            open_calls: 0,
-            costs: self.costs,
-            placements: self.placements,
-            calls: None,
-            stacks: &stacks,
-        };
-        Ok(output::write_report(self.out, self.opts, &parts)?)
     }
 }
 
