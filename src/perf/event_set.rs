@@ -76,8 +76,7 @@ impl<I: Clone> EventSet<I> {
         pages: usize,
         refused: &mut dyn FnMut(usize, &PerfError) -> Refused,
     ) -> Result<EventSet<I>, PerfError> {
-        let whom: Vec<Whom<'_>> = tasks.iter().map(|&t| Whom::Task(t)).collect();
-        Self::open_for(specs, cpus, &whom, &[], pages, refused)
+        Self::open_mixed(specs, &[], cpus, tasks, pages, refused)
     }
 
     /// As [`EventSet::open`], but the specs flagged in `everywhere` watch every task on each CPU, whatever

@@ -4,6 +4,9 @@
 #   RPROF-VM-RESULT name=STEP status=pass|fail secs=SECONDS detail=FREE TEXT TO END OF LINE
 # and, for failed steps, rprof's stderr as `RPROF-VM-LOG name=STEP | ...` lines.
 T=/sys/kernel/tracing
+# Every dynamic event (kprobes, event probes) where the kernel lists them together, else the kprobes.
+EVENTS=$T/dynamic_events
+[ -e "$EVENTS" ] || EVENTS=$T/kprobe_events
 K=500          # exact number of open() calls the opener makes
 STEPS=""
 
@@ -37,7 +40,7 @@ groups() { sed -n 's/^[pr][0-9]*:\(rprof_[0-9]*\)\/.*/\1/p' "$T/kprobe_events" |
 wait_group() {
     i=0
     while [ "$i" -lt "$(($2 * 10))" ]; do
-        if grep -q "^[pr][0-9]*:rprof_$1/" "$T/kprobe_events"; then
+        if grep -q "^[epr][0-9]*:rprof_$1/" "$EVENTS"; then
             [ -z "$3" ] && return 0
             grep -q "Ctrl-C to end" "$3" 2>/dev/null && return 0
         fi
@@ -90,7 +93,7 @@ run_opener() {
     /opener /tmp/target "$count" &
     opid=$!
     start_rprof "$out" "$err" probe -p "$opid" -d 60 "$@"
-    if ! wait_group_or_ready "$RPID" 30 "$err"; then
+    if ! wait_group "$RPID" 30 "$err"; then
         kill -9 "$opid"
         wait "$opid" 2>/dev/null
         finish_rprof
@@ -103,18 +106,6 @@ run_opener() {
     wait "$opid"
     finish_rprof
     return 0
-}
-
-# wait_group_or_ready PID SECS ERR: wait until rprof PID says its events are on ("Ctrl-C to end"), or it died.
-wait_group_or_ready() {
-    i=0
-    while [ "$i" -lt "$(($2 * 10))" ]; do
-        grep -q "Ctrl-C to end" "$3" 2>/dev/null && return 0
-        kill -0 "$1" 2>/dev/null || return 1
-        sleep 0.1
-        i=$((i + 1))
-    done
-    return 1
 }
 
 # Step 5: kernel arguments by their BTF names (this 6.1 kernel takes only $argN: rprof maps the names) and a
