@@ -34,7 +34,7 @@ fn ns(text: &str) -> f64 {
 }
 
 /// One `--net` run of `spin`: for each call compared, rprof's duration and the spinner's own; and how far the
-/// probes' cost per call during the run (the caller's time around each call less the spinner's own, median)
+/// probes' mean cost per call over those calls (the caller's time around each call less the spinner's own)
 /// was from the cost rprof measured at start and subtracts from.
 struct Run {
     pairs: Vec<(f64, f64)>,
@@ -72,24 +72,21 @@ fn spin_run(bin: &str, extra: &[&str], spin_ns: u64, calls: u64) -> Run {
         .and_then(|l| l.split_whitespace().next())
         .map(ns)
         .unwrap_or_else(|| panic!("no stated probe cost: {out}"));
-    let mut costs: Vec<f64> = own
-        .iter()
-        .filter(|o| !o.1)
-        .map(|(inner, _, outer)| outer - inner)
-        .collect();
-    costs.sort_by(f64::total_cmp);
-    let cost_drift = (costs[costs.len() / 2] - stated).abs();
-    let mut pairs: Vec<(f64, f64)> = rprof
+    // Each call kept: rprof's duration, the spinner's own, and what the probes cost it (the caller's time
+    // around the call less the spinner's own).
+    let mut calls: Vec<(f64, f64, f64)> = rprof
         .into_iter()
         .zip(own)
         .filter(|(_, (_, switched, _))| !switched)
-        .map(|(r, (o, _, _))| (r, o))
+        .map(|(r, (inner, _, outer))| (r, inner, outer - inner))
         .collect();
-    pairs.sort_by(|a, b| (a.0 - a.1).total_cmp(&(b.0 - b.1)));
-    let trim = pairs.len() / 100;
+    calls.sort_by(|a, b| (a.0 - a.1).total_cmp(&(b.0 - b.1)));
+    let trim = calls.len() / 100;
+    let calls = &calls[trim..calls.len() - trim];
+    let mean_cost = calls.iter().map(|c| c.2).sum::<f64>() / calls.len() as f64;
     Run {
-        pairs: pairs[trim..pairs.len() - trim].to_vec(),
-        cost_drift,
+        pairs: calls.iter().map(|c| (c.0, c.1)).collect(),
+        cost_drift: (mean_cost - stated).abs(),
     }
 }
 
