@@ -1,7 +1,7 @@
 //! The probe's own cost, measured at start on functions of rprof's own binary with the session's engine, one
 //! function per class of probed instruction (the plan's [`Calibration`]): what a probed call costs the target
 //! (calls timed with and without the probes), and the bias, the part of that cost that lands inside every
-//! measured duration (the median duration the engine reports for the calibration function, which does
+//! measured duration (the mean duration the engine reports for the calibration function, which does
 //! nothing).
 use super::decode::{decode, EventTypes, Item, PerfParse, ProbeInfo};
 use super::perf::pmu_sample_bits;
@@ -93,11 +93,16 @@ impl Measured {
         (self.probed_ns - self.bare_ns).max(0.0) as u64
     }
 
-    /// The median reported duration of the (empty) calibration function: the bias.
+    /// The mean reported duration of the (empty) calibration function, less the 1% of calls at each end (an
+    /// interrupt or the host preempting the VM, tens of microseconds): the bias. A mean, not a median: the
+    /// traps' cost has a tail (longer in a VM, or with rprof's reader on the same CPU) that lands in the
+    /// measured calls' mean durations too.
     pub fn bias_ns(&self) -> Option<u64> {
         let mut d = self.durations.clone();
         d.sort_unstable();
-        d.get(d.len() / 2).copied()
+        let trim = d.len() / 100;
+        let kept = d.get(trim..d.len() - trim).filter(|k| !k.is_empty())?;
+        Some(kept.iter().sum::<u64>() / kept.len() as u64)
     }
 
     fn cost(&self) -> ClassCost {
