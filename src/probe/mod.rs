@@ -65,7 +65,7 @@ impl std::str::FromStr for EngineChoice {
 pub enum DebugCost {
     #[default]
     Off,
-    /// Each measurement's bare and probed ns per call, and its median duration.
+    /// Each measurement's bare and probed ns per call, and its mean duration (trimmed).
     On,
 }
 

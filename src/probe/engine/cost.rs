@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 /// Calls per timed batch, and batches (the fastest batch counts: the others were interrupted).
 const CALLS: u64 = 1000;
-const BATCHES: usize = 3;
+const BATCHES: usize = 5;
 
 /// The functions of each class, with their file and file offset in rprof's own executable (from
 /// /proc/self/maps: what a uprobe needs, without reading the symbol table, which takes seconds for a large

@@ -235,7 +235,7 @@ fn calibrate(
     how(&calibrator, &mut |class, m| {
         if debug {
             notice(Notice::Calibration(format!(
-                "{}: {:.1} ns per call bare, {:.1} probed, median duration {:?} ns of {} calls",
+                "{}: {:.1} ns per call bare, {:.1} probed, mean duration {:?} ns of {} calls",
                 class.name(),
                 m.bare_ns,
                 m.probed_ns,
