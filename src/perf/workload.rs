@@ -56,6 +56,23 @@ fn is_executable(p: &Path) -> bool {
         && nix::unistd::access(p, nix::unistd::AccessFlags::X_OK).is_ok()
 }
 
+/// Wait (up to 2 s) until the forked child blocks in its read of the go pipe, so that its own syscalls before it
+/// (prctl, getppid, closes) come before the caller enables any event: a syscall probe then counts the command's
+/// syscalls only (the read's return is the one left, which probe's sink drops). `/proc/PID/syscall` names the
+/// syscall a blocked task is in (`0 ...`: read on x86-64).
+fn wait_blocked_in_read(child: Pid) {
+    let path = format!("/proc/{child}/syscall");
+    let start = std::time::Instant::now();
+    while start.elapsed() < std::time::Duration::from_secs(2) {
+        match std::fs::read_to_string(&path) {
+            Ok(s) if s.starts_with("0 ") => return,
+            Ok(_) => std::thread::sleep(std::time::Duration::from_micros(100)),
+            // Gone (it found rprof dead), or not readable: nothing to wait for.
+            Err(_) => return,
+        }
+    }
+}
+
 impl std::fmt::Display for Command {
     /// The arguments joined by spaces (bytes that are not UTF-8 shown as U+FFFD).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -150,6 +167,7 @@ impl Workload {
             ForkResult::Parent { child } => {
                 drop::<OwnedFd>(go_r);
                 drop::<OwnedFd>(st_w);
+                wait_blocked_in_read(child);
                 Ok(Workload {
                     pid: child,
                     go: Some(go_w.into()),
