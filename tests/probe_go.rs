@@ -1,7 +1,7 @@
 //! Go functions timed without uretprobes (which crash Go programs): the entry after the stack-growth check, a
 //! uprobe on every `ret`, entries and returns paired per goroutine (r14). Built with Debian's golang-go.
 mod common;
-use common::{privileged, rprof};
+use common::{duration_ns, privileged, rprof};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -51,18 +51,6 @@ fn row<'a>(out: &'a str, func: &str) -> Vec<&'a str> {
         .map(|l| l.split_whitespace().collect::<Vec<_>>())
         .find(|w| w.len() >= 8 && w[0] == func)
         .unwrap_or_else(|| panic!("no row for {func}: {out}"))
-}
-
-fn ns(text: &str) -> f64 {
-    let (num, unit) = text.split_at(text.find(|c: char| c.is_ascii_alphabetic()).unwrap());
-    let v: f64 = num.parse().unwrap();
-    v * match unit {
-        "ns" => 1.0,
-        "us" => 1e3,
-        "ms" => 1e6,
-        "s" => 1e9,
-        _ => panic!("unit {unit}"),
-    }
 }
 
 /// Check, over 20 runs of a Go program (8 goroutines, GOMAXPROCS 2, stacks grown by deep recursion, a 1 ms
@@ -126,7 +114,7 @@ fn go_functions_are_timed() {
         }
         assert!(!text.contains("UNPAIRED"), "run {run}: {text}");
         let sleeper = row(&text, "main.sleeper");
-        let (avg, min) = (ns(sleeper[4]), ns(sleeper[5]));
+        let (avg, min) = (duration_ns(sleeper[4]), duration_ns(sleeper[5]));
         let own = value(&text, "sleeper_mean_ns") as f64;
         assert!(
             min >= 1e6,

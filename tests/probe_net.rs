@@ -2,7 +2,7 @@
 //! start, and other probed programs running at the same time (the other tests of a binary run in parallel)
 //! would make the traps of the calibration and of the measured calls cost differently.
 mod common;
-use common::{build_c, privileged, rprof};
+use common::{build_c, duration_ns, privileged, rprof};
 use std::path::Path;
 
 /// `rprof probe ARGS` (asserting success): stdout.
@@ -18,19 +18,6 @@ fn fixture(dir: &Path, flags: &[&str]) -> String {
         .to_str()
         .unwrap()
         .to_string()
-}
-
-/// A duration as rprof prints it (`812ns`, `10.23us`, `10.02ms`) in ns.
-fn ns(text: &str) -> f64 {
-    let (num, unit) = text.split_at(text.find(|c: char| c.is_ascii_alphabetic()).unwrap());
-    let v: f64 = num.parse().unwrap();
-    v * match unit {
-        "ns" => 1.0,
-        "us" => 1e3,
-        "ms" => 1e6,
-        "s" => 1e9,
-        _ => panic!("unit {unit}"),
-    }
 }
 
 /// One `--net` run of `spin`: for each call compared, rprof's duration and the spinner's own; and how far the
@@ -55,7 +42,7 @@ fn spin_run(bin: &str, extra: &[&str], spin_ns: u64, calls: u64) -> Run {
     let rprof: Vec<f64> = out
         .lines()
         .filter(|l| l.trim_end().ends_with("spin()"))
-        .map(|l| ns(l.split_whitespace().nth(2).unwrap()))
+        .map(|l| duration_ns(l.split_whitespace().nth(2).unwrap()))
         .collect();
     let own: Vec<(f64, bool, f64)> = out
         .lines()
@@ -70,7 +57,7 @@ fn spin_run(bin: &str, extra: &[&str], spin_ns: u64, calls: u64) -> Run {
         .lines()
         .find_map(|l| l.strip_prefix("probe cost about "))
         .and_then(|l| l.split_whitespace().next())
-        .map(ns)
+        .map(duration_ns)
         .unwrap_or_else(|| panic!("no stated probe cost: {out}"));
     // Each call kept: rprof's duration, the spinner's own, and what the probes cost it (the caller's time
     // around the call less the spinner's own).

@@ -3,7 +3,7 @@
 //! exact; the stated cost per class matches what the target pays; `--net` durations match a spinner's own
 //! clock.
 mod common;
-use common::{build_c, privileged, rprof};
+use common::{build_c, duration_ns, privileged, rprof};
 use std::path::Path;
 
 /// `rprof probe ARGS` (asserting success): stdout and stderr.
@@ -137,19 +137,6 @@ fn number_after(text: &str, line_start: &str, label: &str) -> f64 {
         .unwrap()
 }
 
-/// A duration as rprof prints it (`812ns`, `10.23us`, `10.02ms`) in ns.
-fn ns(text: &str) -> f64 {
-    let (num, unit) = text.split_at(text.find(|c: char| c.is_ascii_alphabetic()).unwrap());
-    let v: f64 = num.parse().unwrap();
-    v * match unit {
-        "ns" => 1.0,
-        "us" => 1e3,
-        "ms" => 1e6,
-        "s" => 1e9,
-        _ => panic!("unit {unit}"),
-    }
-}
-
 /// The cost rprof states for a class (`emul`, `step`) in its table's footer.
 fn stated_cost(out: &str, tag: &str) -> f64 {
     let line = out
@@ -160,7 +147,7 @@ fn stated_cost(out: &str, tag: &str) -> f64 {
         .find(&format!(" ({tag})"))
         .unwrap_or_else(|| panic!("no {tag} in {line}"));
     let word = line[..at].rsplit([' ', ',']).next().unwrap();
-    ns(word)
+    duration_ns(word)
 }
 
 /// Check that the probe's stated cost per call is within 25% of what the fixture pays, by its own thread CPU

@@ -346,3 +346,16 @@ pub fn probe_supervisor(pid: u32) -> Option<u32> {
     }
     None
 }
+
+/// A duration as rprof prints it (`812ns`, `10.23us`, `10.02ms`, `1.500s`) in ns.
+pub fn duration_ns(text: &str) -> f64 {
+    let (num, unit) = text.split_at(text.find(|c: char| c.is_ascii_alphabetic()).unwrap());
+    let v: f64 = num.parse().unwrap();
+    v * match unit {
+        "ns" => 1.0,
+        "us" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        _ => panic!("unit {unit}"),
+    }
+}
