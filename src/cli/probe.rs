@@ -320,6 +320,10 @@ fn notice(n: &Notice) -> String {
         Notice::Unresolved(n) => {
             format!("warning: {n} hits in processes whose mappings were not seen were not counted")
         }
+        Notice::OtherProcesses { hits, processes } => format!(
+            "note: {hits} events in {processes} other process(es) that mapped a probed file after the start were \
+             read and not counted (those processes take the probes' traps too)"
+        ),
         Notice::Lost(n) => format!("warning: {n} events were lost (the ring buffers overflowed)"),
         Notice::NotRemoved(e) => format!("warning: could not remove the probes: {e}"),
         Notice::NoSupervisor(e) => format!(

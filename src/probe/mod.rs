@@ -304,6 +304,8 @@ pub enum Notice {
     Removed,
     /// Hits in processes whose mappings were not seen, not counted.
     Unresolved(u64),
+    /// Ring hits of processes outside the target (which mapped a probed file after the start), dropped.
+    OtherProcesses { hits: u64, processes: usize },
     /// Events lost (said here for CSV and JSON, whose reports have no line for it).
     Lost(u64),
     /// The probes or the instance could not be removed.

@@ -884,6 +884,48 @@ fn engine_is_named_and_probe_cost_shown() {
     }
 }
 
+/// Check that a process started during the session from the same binary is not counted: perf events follow the
+/// target's tasks only, and the tracefs ring, not filtered by task in the kernel when only the target maps the
+/// file, drops the other process's hits and says how many it dropped (the other process's 2,000 calls: an entry
+/// and a return each).
+#[test]
+fn other_process_of_the_binary_is_not_counted() {
+    if !privileged("other_process_of_the_binary_is_not_counted") {
+        return;
+    }
+    let f = fixtures();
+    let dir = tempfile::tempdir().unwrap();
+    let bin = private_copy(f, dir.path());
+    let gate = dir.path().join("gate");
+    let ready = dir.path().join("gate.ready");
+    let mut c = rprof_cmd();
+    c.args(["probe", "-x", path(&bin), "func_a", "--csv", "--", path(&bin), "gate", "1500", path(&gate)]);
+    let child = c.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let pid = child.id();
+    let started = Instant::now();
+    while !ready.exists() {
+        assert!(started.elapsed() < Duration::from_secs(60), "the target never reached its gate");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let other = Command::new(&bin).args(["counts", "2000", "0"]).output().unwrap();
+    assert!(other.status.success());
+    std::fs::write(&gate, "").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let (stdout, stderr) =
+        (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "rprof failed: {stderr}");
+    assert_eq!(leftover(pid), Vec::<String>::new(), "rprof left probes or its instance behind");
+    assert_eq!(row(&csv_rows(&stdout), "func_a").1, 3000, "{stdout}\n{stderr}");
+    if stderr.contains("engine: tracefs ring") {
+        assert!(
+            stderr.contains("note: 4000 events in 1 other process"),
+            "the other process's hits are not said: {stderr}"
+        );
+    } else {
+        assert!(!stderr.contains("other process"), "{stderr}");
+    }
+}
+
 /// Check that `--count` counts exactly (with counters unless the suite forces an engine).
 #[test]
 fn count_only_is_exact() {

@@ -41,6 +41,11 @@ pub struct Sink<'a> {
     /// Values read just before their target's next entry on a thread (a syscall's strings, at its `syscall`
     /// instruction): (thread, target) -> values.
     pending: HashMap<(u32, TargetId), Vec<Option<Value>>>,
+    /// Ring hits are kept only from these processes and those they fork (when the ring is not filtered by task
+    /// in the kernel); None keeps every hit.
+    only: Option<HashSet<u32>>,
+    /// The hits dropped by that filter.
+    pub foreign: Foreign,
     /// The launched command's thread until its first event: it waited for its start in a `read` of rprof's
     /// launcher, whose return (a syscall probe's) is rprof's, not the command's.
     pub launcher: Option<u32>,
@@ -72,8 +77,15 @@ impl<'a> Sink<'a> {
             calls,
             trace_out: None,
             pending: HashMap::new(),
+            only: None,
+            foreign: Foreign::default(),
             launcher: None,
         }
+    }
+
+    /// Keep ring hits of `pids` (and of the processes they fork) only; None keeps every hit.
+    pub fn only_processes(&mut self, pids: Option<Vec<u32>>) {
+        self.only = pids.map(|p| p.into_iter().collect());
     }
 
     /// Thread `tid` belongs to process `pid` (known before any record says so).
@@ -91,7 +103,11 @@ impl<'a> Sink<'a> {
             Item::Hit(hit) => self.hit(time, hit),
             Item::Task(task) => self.spaces.apply(task),
             Item::Thread { pid, tid } => {
+                // Side-band records come from the target's tasks only.
                 self.threads.insert(tid, pid);
+                if let Some(only) = &mut self.only {
+                    only.insert(pid);
+                }
             }
             Item::Exit { pid, tid } => {
                 self.threads.remove(&tid);
@@ -107,6 +123,10 @@ impl<'a> Sink<'a> {
     /// One probe hit: its target (by address for shared user events), then by role an entry, a return or a
     /// counted hit, and its stack.
     fn hit(&mut self, time: u64, hit: Hit) {
+        if hit.from_ring && !self.in_target(hit.tid) {
+            self.foreign.hits += 1;
+            return;
+        }
         if self.launcher == Some(hit.tid) {
             self.launcher = None;
             if hit.role == Role::Return {
@@ -265,6 +285,26 @@ impl<'a> Sink<'a> {
         }
     }
 
+    /// Whether thread `tid` is one of the target's (always, without a filter): its process is a target process
+    /// or one they forked (a FORK record came first). A task gone before its hit was read, with no record, is
+    /// not.
+    fn in_target(&mut self, tid: u32) -> bool {
+        if self.only.is_none() || self.launcher == Some(tid) {
+            return true;
+        }
+        if self.foreign.tids.contains(&tid) {
+            return false;
+        }
+        let pid = self.pid_of(tid);
+        let known = self.only.as_ref();
+        if pid.is_some_and(|p| known.is_some_and(|k| k.contains(&p))) {
+            return true;
+        }
+        self.foreign.tids.insert(tid);
+        self.foreign.pids.extend(pid);
+        false
+    }
+
     /// The process of thread `tid`: known from a FORK record, or read from /proc (kept for its next hits).
     fn pid_of(&mut self, tid: u32) -> Option<u32> {
         if tid == 0 {
@@ -286,5 +326,22 @@ impl<'a> Sink<'a> {
         } else {
             merge.finish_round(|t, item| self.apply(t, item));
         }
+    }
+}
+
+/// Ring hits of tasks outside the target, dropped: processes that mapped a probed file after the start (the
+/// ring is then not filtered by task in the kernel).
+#[derive(Debug, Default)]
+pub struct Foreign {
+    pub hits: u64,
+    /// The threads seen, so that each is looked up once.
+    tids: HashSet<u32>,
+    pids: HashSet<u32>,
+}
+
+impl Foreign {
+    /// The processes seen (a thread whose process was gone counts as one).
+    pub fn processes(&self) -> usize {
+        self.pids.len().max(usize::from(!self.tids.is_empty()))
     }
 }

@@ -137,10 +137,12 @@ impl Calibrator<'_> {
         })
     }
 
-    /// The cost and bias of each class through the tracefs ring (before its tasks are set; its rings open).
+    /// The cost and bias of each class through the tracefs ring (before its tasks are set; its rings open),
+    /// filtered by task in the kernel or not as the session's events will be (`in_kernel`).
     pub fn ring(
         &self,
         ring: &mut RingEngine,
+        in_kernel: bool,
         report: &mut dyn FnMut(ProbeClass, &Measured),
     ) -> Costs {
         self.each(report, |site| {
@@ -150,12 +152,13 @@ impl Calibrator<'_> {
             }
             let types = EventTypes::for_roles(&roles(&ids), 4);
             let events: Vec<&str> = site.events.iter().map(String::as_str).collect();
-            let mut measured =
-                difference(site.class, || ring.calibrate_on(self.group, &events).ok())?;
+            let mut measured = difference(site.class, || {
+                ring.calibrate_on(self.group, &events, in_kernel).ok()
+            })?;
             let mut merge = OrderedMerge::new();
             let _ = ring.read(&types, &mut merge);
             ring.calibrate_off(self.group, &events);
-            measured.durations = durations(merge);
+            measured.durations = durations(merge, own_tid());
             Some(measured)
         })
     }
@@ -164,7 +167,7 @@ impl Calibrator<'_> {
     pub fn perf(&self, by_id: bool, report: &mut dyn FnMut(ProbeClass, &Measured)) -> Costs {
         self.each(report, |site| {
             let specs = self.perf_specs(site, by_id)?;
-            let tid = nix::unistd::gettid().as_raw();
+            let tid = own_tid() as i32;
             let cpus = crate::perf::online_cpus().ok()?;
             let mut set: Option<EventSet<ProbeInfo>> = None;
             let mut measured = difference(site.class, || {
@@ -184,7 +187,7 @@ impl Calibrator<'_> {
             let types = EventTypes::for_roles(&roles(&self.ids(site)), 4);
             let (mut merge, mut lost) = (OrderedMerge::new(), 0);
             set.read(|infos, rec| decode(rec, infos, &parse, &types, &mut merge, &mut lost));
-            measured.durations = durations(merge);
+            measured.durations = durations(merge, own_tid());
             Some(measured)
         })
     }
@@ -281,13 +284,17 @@ fn roles(ids: &[u64]) -> Vec<(u64, Role)> {
         .collect()
 }
 
-/// The durations of the calls in the merge (one thread, calls one after the other): each entry to the return
+/// The durations of the calls of thread `tid` in the merge (calls one after the other): each entry to the return
 /// that follows it.
-fn durations(mut merge: OrderedMerge<Item>) -> Vec<u64> {
+fn durations(mut merge: OrderedMerge<Item>, tid: u32) -> Vec<u64> {
     let mut out = Vec::new();
     let mut entered = None;
     merge.drain(|time, item| {
-        if let Item::Hit(h) = item {
+        // Another rprof calibrating at the same time hits the same functions: only this thread's calls count.
+        let Item::Hit(h) = item else {
+            return;
+        };
+        if h.tid == tid {
             match h.role {
                 Role::Entry => entered = Some(time),
                 Role::Return => {
@@ -300,6 +307,11 @@ fn durations(mut merge: OrderedMerge<Item>) -> Vec<u64> {
         }
     });
     out
+}
+
+/// This thread's id.
+fn own_tid() -> u32 {
+    nix::unistd::gettid().as_raw() as u32
 }
 
 /// This thread's CPU time (user and system: the probe's traps included), in ns: unlike the wall clock, not

@@ -80,6 +80,9 @@ pub struct Hit {
     /// The callchain at entry (`-g`), leaf first, with its context markers.
     pub stack: Option<Box<[u64]>>,
     pub values: Option<Values>,
+    /// Read from the tracefs instance ring, which may not filter by task (see
+    /// [`crate::probe::plan::Plan::ring_filter_in_kernel`]).
+    pub from_ring: bool,
 }
 
 /// An event read from a ring, waiting in the time-ordered merge.
@@ -149,6 +152,7 @@ impl EventTypes {
             key,
             stack,
             values,
+            from_ring: false,
         }))
     }
 }
@@ -227,6 +231,7 @@ fn decode_sample(
                 key: None,
                 stack,
                 values: None,
+                from_ring: false,
             })
         }),
         (None, None) => None,

@@ -50,9 +50,17 @@ impl RingEngine {
         })
     }
 
-    /// Record only the target's threads (and the tasks they fork); system-wide, every task.
-    pub fn set_tasks(&self, target: &TaskTarget, tasks: &[i32]) -> Result<(), TracefsError> {
+    /// Record only the target's threads (and the tasks they fork) when `in_kernel`; otherwise (and
+    /// system-wide) every task, and the sink drops other tasks' hits: the kernel's filter costs the target about
+    /// 50 ns an event (measured on a push-first function: 1,970 against 1,867 ns a call pair).
+    pub fn set_tasks(
+        &self,
+        target: &TaskTarget,
+        tasks: &[i32],
+        in_kernel: bool,
+    ) -> Result<(), TracefsError> {
         match target {
+            _ if !in_kernel => self.instance.set_event_pids(&[]),
             TaskTarget::SystemWide => self.instance.set_event_pids(&[]),
             _ => {
                 let tids: Vec<u32> = tasks.iter().map(|&t| t as u32).collect();
@@ -101,7 +109,10 @@ impl RingEngine {
             return Ok(0);
         };
         let n = rings.read(|_cpu, time, data| {
-            if let Some(item) = types.item(data, None) {
+            if let Some(mut item) = types.item(data, None) {
+                if let Item::Hit(hit) = &mut item {
+                    hit.from_ring = true;
+                }
                 merge.push(time, item);
             }
         })?;
@@ -126,10 +137,18 @@ impl RingEngine {
         new
     }
 
-    /// Enable the calibration events for this thread alone (before the targets' are set).
-    pub fn calibrate_on(&mut self, group: &str, events: &[&str]) -> Result<(), TracefsError> {
+    /// Enable the calibration events (before the targets' are set), filtered to this thread in the kernel when
+    /// the session's events will be (`in_kernel`), so that the cost measured is the cost the targets pay; the
+    /// calibration keeps only this thread's hits either way.
+    pub fn calibrate_on(
+        &mut self,
+        group: &str,
+        events: &[&str],
+        in_kernel: bool,
+    ) -> Result<(), TracefsError> {
         let tid = nix::unistd::gettid().as_raw() as u32;
-        self.instance.set_event_pids(&[tid])?;
+        let tids = if in_kernel { vec![tid] } else { Vec::new() };
+        self.instance.set_event_pids(&tids)?;
         for e in events {
             self.instance.enable_event(group, e, true)?;
         }

@@ -234,6 +234,14 @@ impl Plan {
         self.events.iter().any(PlannedEvent::ring)
     }
 
+    /// Whether the ring must be filtered by task in the kernel (`set_event_pid`): when one of its events fires
+    /// in other processes too (a tracepoint or syscall, or a uprobe on a file others map, forced). Otherwise
+    /// only the target maps the probed files, and rprof drops other tasks' hits itself (a process that maps
+    /// a file later): the kernel's filter costs the target about 50 ns an event.
+    pub fn ring_filter_in_kernel(&self) -> bool {
+        !self.forced_shared.is_empty() || self.events.iter().any(|e| e.ring() && !e.user)
+    }
+
     /// Whether any event is a uprobe PMU probe.
     pub fn uses_pmu(&self) -> bool {
         self.events.iter().any(|e| e.pmu().is_some())

@@ -137,7 +137,7 @@ fn private_binary_uses_the_ring() {
     assert_eq!(p.events[0].members.len(), 2);
     assert_eq!(p.defs[0].line(), "p:rprof_1/u0 /opt/app/bin:0x10 sp=%sp");
     assert_eq!(p.defs[1].line(), "r:rprof_1/ur0 /opt/app/bin:0x10 sp=%sp");
-    let cal = p.calibration.unwrap();
+    let cal = p.calibration.clone().unwrap();
     assert_eq!((cal.method, cal.timed), (Method::Ring, true));
     assert_eq!(cal.sites[0].events, vec!["cal_s", "calr_s"]);
     assert_eq!(p.defs.len(), 4 + 2);
@@ -146,6 +146,8 @@ fn private_binary_uses_the_ring() {
         "r:rprof_1/calr_s /usr/bin/rprof:0x1234 sp=%sp"
     );
     assert!(p.forced_shared.is_empty());
+    // Only the target maps the binary: rprof drops other tasks' hits itself, not the kernel.
+    assert!(!p.ring_filter_in_kernel());
 }
 
 /// Check that a file other processes map is read through perf events (the ring's uprobe would trap in them),
@@ -177,6 +179,7 @@ fn forced_ring_on_a_shared_file_is_noted() {
     assert_eq!(sources(&p), vec![&Source::Ring, &Source::Ring]);
     assert_eq!(p.forced_shared.len(), 1);
     assert_eq!(p.forced_shared[0].others, 3);
+    assert!(p.ring_filter_in_kernel());
 }
 
 /// Check that `--engine perf`, and a kernel without tracefs instances, read every event through perf, and
@@ -288,6 +291,8 @@ fn kernel_events() {
         ]
     );
     assert!(p.events.iter().all(|e| e.ring()));
+    // Every task hits these: the kernel filters the ring by task.
+    assert!(p.ring_filter_in_kernel());
     let o = ProbeOptions {
         count_only: true,
         ..opts()

@@ -264,7 +264,10 @@ fn run_sampled(
     let ring_costs = match ring.as_mut() {
         Some(r) => {
             r.open_rings()?;
-            Some(calibrate(s, &plan, |c, report| c.ring(r, report)))
+            let in_kernel = plan.ring_filter_in_kernel();
+            Some(calibrate(s, &plan, |c, report| {
+                c.ring(r, in_kernel, report)
+            }))
         }
         None => None,
     };
@@ -289,7 +292,10 @@ fn run_sampled(
         Some(c) => c,
         None => calibrate(s, &plan, |c, report| c.perf(parse.by_id, report)),
     };
-    let sink = new_sink(s, &plan.placements, &costs)?;
+    let mut sink = new_sink(s, &plan.placements, &costs)?;
+    if ring.is_some() && !plan.ring_filter_in_kernel() {
+        sink.only_processes(target_pids(s));
+    }
     // Enabled before a launched command execs: its execve is seen entering.
     events.enable()?;
     start(s)?;
@@ -351,7 +357,7 @@ fn enable_ring(
     plan: &Plan,
     ring: &mut RingEngine,
 ) -> Result<Vec<Refusal>, ProbeError> {
-    ring.set_tasks(&s.opts.target, &s.tasks)?;
+    ring.set_tasks(&s.opts.target, &s.tasks, plan.ring_filter_in_kernel())?;
     let mut refused = Vec::new();
     for p in plan.events.iter().filter(|p| p.ring()) {
         if let Err(e) = ring.enable(&p.group, &p.event) {
@@ -362,6 +368,15 @@ fn enable_ring(
         }
     }
     Ok(refused)
+}
+
+/// The processes of a task target (none system-wide): the ones the sink keeps ring hits of, with those they fork.
+fn target_pids(s: &Setup<'_>) -> Option<Vec<u32>> {
+    match &s.opts.target {
+        TaskTarget::SystemWide => None,
+        TaskTarget::Pid(p) => Some(vec![*p as u32]),
+        TaskTarget::Command(_) => Some(s.workload.iter().map(|w| w.pid() as u32).collect()),
+    }
 }
 
 /// The sink of a session, with the mappings of the processes that exist already (from /proc).
@@ -486,6 +501,12 @@ fn finish_sampled(s: &mut Setup<'_>, live: SampledLoop<'_>) -> Result<RunSummary
     }
     if sink.unresolved > 0 {
         (s.notice)(Notice::Unresolved(sink.unresolved));
+    }
+    if sink.foreign.hits > 0 {
+        (s.notice)(Notice::OtherProcesses {
+            hits: sink.foreign.hits,
+            processes: sink.foreign.processes(),
+        });
     }
     if let Some(trace) = sink.trace_out.take() {
         let (path, calls, overflowed) =
