@@ -10,7 +10,9 @@
 #   3. libc's free (`test; je` first) under a malloc/free loop started by the tool: rprof c:free against bpftrace;
 #   4. Go (fixtures/go_cost): main.work timed by rprof (uprobes after the stack check and on each `ret`), against
 #      rprof --count and bpftrace's count() (no uretprobe: it crashes Go programs);
-#   5. a `push %rbp`-first function (-O0): rprof against bpftrace.
+#   5. a `push %rbp`-first function (-O0): rprof against bpftrace, and against the kernel's floor for what rprof
+#      does: the same two probes (sp=%sp) in a bare tracefs instance on the mono clock, not filtered by task,
+#      read by a small python reader as rprof reads its rings (no rprof at all).
 # rprof's counts are checked against the calls the fixture made, and lost events are printed.
 # Usage: bench/placement_bench.sh [CALLS]   (as root; default 100000; REPEAT=3)
 source "$(dirname "$0")/lib.sh"
@@ -77,7 +79,63 @@ run() {
     return 0
 }
 
+# The file offset of symbol FUNC in BIN (what a uprobe takes): its address less its LOAD segment's vaddr, plus
+# the segment's offset.
+file_offset() {
+    local addr type off va _pa _fs msz
+    addr=$((16#$(nm "$1" | awk -v f="$2" '$3 == f { print $1; exit }')))
+    while read -r type off va _pa _fs msz _; do
+        [ "$type" = LOAD ] || continue
+        if ((addr >= va && addr < va + msz)); then
+            printf '0x%x\n' $((addr - va + off))
+            return
+        fi
+    done < <(readelf -lW "$1")
+}
+
+# floor BIN OFFSET CMD...: CMD with an entry and a return probe at BIN:OFFSET fetching sp, enabled in a tracefs
+# instance of its own (mono clock, 4 MB per CPU, no overwrite, woken at 25% full, every task), whose rings a
+# python reader drains while CMD runs: the kernel's cost of rprof's tracefs ring engine, without rprof.
+floor() {
+    local bin=$1 off=$2 t=/sys/kernel/tracing
+    shift 2
+    local inst=$t/instances/rprof_bench_floor
+    echo "p:rprof_bench_floor/e $bin:$off sp=%sp" >>$t/uprobe_events
+    echo "r:rprof_bench_floor/r $bin:$off sp=%sp" >>$t/uprobe_events
+    mkdir "$inst"
+    echo mono >"$inst/trace_clock"
+    echo 0 >"$inst/options/overwrite"
+    echo 4096 >"$inst/buffer_size_kb"
+    echo 25 >"$inst/buffer_percent"
+    echo 1 >"$inst/events/rprof_bench_floor/enable"
+    python3 - "$inst" <<'PY' &
+import glob, os, select, sys
+fds = [os.open(p, os.O_RDONLY | os.O_NONBLOCK) for p in glob.glob(sys.argv[1] + "/per_cpu/cpu*/trace_pipe_raw")]
+while True:
+    select.select(fds, [], [], 0.1)
+    for f in fds:
+        while True:
+            try:
+                if not os.read(f, 65536):
+                    break
+            except BlockingIOError:
+                break
+PY
+    local reader=$!
+    sleep 0.3 # the reader is polling
+    "$@" || true
+    kill "$reader" 2>/dev/null || true
+    wait "$reader" 2>/dev/null || true
+    echo 0 >"$inst/events/rprof_bench_floor/enable"
+    rmdir "$inst"
+    echo "-:rprof_bench_floor/e" >>$t/uprobe_events
+    echo "-:rprof_bench_floor/r" >>$t/uprobe_events
+}
+
 bt_timed() { echo "uprobe:$1 { @s[tid] = nsecs; } uretprobe:$1 /@s[tid]/ { @h = hist(nsecs - @s[tid]); delete(@s[tid]); }"; }
+
+PUSH_OFF=$(file_offset "$WORK/pc_push" target)
+[ -n "$PUSH_OFF" ] || die "no file offset for pc_push's target"
 
 echo "== placement: cost per call pair (entry + return), thread CPU ns as the fixture measures it, $CALLS calls, best of $REPEAT alternating runs"
 for c in mov cet push; do
@@ -110,6 +168,7 @@ for _ in $(seq "$REPEAT"); do
     run none5 target "$WORK/pc_push" call "$CALLS"
     run rp5 target "$RPROF" probe -x "$WORK/pc_push" target --csv -- "$WORK/pc_push" call "$CALLS"
     run bt5 target bpftrace -q -e "$(bt_timed "$WORK/pc_push:target")" -c "$WORK/pc_push call $CALLS"
+    run fl5 target floor "$WORK/pc_push" "$PUSH_OFF" "$WORK/pc_push" call "$CALLS"
 done
 
 b() { echo "${BEST[$1]:--}"; }
@@ -133,6 +192,9 @@ row "3. libc free, malloc/free loop, -- CMD (rprof: $(cost rp3))" "$(b none3)" "
 row "4. Go main.work timed by rprof; bpftrace count() (entry only)" "$(b none4)" "$(b bt4)" "$(b rp4)"
 row "4. Go main.work, rprof --count; bpftrace count()" "$(b none4)" "$(b bt4)" "$(b rp4c)"
 row "5. push-first, -O0 (rprof: $(cost rp5))" "$(b none5)" "$(b bt5)" "$(b rp5)" 1.0
+echo
+echo "floor of the tracefs ring engine on case 5 (the same probes in a bare tracefs instance, no rprof): $(b fl5) ns;" \
+    "rprof / floor $(ratio "$(b rp5)" "$(b fl5)"), floor / bpftrace $(ratio "$(b fl5)" "$(b bt5)")"
 echo
 if [ -s "$NOTES" ]; then
     echo "notes (counts that differ from the calls made, lost events, failed runs):"
