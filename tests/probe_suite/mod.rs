@@ -926,6 +926,61 @@ fn other_process_of_the_binary_is_not_counted() {
     }
 }
 
+/// Check the same under `-p`: the process runs 1,000 calls before rprof attaches (not counted), then, after a
+/// process of the same binary has come and gone, 1,000 calls more and 1,000 in each of 2 threads it starts then
+/// (counted: the ring keeps the hits of the threads it forks).
+#[test]
+fn other_process_is_not_counted_under_pid() {
+    if !privileged("other_process_is_not_counted_under_pid") {
+        return;
+    }
+    let f = fixtures();
+    let dir = tempfile::tempdir().unwrap();
+    let bin = private_copy(f, dir.path());
+    let gate = dir.path().join("gate");
+    let ready = dir.path().join("gate.ready");
+    let mut target = Command::new(&bin)
+        .args(["gate", "1000", path(&gate), "2"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while !ready.exists() {
+        assert!(started.elapsed() < Duration::from_secs(60), "the target never reached its gate");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let pid = target.id().to_string();
+    let mut probe = rprof_cmd()
+        .args(["probe", "-x", path(&bin), "func_a", "--csv", "-p", &pid])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The header line says the probes are in.
+    let mut stderr = BufReader::new(probe.stderr.take().unwrap());
+    let mut header = String::new();
+    while !header.contains("probing ") {
+        header.clear();
+        assert!(stderr.read_line(&mut header).unwrap() > 0, "rprof ended before probing");
+    }
+    let other = Command::new(&bin).args(["counts", "2000", "0"]).output().unwrap();
+    assert!(other.status.success());
+    std::fs::write(&gate, "").unwrap();
+    assert!(target.wait().unwrap().success());
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+    let out = probe.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "rprof failed: {header}{rest}");
+    assert_eq!(row(&csv_rows(&stdout), "func_a").1, 3000, "{stdout}\n{header}{rest}");
+    if header.contains("engine: tracefs ring") {
+        assert!(
+            rest.contains("note: 4000 events in 1 other process"),
+            "the other process's hits are not said: {rest}"
+        );
+    }
+}
+
 /// Check that `--count` counts exactly (with counters unless the suite forces an engine).
 #[test]
 fn count_only_is_exact() {
