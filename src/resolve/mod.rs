@@ -21,6 +21,8 @@ pub use frame::{folded_name, is_jit_like, FrameInfo, UnnamedCode, UnnamedFrame};
 
 /// The maps hashed once or more per sample: SipHash (std's default) costs more there than everything else.
 pub(crate) type FastMap<K, V> = HashMap<K, V, ahash::RandomState>;
+/// The sets hashed once or more per event.
+pub(crate) type FastSet<T> = std::collections::HashSet<T, ahash::RandomState>;
 
 /// Frames are interned: stacks are vectors of indices into [`Profile::frames`].
 pub type FrameId = u32;

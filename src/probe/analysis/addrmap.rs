@@ -8,7 +8,7 @@
 use crate::probe::plan::Placement;
 use crate::probe::target::{PerTarget, TargetId, TargetKind, Targets};
 use crate::process::{AddressSpace, Mapping};
-use std::collections::HashMap;
+use crate::resolve::FastMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 
@@ -25,7 +25,7 @@ pub struct BinaryId {
 #[derive(Debug, Default)]
 pub struct AddrMap {
     binaries: Vec<BinaryId>,
-    offsets: HashMap<(u32, u64), TargetId>,
+    offsets: FastMap<(u32, u64), TargetId>,
 }
 
 impl AddrMap {

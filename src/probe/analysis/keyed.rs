@@ -10,7 +10,8 @@ use super::calls::Call;
 use super::stats::{KeyedCounts, Stats};
 use crate::probe::target::TargetId;
 use crate::probe::value::Value;
-use std::collections::{BTreeMap, HashMap};
+use crate::resolve::FastMap;
+use std::collections::BTreeMap;
 
 /// A pair's key: its target and the key values, in `--key` order.
 type Key = (TargetId, Box<[Value]>);
@@ -21,7 +22,7 @@ pub struct KeyedPairer {
     max_open: usize,
     max_age_ns: u64,
     /// key -> (its place in `by_age`, the call its START opened).
-    open: HashMap<Key, ((u64, u64), Call)>,
+    open: FastMap<Key, ((u64, u64), Call)>,
     /// (START time, sequence) -> key, oldest first.
     by_age: BTreeMap<(u64, u64), Key>,
     seq: u64,
@@ -33,7 +34,7 @@ impl KeyedPairer {
         KeyedPairer {
             max_open: max_open.max(1),
             max_age_ns,
-            open: HashMap::new(),
+            open: FastMap::default(),
             by_age: BTreeMap::new(),
             seq: 0,
         }

@@ -10,7 +10,7 @@
 use super::calls::Call;
 use super::stats::Stats;
 use crate::probe::target::{PerTarget, TargetId};
-use std::collections::HashMap;
+use crate::resolve::FastMap;
 
 /// Open calls kept per thread at most; beyond this the oldest are dropped as unpaired.
 pub const MAX_DEPTH: usize = 4096;
@@ -47,7 +47,7 @@ pub enum StackKey {
 /// The shadow stacks, one per thread (or goroutine).
 #[derive(Debug, Default)]
 pub struct Pairer {
-    threads: HashMap<StackKey, Vec<OpenCall>>,
+    threads: FastMap<StackKey, Vec<OpenCall>>,
     /// `--net`: each target's probe bias and cost.
     net: Option<PerTarget<NetCost>>,
 }
@@ -56,7 +56,7 @@ impl Pairer {
     /// No open calls; durations net of the probes' costs when `net` gives them.
     pub fn new(net: Option<PerTarget<NetCost>>) -> Pairer {
         Pairer {
-            threads: HashMap::new(),
+            threads: FastMap::default(),
             net,
         }
     }

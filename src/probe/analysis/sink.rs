@@ -13,7 +13,7 @@ use crate::probe::plan::Role;
 use crate::probe::target::{PerTarget, TargetId, Targets};
 use crate::probe::value::Value;
 use crate::process::{AddressSpaces, TaskEvent};
-use std::collections::{HashMap, HashSet};
+use crate::resolve::{FastMap, FastSet};
 
 /// The state that released events update.
 pub struct Sink<'a> {
@@ -27,9 +27,9 @@ pub struct Sink<'a> {
     /// Every process's mappings.
     pub spaces: AddressSpaces,
     /// Processes whose mappings were read from /proc on their first hit.
-    synthesized: HashSet<u32>,
+    synthesized: FastSet<u32>,
     /// The process of each thread seen (from FORK records, or /proc on a thread's first hit).
-    threads: HashMap<u32, u32>,
+    threads: FastMap<u32, u32>,
     /// Returns are probed: entries and returns are paired into calls.
     pub timed: bool,
     /// User hits whose address matched no probed function (a process whose mappings were missed).
@@ -40,10 +40,10 @@ pub struct Sink<'a> {
     pub trace_out: Option<TraceOut>,
     /// Values read just before their target's next entry on a thread (a syscall's strings, at its `syscall`
     /// instruction): (thread, target) -> values.
-    pending: HashMap<(u32, TargetId), Vec<Option<Value>>>,
+    pending: FastMap<(u32, TargetId), Vec<Option<Value>>>,
     /// Ring hits are kept only from these processes and those they fork (when the ring is not filtered by task
     /// in the kernel); None keeps every hit.
-    only: Option<HashSet<u32>>,
+    only: Option<FastSet<u32>>,
     /// The hits dropped by that filter.
     pub foreign: Foreign,
     /// The launched command's thread until its first event: it waited for its start in a `read` of rprof's
@@ -70,13 +70,13 @@ impl<'a> Sink<'a> {
             stacks: StackCounter::new(),
             addrs,
             spaces: AddressSpaces::new(),
-            synthesized: HashSet::new(),
-            threads: HashMap::new(),
+            synthesized: FastSet::default(),
+            threads: FastMap::default(),
             timed,
             unresolved: 0,
             calls,
             trace_out: None,
-            pending: HashMap::new(),
+            pending: FastMap::default(),
             only: None,
             foreign: Foreign::default(),
             launcher: None,
@@ -335,8 +335,8 @@ impl<'a> Sink<'a> {
 pub struct Foreign {
     pub hits: u64,
     /// The threads seen, so that each is looked up once.
-    tids: HashSet<u32>,
-    pids: HashSet<u32>,
+    tids: FastSet<u32>,
+    pids: FastSet<u32>,
 }
 
 impl Foreign {

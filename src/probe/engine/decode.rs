@@ -13,9 +13,9 @@ use crate::probe::target::{TargetId, TargetKind, Targets};
 use crate::probe::value::{field_locs, FieldLoc, Value};
 use crate::probe::ProbeError;
 use crate::process::TaskEvent;
+use crate::resolve::FastMap;
 use crate::tracefs::{parse_field_offset, Tracefs};
 use linux_perf_event_reader::{EventRecord, RecordParseInfo, SampleRecord};
-use std::collections::HashMap;
 
 /// What probe knows about one tracefs event, found by its type id (`common_type`, the first field of its data).
 #[derive(Clone, Copy, Debug)]
@@ -50,12 +50,12 @@ impl EventInfo {
 /// The probe's events by type id, and where every event's data holds the thread id (`common_pid`).
 #[derive(Debug, Default)]
 pub struct EventTypes {
-    by_type: HashMap<u16, EventInfo>,
+    by_type: FastMap<u16, EventInfo>,
     pid_field: usize,
     /// The fetched values of events that have some: (index in the target's fetches, where in the data).
-    fields: HashMap<u16, Box<[(usize, FieldLoc)]>>,
+    fields: FastMap<u16, Box<[(usize, FieldLoc)]>>,
     /// The targets of `raw_syscalls` events, by syscall number.
-    numbers: HashMap<u64, TargetId>,
+    numbers: FastMap<u64, TargetId>,
 }
 
 /// Values fetched by one event: (index in its target's fetches, value).
