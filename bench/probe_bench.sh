@@ -75,7 +75,7 @@ rp_cpu=$(with_cpu "$RPROF" probe -x "$BIN" func_a --csv -- "$BIN" loop "$CALLS" 
 rp_count=$(grep -o '^func_a,[0-9]*' "$WORK/with_cpu.out" | cut -d, -f2)
 rp_lost=$(sed -n 's/.* \([0-9]*\) events were lost.*/\1/p' "$WORK/with_cpu.err")
 rp_engine=$(grep -o 'engine[s]*: [^,]*' "$WORK/with_cpu.err" | head -1)
-rp_cost=$(grep -o 'probe cost about [^ ]*' "$WORK/with_cpu.err" | head -1)
+rp_cost="$(grep -o 'probe cost about [^ ]*' "$WORK/with_cpu.err" | head -1) (that run paid $(field ns_per_call <"$WORK/with_cpu.out") ns a call)"
 echo "no probes:             $none"
 echo "perf stat trap floor:  $floor"
 echo "bpftrace:              $bt_ns"
