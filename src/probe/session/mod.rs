@@ -26,7 +26,9 @@ use std::os::fd::BorrowedFd;
 use std::time::Instant;
 
 mod counted;
+mod ring;
 use counted::run_counters;
+use ring::{enable_ring, open_ring, target_pids};
 
 /// What every engine needs to run: the targets, the tasks, the launched command, where notices go.
 struct Setup<'a> {
@@ -332,51 +334,6 @@ fn run_sampled(
     let summary = finish_sampled(s, live)?;
     drop(events);
     Ok(summary)
-}
-
-/// The tracefs instance ring, when the plan reads events from it. When it cannot be made, the plan is made
-/// again without it (perf events read everything; the probe definitions are the same).
-fn open_ring(s: &mut Setup<'_>, plan: &mut Plan) -> Option<RingEngine> {
-    if !plan.uses_ring() {
-        return None;
-    }
-    match RingEngine::create(s.tracefs, &s.group, s.opts) {
-        Ok(r) => Some(r),
-        Err(e) => {
-            (s.notice)(Notice::RingUnavailable(e.to_string()));
-            s.caps.ring = false;
-            *plan = plan::plan(&s.group, s.targets, s.opts, &s.caps);
-            None
-        }
-    }
-}
-
-/// Set the ring's tasks, enable its events (those the kernel refuses are returned) and open its rings.
-fn enable_ring(
-    s: &Setup<'_>,
-    plan: &Plan,
-    ring: &mut RingEngine,
-) -> Result<Vec<Refusal>, ProbeError> {
-    ring.set_tasks(&s.opts.target, &s.tasks, plan.ring_filter_in_kernel())?;
-    let mut refused = Vec::new();
-    for p in plan.events.iter().filter(|p| p.ring()) {
-        if let Err(e) = ring.enable(&p.group, &p.event) {
-            refused.push(Refusal {
-                targets: p.members.clone(),
-                reason: e.to_string(),
-            });
-        }
-    }
-    Ok(refused)
-}
-
-/// The processes of a task target (none system-wide): the ones the sink keeps ring hits of, with those they fork.
-fn target_pids(s: &Setup<'_>) -> Option<Vec<u32>> {
-    match &s.opts.target {
-        TaskTarget::SystemWide => None,
-        TaskTarget::Pid(p) => Some(vec![*p as u32]),
-        TaskTarget::Command(_) => Some(s.workload.iter().map(|w| w.pid() as u32).collect()),
-    }
 }
 
 /// The sink of a session, with the mappings of the processes that exist already (from /proc).
