@@ -884,38 +884,45 @@ fn engine_is_named_and_probe_cost_shown() {
     }
 }
 
-/// Check that a process started during the session from the same binary is not counted: perf events follow the
-/// target's tasks only, and the tracefs ring, not filtered by task in the kernel when only the target maps the
-/// file, drops the other process's hits and says how many it dropped (the other process's 2,000 calls: an entry
-/// and a return each).
-#[test]
-fn other_process_of_the_binary_is_not_counted() {
-    if !privileged("other_process_of_the_binary_is_not_counted") {
-        return;
+/// A private copy of the C fixture for its `gate` mode: calls, a ready file, a wait for the gate file, calls.
+struct Gate {
+    dir: tempfile::TempDir,
+    bin: PathBuf,
+}
+
+impl Gate {
+    fn new() -> Gate {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = private_copy(fixtures(), dir.path());
+        Gate { dir, bin }
     }
-    let f = fixtures();
-    let dir = tempfile::tempdir().unwrap();
-    let bin = private_copy(f, dir.path());
-    let gate = dir.path().join("gate");
-    let ready = dir.path().join("gate.ready");
-    let mut c = rprof_cmd();
-    c.args(["probe", "-x", path(&bin), "func_a", "--csv", "--", path(&bin), "gate", "1500", path(&gate)]);
-    let child = c.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    let pid = child.id();
-    let started = Instant::now();
-    while !ready.exists() {
-        assert!(started.elapsed() < Duration::from_secs(60), "the target never reached its gate");
-        std::thread::sleep(Duration::from_millis(5));
+
+    fn gate(&self) -> PathBuf {
+        self.dir.path().join("gate")
     }
-    let other = Command::new(&bin).args(["counts", "2000", "0"]).output().unwrap();
-    assert!(other.status.success());
-    std::fs::write(&gate, "").unwrap();
-    let out = child.wait_with_output().unwrap();
-    let (stdout, stderr) =
-        (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "rprof failed: {stderr}");
-    assert_eq!(leftover(pid), Vec::<String>::new(), "rprof left probes or its instance behind");
-    assert_eq!(row(&csv_rows(&stdout), "func_a").1, 3000, "{stdout}\n{stderr}");
+
+    /// Wait until the fixture has made its first calls and waits at its gate.
+    fn wait_ready(&self) {
+        let ready = self.dir.path().join("gate.ready");
+        let started = Instant::now();
+        while !ready.exists() {
+            assert!(started.elapsed() < Duration::from_secs(60), "the target never reached its gate");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Run another process of the binary (2,000 calls of func_a, to completion), then open the gate.
+    fn other_process_then_open(&self) {
+        let other = Command::new(&self.bin).args(["counts", "2000", "0"]).output().unwrap();
+        assert!(other.status.success());
+        std::fs::write(self.gate(), "").unwrap();
+    }
+}
+
+/// rprof's CSV `stdout` counted 3,000 calls of func_a, and its `stderr`, with the tracefs ring, says it dropped the
+/// other process's 4,000 events (an entry and a return each), without it says nothing of other processes.
+fn counted_without_the_other(stdout: &str, stderr: &str) {
+    assert_eq!(row(&csv_rows(stdout), "func_a").1, 3000, "{stdout}\n{stderr}");
     if stderr.contains("engine: tracefs ring") {
         assert!(
             stderr.contains("note: 4000 events in 1 other process"),
@@ -926,6 +933,33 @@ fn other_process_of_the_binary_is_not_counted() {
     }
 }
 
+/// Check that a process started during the session from the same binary is not counted: perf events follow the
+/// target's tasks only, and the tracefs ring, not filtered by task in the kernel when only the target maps the
+/// file, drops the other process's hits and says how many it dropped.
+#[test]
+fn other_process_of_the_binary_is_not_counted() {
+    if !privileged("other_process_of_the_binary_is_not_counted") {
+        return;
+    }
+    let g = Gate::new();
+    let (bin, gate) = (path(&g.bin), g.gate());
+    let child = rprof_cmd()
+        .args(["probe", "-x", bin, "func_a", "--csv", "--", bin, "gate", "1500", path(&gate)])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    g.wait_ready();
+    g.other_process_then_open();
+    let out = child.wait_with_output().unwrap();
+    let (stdout, stderr) =
+        (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "rprof failed: {stderr}");
+    assert_eq!(leftover(pid), Vec::<String>::new(), "rprof left probes or its instance behind");
+    counted_without_the_other(&stdout, &stderr);
+}
+
 /// Check the same under `-p`: the process runs 1,000 calls before rprof attaches (not counted), then, after a
 /// process of the same binary has come and gone, 1,000 calls more and 1,000 in each of 2 threads it starts then
 /// (counted: the ring keeps the hits of the threads it forks).
@@ -934,51 +968,33 @@ fn other_process_is_not_counted_under_pid() {
     if !privileged("other_process_is_not_counted_under_pid") {
         return;
     }
-    let f = fixtures();
-    let dir = tempfile::tempdir().unwrap();
-    let bin = private_copy(f, dir.path());
-    let gate = dir.path().join("gate");
-    let ready = dir.path().join("gate.ready");
-    let mut target = Command::new(&bin)
+    let g = Gate::new();
+    let (bin, gate) = (path(&g.bin), g.gate());
+    let mut target = Command::new(bin)
         .args(["gate", "1000", path(&gate), "2"])
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
-    let started = Instant::now();
-    while !ready.exists() {
-        assert!(started.elapsed() < Duration::from_secs(60), "the target never reached its gate");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    g.wait_ready();
     let pid = target.id().to_string();
     let mut probe = rprof_cmd()
-        .args(["probe", "-x", path(&bin), "func_a", "--csv", "-p", &pid])
+        .args(["probe", "-x", bin, "func_a", "--csv", "-p", &pid])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     // The header line says the probes are in.
     let mut stderr = BufReader::new(probe.stderr.take().unwrap());
-    let mut header = String::new();
-    while !header.contains("probing ") {
-        header.clear();
-        assert!(stderr.read_line(&mut header).unwrap() > 0, "rprof ended before probing");
+    let mut text = String::new();
+    while !text.contains("probing ") {
+        assert!(stderr.read_line(&mut text).unwrap() > 0, "rprof ended before probing: {text}");
     }
-    let other = Command::new(&bin).args(["counts", "2000", "0"]).output().unwrap();
-    assert!(other.status.success());
-    std::fs::write(&gate, "").unwrap();
+    g.other_process_then_open();
     assert!(target.wait().unwrap().success());
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+    std::io::Read::read_to_string(&mut stderr, &mut text).unwrap();
     let out = probe.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "rprof failed: {header}{rest}");
-    assert_eq!(row(&csv_rows(&stdout), "func_a").1, 3000, "{stdout}\n{header}{rest}");
-    if header.contains("engine: tracefs ring") {
-        assert!(
-            rest.contains("note: 4000 events in 1 other process"),
-            "the other process's hits are not said: {rest}"
-        );
-    }
+    assert!(out.status.success(), "rprof failed: {text}");
+    counted_without_the_other(&String::from_utf8_lossy(&out.stdout), &text);
 }
 
 /// Check that `--count` counts exactly (with counters unless the suite forces an engine).
