@@ -376,14 +376,15 @@ fn new_sink<'a>(
         keyed,
         calls,
     );
+    // The process's threads at start (a thread that ends before its hits are read is still the target's).
+    if let TaskTarget::Pid(p) = &opts.target {
+        for &t in &s.tasks {
+            sink.add_thread(t as u32, *p as u32);
+        }
+    }
     if sink.needs_mappings() || opts.stacks {
         match &opts.target {
-            TaskTarget::Pid(p) => {
-                sink.spaces.synthesize(*p as u32);
-                for &t in &s.tasks {
-                    sink.add_thread(t as u32, *p as u32);
-                }
-            }
+            TaskTarget::Pid(p) => sink.spaces.synthesize(*p as u32),
             TaskTarget::SystemWide => {
                 for pid in crate::process::all_pids() {
                     sink.spaces.synthesize(pid as u32);
