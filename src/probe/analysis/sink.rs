@@ -296,9 +296,10 @@ impl<'a> Sink<'a> {
             return false;
         }
         let pid = self.pid_of(tid);
-        let known = self.only.as_ref();
-        if pid.is_some_and(|p| known.is_some_and(|k| k.contains(&p))) {
-            return true;
+        if let (Some(p), Some(only)) = (pid, &self.only) {
+            if only.contains(&p) {
+                return true;
+            }
         }
         self.foreign.tids.insert(tid);
         self.foreign.pids.extend(pid);

@@ -59,15 +59,12 @@ impl RingEngine {
         tasks: &[i32],
         in_kernel: bool,
     ) -> Result<(), TracefsError> {
-        match target {
-            _ if !in_kernel => self.instance.set_event_pids(&[]),
-            TaskTarget::SystemWide => self.instance.set_event_pids(&[]),
-            _ => {
-                let tids: Vec<u32> = tasks.iter().map(|&t| t as u32).collect();
-                self.instance.set_event_fork(true)?;
-                self.instance.set_event_pids(&tids)
-            }
+        if !in_kernel || *target == TaskTarget::SystemWide {
+            return self.instance.set_event_pids(&[]);
         }
+        let tids: Vec<u32> = tasks.iter().map(|&t| t as u32).collect();
+        self.instance.set_event_fork(true)?;
+        self.instance.set_event_pids(&tids)
     }
 
     /// Enable one probe event in the instance.

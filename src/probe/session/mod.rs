@@ -262,11 +262,12 @@ fn run_sampled(
         });
     }
     let (types, ids) = event_types(s.tracefs, &plan.events, s.targets)?;
+    // Who filters the ring by task: the kernel, or (only the target maps the probed files) the sink.
+    let in_kernel = plan.ring_filter_in_kernel();
     // The ring's cost is measured before its tasks are set (the calibration runs on this thread).
     let ring_costs = match ring.as_mut() {
         Some(r) => {
             r.open_rings()?;
-            let in_kernel = plan.ring_filter_in_kernel();
             Some(calibrate(s, &plan, |c, report| {
                 c.ring(r, in_kernel, report)
             }))
@@ -279,7 +280,7 @@ fn run_sampled(
         mut refused,
     } = open_events(s.opts, s.tracefs, &plan.events, &ids, &s.tasks, s.pmu)?;
     if let Some(r) = ring.as_mut() {
-        refused.extend(enable_ring(s, &plan, r)?);
+        refused.extend(enable_ring(s, &plan, r, in_kernel)?);
     }
     report_refused(s, &refused);
     let refused: HashSet<TargetId> = refused
@@ -295,7 +296,7 @@ fn run_sampled(
         None => calibrate(s, &plan, |c, report| c.perf(parse.by_id, report)),
     };
     let mut sink = new_sink(s, &plan.placements, &costs)?;
-    if ring.is_some() && !plan.ring_filter_in_kernel() {
+    if ring.is_some() && !in_kernel {
         sink.only_processes(target_pids(s));
     }
     // Enabled before a launched command execs: its execve is seen entering.

@@ -23,13 +23,15 @@ pub(super) fn open_ring(s: &mut Setup<'_>, plan: &mut Plan) -> Option<RingEngine
     }
 }
 
-/// Set the ring's tasks, enable its events (those the kernel refuses are returned) and open its rings.
+/// Set the ring's tasks (filtered in the kernel when `in_kernel`), enable its events (those the kernel refuses
+/// are returned).
 pub(super) fn enable_ring(
     s: &Setup<'_>,
     plan: &Plan,
     ring: &mut RingEngine,
+    in_kernel: bool,
 ) -> Result<Vec<Refusal>, ProbeError> {
-    ring.set_tasks(&s.opts.target, &s.tasks, plan.ring_filter_in_kernel())?;
+    ring.set_tasks(&s.opts.target, &s.tasks, in_kernel)?;
     let mut refused = Vec::new();
     for p in plan.events.iter().filter(|p| p.ring()) {
         if let Err(e) = ring.enable(&p.group, &p.event) {
