@@ -4,6 +4,7 @@ use clap::{Parser, Subcommand};
 mod advice;
 pub mod annotate;
 mod debuginfod;
+mod man;
 mod output;
 mod parse;
 pub mod probe;
@@ -33,6 +34,12 @@ pub enum Command {
     Annotate(annotate::AnnotateArgs),
     /// Count and time functions exactly with uprobes/uretprobes, kprobes and tracepoints.
     Probe(probe::ProbeArgs),
+    /// Write the man pages (rprof.1, rprof-record.1, ...) into DIR, as docs/man/ keeps them.
+    #[command(name = "generate-man", hide = true)]
+    GenerateMan {
+        /// The directory to write them in (created if missing).
+        dir: std::path::PathBuf,
+    },
 }
 
 pub use output::is_stdout_closed;
@@ -53,6 +60,7 @@ pub fn run() -> anyhow::Result<u8> {
         Command::Script(a) => script::run(a),
         Command::Annotate(a) => annotate::run(a),
         Command::Probe(a) => probe::run(a),
+        Command::GenerateMan { dir } => man::run(&dir),
     }
 }
 
