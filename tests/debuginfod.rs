@@ -153,8 +153,9 @@ fn share_with(folded: &str, name: impl Fn(&str) -> bool) -> f64 {
 }
 
 /// Check the whole client against the real server: without DEBUGINFOD_URLS the stripped fixture is unnamed
-/// and the verdict says to set it; with it, report names the static functions and the inlined function (the
-/// debug file is fetched once into rprof's cache); annotate shows the source only the server has
+/// and the verdict says to set it; with it, report names the static functions and the inlined function, its
+/// folded stacks exactly those of the same debug file given with `--debug-dir` (the debug file is fetched once
+/// into rprof's cache); annotate shows the source only the server has
 /// (`--debuginfod=URL`); the cache answers after the server is gone; a binary gone from disk is fetched as
 /// an executable; probe finds the static function and its parameter's name.
 #[test]
@@ -180,9 +181,43 @@ fn debuginfod_names_stripped_code() {
         hot >= 0.8,
         "the static functions are named: {hot}\n{folded}"
     );
+    // What debuginfod is for: the fetched debug file names every frame exactly as the same file given locally
+    // does (the stacks and their counts equal, line for line), the inlined function included. Where samples
+    // land between the loop and the function inlined into it depends on the CPU and the compiler, so no share
+    // of it is asserted: only that it is named. (/usr/lib/debug, the default, stays for libc's frames.)
+    let local = fx.path("debug");
+    let id = &fx.build_id;
+    let link = local.join(format!(".build-id/{}/{}.debug", &id[..2], &id[2..]));
+    std::fs::create_dir_all(link.parent().unwrap()).unwrap();
+    std::fs::copy(fx.path("srv/unnamed.debug"), &link).unwrap();
+    let dir = local.to_str().unwrap();
+    let (by_file, _) = rprof_env(
+        None,
+        &fx.path("cache-unused"),
+        &[
+            "report",
+            "-i",
+            &data,
+            "--folded",
+            "--debug-dir",
+            "/usr/lib/debug",
+            "--debug-dir",
+            dir,
+        ],
+    );
+    let sorted = |text: &str| {
+        let mut lines: Vec<&str> = text.lines().collect();
+        lines.sort_unstable();
+        lines.join("\n")
+    };
+    assert_eq!(
+        sorted(&folded),
+        sorted(&by_file),
+        "debuginfod's stacks are those of the local debug file"
+    );
     assert!(
-        share_with(&folded, |n| n == "unnamed_mix") >= 0.5,
-        "and the inlined one"
+        share_with(&folded, |n| n == "unnamed_mix") > 0.0,
+        "and the inlined one is named\n{folded}"
     );
     assert!(stderr.contains("debuginfod: fetched 1 file,"), "{stderr}");
     let cached = cache.join("rprof").join(&fx.build_id).join("debuginfo");
