@@ -3,7 +3,7 @@
 //! SIGKILLed file is read the same way, and `-- CMD` dies with rprof unless `--keep-workload`.
 mod common;
 
-use common::{build_c, privileged, read_line, rprof, wait_for_cpu, KillOnDrop, FP};
+use common::{build_c, contains_run, privileged, read_line, rprof, wait_for_cpu, KillOnDrop, FP};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use std::path::Path;
@@ -164,6 +164,189 @@ fn sigkilled_perf_record_file_is_read() {
     assert!(
         folded.contains("main;spin_outer;spin_leaf"),
         "the fixture's stacks: {folded}"
+    );
+}
+
+/// Check that `rprof record --call-graph dwarf -p PID` and `rprof record -g -a`, SIGKILLed after 2 s of the
+/// target's CPU time, leave files that `rprof report` reads with the one warning and at least half the target's
+/// samples (999 a second of its CPU time; records reach the file 4 times a second, DWARF mode's a round of
+/// 100 ms later), whose events `rprof script` names, and that `perf report` reads.
+#[test]
+fn sigkilled_dwarf_and_system_wide_records_keep_their_samples() {
+    let test = "sigkilled_dwarf_and_system_wide_records_keep_their_samples";
+    if !privileged(test) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let spin = spinner(dir.path());
+    let pid = spin.0.id();
+    let pid_arg = pid.to_string();
+    for (name, args) in [
+        ("dwarf", &["--call-graph", "dwarf", "-p", &pid_arg][..]),
+        ("system", &["-g", "-a"][..]),
+    ] {
+        let data = dir.path().join(format!("{name}.data"));
+        let mut rec = rprof()
+            .args(["record", "-F", "999", "-o"])
+            .arg(&data)
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stderr = rec.stderr.take().unwrap();
+        let line = read_line(&mut stderr);
+        assert!(
+            line.contains("sampling"),
+            "{name}: rprof record said: {line}"
+        );
+        std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+        let cpu0 = common::cpu_time(pid).unwrap();
+        wait_for_cpu(pid, WORK);
+        rec.kill().unwrap();
+        let cpu = common::cpu_time(pid).unwrap() - cpu0;
+        rec.wait().unwrap();
+        let (_, lines) = report(&data);
+        let folded = rprof()
+            .args(["report", "--folded", "-i"])
+            .arg(&data)
+            .output()
+            .unwrap();
+        let folded = String::from_utf8_lossy(&folded.stdout);
+        let samples: u64 = common::parse_folded(&folded)
+            .iter()
+            .filter(|(frames, _)| contains_run(frames, &["main", "spin_outer", "spin_leaf"]))
+            .map(|(_, n)| n)
+            .sum();
+        let expected = cpu.as_secs_f64() * 999.0;
+        eprintln!("{name}: SIGKILL after {cpu:?} of the target's CPU: {samples} of its samples");
+        assert!(
+            samples as f64 >= expected / 2.0,
+            "{name}: {samples} samples of the fixture's stack after SIGKILL, for {cpu:?} of its CPU"
+        );
+        assert!(
+            lines.iter().any(|l| l.contains("was not finished")),
+            "{name}: {lines:?}"
+        );
+        let script = rprof().args(["script", "-i"]).arg(&data).output().unwrap();
+        let script = String::from_utf8_lossy(&script.stdout);
+        assert!(
+            script.contains(" cpu-clock: ") && !script.contains("[unknown]:"),
+            "{name}: rprof script names the event: {}",
+            script.lines().next().unwrap_or("")
+        );
+        if common::perf_tool(test) {
+            let out = Command::new("perf")
+                .args(["report", "--stdio", "-i"])
+                .arg(&data)
+                .output()
+                .unwrap();
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success() && text.contains("of event 'cpu-clock"),
+                "{name}: perf report on the killed file: {}{text}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+}
+
+/// Check issue 30's bar: an `--off-cpu` recording SIGKILLed after two rounds of offcpu_sleep.c (300 ms of its
+/// CPU, then 700 ms asleep in sleep_phase, each round) reads as off-CPU, though the names of its events
+/// (EVENT_DESC) are written only at the end: `rprof report` has off-CPU columns and `--off-cpu-only` the two
+/// sleeps that ended (at least 1.4 s, at most the recording's wall time) under sleep_phase, `rprof script`
+/// names both events, and `perf report` reads the off-CPU samples as their own event, named.
+#[test]
+fn sigkilled_off_cpu_record_reads_as_off_cpu() {
+    let test = "sigkilled_off_cpu_record_reads_as_off_cpu";
+    if !privileged(test) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = build_c(
+        dir.path(),
+        "offcpu_sleep.c",
+        &["-O1", "-g", "-fno-omit-frame-pointer"],
+    );
+    let data = dir.path().join("k.data");
+    let started = Instant::now();
+    let mut rec = rprof()
+        .args(["record", "--off-cpu", "-g", "-F", "999", "-o"])
+        .arg(&data)
+        .args(["--", bin.to_str().unwrap(), "1000"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = rec.stderr.take().unwrap();
+    let line = read_line(&mut stderr);
+    assert!(line.contains("sampling"), "rprof record said: {line}");
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    let workload = common::only_child(rec.id());
+    // Two rounds done and the third begun (0.6 s of CPU and more), then time for the records to reach the file.
+    wait_for_cpu(workload, Duration::from_millis(700));
+    std::thread::sleep(Duration::from_millis(600));
+    rec.kill().unwrap();
+    let wall = started.elapsed();
+    rec.wait().unwrap();
+    assert!(
+        gone(workload, Duration::from_secs(5)),
+        "the fixture outlived rprof"
+    );
+
+    let (_, lines) = report(&data);
+    assert!(
+        lines.iter().any(|l| l.contains("was not finished")),
+        "{lines:?}"
+    );
+    let table = common::rprof_ok(&["report", "-i", data.to_str().unwrap()]);
+    let header = table.lines().find(|l| l.contains("Symbol")).unwrap();
+    assert!(header.contains("Wait"), "off-CPU columns: {table}");
+    let off = common::rprof_ok(&[
+        "report",
+        "-i",
+        data.to_str().unwrap(),
+        "--off-cpu-only",
+        "--folded",
+    ]);
+    let sleep_us: u64 = common::parse_folded(&off)
+        .iter()
+        .filter(|(frames, _)| contains_run(frames, &["worker", "sleep_phase"]))
+        .map(|(_, us)| us)
+        .sum();
+    eprintln!("off CPU under sleep_phase: {sleep_us} us, in {wall:?} of recording");
+    assert!(
+        sleep_us >= 1_400_000 && sleep_us as u128 <= wall.as_micros(),
+        "{sleep_us} us off CPU under sleep_phase after two 700 ms sleeps, in {wall:?}:\n{off}"
+    );
+    let script = common::rprof_ok(&["script", "-i", data.to_str().unwrap()]);
+    assert!(
+        script.contains("offcpu-time: ")
+            && script.contains("cpu-clock: ")
+            && !script.contains("[unknown]:"),
+        "rprof script names the events:\n{}",
+        script.lines().take(5).collect::<Vec<_>>().join("\n")
+    );
+    if !common::perf_tool(test) {
+        return;
+    }
+    let out = Command::new("perf")
+        .args(["report", "--stdio", "--sort", "sym", "-i"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let events: Vec<&str> = text.lines().filter(|l| l.contains(" of event ")).collect();
+    assert!(
+        events.iter().any(|l| l.contains("of event 'offcpu-time'"))
+            && events.iter().any(|l| l.contains("of event 'cpu-clock"))
+            && !events.iter().any(|l| l.contains("context-switches")),
+        "perf report's events: {events:?}"
     );
 }
 

@@ -85,3 +85,92 @@ fn previous_recording_is_kept_as_old() {
         "the older .old is replaced"
     );
 }
+
+/// The sampling frequency stored in the first attr of recording `data` (None for a fixed period).
+fn attr_sample_freq(data: &std::path::Path) -> Option<u64> {
+    let bytes = std::fs::read(data).unwrap();
+    let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
+    // perf_file_header: magic, size, attr_size, then the attrs section's offset; perf_event_attr: sample_freq
+    // at byte 16, the flags at 40 (bit 10: freq).
+    let attr = word(24) as usize;
+    (word(attr + 40) & (1 << 10) != 0).then(|| word(attr + 16))
+}
+
+/// Check issue 30's bar: `-F` above `kernel.perf_event_max_sample_rate` records at that limit with a warning
+/// that names the sysctl and its value (as perf does): the file's attr asks for the limit, and the samples do
+/// not come faster than it per second of the command's CPU time; `--strict-freq` refuses, naming the sysctl
+/// and the fix.
+#[test]
+fn frequency_above_the_kernel_limit_records_at_the_limit() {
+    if !privileged("frequency_above_the_kernel_limit_records_at_the_limit") {
+        return;
+    }
+    let max: u64 = std::fs::read_to_string("/proc/sys/kernel/perf_event_max_sample_rate")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let asked = (max * 10).to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let bin = build_c(dir.path(), "recording_spin.c", FP);
+    let data = dir.path().join("max.data");
+    let data_arg = data.to_str().unwrap();
+    let cmd = [bin.to_str().unwrap(), "300"];
+    let mut args = vec!["record", "-F", &asked, "-o", data_arg, "--"];
+    args.extend(cmd);
+    let (_, stderr) = rprof_ok_stderr(&args);
+    let warning = stderr
+        .lines()
+        .find(|l| l.contains("warning"))
+        .unwrap_or_else(|| panic!("no warning:\n{stderr}"));
+    // The kernel may lower its limit while the test runs: the warning says the one rprof read.
+    let said: u64 = warning
+        .split("kernel.perf_event_max_sample_rate = ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("the warning names the sysctl and its value: {warning}"));
+    assert!(
+        said <= max && warning.contains(&format!("sampling at {said} Hz")),
+        "{warning}"
+    );
+    assert!(!stderr.contains("perf_event_open failed"), "{stderr}");
+    assert_eq!(
+        attr_sample_freq(&data),
+        Some(said),
+        "the recording's sample_freq"
+    );
+    let table = rprof_ok(&["report", "-i", data_arg, "--sort", "comm"]);
+    let samples: f64 = table
+        .lines()
+        .find_map(|l| l.strip_prefix("# ")?.split_once(" samples"))
+        .and_then(|(n, _)| n.parse().ok())
+        .unwrap_or_else(|| panic!("no '# N samples' line in:\n{table}"));
+    // 300 ms of the fixture's CPU, and its start (exec, loading): well under 100 ms more.
+    eprintln!("-F {asked}: recorded at {said} Hz, {samples} samples for 0.3 s of CPU");
+    assert!(
+        samples > 0.0 && samples <= 0.4 * said as f64,
+        "{samples} samples in 0.3 s of CPU at {said} Hz"
+    );
+
+    let mut args = vec![
+        "record",
+        "--strict-freq",
+        "-F",
+        &asked,
+        "-o",
+        data_arg,
+        "--",
+    ];
+    args.extend(cmd);
+    let out = rprof().args(&args).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "--strict-freq recorded: {err}");
+    assert!(
+        err.contains("kernel.perf_event_max_sample_rate")
+            && err.contains(&format!(
+                "sysctl -w kernel.perf_event_max_sample_rate={asked}"
+            ))
+            && !err.contains("perf_event_open failed"),
+        "{err}"
+    );
+}

@@ -179,3 +179,74 @@ fn probe_hangup_reports_and_removes_probes() {
         );
     }
 }
+
+/// How rprof's session with `-- CMD` is ended in [`exit_status_is_the_ended_commands`].
+#[derive(Clone, Copy, Debug)]
+enum Ending {
+    /// `-d 1`: rprof ends the command (SIGTERM).
+    Duration,
+    /// `kill <rprof>`: SIGTERM to rprof alone, which ends the command with SIGTERM.
+    Term,
+    /// Ctrl-C at a terminal: SIGINT to the whole process group, the command included.
+    Interrupt,
+}
+
+/// Run `rprof ARGS -- BIN wait 1 0` (probe_fixture: prints its pid, then calls func_a every 10 ms until
+/// killed), end it as `ending` says once the command runs, and return rprof's exit status.
+fn exit_status_after(args: &[&str], bin: &str, ending: Ending) -> std::process::ExitStatus {
+    let mut cmd = rprof();
+    cmd.args(args);
+    if let Ending::Duration = ending {
+        cmd.args(["-d", "1"]);
+    }
+    let mut child = cmd
+        .args(["--", bin, "wait", "1", "0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    let mut stdout = child.stdout.take().unwrap();
+    let line = common::read_line(&mut stdout);
+    assert!(line.trim().parse::<u32>().is_ok(), "fixture said: {line}");
+    std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
+    std::thread::sleep(Duration::from_millis(200));
+    match ending {
+        Ending::Duration => {}
+        Ending::Term => send(&child, Signal::SIGTERM, Sender::Process),
+        Ending::Interrupt => send(&child, Signal::SIGINT, Sender::Group),
+    }
+    child.wait().unwrap()
+}
+
+/// Check issue 30's bar: with `-- CMD`, `rprof record` and `rprof probe` exit with the status of the command
+/// they ended, as perf does: 143 (SIGTERM) after `-d` and after `kill <rprof>`, 130 (SIGINT) after a Ctrl-C
+/// at the terminal (SIGINT to the process group).
+#[test]
+fn exit_status_is_the_ended_commands() {
+    if !privileged("exit_status_is_the_ended_commands") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = build_c(dir.path(), "probe_fixture.c", &["-O0", "-g"]);
+    let bin = bin.to_str().unwrap();
+    let data = dir.path().join("exit.data");
+    let record = ["record", "-q", "-F", "99", "-o", data.to_str().unwrap()];
+    let probe = ["probe", "-x", bin, "func_a"];
+    for (tool, args) in [("record", &record[..]), ("probe", &probe[..])] {
+        for (ending, code) in [
+            (Ending::Duration, 143),
+            (Ending::Term, 143),
+            (Ending::Interrupt, 130),
+        ] {
+            let st = exit_status_after(args, bin, ending);
+            assert_eq!(
+                st.code(),
+                Some(code),
+                "rprof {tool} ended by {ending:?}: {st}"
+            );
+        }
+    }
+}

@@ -32,6 +32,10 @@ pub struct RecordArgs {
     /// Sampling frequency in Hz.
     #[arg(short = 'F', long = "freq", conflicts_with = "count", value_parser = parse::above_zero)]
     pub freq: Option<u64>,
+    /// Refuse a frequency above the kernel's limit (kernel.perf_event_max_sample_rate) instead of sampling at
+    /// the limit with a warning.
+    #[arg(long = "strict-freq")]
+    pub strict_freq: bool,
     /// Sample every PERIOD events (nanoseconds for cpu-clock/task-clock).
     #[arg(short = 'c', long = "count", value_parser = parse::above_zero)]
     pub count: Option<u64>,
@@ -159,6 +163,7 @@ pub fn config(a: &RecordArgs) -> RecordConfig {
         keep_workload: a.keep_workload,
         off_cpu: a.off_cpu,
         off_cpu_stack_hz: a.off_cpu_stack_hz,
+        strict_freq: a.strict_freq,
         companion,
     }
 }
@@ -168,6 +173,22 @@ fn join(ids: &[i32]) -> String {
         .map(|i| i.to_string())
         .collect::<Vec<_>>()
         .join(",")
+}
+
+/// The warning for a frequency lowered to the kernel's limit (perf gives the same one), as one line.
+fn lowered_warning(l: &record::LoweredRate) -> String {
+    format!(
+        "rprof record: warning: {} {} Hz is above the kernel's limit kernel.perf_event_max_sample_rate = {} \
+         Hz ({}): sampling at {} Hz. Raise the limit with `sysctl -w kernel.perf_event_max_sample_rate={}` (the \
+         kernel lowers it again when sampling interrupts take too long), or use --strict-freq to refuse \
+         instead\n",
+        l.option,
+        l.asked,
+        l.max,
+        record::MAX_SAMPLE_RATE_PATH,
+        l.max,
+        l.asked
+    )
 }
 
 /// Record; returns the launched command's exit status (0 without one).
@@ -190,11 +211,16 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
         Some(cmd) => format!(" while '{cmd}' runs"),
         None => String::new(),
     };
-    let mut on_start = |events: usize| {
+    let mut on_start = |started: &record::Started| {
+        // Said even with -q: the recording is not what was asked for.
+        for l in &started.lowered {
+            eprint!("{}", lowered_warning(l));
+        }
         if !quiet {
             // One write: the workload may already write to the same stderr (eprintln! writes each piece apart).
             let line = format!(
-                "rprof record: sampling {target} with {events} events{until}; Ctrl-C to stop\n"
+                "rprof record: sampling {target} with {} events{until}; Ctrl-C to stop\n",
+                started.events
             );
             eprint!("{line}");
         }

@@ -4,7 +4,7 @@
 use super::{EventInfos, EventSet, PerfError, RawRecord, Workload};
 use signal_hook::SigId;
 use std::os::fd::BorrowedFd;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -12,9 +12,15 @@ use std::time::{Duration, Instant};
 /// long as this value lives; while it does, they set a flag instead of killing rprof, so the recording is
 /// finished, the report printed and the probes removed.
 pub struct StopSignals {
-    flag: Arc<AtomicBool>,
+    /// The last of the signals that arrived (0: none).
+    flag: Arc<AtomicUsize>,
     ids: Vec<SigId>,
 }
+
+/// How long a launched command may take to end on its own after rprof got SIGINT or SIGHUP: a Ctrl-C or a
+/// hangup at the terminal reaches the whole foreground process group, the command too, which then exits of
+/// it (or cleans up first) before rprof would send SIGTERM.
+const GROUP_SIGNAL_GRACE: Duration = Duration::from_millis(500);
 
 impl StopSignals {
     pub const SIGNALS: [i32; 3] = [
@@ -24,11 +30,11 @@ impl StopSignals {
     ];
 
     pub fn register() -> Result<StopSignals, PerfError> {
-        let flag = Arc::new(AtomicBool::new(false));
+        let flag = Arc::new(AtomicUsize::new(0));
         let mut ids = Vec::new();
         for sig in Self::SIGNALS {
-            let id =
-                signal_hook::flag::register(sig, Arc::clone(&flag)).map_err(PerfError::Signal)?;
+            let id = signal_hook::flag::register_usize(sig, Arc::clone(&flag), sig as usize)
+                .map_err(PerfError::Signal)?;
             ids.push(id);
         }
         Ok(StopSignals { flag, ids })
@@ -36,7 +42,17 @@ impl StopSignals {
 
     /// Whether one of the signals arrived.
     pub fn raised(&self) -> bool {
-        self.flag.load(Ordering::Relaxed)
+        self.flag.load(Ordering::Relaxed) != 0
+    }
+
+    /// How long to let the launched command end on its own before [`Workload::end`] sends it SIGTERM: a
+    /// moment after SIGINT or SIGHUP (the terminal sent it to the command too), none otherwise (`-d`, the
+    /// target's end, or a SIGTERM sent to rprof alone).
+    pub fn grace(&self) -> Duration {
+        match self.flag.load(Ordering::Relaxed) as i32 {
+            signal_hook::consts::SIGINT | signal_hook::consts::SIGHUP => GROUP_SIGNAL_GRACE,
+            _ => Duration::ZERO,
+        }
     }
 }
 

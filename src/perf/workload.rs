@@ -14,6 +14,7 @@ use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 /// A command to launch: its program, found before the fork, and its arguments (`argv[0]` as given).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -214,6 +215,25 @@ impl Workload {
             }
         }
         self.reaped
+    }
+
+    /// End the command and return its exit code for rprof to mirror: wait up to `grace` for it to end on its
+    /// own, then (unless it is kept) send it SIGTERM and reap it, so that a command rprof ended reads as ended
+    /// by SIGTERM (143), one a Ctrl-C ended as ended by SIGINT (130), as perf re-raises. None while a kept
+    /// command runs on.
+    pub fn end(&mut self, grace: Duration) -> Option<i32> {
+        if self.go.is_some() {
+            return None; // never started
+        }
+        let deadline = Instant::now() + grace;
+        while self.try_wait().is_none() && !self.keep && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        if self.try_wait().is_none() && !self.keep {
+            let _ = kill(self.pid, Signal::SIGTERM);
+            self.reaped = waitpid(self.pid, None).ok();
+        }
+        self.exit_code()
     }
 
     /// Exit code for rprof to mirror, when the command ended.

@@ -12,12 +12,14 @@ mod attrs;
 mod buildids;
 mod dwarf;
 mod offcpu;
+mod rate;
 mod stream;
 mod summary;
 mod synth;
 use dwarf::DwarfState;
 use offcpu::OffCpu;
 pub use offcpu::OffCpuStats;
+pub use rate::{max_sample_rate, LoweredRate, MAX_SAMPLE_RATE_PATH};
 use std::collections::HashSet;
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
@@ -96,6 +98,8 @@ pub struct RecordConfig {
     /// instead of taking one at every switch; waits without their own stack are charged to the thread's last
     /// sampled one. None: every switch (exact, and a few microseconds per switch).
     pub off_cpu_stack_hz: Option<u64>,
+    /// `--strict-freq`: refuse a frequency above `kernel.perf_event_max_sample_rate` instead of lowering it.
+    pub strict_freq: bool,
 }
 
 impl Default for RecordConfig {
@@ -117,6 +121,7 @@ impl Default for RecordConfig {
             keep_workload: false,
             off_cpu: false,
             off_cpu_stack_hz: None,
+            strict_freq: false,
             companion: None,
         }
     }
@@ -133,6 +138,12 @@ pub enum RecordError {
     Recording(#[from] RecordingError),
     #[error("{0}")]
     Config(String),
+    #[error("{option} {asked} Hz is above the kernel's limit kernel.perf_event_max_sample_rate = {max} Hz and --strict-freq refuses to lower it: ask for at most {max} Hz, or raise the limit with `sysctl -w kernel.perf_event_max_sample_rate={asked}`")]
+    FrequencyAboveLimit {
+        option: &'static str,
+        asked: u64,
+        max: u64,
+    },
     #[error("cannot keep the previous recording {path} as {path}.old: {source} (move it away, or choose another output with -o)")]
     KeepPrevious {
         path: PathBuf,
@@ -140,18 +151,29 @@ pub enum RecordError {
     },
 }
 
+/// What `rprof record` has to say once sampling is on.
+#[derive(Clone, Debug)]
+pub struct Started {
+    /// The number of perf events opened.
+    pub events: usize,
+    /// Frequencies lowered to `kernel.perf_event_max_sample_rate`.
+    pub lowered: Vec<LoweredRate>,
+}
+
 /// Sample until `stop` is set, SIGINT, SIGTERM or SIGHUP arrives, the duration passes, or the target exits;
-/// write the recording. `on_start` is called once sampling is on, with the number of perf events opened.
+/// write the recording. `on_start` is called once sampling is on.
 pub fn record(
     cfg: &RecordConfig,
     stop: &AtomicBool,
-    on_start: &mut dyn FnMut(usize),
+    on_start: &mut dyn FnMut(&Started),
 ) -> Result<RecordSummary, RecordError> {
     if cfg.user_only && cfg.kernel_only {
         return Err(RecordError::Config(
             "--user-only and --kernel-only exclude each other; pick one".into(),
         ));
     }
+    let (cfg, lowered) = rate::cap(cfg, rate::max_sample_rate())?;
+    let cfg = &cfg;
     let signals = StopSignals::register()?;
     let cpus = match &cfg.cpus {
         Some(c) => c.clone(),
@@ -171,7 +193,10 @@ pub fn record(
     if let Some(w) = session.workload.as_mut() {
         w.start()?;
     }
-    on_start(session.events.len());
+    on_start(&Started {
+        events: session.events.len(),
+        lowered,
+    });
     let watched = match &cfg.target {
         Target::Pids(p) | Target::Tids(p) => p.as_slice(),
         _ => &[],
@@ -184,8 +209,11 @@ pub fn record(
         tick: None,
     };
     perf::run_loop::run(&mut session.events, &signals, when, &mut stream)?;
+    let grace = signals.grace();
+    let exit_code = session.workload.as_mut().and_then(|w| w.end(grace));
     let mut summary = finish(cfg, stream, session, cpus.len(), kernel)?;
     summary.previous = previous;
+    summary.exit_code = exit_code;
     Ok(summary)
 }
 
@@ -347,12 +375,7 @@ fn finish(
     ncpus: usize,
     kernel: bool,
 ) -> Result<RecordSummary, RecordError> {
-    let Session {
-        events,
-        mut workload,
-        cgroup,
-        ..
-    } = session;
+    let Session { events, cgroup, .. } = session;
     drop(events);
     let Stream {
         mut writer,
@@ -384,10 +407,7 @@ fn finish(
         }),
         ns_pids: st.ns_pids,
         previous: None,
-        exit_code: workload.as_mut().and_then(|w| {
-            w.try_wait();
-            w.exit_code()
-        }),
+        exit_code: None,
     })
 }
 

@@ -86,6 +86,38 @@ pub(super) fn check_attrs(
     Ok(())
 }
 
+/// The event ids of each attr, read from the ids section each attr slot of the attrs section points to
+/// (`attrs` = offset and size, `attr_size` per slot, checked by [`check_attrs`]). linux-perf-data reads them
+/// only with an EVENT_DESC feature section, which an unfinished recording lacks; without them, records of
+/// several attrs could not be told apart. An attr whose ids section is not inside the file has none.
+pub(super) fn attr_ids(
+    file: &File,
+    attrs: (u64, u64),
+    attr_size: u64,
+    file_len: u64,
+) -> Vec<Vec<u64>> {
+    use std::os::unix::fs::FileExt;
+    let word = |at: u64| {
+        let mut b = [0u8; 8];
+        file.read_exact_at(&mut b, at)
+            .ok()
+            .map(|_| u64::from_le_bytes(b))
+    };
+    let ids_of = |slot: u64| -> Option<Vec<u64>> {
+        let (offset, size) = (word(slot + attr_size - 16)?, word(slot + attr_size - 8)?);
+        section_end(offset, size, file_len)?;
+        let mut bytes = vec![0u8; usize::try_from(size).ok()?];
+        file.read_exact_at(&mut bytes, offset).ok()?;
+        let ids = bytes
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()));
+        Some(ids.collect())
+    };
+    (0..(attrs.1 / attr_size).min(MAX_ATTRS))
+        .map(|i| ids_of(attrs.0 + i * attr_size).unwrap_or_default())
+        .collect()
+}
+
 /// The most attrs a recording may have (perf records one per event; thousands would be probe groups).
 const MAX_ATTRS: u64 = 65_536;
 

@@ -10,6 +10,7 @@ use std::path::PathBuf;
 mod convert;
 mod data_section;
 mod encode;
+mod event_update;
 mod features;
 mod header;
 mod reader;

@@ -27,9 +27,10 @@ use linux_perf_data::{AttributeDescription, Feature};
 use super::convert::{convert, read_u32, AttrInfo, SIMPLE_SAMPLE_FIELDS};
 use super::data_section::{DataSection, Walked};
 use super::encode::PERF_RECORD_FINISHED_ROUND;
+use super::event_update::{event_names, names_at_start};
 use super::features::{parse_ns_pids, HEADER_RPROF_NS_PIDS};
 use super::header::{
-    check_attrs, check_header, parse_patched, read_feature_table, read_meta, DataExtent,
+    attr_ids, check_attrs, check_header, parse_patched, read_feature_table, read_meta, DataExtent,
 };
 use super::writer::{FileHeader, HEADER_SIZE};
 use super::{BuildIdEntry, Event, Meta, RecordingError, Sampling, OFF_CPU_EVENT};
@@ -102,7 +103,14 @@ impl Reader {
         // A damaged record found while walking the data section is reported here in the list.
         let walk_problem_at = problems.len();
         let descs = perf_file.event_attributes();
-        let attrs = attr_infos(descs);
+        let ids = match descs.iter().all(|d| d.event_ids.is_empty()) {
+            true => attr_ids(file.get_ref(), header.attrs, header.attr_size, file_len),
+            false => descs.iter().map(|d| d.event_ids.clone()).collect(),
+        };
+        let event_names = event_names(descs, &ids, || {
+            names_at_start(file.get_ref(), header.data.0, extent.len)
+        });
+        let attrs = attr_infos(descs, &event_names);
         let (meta, build_ids) = read_meta(&perf_file).unwrap_or_else(|reason| {
             problems.push(reason);
             (Meta::default(), Vec::new())
@@ -123,10 +131,10 @@ impl Reader {
             data: DataSection::new(file, header.data.0, extent.len),
             lookup: attr_lookup(&attrs, descs),
             attrs,
-            id_to_attr: descs
+            id_to_attr: ids
                 .iter()
                 .enumerate()
-                .flat_map(|(index, desc)| desc.event_ids.iter().map(move |&id| (id, index)))
+                .flat_map(|(index, ids)| ids.iter().map(move |&id| (id, index)))
                 .collect(),
             pending: OrderedMerge::new(),
             ready: VecDeque::new(),
@@ -134,11 +142,8 @@ impl Reader {
             meta,
             build_ids,
             ns_pids,
-            sampling: sampling_of(descs),
-            event_names: descs
-                .iter()
-                .map(|desc| desc.name().unwrap_or("[unknown]").to_string())
-                .collect(),
+            sampling: sampling_of(descs, &event_names),
+            event_names,
             problems,
             walk_problem_at,
             unfinished: extent.unfinished,
@@ -245,7 +250,8 @@ impl Reader {
         self.sampling
     }
 
-    /// The event name of each attr (from EVENT_DESC; `[unknown]` without one), indexed by [`super::Sample::attr`].
+    /// The event name of each attr (from EVENT_DESC, or the data section's EVENT_UPDATE records; `[unknown]`
+    /// without either), indexed by [`super::Sample::attr`].
     pub fn event_names(&self) -> &[String] {
         &self.event_names
     }
@@ -375,7 +381,7 @@ impl Reader {
 }
 
 /// What the reader needs of each attr.
-fn attr_infos(descs: &[AttributeDescription]) -> Vec<AttrInfo> {
+fn attr_infos(descs: &[AttributeDescription], names: &[String]) -> Vec<AttrInfo> {
     descs
         .iter()
         .enumerate()
@@ -388,7 +394,7 @@ fn attr_infos(descs: &[AttributeDescription]) -> Vec<AttrInfo> {
             },
             parse_info: RecordParseInfo::new(&desc.attr, Endianness::LittleEndian),
             simple_samples: desc.attr.sample_format.bits() & !SIMPLE_SAMPLE_FIELDS == 0,
-            off_cpu: desc.name() == Some(OFF_CPU_EVENT),
+            off_cpu: names[index] == OFF_CPU_EVENT,
             index: u16::try_from(index).unwrap_or(u16::MAX),
         })
         .collect()
@@ -412,10 +418,11 @@ fn attr_lookup(attrs: &[AttrInfo], descs: &[AttributeDescription]) -> AttrLookup
 }
 
 /// How the sampled event fired, from the first attr other than the off-CPU event.
-fn sampling_of(descs: &[AttributeDescription]) -> Option<Sampling> {
-    let desc = descs
+fn sampling_of(descs: &[AttributeDescription], names: &[String]) -> Option<Sampling> {
+    let (desc, _) = descs
         .iter()
-        .find(|desc| desc.name() != Some(OFF_CPU_EVENT))?;
+        .zip(names)
+        .find(|(_, name)| *name != OFF_CPU_EVENT)?;
     let policy = match desc.attr.sampling_policy {
         SamplingPolicy::Frequency(f) => super::SamplingPolicy::Frequency(f),
         SamplingPolicy::Period(p) => super::SamplingPolicy::Period(p.get()),

@@ -7,11 +7,14 @@
 //! reader can tell it was not finished. [`Writer::flush_if_due`] gets the records to the file as the session
 //! goes (a SIGKILL loses the last quarter of a second at most) and then updates the header's data size, so
 //! that `perf report` reads a killed recording too; the feature bits stay 0, which is how rprof's reader tells
-//! that the file was not finished. [`Writer::finish`] appends the features and rewrites the header.
+//! that the file was not finished. The data section starts with a PERF_RECORD_EVENT_UPDATE naming each event,
+//! so that such a file still tells its events apart (the off-CPU event from the clock) without the EVENT_DESC
+//! section. [`Writer::finish`] appends the features and rewrites the header.
 use std::fs::File;
 use std::io::{BufWriter, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
+use super::event_update::encode_name;
 use super::features::{
     encode_build_ids, encode_cmdline, encode_event_desc, encode_nrcpus, encode_ns_pids, put_string,
     HEADER_BUILD_ID, HEADER_CMDLINE, HEADER_EVENT_DESC, HEADER_HOSTNAME, HEADER_NRCPUS,
@@ -177,8 +180,33 @@ impl Writer {
         let placeholder = w.header([0; 4]);
         w.write(&placeholder)?;
         w.write(&head)?;
+        w.write_names()?;
         w.flush()?;
         Ok(w)
+    }
+
+    /// Name each event in the data section (PERF_RECORD_EVENT_UPDATE, see [`super::event_update`]), so that
+    /// a recording killed before [`Writer::finish`] writes EVENT_DESC still tells its events apart, in
+    /// `perf report` too. An event is found by one of its ids (any id when there is one attr).
+    fn write_names(&mut self) -> Result<(), RecordingError> {
+        let only = self.attrs.len() == 1;
+        let records: Vec<Vec<u8>> = self
+            .attrs
+            .iter()
+            .filter(|a| !a.name.is_empty())
+            .filter_map(|a| {
+                a.ids
+                    .first()
+                    .copied()
+                    .or(only.then_some(0))
+                    .map(|id| (id, a))
+            })
+            .map(|(id, a)| encode_name(id, &a.name))
+            .collect();
+        for record in records {
+            self.write_record(&[&record])?;
+        }
+        Ok(())
     }
 
     fn header(&self, features: [u64; 4]) -> [u8; HEADER_SIZE as usize] {

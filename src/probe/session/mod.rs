@@ -184,11 +184,10 @@ fn stop_when<'a>(
     }
 }
 
+/// The launched command's exit code, once it is ended (see [`Workload::end`]).
 fn exit_code(s: &mut Setup<'_>) -> Option<i32> {
-    s.workload.as_mut().and_then(|w| {
-        w.try_wait();
-        w.exit_code()
-    })
+    let grace = s.signals.grace();
+    s.workload.as_mut().and_then(|w| w.end(grace))
 }
 
 /// Start the command (its events are enabled on exec).
