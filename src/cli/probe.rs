@@ -2,15 +2,18 @@
 use super::debuginfod::DebuginfodArgs;
 use super::output::Stdout;
 use super::parse;
+use anyhow::Context;
 use clap::Args;
 use rprof::probe::{self, Format, Notice, ProbeOptions, Started, TaskTarget};
-use std::path::PathBuf;
+use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Count and time functions exactly with uprobes/uretprobes, kprobes and tracepoints.
 #[derive(Args, Debug)]
 #[command(
     after_help = "Examples:\n  rprof probe -x ./app 'func_*' -- ./app\n  rprof probe c:malloc -p 1234 -d 10\n  \
+                  rprof probe -g --flamegraph malloc.svg c:malloc -- ./app\n  \
                   rprof probe 'syscall:write' -- ./app\n  rprof probe 't:sched:sched_switch' -d 5\n\n\
                   Exit status: with -- COMMAND, the command's own (128+N when signal N killed it); otherwise 0. 1 \
                   when rprof itself fails, 2 for a usage error."
@@ -100,9 +103,13 @@ pub struct ProbeArgs {
     /// Also count the distinct user and kernel stacks at entry.
     #[arg(short = 'g', long)]
     pub stacks: bool,
-    /// With -g, print the stacks folded for flame graphs.
-    #[arg(long, requires = "stacks")]
+    /// With -g, print the stacks folded for flame graphs (`outer;...;leaf COUNT`): standard output then
+    /// carries the folded lines alone, and the report goes to standard error.
+    #[arg(long, requires = "stacks", conflicts_with = "flamegraph")]
     pub folded: bool,
+    /// With -g, draw the stacks at entry as an SVG flame graph (as `rprof report --flamegraph` does).
+    #[arg(long, value_name = "SVG", requires = "stacks")]
+    pub flamegraph: Option<PathBuf>,
     /// Data pages per CPU ring buffer (a power of two).
     #[arg(long, value_name = "PAGES", default_value = "1024", value_parser = parse::pages)]
     pub mmap_pages: usize,
@@ -177,7 +184,7 @@ impl ProbeArgs {
             count_only: self.count,
             format,
             stacks: self.stacks,
-            folded: self.folded,
+            folded: self.folded || self.flamegraph.is_some(),
             mmap_pages: self.mmap_pages,
             engine: self.engine,
             ring_read: self.ring_read,
@@ -224,16 +231,74 @@ impl ProbeArgs {
 /// Probe; returns the launched command's exit status (0 without one).
 pub fn run(args: ProbeArgs) -> anyhow::Result<u8> {
     let debuginfod = args.debuginfod.clone();
+    let (folded, svg) = (args.folded, args.flamegraph.clone());
+    let title = format!("rprof probe {}", args.patterns.join(" "));
     let mut opts = args.options();
     let (debug, _downloads) = debuginfod.sources(std::mem::take(&mut opts.debug.dirs), "probe")?;
     opts.debug = debug;
+    // With --folded, standard output carries the folded stacks alone (what flamegraph.pl and inferno read, as
+    // after `perf script | stackcollapse-perf.pl` or bcc's `stackcount -f`): the report goes to standard error.
+    let mut report: Box<dyn Write> = match folded {
+        true => Box::new(std::io::LineWriter::new(std::io::stderr())),
+        false => Box::new(Stdout::lock()),
+    };
     let mut removal = None;
-    let summary = probe::run(&opts, &mut Stdout::lock(), &mut |n| match n {
+    let summary = probe::run(&opts, &mut *report, &mut |n| match n {
         Notice::Removing => removal = RemovalWatch::start(),
         Notice::Removed => removal = None,
         n => say(&notice(&n)),
     })?;
+    drop(report);
+    if let Some(stacks) = &summary.folded {
+        write_stacks(stacks, svg.as_deref(), &title)?;
+    }
     Ok(super::exit_status(summary.exit_code))
+}
+
+/// `--folded`: the folded stacks alone on standard output; `--flamegraph SVG`: drawn into SVG by the same
+/// inferno path as `rprof report --flamegraph`.
+fn write_stacks(
+    stacks: &probe::FoldedStacks,
+    svg: Option<&Path>,
+    title: &str,
+) -> anyhow::Result<()> {
+    if stacks.dropped > 0 {
+        say(&format!(
+            "warning: {} hits are in no stack: more than {} distinct stacks",
+            stacks.dropped,
+            probe::MAX_STACKS
+        ));
+    }
+    let Some(svg) = svg else {
+        let mut out = std::io::BufWriter::new(Stdout::lock());
+        for line in &stacks.lines {
+            writeln!(out, "{line}")?;
+        }
+        out.flush()?;
+        return Ok(());
+    };
+    if stacks.lines.is_empty() {
+        say(&format!(
+            "warning: {} not written: no stacks to draw (no probed function was called)",
+            svg.display()
+        ));
+        return Ok(());
+    }
+    let file =
+        std::fs::File::create(svg).with_context(|| format!("cannot create {}", svg.display()))?;
+    let mut w = std::io::BufWriter::new(file);
+    let lines = stacks.lines.iter().map(String::as_str);
+    rprof::report::write_flamegraph_lines(lines, title, "calls", &mut w)
+        .and_then(|_| w.flush())
+        .with_context(|| format!("cannot write {}", svg.display()))?;
+    let n = stacks.lines.len();
+    say(&format!(
+        "wrote {} ({n} stack{} of {} calls)",
+        svg.display(),
+        if n == 1 { "" } else { "s" },
+        stacks.calls
+    ));
+    Ok(())
 }
 
 /// Print `rprof: TEXT` on stderr in one write (the workload may be writing to the same stderr).

@@ -5,14 +5,17 @@
 //!
 //! The program is found in PATH before the fork ([`Command::find`]), so the child makes one `execve`, the
 //! command's own: a search in the child would show its failed `execve`s to a probe of the child's syscalls.
+//! Its argument and environment arrays are built before the fork too, and the child makes the syscall itself
+//! ([`raw_execve`]): once the events are enabled it calls no libc function and allocates nothing, which a probe
+//! of libc (`c:malloc`, `c:execve`) would count as the command's.
 use super::PerfError;
 use nix::sys::signal::{kill, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::{ForkResult, Pid};
-use std::ffi::{CString, OsStr, OsString};
+use std::ffi::{CStr, CString, OsStr, OsString};
 use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -74,6 +77,43 @@ fn wait_blocked_in_read(child: Pid) {
     }
 }
 
+/// `strings`' pointers, then the null pointer that ends an `argv` or `envp` array. The strings must outlive it.
+fn ptr_array(strings: &[CString]) -> Vec<*const libc::c_char> {
+    strings
+        .iter()
+        .map(|s| s.as_ptr())
+        .chain(std::iter::once(std::ptr::null()))
+        .collect()
+}
+
+/// execve(2) made with the `syscall` instruction itself, in the forked child once the events are enabled:
+/// libc's `execve` (and `syscall`) are functions a probe of libc would count as the command's, and nix's
+/// `execv` would also allocate its pointer array (a `malloc` counted as the command's). `argv` and `envp` end
+/// with a null pointer ([`ptr_array`]). Returns the errno when the exec failed (it does not return otherwise).
+fn raw_execve(path: &CStr, argv: &[*const libc::c_char], envp: &[*const libc::c_char]) -> i32 {
+    debug_assert!(
+        argv.last().is_some_and(|p| p.is_null()) && envp.last().is_some_and(|p| p.is_null())
+    );
+    let ret: i64;
+    // SAFETY: the execve syscall (x86-64: number in rax, arguments in rdi, rsi, rdx; the kernel clobbers rcx
+    // and r11, returns in rax). `path` is a NUL-terminated string, `argv` and `envp` null-terminated arrays of
+    // NUL-terminated strings, all alive for the call. On success the process image is replaced; on failure
+    // nothing in memory changed and rax holds -errno.
+    unsafe {
+        core::arch::asm!(
+            "syscall",
+            inlateout("rax") libc::SYS_execve => ret,
+            in("rdi") path.as_ptr(),
+            in("rsi") argv.as_ptr(),
+            in("rdx") envp.as_ptr(),
+            lateout("rcx") _,
+            lateout("r11") _,
+            options(nostack),
+        );
+    }
+    -(ret as i32)
+}
+
 impl std::fmt::Display for Command {
     /// The arguments joined by spaces (bytes that are not UTF-8 shown as U+FFFD).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -118,6 +158,15 @@ impl Workload {
         let sh = c"/bin/sh";
         let mut sh_args = vec![sh.to_owned(), cpath.clone()];
         sh_args.extend(cargs.iter().skip(1).cloned());
+        let env: Vec<CString> = std::env::vars_os()
+            .map(|(k, v)| {
+                let mut kv = k.into_vec();
+                kv.push(b'=');
+                kv.extend_from_slice(v.as_bytes());
+                CString::new(kv)
+            })
+            .collect::<Result<_, _>>()
+            .map_err(invalid)?;
         // Not found in PATH: execv would take the bare name relative to the current directory.
         if !cmd.program.as_os_str().as_bytes().contains(&b'/') {
             return Err(exec_err(std::io::Error::from_raw_os_error(libc::ENOENT)));
@@ -128,14 +177,17 @@ impl Workload {
                 "empty command",
             )));
         }
+        // Every array execve reads is built here, before the fork: the child allocates nothing (see
+        // [`raw_execve`]).
+        let (argv, sh_argv, envp) = (ptr_array(&cargs), ptr_array(&sh_args), ptr_array(&env));
         let (go_r, go_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
             .map_err(|e| PerfError::Spawn(e.into()))?;
         let (st_r, st_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
             .map_err(|e| PerfError::Spawn(e.into()))?;
         let parent = nix::unistd::getpid();
         // SAFETY: rprof is single-threaded when it launches the workload (record/probe call this before
-        // starting any thread). The child only calls prctl, reads a pipe, calls execv and writes an errno
-        // before _exit.
+        // starting any thread). The child only calls prctl, reads a pipe, makes the execve syscall and writes
+        // an errno before _exit: it allocates nothing.
         match unsafe { nix::unistd::fork() }.map_err(|e| PerfError::Spawn(e.into()))? {
             ForkResult::Child => {
                 drop(go_w);
@@ -156,12 +208,12 @@ impl Workload {
                     // SAFETY: _exit ends the forked child without running the parent's atexit handlers.
                     unsafe { libc::_exit(126) };
                 }
-                let mut err = nix::unistd::execv(&cpath, &cargs).unwrap_err();
-                if err == nix::errno::Errno::ENOEXEC {
-                    err = nix::unistd::execv(sh, &sh_args).unwrap_err();
+                let mut err = raw_execve(&cpath, &argv, &envp);
+                if err == libc::ENOEXEC {
+                    err = raw_execve(sh, &sh_argv, &envp);
                 }
                 let mut st = std::fs::File::from(st_w);
-                let _ = st.write_all(&(err as i32).to_ne_bytes());
+                let _ = st.write_all(&err.to_ne_bytes());
                 // SAFETY: as above.
                 unsafe { libc::_exit(127) };
             }

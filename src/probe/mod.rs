@@ -16,7 +16,7 @@ mod spec;
 pub mod target;
 mod value;
 
-pub use analysis::CallOptions;
+pub use analysis::{CallOptions, FoldedStacks, MAX_STACKS};
 pub use engine::cost::{ClassCost, Costs};
 pub use engine::group;
 pub use engine::sharing::Sharing;
@@ -156,7 +156,8 @@ pub struct ProbeOptions {
     pub format: Format,
     /// `-g`: count the distinct stacks at entry.
     pub stacks: bool,
-    /// `--folded`: print those stacks folded for flame graphs.
+    /// `--folded` (and `--flamegraph`): those stacks come back folded, in [`RunSummary::folded`], instead of
+    /// being written after the report (which then goes where the caller wants it, apart from the stacks).
     pub folded: bool,
     /// Data pages per CPU ring buffer (perf's and the tracefs instance's).
     pub mmap_pages: usize,
@@ -271,6 +272,8 @@ impl PairOptions {
 pub struct RunSummary {
     /// Exit code of the launched command, if any.
     pub exit_code: Option<i32>,
+    /// With `-g` and [`ProbeOptions::folded`]: the stacks at entry, folded, for the caller to write.
+    pub folded: Option<FoldedStacks>,
 }
 
 /// What a session tells its caller besides the reports, as it happens (the CLI prints these on stderr).

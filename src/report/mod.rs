@@ -26,7 +26,8 @@ pub use callgraph::{CallGraph, CallOrder};
 pub use exports::{ExportLocation, ExportModule, Exports, TimedSample};
 pub use firefox::{write_firefox, FirefoxOptions};
 pub use output::{
-    write_diff_flamegraph, write_diff_folded, write_flamegraph, write_folded, OFF_CPU_FRAME,
+    write_diff_flamegraph, write_diff_folded, write_flamegraph, write_flamegraph_lines,
+    write_folded, OFF_CPU_FRAME,
 };
 pub use pprof::{proto, to_pprof, write_pprof};
 pub use quality::{interval_points, samples_needed, Quality, UnnamedShare};

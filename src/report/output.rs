@@ -76,10 +76,7 @@ pub fn write_diff_flamegraph(
     let mut diff = Vec::new();
     write_diff_folded(base, new, &mut diff)?;
     let text = String::from_utf8_lossy(&diff);
-    let mut opts = inferno::flamegraph::Options::default();
-    opts.title = title.to_string();
-    opts.count_name = count_name(new).to_string();
-    inferno::flamegraph::from_lines(&mut opts, text.lines(), out).map_err(std::io::Error::other)
+    write_flamegraph_lines(text.lines(), title, count_name(new), out)
 }
 
 fn count_name(p: &Profile) -> &'static str {
@@ -92,9 +89,19 @@ fn count_name(p: &Profile) -> &'static str {
 /// An SVG flame graph rendered in-process with inferno.
 pub fn write_flamegraph(p: &Profile, title: &str, out: &mut impl Write) -> std::io::Result<()> {
     let lines = folded_lines(p);
+    write_flamegraph_lines(lines.iter().map(String::as_str), title, count_name(p), out)
+}
+
+/// An SVG flame graph of folded stacks (`outer;...;leaf COUNT` lines, or `... BASE NEW` for a differential
+/// one), rendered in-process with inferno; `count_name` names the counts (samples, us, calls).
+pub fn write_flamegraph_lines<'a>(
+    lines: impl IntoIterator<Item = &'a str>,
+    title: &str,
+    count_name: &str,
+    out: &mut impl Write,
+) -> std::io::Result<()> {
     let mut opts = inferno::flamegraph::Options::default();
     opts.title = title.to_string();
-    opts.count_name = count_name(p).to_string();
-    inferno::flamegraph::from_lines(&mut opts, lines.iter().map(String::as_str), out)
-        .map_err(std::io::Error::other)
+    opts.count_name = count_name.to_string();
+    inferno::flamegraph::from_lines(&mut opts, lines, out).map_err(std::io::Error::other)
 }

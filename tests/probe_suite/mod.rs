@@ -1056,3 +1056,4 @@ fn ring_read_fallback() {
     }
 }
 include!("values.rs");
+include!("newcomer.rs");

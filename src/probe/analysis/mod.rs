@@ -15,5 +15,5 @@ pub use calls::{describe, Call, CallOptions, Calls, Key};
 pub use keyed::KeyedPairer;
 pub use pairing::NetCost;
 pub use sink::Sink;
-pub use stacks::{add_entry_caller, StackCounter};
+pub use stacks::{add_entry_caller, FoldedStacks, StackCounter, MAX_STACKS};
 pub use stats::{bucket_range, FuncStats, Histogram, KeyedCounts, Stats};

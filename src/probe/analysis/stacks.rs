@@ -133,11 +133,55 @@ impl StackCounter {
         }
     }
 
-    /// Print the stacks: per target, each stack innermost frame first then its count (stackcount's layout),
-    /// or folded (`outermost;...;innermost count`, frames named as `rprof report --folded` names them).
-    pub fn write(&mut self, w: &mut dyn Write, targets: &Targets, folded: bool) -> io::Result<()> {
+    /// Print the stacks: per target, each stack innermost frame first then its count (stackcount's layout).
+    pub fn write(&mut self, w: &mut dyn Write, targets: &Targets) -> io::Result<()> {
+        let mut last: Option<TargetId> = None;
+        for ((target, frames), n) in &self.merged() {
+            if last != Some(*target) {
+                writeln!(w, "\nSTACKS of {}", targets.name(*target))?;
+                last = Some(*target);
+            }
+            for f in frames {
+                writeln!(w, "  {f}")?;
+            }
+            writeln!(w, "    {n}\n")?;
+        }
+        if self.dropped > 0 {
+            writeln!(
+                w,
+                "({} hits not shown: more than {MAX_STACKS} distinct stacks)",
+                self.dropped
+            )?;
+        }
+        Ok(())
+    }
+
+    /// The stacks folded for flame graphs: `outermost;...;innermost COUNT` (frames named as `rprof report
+    /// --folded` names them; a stack without frames is the target's name).
+    pub fn folded(&mut self, targets: &Targets) -> FoldedStacks {
+        let merged = self.merged();
+        let calls = merged.iter().map(|(_, n)| n).sum::<u64>() + self.dropped;
+        let lines = merged
+            .into_iter()
+            .map(|((target, frames), n)| {
+                let mut parts: Vec<&str> = frames.iter().rev().map(String::as_str).collect();
+                if parts.is_empty() {
+                    parts.push(targets.name(target));
+                }
+                format!("{} {n}", parts.join(";"))
+            })
+            .collect();
+        FoldedStacks {
+            lines,
+            calls,
+            dropped: self.dropped,
+        }
+    }
+
+    /// The counted stacks named, leaf first, those that symbolize the same merged (different pids, addresses
+    /// in the same function); by target, then most hits first.
+    fn merged(&mut self) -> Vec<((TargetId, Vec<String>), u64)> {
         self.resolver.finish();
-        // Merge stacks that symbolize the same (different pids, addresses in the same function).
         let mut lines: HashMap<(TargetId, Vec<String>), u64> = HashMap::new();
         let mut ids = Vec::new();
         for ((target, frames), n) in &self.counts {
@@ -156,36 +200,20 @@ impl StackCounter {
                 .then(b.1.cmp(&a.1))
                 .then(a.0 .1.cmp(&b.0 .1))
         });
-        if folded {
-            for ((target, frames), n) in &lines {
-                let mut parts: Vec<&str> = frames.iter().rev().map(String::as_str).collect();
-                if parts.is_empty() {
-                    parts.push(targets.name(*target));
-                }
-                writeln!(w, "{} {n}", parts.join(";"))?;
-            }
-        } else {
-            let mut last: Option<TargetId> = None;
-            for ((target, frames), n) in &lines {
-                if last != Some(*target) {
-                    writeln!(w, "\nSTACKS of {}", targets.name(*target))?;
-                    last = Some(*target);
-                }
-                for f in frames {
-                    writeln!(w, "  {f}")?;
-                }
-                writeln!(w, "    {n}\n")?;
-            }
-        }
-        if self.dropped > 0 {
-            writeln!(
-                w,
-                "({} hits not shown: more than {MAX_STACKS} distinct stacks)",
-                self.dropped
-            )?;
-        }
-        Ok(())
+        lines
     }
+}
+
+/// `-g --folded`: the stacks at entry folded for flame graphs, which the caller writes (alone on standard
+/// output, or as an SVG).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FoldedStacks {
+    /// `outermost;...;innermost COUNT`, one line per distinct stack.
+    pub lines: Vec<String>,
+    /// Entries counted (those in `dropped` included).
+    pub calls: u64,
+    /// Hits whose stack was not kept (more than [`MAX_STACKS`] distinct stacks).
+    pub dropped: u64,
 }
 
 #[cfg(test)]

@@ -118,6 +118,21 @@ fn cut(s: &str, max: usize) -> String {
     c
 }
 
+/// A function's name cut to `max` characters in its middle, with `~` marking the cut: both ends stay, the
+/// namespace and the function with its parameters (which tell C++ overloads apart).
+fn cut_middle(s: &str, max: usize) -> String {
+    let n = s.chars().count();
+    if n <= max {
+        return s.to_string();
+    }
+    let head = max.saturating_sub(1) / 2;
+    let tail = max.saturating_sub(1) - head;
+    let mut c: String = s.chars().take(head).collect();
+    c.push('~');
+    c.extend(s.chars().skip(n - tail));
+    c
+}
+
 /// A duration for people: `812ns`, `10.23us`, `10.02ms`, `1.500s`.
 pub fn human_ns(ns: u64) -> String {
     let f = ns as f64;
@@ -198,7 +213,7 @@ pub fn write_table(w: &mut dyn Write, report: &Report) -> io::Result<()> {
             (true, Some(c)) => format!("  {}", class_tag(c)),
             _ => String::new(),
         };
-        let mut line = format!("{:<name_w$}", cut(row.name, name_w));
+        let mut line = format!("{:<name_w$}", cut_middle(row.name, name_w));
         if keyed.is_some() {
             line.push_str(&format!(" {:<key_w$}", cut(row.key.unwrap_or(""), key_w)));
         }
@@ -558,5 +573,13 @@ mod tests {
         let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(v["functions"][1]["count"], 2);
         assert_eq!(v["functions"][0]["self_ns"], 2_000_000);
+    }
+
+    /// Check that a long name is cut in its middle, keeping its parameters, and a short one is kept.
+    #[test]
+    fn names_are_cut_in_the_middle() {
+        let name = "ns::detail::Klass<std::vector<int>>::method(double)";
+        assert_eq!(cut_middle(name, 25), "ns::detail::~thod(double)");
+        assert_eq!(cut_middle("f(int)", 25), "f(int)");
     }
 }

@@ -71,6 +71,7 @@ pub(super) fn run_counters(
     counters.close();
     Ok(RunSummary {
         exit_code: exit_code(s),
+        folded: None,
     })
 }
 

@@ -479,10 +479,15 @@ fn finish_sampled(s: &mut Setup<'_>, live: SampledLoop<'_>) -> Result<RunSummary
             overflowed,
         });
     }
-    if s.opts.stacks {
-        sink.stacks.write(out, s.targets, s.opts.folded)?;
-        out.flush()?;
-    }
+    let folded = match (s.opts.stacks, s.opts.folded) {
+        (true, true) => Some(sink.stacks.folded(s.targets)),
+        (true, false) => {
+            sink.stacks.write(out, s.targets)?;
+            out.flush()?;
+            None
+        }
+        (false, _) => None,
+    };
     (s.notice)(Notice::Removing);
     if let Some(r) = ring {
         if let Err(e) = r.close() {
@@ -491,6 +496,7 @@ fn finish_sampled(s: &mut Setup<'_>, live: SampledLoop<'_>) -> Result<RunSummary
     }
     Ok(RunSummary {
         exit_code: exit_code(s),
+        folded,
     })
 }
 

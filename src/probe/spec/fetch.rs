@@ -128,7 +128,7 @@ pub struct SplitSpec<'a> {
 }
 
 /// Split `PATTERN(ITEMS) ret` into the pattern and its fetch items (`ret` becomes an item). A trailing `(...)`
-/// that holds C++ parameter types (`f(int)`) stays part of the pattern.
+/// that holds C++ parameter types (`f(int)`) or is escaped (`f\(double\)`) stays part of the pattern.
 pub fn split_spec(text: &str) -> Result<SplitSpec<'_>, PatternError> {
     let bad = |reason: String| PatternError::Bad {
         pattern: text.to_string(),
@@ -141,8 +141,9 @@ pub fn split_spec(text: &str) -> Result<SplitSpec<'_>, PatternError> {
         ret = true;
         rest = head.trim_end();
     }
-    if let Some(head) = rest.strip_suffix(')') {
-        if let Some(open) = head.rfind('(') {
+    // An escaped parenthesis (`-r 'f\(double\)'`, or a glob's `\(`) is the pattern's own.
+    if let Some(head) = rest.strip_suffix(')').filter(|h| !h.ends_with('\\')) {
+        if let Some(open) = head.rfind('(').filter(|&i| !head[..i].ends_with('\\')) {
             let inner = &head[open + 1..];
             let words: Vec<&str> = inner.split(',').map(str::trim).collect();
             let looks_cpp = inner.trim().is_empty()
@@ -386,10 +387,14 @@ mod tests {
             "f(char const*)",
             "Foo::operator()",
             "f(std::string&)",
+            "method\\(double\\)",
+            "K<int>::method\\((int|double)\\)",
         ] {
             let s = split_spec(cpp).unwrap();
             assert_eq!((s.pattern, s.items.len()), (cpp, 0), "{cpp}");
         }
+        let s = split_spec("method\\(double\\)(arg0) ret").unwrap();
+        assert_eq!((s.pattern, s.items.len()), ("method\\(double\\)", 2));
         assert!(split_spec("f(arg0:float)").is_err());
         assert!(split_spec("(arg0)").is_err());
         assert!(split_spec("f(1x)").is_err());

@@ -2,6 +2,7 @@
 //! tracepoints, kernel functions) and how names are matched (glob or regex, on mangled and demangled names).
 use globset::{GlobBuilder, GlobMatcher};
 use regex::Regex;
+use std::collections::{HashMap, HashSet};
 
 /// What one command-line pattern asks for.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -199,6 +200,36 @@ pub fn short_name<'a>(mangled: &str, demangled: &'a str) -> &'a str {
     }
 }
 
+/// The short names ([`short_name`]) that functions at different addresses share under different full names:
+/// C++ overloads (`K<int>::f(int)`, `K<int>::f(double)`) and clones (`f(int) [clone .constprop.0]`), which
+/// probe names apart by their full names, parameters included, as gdb does. A cold part (`f(int) [clone
+/// .cold]`) is a piece of its function, not another function: it makes no name shared. `symbols`: (mangled,
+/// demangled, address).
+pub fn shared_short_names<'a>(
+    symbols: impl IntoIterator<Item = (&'a str, &'a str, u64)>,
+) -> HashSet<&'a str> {
+    let mut first: HashMap<&str, (&str, u64)> = HashMap::new();
+    let mut shared = HashSet::new();
+    for (mangled, demangled, addr) in symbols {
+        if is_cold_part(demangled) {
+            continue;
+        }
+        let (short, long) = (short_name(mangled, demangled), strip_rust_hash(demangled));
+        let (seen, at) = *first.entry(short).or_insert((long, addr));
+        if seen != long && at != addr {
+            shared.insert(short);
+        }
+    }
+    shared
+}
+
+/// GCC's cold part of a C++ function, demangled: `f(int) [clone .cold]`, `f(int) [clone .cold.3]`.
+fn is_cold_part(demangled: &str) -> bool {
+    demangled
+        .rsplit_once(" [clone .cold")
+        .is_some_and(|(_, rest)| rest == "]" || rest.starts_with('.') && rest.ends_with(']'))
+}
+
 /// `a::b::h0123456789abcdef` -> `a::b`.
 pub fn strip_rust_hash(name: &str) -> &str {
     if let Some(i) = name.rfind("::h") {
@@ -349,6 +380,39 @@ mod tests {
         assert!(path.matches_symbol("github.com/x/y.F", "github.com/x/y.F"));
         let re = NameMatcher::new("^func_[ab]$", true).unwrap();
         assert!(re.is_match("func_a") && !re.is_match("func_c") && !re.is_match("xfunc_a"));
+    }
+
+    /// Check that overloads and clones share their short name, and that aliases, cold parts, C names and
+    /// Rust's monomorphized copies (one name at many addresses) do not.
+    #[test]
+    fn finds_shared_short_names() {
+        let syms = [
+            ("_ZN1KIiE1fEi", "K<int>::f(int)", 0x10),
+            ("_ZN1KIiE1fEd", "K<int>::f(double)", 0x20),
+            ("_ZN1KIiE1fEd.cold", "K<int>::f(double) [clone .cold]", 0x90),
+            ("_ZN1AC1Ei", "A::A(int)", 0x30),
+            ("_ZN1AC2Ei", "A::A(int)", 0x30),
+            ("_ZN1gEi", "g(int)", 0x40),
+            ("_ZN1gEi.cold", "g(int) [clone .cold]", 0x98),
+            ("_ZL1hi.constprop.0", "h(int) [clone .constprop.0]", 0x50),
+            ("_ZL1hi", "h(int)", 0x58),
+            (
+                "_ZN4core3ptr13drop_in_place17h0123456789abcdefE",
+                "core::ptr::drop_in_place",
+                0x60,
+            ),
+            (
+                "_ZN4core3ptr13drop_in_place17hfedcba9876543210E",
+                "core::ptr::drop_in_place",
+                0x68,
+            ),
+            ("local", "local", 0x70),
+            ("local", "local", 0x78),
+        ];
+        let shared = shared_short_names(syms.iter().map(|&(m, d, a)| (m, d, a)));
+        let mut shared: Vec<&str> = shared.into_iter().collect();
+        shared.sort_unstable();
+        assert_eq!(shared, ["K<int>::f", "h"]);
     }
 
     /// Check that Rust hashes and C++ parameter lists are stripped for display and matching.

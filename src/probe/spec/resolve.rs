@@ -2,7 +2,7 @@
 //! folded), syscalls, tracepoints and kernel functions.
 use super::fetch::{ArgSource, FetchType};
 use super::library::find_library;
-use super::pattern::{short_name, NameMatcher, Spec};
+use super::pattern::{shared_short_names, short_name, strip_rust_hash, NameMatcher, Spec};
 use crate::addr::{ElfAddr, FileOffset};
 use crate::probe::target::{Target, TargetKind};
 use crate::probe::ProbeError;
@@ -129,10 +129,16 @@ pub fn resolve_user(
     })?;
     let info = elf_info(&path)?;
     let symbols = function_symbols(&path, debug)?;
-    // address -> (names that matched, other names at the address)
+    let shared = shared_short_names(symbols.iter().map(|s| (&*s.name, &*s.demangled, s.addr.0)));
+    // address -> (names that matched, other names at the address). A name is the short one, or the full one
+    // (parameters included) where functions at other addresses share the short one: C++ overloads.
     let mut by_addr: BTreeMap<u64, (Vec<String>, Vec<String>)> = BTreeMap::new();
     for s in &symbols {
-        let name = short_name(&s.name, &s.demangled).to_string();
+        let short = short_name(&s.name, &s.demangled);
+        let name = match shared.contains(short) {
+            true => strip_rust_hash(&s.demangled).to_string(),
+            false => short.to_string(),
+        };
         let e = by_addr.entry(s.addr.0).or_default();
         if matcher.matches_symbol(&s.name, &s.demangled) {
             if !e.0.contains(&name) {
