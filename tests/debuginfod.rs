@@ -303,3 +303,154 @@ fn debuginfod_silent_server_times_out() {
     // One timeout per module that asked (the fixture and at most a few libraries), never unbounded.
     assert!(took < Duration::from_secs(30), "took {took:?}");
 }
+
+/// rprof with the server `url` in DEBUGINFOD_URLS, the cache `cache` and the extra environment `env`:
+/// (stdout, stderr, how long it took).
+fn rprof_limited(
+    url: &str,
+    cache: &Path,
+    env: &[(&str, &str)],
+    args: &[&str],
+) -> (String, String, Duration) {
+    let mut cmd = rprof();
+    cmd.env("DEBUGINFOD_URLS", url)
+        .env("DEBUGINFOD_CACHE_PATH", cache)
+        .env_remove("DEBUGINFOD_MAXSIZE")
+        .env_remove("DEBUGINFOD_MAXTIME")
+        .envs(env.iter().copied())
+        .args(args);
+    let started = Instant::now();
+    let out = cmd.output().expect("run rprof");
+    let took = started.elapsed();
+    assert_success(&out, args);
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        took,
+    )
+}
+
+/// Check DEBUGINFOD_MAXSIZE against the real server: a debug file larger than the bound is not fetched (one
+/// warning names the variable and the file, the code stays unnamed, nothing is cached or marked missing),
+/// and a bound above its size fetches it.
+#[test]
+fn debuginfod_max_size() {
+    if !can_run("debuginfod_max_size") {
+        return;
+    }
+    let fx = Fixture::new();
+    let data = fx.record("300");
+    let cache = fx.path("cache");
+    let (_server, url) = start_server(&fx);
+    let size = std::fs::metadata(fx.path("srv/unnamed.debug"))
+        .unwrap()
+        .len();
+    assert!(size > 1000, "the debug file is {size} bytes");
+    let args = ["report", "-i", &data, "--folded"];
+    let (folded, stderr, _) = rprof_limited(&url, &cache, &[("DEBUGINFOD_MAXSIZE", "1000")], &args);
+    eprintln!("{stderr}");
+    let warnings: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("DEBUGINFOD_MAXSIZE"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{stderr}");
+    assert!(
+        warnings[0].contains(&format!(
+            "warning: debuginfod: the debug file of build id {} was not fetched",
+            fx.build_id
+        )) && warnings[0].contains("larger")
+            && warnings[0].contains("DEBUGINFOD_MAXSIZE=1000 bytes"),
+        "{stderr}"
+    );
+    assert!(share_with(&folded, |n| n == "[unnamed]") >= 0.8, "{folded}");
+    let entry = cache.join("rprof").join(&fx.build_id);
+    assert!(!entry.join("debuginfo").exists() && !entry.join("debuginfo.none").exists());
+    let bound = (size * 2).to_string();
+    let (folded, stderr, _) = rprof_limited(&url, &cache, &[("DEBUGINFOD_MAXSIZE", &bound)], &args);
+    assert!(
+        stderr.contains("debuginfod: fetched 1 file,") && !stderr.contains("warning"),
+        "{stderr}"
+    );
+    assert!(
+        share_with(&folded, |n| n.starts_with("unnamed_hot_a")) >= 0.3,
+        "{folded}"
+    );
+}
+
+/// Check DEBUGINFOD_MAXTIME against a server that trickles the fixture's debug file (10 bytes every 100 ms:
+/// hours for its size): the download is stopped at the bound (the server sees the connection closed 2 to 4 s
+/// after the request), with one warning naming the variable, and the report goes on without the file.
+#[test]
+fn debuginfod_max_time() {
+    if !can_run("debuginfod_max_time") {
+        return;
+    }
+    let fx = Fixture::new();
+    let data = fx.record("300");
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let wanted = format!("/buildid/{}/debuginfo", fx.build_id);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let (wanted, tx) = (wanted.clone(), tx.clone());
+            std::thread::spawn(move || trickle(&mut stream, &wanted, &tx));
+        }
+    });
+    let args = ["report", "-i", &data, "--folded"];
+    let (folded, stderr, took) = rprof_limited(
+        &url,
+        &fx.path("cache"),
+        &[("DEBUGINFOD_MAXTIME", "2")],
+        &args,
+    );
+    eprintln!("took {took:?}\n{stderr}");
+    let warnings = stderr
+        .lines()
+        .filter(|l| l.contains("DEBUGINFOD_MAXTIME"))
+        .count();
+    assert_eq!(warnings, 1, "{stderr}");
+    assert!(
+        stderr.contains("did not end within DEBUGINFOD_MAXTIME=2 seconds"),
+        "{stderr}"
+    );
+    assert!(share_with(&folded, |n| n == "[unnamed]") >= 0.8, "{folded}");
+    let held = rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the server saw the download end");
+    assert!(
+        (Duration::from_secs(2)..Duration::from_secs(4)).contains(&held),
+        "the download lasted {held:?}"
+    );
+    assert!(took < Duration::from_secs(30), "took {took:?}");
+}
+
+/// Answer one HTTP request: 404 unless it asks for `wanted`, which is trickled (a 1 MB Content-Length, 10
+/// bytes every 100 ms) until the client closes the connection; then send how long it was held.
+fn trickle(stream: &mut std::net::TcpStream, wanted: &str, tx: &std::sync::mpsc::Sender<Duration>) {
+    use std::io::{BufRead, BufReader, Write};
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut request = String::new();
+    if reader.read_line(&mut request).is_err() {
+        return;
+    }
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).map_or(true, |n| n == 0) || line.trim().is_empty() {
+            break;
+        }
+    }
+    if !request.contains(wanted) {
+        let _ = stream
+            .write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+        return;
+    }
+    let started = Instant::now();
+    let _ = stream
+        .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\nConnection: close\r\n\r\n");
+    while stream.write_all(&[0u8; 10]).is_ok() && started.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = tx.send(started.elapsed());
+}

@@ -575,3 +575,120 @@ fn diff_of_two_runs() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--diff needs --folded or --flamegraph"));
 }
+
+/// Check that unnamed code of two binaries (a stripped fixture and Debian's stripped perl, in one recording)
+/// stays apart in pprof as in the table: no function is named `[unknown]`, each unnamed row of the table is a
+/// pprof function of the same name with the same flat share (the leaf CPU time, to the table's rounding),
+/// `go tool pprof -top` ranks the big ones as the table does and neither `-top` nor `-traces` shows
+/// `[unknown]`; and the Firefox profile names the same code the same way.
+#[test]
+fn pprof_unnamed_code_per_binary() {
+    let test = "pprof_unnamed_code_per_binary";
+    if !privileged(test) || !go_tool(test) {
+        return;
+    }
+    let perl = Path::new("/usr/bin/perl");
+    if !perl.exists() {
+        return skip(test, "no /usr/bin/perl (apt-get install perl)");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = build_c(
+        dir.path(),
+        "unnamed.c",
+        &["-O2", "-g", "-fno-omit-frame-pointer"],
+    );
+    let st = Command::new("strip").arg(&bin).status().unwrap();
+    assert!(st.success());
+    // Perl's regex engine for 0.6 s of its own CPU time.
+    let script = dir.path().join("loop.pl");
+    std::fs::write(
+        &script,
+        "my $s = join q(), map { chr(97 + $_ % 3) } 1 .. 2000; my $n = 0;\n\
+         while ((times)[0] < 0.6) { $n++ while $s =~ /(?:a|b)+?c/g } print qq($n\\n);\n",
+    )
+    .unwrap();
+    let shell = format!(
+        "'{}' 800 && {} '{}'",
+        bin.display(),
+        perl.display(),
+        script.display()
+    );
+    let data = record_to(
+        dir.path(),
+        "two.data",
+        &["-F", "999", "-g", "--", "sh", "-c", &shell],
+    );
+    let file = dir.path().join("two.pb.gz");
+    rprof_ok(&["report", "-i", &data, "--pprof", file.to_str().unwrap()]);
+    let table = rprof_ok(&["report", "-i", &data, "-q"]);
+    let rows = table_rows(&table);
+    let unnamed = |module: &str| -> Vec<(String, f64)> {
+        let prefix = format!("{module}+0x");
+        rows.iter()
+            .filter(|r| r.0.starts_with(&prefix))
+            .cloned()
+            .collect()
+    };
+    let (fixture_rows, perl_rows) = (unnamed("unnamed"), unnamed("perl"));
+    let sum = |rows: &[(String, f64)]| rows.iter().map(|r| r.1).sum::<f64>();
+    eprintln!(
+        "{} fixture rows ({:.1}%), {} perl rows ({:.1}%)\n{table}",
+        fixture_rows.len(),
+        sum(&fixture_rows),
+        perl_rows.len(),
+        sum(&perl_rows)
+    );
+    assert!(sum(&fixture_rows) >= 20.0, "{table}");
+    assert!(sum(&perl_rows) >= 2.0, "{table}");
+
+    let p = decode(&file);
+    assert_valid(&p);
+    let s = |i: i64| p.string_table[i as usize].as_str();
+    let names: HashMap<u64, &str> = p.function.iter().map(|f| (f.id, s(f.name))).collect();
+    let unknown: Vec<&&str> = names.values().filter(|n| n.contains("[unknown]")).collect();
+    assert!(unknown.is_empty(), "{unknown:?}");
+    // Flat CPU time by function: each sample's leaf location's innermost function.
+    let locations: HashMap<u64, &proto::Location> = p.location.iter().map(|l| (l.id, l)).collect();
+    let mut flat: HashMap<&str, i64> = HashMap::new();
+    let mut total = 0i64;
+    for sample in &p.sample {
+        let leaf = locations[&sample.location_id[0]];
+        *flat.entry(names[&leaf.line[0].function_id]).or_default() += sample.value[1];
+        total += sample.value[1];
+    }
+    for (name, share) in fixture_rows.iter().chain(&perl_rows) {
+        let got = flat.get(name.as_str()).copied().unwrap_or(0) as f64 * 100.0 / total as f64;
+        assert!(
+            (got - share).abs() < 0.006,
+            "{name}: {got:.3}% in pprof, {share}% in the table"
+        );
+    }
+    let top = pprof(&["-top"], &file);
+    eprintln!("{top}");
+    let top_rows = pprof_top(&top);
+    assert!(!top_rows.iter().any(|r| r.0.contains("[unknown]")), "{top}");
+    assert_same_top(&top_rows, &rows, "two binaries");
+    let traces = pprof(&["-traces"], &file);
+    assert!(!traces.contains("[unknown]"), "{traces}");
+    assert!(
+        traces.contains("unnamed+0x") && traces.contains("perl+0x"),
+        "{traces}"
+    );
+
+    let firefox = dir.path().join("two.json");
+    rprof_ok(&[
+        "report",
+        "-i",
+        &data,
+        "--firefox",
+        firefox.to_str().unwrap(),
+    ]);
+    let leaves: Vec<String> = check_firefox(&read_json(&firefox))
+        .into_iter()
+        .flat_map(|(_, leaves)| leaves.into_iter().map(|l| l.1))
+        .collect();
+    assert!(!leaves.iter().any(|n| n.contains("[unknown]")));
+    for (name, _) in fixture_rows.iter().chain(&perl_rows).take(3) {
+        assert!(leaves.contains(name), "{name} in the Firefox profile");
+    }
+}

@@ -239,3 +239,60 @@ fn bad_value_specs() {
         }
     }
 }
+
+/// Check that `--by` names its two rows of other values apart, in the table, CSV and JSON: `twice(i)` for
+/// 12,000 distinct i (each once) keeps 10,000 values, shows --top 5 of them, sums the other 9,995 as
+/// `[other: past --top 5]` and the 2,000 values that came after the 10,000th as `[other: past 10000 values]`.
+#[test]
+fn by_names_its_two_other_rows_apart() {
+    if !privileged("by_names_its_two_other_rows_apart") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = build_c(dir.path(), "probe_fixture.c", &["-O1", "-g"]);
+    let bin = bin.to_str().unwrap();
+    let run = |format: &[&str]| {
+        let mut args = vec!["probe", "-x", bin, "twice", "--by", "arg0", "--top", "5"];
+        args.extend_from_slice(format);
+        args.extend(["--", bin, "twice", "12000"]);
+        ok(&args)
+    };
+    let (past_top, past_cap) = ("[other: past --top 5]", "[other: past 10000 values]");
+    let csv = run(&["--csv"]);
+    let rows = keyed(&csv, "twice");
+    assert_eq!(rows.len(), 7, "5 values and 2 other rows: {csv}");
+    assert_eq!(rows.get(past_top).map(|r| r.0), Some(9_995), "{csv}");
+    assert_eq!(rows.get(past_cap).map(|r| r.0), Some(2_000), "{csv}");
+    assert_eq!(rows.values().map(|r| r.0).sum::<u64>(), 12_000, "{csv}");
+
+    let table = run(&[]);
+    let count_of = |key: &str| {
+        let line = table
+            .lines()
+            .find(|l| l.contains(key))
+            .unwrap_or_else(|| panic!("{key}: {table}"));
+        line[line.find(key).unwrap() + key.len()..]
+            .split_whitespace()
+            .next()
+            .and_then(|n| n.parse::<u64>().ok())
+    };
+    assert_eq!(count_of(past_top), Some(9_995), "{table}");
+    assert_eq!(count_of(past_cap), Some(2_000), "{table}");
+    assert!(!table.contains("[other]"), "{table}");
+
+    let out = run(&["--json"]);
+    let line = out
+        .lines()
+        .find(|l| l.starts_with('{'))
+        .unwrap_or_else(|| panic!("{out}"));
+    let json: serde_json::Value = serde_json::from_str(line).unwrap();
+    let functions = json["functions"].as_array().unwrap();
+    let count = |key: &str| {
+        functions
+            .iter()
+            .find(|f| f["key"] == key)
+            .and_then(|f| f["count"].as_u64())
+    };
+    assert_eq!(count(past_top), Some(9_995), "{json}");
+    assert_eq!(count(past_cap), Some(2_000), "{json}");
+}

@@ -365,3 +365,48 @@ fn stripped_perl_rows() {
         );
     }
 }
+
+/// Check that annotate's list of the hottest functions (in its error for a name that matches nothing) names a
+/// stripped binary's code as report's table does (`unnamed+0xA..0xB`, its range without the count of
+/// addresses), with the table's self share, never as `[unknown]`.
+#[test]
+fn annotate_lists_unnamed_code_as_the_table() {
+    if !privileged("annotate_lists_unnamed_code_as_the_table") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (bin, _) = build(dir.path(), &[]);
+    strip(&bin);
+    let data = record(dir.path(), "stripped.data", &bin, &["600"]);
+    let table = rprof_ok(&["report", "-i", &data, "-q"]);
+    let out = rprof()
+        .args(["annotate", "-i", &data, "no_such_function"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    eprintln!("{err}\n{table}");
+    assert!(!err.contains("[unknown]"), "{err}");
+    let top: Vec<(f64, String)> = rows(&table)
+        .into_iter()
+        .filter(|r| r.1 == "unnamed" && unnamed_row("unnamed", &r.2).is_some())
+        .map(|(share, _, symbol)| (share, symbol.split(" (").next().unwrap().to_string()))
+        .take(2)
+        .collect();
+    assert!(top.iter().map(|r| r.0).sum::<f64>() >= 50.0, "{table}");
+    for (share, range) in &top {
+        let at = err
+            .find(&format!("{range} (unnamed, "))
+            .unwrap_or_else(|| panic!("{range} is not listed: {err}"));
+        let listed: f64 = err[at..]
+            .split(", ")
+            .nth(1)
+            .and_then(|s| s.split('%').next())
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("no share for {range}: {err}"));
+        assert!(
+            (listed - share).abs() <= 0.06,
+            "{range}: {listed}% listed, {share}% in the table"
+        );
+    }
+}

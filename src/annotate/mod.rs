@@ -217,9 +217,14 @@ impl Sampled {
                 }
                 Origin::Frame(frame) => Some(frame),
             };
-            let (name, module) = frame.map_or(("[unknown]".into(), "[unknown]".into()), |f| {
-                let f = r.frame(f);
-                let name = f.name.split(' ').next().unwrap_or(&f.name).to_string();
+            let (name, module) = frame.map_or(("[unknown]".into(), "[unknown]".into()), |id| {
+                let f = r.frame(id);
+                // Unnamed code as report's table lists it (`perl+0x196480..0x19ec13`, without the count of
+                // addresses: annotate sees only the leaves); a name without the location `--lines` appends.
+                let name = match f.unnamed {
+                    Some(_) => f.table_name(1),
+                    None => f.name.split(' ').next().unwrap_or(&f.name).to_string(),
+                };
                 (name, f.module.clone())
             });
             *elsewhere.entry((name, module)).or_default() += period;
@@ -244,7 +249,8 @@ impl Sampled {
         period as f64 * 100.0 / self.period.max(1) as f64
     }
 
-    /// The hottest sampled functions as one line: `divide_loop (annotate_div, 97.2%), ...`.
+    /// The hottest sampled functions as one line: `divide_loop (annotate_div, 97.2%), ...`; code without a name
+    /// as report's table lists it: `perl+0x196480..0x19ec13 (perl, 26.4%)`.
     fn hottest(&self, n: usize) -> String {
         let mut all: Vec<(u64, String)> = self
             .functions

@@ -153,18 +153,38 @@ pub fn dwarf_verdict(s: &DwarfStats) -> String {
     line
 }
 
-/// The line of one module's unnamed code.
+/// The line of one module's unnamed code. It leads with the share of samples whose leaf is such code when
+/// that share is shown (at least 1%), else with the share of samples that have such a frame in their stack:
+/// code that is mostly a caller (a frame-pointer stack broken below it) has no leaf share to lead with.
 fn unnamed_line(u: &UnnamedShare, samples: u64, debuginfod: bool) -> String {
     let (cause, fix) = cause_and_fix(u.cause, debuginfod);
-    let what = match u.module.as_str() {
-        "[unknown]" => "are in no mapping".to_string(),
-        module => format!("in {module} have no symbol"),
+    let (at_leaf, in_stack) = match u.module.as_str() {
+        "[unknown]" => ("are in no mapping".to_string(), "in no mapping".to_string()),
+        module => (
+            format!("in {module} have no symbol"),
+            format!("in {module} without a symbol"),
+        ),
     };
-    format!(
-        "{:.1}% of samples {what} ({:.1}% of samples have such a frame in their stack): {cause}; {fix}",
-        share(u.self_samples, samples),
-        share(u.stack_samples, samples)
-    )
+    let shown = |n: u64| n as f64 >= SHOWN_SHARE * samples as f64 && n > 0;
+    let head = match shown(u.self_samples) {
+        true => format!(
+            "{:.1}% of samples {at_leaf} ({:.1}% of samples have such a frame in their stack)",
+            share(u.self_samples, samples),
+            share(u.stack_samples, samples)
+        ),
+        false => {
+            let leaf = match u.self_samples {
+                0 => "none at the leaf".to_string(),
+                1 => "1 sample at the leaf".to_string(),
+                n => format!("{} samples at the leaf", thousands(n)),
+            };
+            format!(
+                "{:.1}% of samples have a frame {in_stack} in their stack ({leaf})",
+                share(u.stack_samples, samples)
+            )
+        }
+    };
+    format!("{head}: {cause}; {fix}")
 }
 
 /// Why code has no name, and what to do about it.
@@ -315,5 +335,42 @@ mod tests {
             lines[1]
         );
         assert!(lines[1].ends_with("install its debug package, or set DEBUGINFOD_URLS"));
+    }
+
+    /// Check that a cause whose code is in stacks but (almost) never at the leaf leads with its stack share,
+    /// and says how many samples it has at the leaf, for frames in no mapping and for a module's code.
+    #[test]
+    fn unnamed_line_leads_with_the_stack_share_when_no_leaf() {
+        let line = |module: &str, cause, self_samples, stack_samples| {
+            let u = UnnamedShare {
+                module: module.into(),
+                cause,
+                self_samples,
+                stack_samples,
+            };
+            unnamed_line(&u, 1000, false)
+        };
+        let nowhere = line("[unknown]", Unnamed::NoMapping, 0, 891);
+        assert!(
+            nowhere.starts_with(
+                "89.1% of samples have a frame in no mapping in their stack (none at the leaf): the addresses"
+            ),
+            "{nowhere}"
+        );
+        let perl = line("perl", Unnamed::Stripped, 3, 120);
+        assert!(
+            perl.starts_with(
+                "12.0% of samples have a frame in perl without a symbol in their stack (3 samples at the leaf): \
+                 the binary is stripped"
+            ),
+            "{perl}"
+        );
+        let leaf = line("perl", Unnamed::Stripped, 10, 120);
+        assert!(
+            leaf.starts_with(
+                "1.0% of samples in perl have no symbol (12.0% of samples have such a frame"
+            ),
+            "{leaf}"
+        );
     }
 }

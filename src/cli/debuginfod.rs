@@ -1,10 +1,11 @@
 //! `--debuginfod[=URLS]` and the environment elfutils' clients read (`DEBUGINFOD_URLS`,
-//! `DEBUGINFOD_CACHE_PATH`, `DEBUGINFOD_TIMEOUT`): the library's client, with its progress and warnings on
-//! stderr. The environment is read here only; the library gets plain config.
+//! `DEBUGINFOD_CACHE_PATH`, `DEBUGINFOD_TIMEOUT`, `DEBUGINFOD_MAXSIZE`, `DEBUGINFOD_MAXTIME`): the library's
+//! client, with its progress and warnings on stderr. The environment is read here only; the library gets
+//! plain config.
 use anyhow::Context;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use rprof::symbols::debuginfod::{Debuginfod, DebuginfodConfig, Event};
+use rprof::symbols::debuginfod::{Debuginfod, DebuginfodConfig, Event, Limits, Refusal};
 use rprof::symbols::DebugSources;
 use rprof::text::thousands;
 use std::path::PathBuf;
@@ -20,7 +21,9 @@ pub struct DebuginfodArgs {
     /// Fetch what the local files lack from debuginfod servers, by build id: debug files of stripped
     /// binaries, binaries gone from disk (and annotate's source files). URLS (space-separated), else those of
     /// DEBUGINFOD_URLS, which also turns this on without the flag. Kept in DEBUGINFOD_CACHE_PATH/rprof (else
-    /// ~/.cache/rprof/debuginfod); DEBUGINFOD_TIMEOUT seconds (default 90) to connect and for each read.
+    /// ~/.cache/rprof/debuginfod); DEBUGINFOD_TIMEOUT seconds (default 90) to connect and for each read;
+    /// DEBUGINFOD_MAXSIZE bytes at most per file and DEBUGINFOD_MAXTIME seconds at most per download (0 or
+    /// unset: no bound), past which a file is not fetched (one warning says so).
     #[arg(long = "debuginfod", value_name = "URLS", num_args = 0..=1, require_equals = true,
           default_missing_value = "")]
     pub debuginfod: Option<String>,
@@ -81,6 +84,7 @@ impl DebuginfodArgs {
             })?),
             None => DEFAULT_TIMEOUT,
         };
+        let limits = limits(env("DEBUGINFOD_MAXSIZE"), env("DEBUGINFOD_MAXTIME"))?;
         let cache = match (
             env("DEBUGINFOD_CACHE_PATH"),
             env("XDG_CACHE_HOME"),
@@ -97,6 +101,7 @@ impl DebuginfodArgs {
             urls: urls.split_whitespace().map(str::to_string).collect(),
             cache,
             timeout,
+            limits,
         };
         let downloads = Arc::new(Downloads::new(command));
         let events = Arc::clone(&downloads);
@@ -106,6 +111,38 @@ impl DebuginfodArgs {
             debuginfod: Some(Arc::new(client)),
         };
         Ok((sources, Some(downloads)))
+    }
+}
+
+/// The bounds of `DEBUGINFOD_MAXSIZE` (bytes) and `DEBUGINFOD_MAXTIME` (seconds), as elfutils reads them: 0
+/// (or unset) is no bound.
+fn limits(max_size: Option<String>, max_time: Option<String>) -> anyhow::Result<Limits> {
+    let number = |name: &str, value: Option<String>, unit: &str| -> anyhow::Result<Option<u64>> {
+        let Some(v) = value else {
+            return Ok(None);
+        };
+        let n: u64 = v.trim().parse().with_context(|| {
+            format!("{name}={v} is not a whole number of {unit}: set it to one (0: no bound), or unset it")
+        })?;
+        Ok((n > 0).then_some(n))
+    };
+    Ok(Limits {
+        max_size: number("DEBUGINFOD_MAXSIZE", max_size, "bytes")?,
+        max_time: number("DEBUGINFOD_MAXTIME", max_time, "seconds")?.map(Duration::from_secs),
+    })
+}
+
+/// Why a file was not fetched, naming the variable that bounds it.
+fn refusal(why: Refusal) -> String {
+    match why {
+        Refusal::TooLarge { max, size } => {
+            let size = size.map_or(String::new(), |n| format!(" ({} bytes)", thousands(n)));
+            format!("it is larger{size} than DEBUGINFOD_MAXSIZE={max} bytes")
+        }
+        Refusal::TooSlow { max } => format!(
+            "its download did not end within DEBUGINFOD_MAXTIME={} seconds",
+            max.as_secs()
+        ),
     }
 }
 
@@ -154,6 +191,18 @@ impl Downloads {
                 eprintln!(
                     "rprof {}: warning: debuginfod server {url} failed ({error}); going on without it",
                     self.command
+                )
+            }),
+            Event::Refused {
+                what,
+                build_id,
+                why,
+            } => self.bar.suspend(|| {
+                eprintln!(
+                    "rprof {}: warning: debuginfod: the {what} of build id {build_id} was not fetched: {}; \
+                     going on without it",
+                    self.command,
+                    refusal(why)
                 )
             }),
         }

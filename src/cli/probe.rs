@@ -56,7 +56,8 @@ pub struct ProbeArgs {
     #[arg(long, num_args = 0..=1, default_missing_value = "", value_name = "VALUE", conflicts_with_all = ["csv", "json"])]
     pub hist: Option<String>,
     /// Split each function's row by a value: argN, ret, a parameter name (`NAME:str` for strings), or caller
-    /// (argdist's -C). The top --top values are shown, the rest summed as `[other]`.
+    /// (argdist's -C). The top --top values are shown, the rest summed as `[other: past --top N]`; values
+    /// past the first 10000 distinct ones of a function are summed as `[other: past 10000 values]`.
     #[arg(long, value_name = "VALUE", value_parser = parse::value_name)]
     pub by: Option<String>,
     /// Split each function's row by its calling function (the same as --by caller).

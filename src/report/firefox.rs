@@ -13,8 +13,8 @@
 //!   symbol table written into the profile (so the profile is marked symbolicated and the viewer never asks
 //!   for symbols). Addresses are file offsets (kernel addresses less the lowest kernel address used).
 //!   Functions inlined at an address follow it as frames of their own (labels: the format written by this
-//!   crate version has no inline depth).
-use super::{Exports, Profile, ReportError, OFF_CPU_FRAME};
+//!   crate version has no inline depth). Unnamed code is named as the table names it (`perl+0x196480..0x19ec13`).
+use super::{frame_name, Exports, Profile, ReportError, OFF_CPU_FRAME};
 use fxprof_processed_profile::debugid::DebugId;
 use fxprof_processed_profile::{
     CategoryColor, CategoryPairHandle, CpuDelta, Frame, FrameFlags, FrameInfo, LibraryHandle,
@@ -163,7 +163,7 @@ fn stack_frames(
                 Some((lib, rva)) if i == 0 => {
                     Frame::RelativeAddressFromInstructionPointer(lib, rva)
                 }
-                _ => Frame::Label(fx.intern_string(&display_name(info))),
+                _ => Frame::Label(fx.intern_string(&frame_name(p, f))),
             };
             frames.push(FrameInfo {
                 frame,
@@ -180,14 +180,6 @@ fn stack_frames(
         });
     }
     frames
-}
-
-/// `[unknown] (module)` for unknown frames, as the table prints them.
-fn display_name(f: &super::FrameInfo) -> String {
-    match f.name == "[unknown]" {
-        true => format!("[unknown] ({})", f.module),
-        false => f.name.clone(),
-    }
 }
 
 /// The libraries of the profile, and the library and relative address of each location that has both.
@@ -223,7 +215,7 @@ fn libraries(fx: &mut fxprof_processed_profile::Profile, p: &Profile, ex: &Expor
         symbols[m as usize].push(Symbol {
             address: rva,
             size: Some(1),
-            name: display_name(&p.frames[outer as usize]),
+            name: frame_name(p, outer),
         });
         address.push(Some((m, rva)));
     }

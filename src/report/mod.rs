@@ -32,7 +32,7 @@ pub use output::{
 pub use pprof::{proto, to_pprof, write_pprof};
 pub use quality::{interval_points, samples_needed, Quality, UnnamedShare};
 pub use script::{script, Fields, ScriptOptions, ScriptSummary, FIELD_NAMES};
-pub use table::{write_table, SortKey, TableOptions};
+pub use table::{frame_name, write_table, SortKey, TableOptions};
 
 /// Errors of the report stage.
 #[derive(Debug, thiserror::Error)]

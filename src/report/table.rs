@@ -165,13 +165,24 @@ impl<'a> RowKey<'a> {
                 }
                 SortKey::Dso => self.dso.unwrap_or("").to_string(),
                 SortKey::Sym => self.sym.map_or(String::new(), |id| {
-                    let f = &p.frames[id as usize];
-                    let name = f.table_name(p.addresses.get(&id).copied().unwrap_or(1));
-                    format!("[{}] {name}", if f.kernel { 'k' } else { '.' })
+                    let kind = if p.frames[id as usize].kernel {
+                        'k'
+                    } else {
+                        '.'
+                    };
+                    format!("[{kind}] {}", frame_name(p, id))
                 }),
             })
             .collect()
     }
+}
+
+/// A frame's name in the table, and in every output that ranks functions (pprof, the Firefox profiler): its
+/// function, or for unnamed code its address or range in its module (see [`super::FrameInfo::table_name`]),
+/// with how many sampled addresses a range holds.
+pub fn frame_name(p: &Profile, id: FrameId) -> String {
+    let addresses = p.addresses.get(&id).copied().unwrap_or(1);
+    p.frames[id as usize].table_name(addresses)
 }
 
 /// Where an off-CPU stack waits: its innermost user frame (the kernel part of every wait ends in the

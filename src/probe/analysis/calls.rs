@@ -11,7 +11,8 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-/// Distinct values kept per function for `--by`; calls with further values go to the function's `[other]` row.
+/// Distinct values kept per function for `--by`; calls with further values go to the function's
+/// `[other: past 10000 values]` row.
 pub const MAX_KEYS: usize = 10_000;
 /// Slow calls listed at most; more are only counted.
 pub const MAX_SLOW: usize = 10_000;
@@ -29,7 +30,7 @@ pub struct CallOptions {
     pub trace_rate: u64,
     /// `--min-duration`: list the calls at least this long (ns).
     pub min_duration: Option<u64>,
-    /// Rows per function shown with `--by` (the rest is summed into `[other]`).
+    /// Rows per function shown with `--by` (the rest is summed into `[other: past --top N]`).
     pub top: usize,
 }
 
@@ -193,7 +194,7 @@ impl Calls {
         }
     }
 
-    /// Count a call in its `--by` row (a new value past [`MAX_KEYS`] goes to `[other]`).
+    /// Count a call in its `--by` row (a new value past [`MAX_KEYS`] goes to [`Key::Other`]).
     fn add_keyed(&mut self, call: &Call) {
         let key = self.key(call);
         let t = &mut self.per_target[call.target];

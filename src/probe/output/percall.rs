@@ -1,7 +1,7 @@
 //! Writing what per-call work gathered ([`Calls`]): the `--by` rows, `--hist VALUE` histograms, the slow calls
 //! of `--min-duration` and the `--trace` lines.
 use super::table::{human_ns, write_log2_hist, Row};
-use crate::probe::analysis::{describe, Call, Calls, FuncStats, Key, StackCounter};
+use crate::probe::analysis::{describe, Call, Calls, FuncStats, Key, StackCounter, MAX_KEYS};
 use crate::probe::target::{TargetId, Targets};
 use crate::resolve::FrameId;
 use std::collections::HashMap;
@@ -12,16 +12,23 @@ use std::sync::Arc;
 pub type KeyedRows = Vec<(TargetId, Vec<(String, FuncStats)>)>;
 
 /// The `--by` rows, grouped by function (the function with the most time, or calls, first), each function's
-/// values by time then count, the top `top` of them and an `[other]` row for the rest. Callers that resolve
-/// to one function are one row.
+/// values by time then count: the top `top` of them, then `[other: past --top N]` for the rest, then
+/// `[other: past 10000 values]` for the calls whose value came after the function had [`MAX_KEYS`] distinct
+/// values (never merged into the first: they are values rprof did not keep apart, not values it did not show).
+/// Callers that resolve to one function are one row.
 pub fn keyed_rows(calls: &Calls, stacks: &StackCounter) -> KeyedRows {
     let mut per_target: HashMap<TargetId, HashMap<String, FuncStats>> = HashMap::new();
+    let mut capped: HashMap<TargetId, FuncStats> = HashMap::new();
     for ((target, key), f) in &calls.keyed {
         let shown = match key {
             Key::Value(v) => v.plain(),
             Key::Frames(frames) => caller_name(stacks, frames),
             Key::Missing => "[none]".into(),
-            Key::Other => "[other]".into(),
+            Key::Other => {
+                capped.entry(*target).or_default().merge(f);
+                per_target.entry(*target).or_default();
+                continue;
+            }
         };
         per_target
             .entry(*target)
@@ -31,18 +38,21 @@ pub fn keyed_rows(calls: &Calls, stacks: &StackCounter) -> KeyedRows {
             .merge(f);
     }
     let weight = |f: &FuncStats| (f.total_ns, f.count);
+    let top = calls.opts.top.max(1);
     let mut groups: KeyedRows = per_target
         .into_iter()
         .map(|(t, rows)| {
             let mut rows: Vec<(String, FuncStats)> = rows.into_iter().collect();
             rows.sort_by(|a, b| weight(&b.1).cmp(&weight(&a.1)).then_with(|| a.0.cmp(&b.0)));
-            let top = calls.opts.top.max(1);
             if rows.len() > top {
                 let mut other = FuncStats::default();
                 for (_, f) in rows.drain(top..) {
                     other.merge(&f);
                 }
-                rows.push(("[other]".into(), other));
+                rows.push((past_top(top), other));
+            }
+            if let Some(f) = capped.remove(&t) {
+                rows.push((past_cap(), f));
             }
             (t, rows)
         })
@@ -58,6 +68,17 @@ pub fn keyed_rows(calls: &Calls, stacks: &StackCounter) -> KeyedRows {
             .then(a.0.cmp(&b.0))
     });
     groups
+}
+
+/// The row of the values past the `top` shown.
+fn past_top(top: usize) -> String {
+    format!("[other: past --top {top}]")
+}
+
+/// The row of the calls whose value came when [`MAX_KEYS`] distinct values were kept already (no thousands
+/// separator: CSV).
+fn past_cap() -> String {
+    format!("[other: past {MAX_KEYS} values]")
 }
 
 /// The keyed rows as report rows.

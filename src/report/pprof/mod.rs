@@ -18,7 +18,11 @@
 //!   unknown mappings) get a location without a mapping (`mapping_id` 0, address 0).
 //! - Functions: one per (name, mangled name, binary); `system_name` is the mangled name, `filename` the
 //!   binary's path (rprof has no source file per function; with `--lines` the name carries `file:line`).
-//!   Unknown frames are named `[unknown] (MODULE)`, as in the table.
+//!   Unnamed code is named as the table names it: by its module and file offset or unwind-table range
+//!   (`perl+0x196480..0x19ec13`), or by its address where it has no file (`0xffffffff81234567`), so that
+//!   `go tool pprof -top` ranks it as the table does; never one `[unknown]` function for all of it (pprof
+//!   would also cut a `[unknown] (perl)` down to `[unknown]`: it takes `[...]` names for C++ and drops what
+//!   is in parentheses).
 use super::{ExportLocation, Exports, FrameId, Profile, ReportError};
 use crate::recording::{Sampling, SamplingPolicy};
 use std::collections::HashMap;
@@ -285,12 +289,11 @@ impl Builder {
 
     fn function(&mut self, p: &Profile, frame: FrameId, path: &str) -> u64 {
         let f = &p.frames[frame as usize];
-        let name = if f.name == "[unknown]" {
-            format!("[unknown] ({})", f.module)
-        } else {
-            f.name.clone()
-        };
-        let key = (name, f.system_name.clone(), path.to_string());
+        let key = (
+            super::frame_name(p, frame),
+            f.system_name.clone(),
+            path.to_string(),
+        );
         if let Some(&id) = self.function_ids.get(&key) {
             return id;
         }
@@ -385,6 +388,8 @@ fn hex(bytes: &[u8]) -> String {
 mod tests {
     use super::*;
     use crate::report::{ExportModule, FrameInfo, TimedSample};
+    use crate::resolve::UnnamedCode;
+    use crate::symbols::Unnamed;
 
     fn frame(name: &str, module: &str, system_name: Option<&str>) -> FrameInfo {
         FrameInfo {
@@ -448,7 +453,12 @@ mod tests {
                 frame("outer", "app", None),
                 frame("inner", "app", None),
                 frame("malloc", "libc.so.6", None),
-                frame("[unknown]", "[anon]", None),
+                FrameInfo::unnamed(
+                    "[anon]".into(),
+                    false,
+                    Unnamed::JitWithoutMap,
+                    UnnamedCode::Address(0x7f00_0000_1000),
+                ),
             ],
             comms: vec!["app".into()],
             samples: 3,
@@ -508,7 +518,7 @@ mod tests {
         assert_eq!(jit.mapping_id, 0);
         assert_eq!(
             s(p.function[jit.line[0].function_id as usize - 1].name),
-            "[unknown] ([anon])"
+            "0x7f0000001000"
         );
         // (stack 0, on), (stack 1, on), (stack 1, off), (stack 2, on)
         assert_eq!(p.sample.len(), 4);
@@ -566,6 +576,47 @@ mod tests {
             .unwrap();
         let decoded = <proto::Profile as prost::Message>::decode(&raw[..]).unwrap();
         assert_eq!(decoded, to_pprof(&profile).unwrap());
+    }
+
+    /// Check that unnamed code is one function per code range and binary, named as the table names it (with
+    /// the count of addresses of a range), and that no function is named `[unknown]`.
+    #[test]
+    fn unnamed_code_named_per_binary_and_range() {
+        let mut p = profile();
+        let unnamed =
+            |module: &str, code| FrameInfo::unnamed(module.into(), false, Unnamed::Stripped, code);
+        p.frames[0] = unnamed("app", UnnamedCode::Range(0x1000, 0x1200));
+        p.frames[3] = unnamed("libc.so.6", UnnamedCode::Range(0x9000, 0x9100));
+        p.addresses.insert(0, 2);
+        let ex = p.exports.as_mut().unwrap();
+        // A second address in app's range, and one in a second range of app.
+        ex.locations[1].frames = vec![0];
+        ex.locations.push(ExportLocation {
+            module: Some(1),
+            address: 0x2000,
+            frames: vec![5],
+        });
+        ex.stacks.push(vec![4]);
+        p.frames.push(unnamed("app", UnnamedCode::Offset(0x2000)));
+        let pb = to_pprof(&p).unwrap();
+        let s = |i: i64| pb.string_table[i as usize].as_str();
+        let mut names: Vec<(&str, &str)> = pb
+            .function
+            .iter()
+            .map(|f| (s(f.name), s(f.filename)))
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            [
+                ("0x7f0000001000", ""),
+                ("app+0x1000..0x1200 (2 addresses)", "/bin/app"),
+                ("app+0x2000", "/bin/app"),
+                ("libc.so.6+0x9000..0x9100", "/lib/libc.so.6"),
+            ]
+        );
+        // Both addresses of the range are locations of its one function.
+        assert_eq!(pb.location[0].line, pb.location[1].line);
     }
 
     /// Check which paths count as shared libraries for the choice of the main binary.

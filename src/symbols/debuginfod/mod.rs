@@ -7,6 +7,12 @@
 //! "not found", a file with another build id) is said once and not asked again in this run, so a run never
 //! waits for a dead server twice. What the servers sent stays in the cache, which later runs read first, also
 //! without a network. The library prints nothing: it reports through [`Event`]s.
+//!
+//! Downloads may be bounded as elfutils' client bounds them ([`Limits`]: `DEBUGINFOD_MAXSIZE`,
+//! `DEBUGINFOD_MAXTIME`): a larger file is refused (the request says the bound in `X-DEBUGINFOD-MAXSIZE`, to
+//! which elfutils' server answers 406; else by the answer's Content-Length, else by the bytes read), and a
+//! download is stopped when the time is up. A refused file is said once ([`Event::Refused`]), neither cached
+//! nor marked missing (a later run with other bounds may fetch it), and no other server is asked for it.
 mod cache;
 
 pub use cache::Kind;
@@ -14,7 +20,7 @@ use cache::{Cache, Download};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Which servers, which cache, which timeout (plain config: the command line reads the environment).
 #[derive(Clone, Debug)]
@@ -25,6 +31,27 @@ pub struct DebuginfodConfig {
     pub cache: PathBuf,
     /// How long a server may take to connect, to answer, and for each read of the answer.
     pub timeout: Duration,
+    /// Bounds on each download.
+    pub limits: Limits,
+}
+
+/// Bounds on each download (elfutils' `DEBUGINFOD_MAXSIZE` and `DEBUGINFOD_MAXTIME`); None: unbounded.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Limits {
+    /// Bytes: a larger file is not downloaded.
+    pub max_size: Option<u64>,
+    /// The whole download (connecting, the answer and its body) must end within this time.
+    pub max_time: Option<Duration>,
+}
+
+/// Why a file was not downloaded although a server has it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// Larger than [`Limits::max_size`]: its size when the server said it (Content-Length); None when the
+    /// server refused it for the size the request gave, or the bytes read went past the bound.
+    TooLarge { max: u64, size: Option<u64> },
+    /// Not whole within [`Limits::max_time`].
+    TooSlow { max: Duration },
 }
 
 /// What the client tells while it works.
@@ -42,6 +69,12 @@ pub enum Event<'a> {
     Finished { fetched: bool },
     /// A server failed; it is not asked again in this run.
     ServerFailed { url: &'a str, error: String },
+    /// A file was not downloaded: it is past the [`Limits`]. Said once per file.
+    Refused {
+        what: &'static str,
+        build_id: &'a str,
+        why: Refusal,
+    },
 }
 
 /// Where [`Event`]s go.
@@ -52,6 +85,7 @@ pub struct Debuginfod {
     urls: Vec<String>,
     cache: Cache,
     agent: ureq::Agent,
+    limits: Limits,
     /// Servers that failed in this run.
     failed: Mutex<Vec<String>>,
     events: Events,
@@ -72,6 +106,8 @@ enum Miss {
     NotFound,
     /// The server failed.
     Failed(String),
+    /// The file is past the limits.
+    Refused(Refusal),
 }
 
 impl Debuginfod {
@@ -93,6 +129,7 @@ impl Debuginfod {
                 .collect(),
             cache: Cache::new(config.cache),
             agent,
+            limits: config.limits,
             failed: Mutex::new(Vec::new()),
             events,
         }
@@ -132,6 +169,14 @@ impl Debuginfod {
             match self.download(url, &hex, build_id, kind, &path) {
                 Ok(fetched) => return Some(fetched),
                 Err(Miss::NotFound) => {}
+                Err(Miss::Refused(why)) => {
+                    (self.events)(Event::Refused {
+                        what: kind.what(),
+                        build_id: &hex,
+                        why,
+                    });
+                    return None;
+                }
                 Err(Miss::Failed(error)) => {
                     all_said_none = false;
                     self.fail(url, error);
@@ -154,17 +199,22 @@ impl Debuginfod {
         path: &Path,
     ) -> Result<PathBuf, Miss> {
         let request = format!("{url}/buildid/{hex}/{}", kind.url_path());
+        let started = Instant::now();
         let response = self
-            .agent
-            .get(&request)
+            .request(&request)
             .call()
-            .map_err(|e| Miss::Failed(e.to_string()))?;
+            .map_err(|e| self.miss(started, e.to_string()))?;
+        let size = response.body().content_length();
         match response.status().as_u16() {
             200 => {}
             404 | 410 => return Err(Miss::NotFound),
+            // elfutils' server: the file is larger than X-DEBUGINFOD-MAXSIZE.
+            406 if self.limits.max_size.is_some() => return Err(self.too_large(None)),
             status => return Err(Miss::Failed(format!("HTTP status {status} for {request}"))),
         }
-        let size = response.body().content_length();
+        if let Some(size) = size.filter(|&n| self.limits.max_size.is_some_and(|max| n > max)) {
+            return Err(self.too_large(Some(size)));
+        }
         (self.events)(Event::Started {
             what: kind.what(),
             build_id: hex,
@@ -175,7 +225,7 @@ impl Debuginfod {
             .cache
             .download(path)
             .map_err(|e| Miss::Failed(format!("cannot write into the cache: {e}")))?;
-        let copied = self.copy(&mut body, &mut download);
+        let copied = self.copy(&mut body, &mut download, started);
         let kept = copied.and_then(|()| match kind {
             Kind::Source(_) => Ok(()),
             _ => check_build_id(download.temp_path(), build_id),
@@ -191,15 +241,56 @@ impl Debuginfod {
         kept
     }
 
-    /// Copy a body into a download, telling the bytes as they come.
-    fn copy(&self, body: &mut impl Read, download: &mut Download) -> Result<(), Miss> {
+    /// A GET of `url`, bounded by [`Limits::max_time`] from DNS to the body's end, and saying
+    /// [`Limits::max_size`] to the server as elfutils' client does.
+    fn request(&self, url: &str) -> ureq::RequestBuilder<ureq::typestate::WithoutBody> {
+        let mut request = self.agent.get(url);
+        if let Some(max) = self.limits.max_size {
+            request = request.header("X-DEBUGINFOD-MAXSIZE", max.to_string());
+        }
+        match self.limits.max_time {
+            Some(max) => request.config().timeout_global(Some(max)).build(),
+            None => request,
+        }
+    }
+
+    /// Why a request or a read that began at `started` failed: the time limit when it is up, else `error`.
+    fn miss(&self, started: Instant, error: String) -> Miss {
+        match self.limits.max_time {
+            Some(max) if started.elapsed() >= max => Miss::Refused(Refusal::TooSlow { max }),
+            _ => Miss::Failed(error),
+        }
+    }
+
+    fn too_large(&self, size: Option<u64>) -> Miss {
+        Miss::Refused(Refusal::TooLarge {
+            max: self.limits.max_size.unwrap_or(0),
+            size,
+        })
+    }
+
+    /// Copy a body into a download, telling the bytes as they come, within the limits.
+    fn copy(
+        &self,
+        body: &mut impl Read,
+        download: &mut Download,
+        started: Instant,
+    ) -> Result<(), Miss> {
         let mut buf = vec![0u8; 1 << 16];
+        let mut read = 0u64;
         loop {
             let n = body
                 .read(&mut buf)
-                .map_err(|e| Miss::Failed(format!("the download broke off: {e}")))?;
+                .map_err(|e| self.miss(started, format!("the download broke off: {e}")))?;
             if n == 0 {
                 return Ok(());
+            }
+            read += n as u64;
+            if self.limits.max_size.is_some_and(|max| read > max) {
+                return Err(self.too_large(None));
+            }
+            if let Some(max) = self.limits.max_time.filter(|&max| started.elapsed() > max) {
+                return Err(Miss::Refused(Refusal::TooSlow { max }));
             }
             download
                 .writer()
@@ -238,3 +329,6 @@ fn check_build_id(path: &Path, build_id: &[u8]) -> Result<(), Miss> {
         ))),
     }
 }
+
+#[cfg(test)]
+mod tests;
