@@ -13,6 +13,10 @@
 #   5. a `push %rbp`-first function (-O0): rprof against bpftrace, and against the kernel's floor for what rprof
 #      does: the same two probes (sp=%sp) in a bare tracefs instance on the mono clock, not filtered by task,
 #      read by a small python reader as rprof reads its rings (no rprof at all).
+# Then c:free against a push-first probe (issue 30, item 12; bar: at most 1.1x), and what the difference is made
+# of, each suspect alone: rprof's engine (c:free forced through the tracefs ring, where every process mapping libc
+# traps; the push-first probe forced through perf events), and the kernel's floor for perf events (the same two
+# probes, with rprof's sample fields TIME|RAW and clock, read by bench/perf_floor.c: no rprof).
 # rprof's counts are checked against the calls the fixture made, and lost events are printed.
 # Usage: bench/placement_bench.sh [CALLS]   (as root; default 100000; REPEAT=3)
 source "$(dirname "$0")/lib.sh"
@@ -30,6 +34,7 @@ gcc -O0 -fno-omit-frame-pointer -fcf-protection=full -o "$WORK/pc_cet" "$SRC"
 GOCACHE=$WORK/gocache GOPATH=$WORK/gopath GO111MODULE=off go build -o "$WORK/go_cost" "$ROOT/fixtures/go_cost/main.go" ||
     die "go build failed"
 LIBC=$(ldd "$WORK/pc_mov" | awk '/libc.so/ {print $3}')
+gcc -O2 -o "$WORK/perf_floor" "$ROOT/bench/perf_floor.c" || die "building bench/perf_floor.c failed"
 
 # The first instructions of FUNC in BIN (to check each case probes what it claims to).
 head_of() {
@@ -88,8 +93,22 @@ run() {
 # The file offset of symbol FUNC in BIN (what a uprobe takes): its address less its LOAD segment's vaddr, plus
 # the segment's offset.
 file_offset() {
+    addr_offset "$1" "$(nm "$1" | awk -v f="$2" '$3 == f { print $1; exit }')"
+}
+
+# The file offset of the second instruction of FUNC, a dynamic symbol of BIN (where rprof puts libc free's probe:
+# its `je` after `test`).
+second_insn_offset() {
+    local start
+    start=$(nm -D "$1" | awk -v f="$2" '$3 == f || index($3, f "@") == 1 { print $1; exit }')
+    addr_offset "$1" "$(objdump -d --start-address=0x"$start" --stop-address=$((16#$start + 16)) "$1" |
+        awk '/^ +[0-9a-f]+:/ { if (++n == 2) { sub(/:/, "", $1); print $1; exit } }')"
+}
+
+# The file offset of hex address ADDR in BIN.
+addr_offset() {
     local addr type off va _pa _fs msz
-    addr=$((16#$(nm "$1" | awk -v f="$2" '$3 == f { print $1; exit }')))
+    addr=$((16#$2))
     while read -r type off va _pa _fs msz _; do
         [ "$type" = LOAD ] || continue
         if ((addr >= va && addr < va + msz)); then
@@ -138,10 +157,25 @@ PY
     echo "-:rprof_bench_floor/r" >>$t/uprobe_events
 }
 
+# perf_floor BIN OFFSET CMD...: CMD with an entry and a return probe at BIN:OFFSET fetching sp (as rprof's), read
+# through per-CPU perf events with rprof's sample fields (TIME|RAW) and clock (CLOCK_MONOTONIC) by a bare reader
+# (bench/perf_floor.c): the kernel's cost of rprof's perf engine, without rprof.
+perf_floor() {
+    local bin=$1 off=$2 t=/sys/kernel/tracing
+    shift 2
+    echo "p:rprof_bench_pf/e $bin:$off sp=%sp" >>$t/uprobe_events
+    echo "r:rprof_bench_pf/r $bin:$off sp=%sp" >>$t/uprobe_events
+    "$WORK/perf_floor" 0x404 1 "$(cat $t/events/rprof_bench_pf/e/id)" "$(cat $t/events/rprof_bench_pf/r/id)" -- "$@" || true
+    echo "-:rprof_bench_pf/e" >>$t/uprobe_events
+    echo "-:rprof_bench_pf/r" >>$t/uprobe_events
+}
+
 bt_timed() { echo "uprobe:$1 { @s[tid] = nsecs; } uretprobe:$1 /@s[tid]/ { @h = hist(nsecs - @s[tid]); delete(@s[tid]); }"; }
 
 PUSH_OFF=$(file_offset "$WORK/pc_push" target)
 [ -n "$PUSH_OFF" ] || die "no file offset for pc_push's target"
+FREE_OFF=$(second_insn_offset "$LIBC" free)
+[ -n "$FREE_OFF" ] || die "no file offset for libc free's second instruction"
 
 echo "== placement: cost per call pair (entry + return), thread CPU ns as the fixture measures it, $CALLS calls, best of $REPEAT alternating runs"
 for c in mov cet push; do
@@ -165,6 +199,8 @@ for _ in $(seq "$REPEAT"); do
     run none3 free "$WORK/pc_mov" malloc "$CALLS"
     run rp3 free "$RPROF" probe c:free --csv -- "$WORK/pc_mov" malloc "$CALLS"
     run bt3 free bpftrace -q -e "$(bt_timed "$LIBC:free")" -c "$WORK/pc_mov malloc $CALLS"
+    run rp3r free env RPROF_PROBE_ENGINE=tracefs "$RPROF" probe c:free --csv -- "$WORK/pc_mov" malloc "$CALLS"
+    run pf3 free perf_floor "$LIBC" "$FREE_OFF" "$WORK/pc_mov" malloc "$CALLS"
     # 4. Go: rprof times it; counts only otherwise
     run none4 main.work "$WORK/go_cost" "$CALLS"
     run rp4 main.work "$RPROF" probe -x "$WORK/go_cost" main.work --csv -- "$WORK/go_cost" "$CALLS"
@@ -175,6 +211,8 @@ for _ in $(seq "$REPEAT"); do
     run rp5 target "$RPROF" probe -x "$WORK/pc_push" target --csv -- "$WORK/pc_push" call "$CALLS"
     run bt5 target bpftrace -q -e "$(bt_timed "$WORK/pc_push:target")" -c "$WORK/pc_push call $CALLS"
     run fl5 target floor "$WORK/pc_push" "$PUSH_OFF" "$WORK/pc_push" call "$CALLS"
+    run rp5p target env RPROF_PROBE_ENGINE=perf "$RPROF" probe -x "$WORK/pc_push" target --csv -- "$WORK/pc_push" call "$CALLS"
+    run pf5 target perf_floor "$WORK/pc_push" "$PUSH_OFF" "$WORK/pc_push" call "$CALLS"
 done
 
 b() { echo "${BEST[$1]:--}"; }
@@ -201,6 +239,14 @@ row "5. push-first, -O0 (rprof: $(cost rp5))" "$(b none5)" "$(b bt5)" "$(b rp5)"
 echo
 echo "floor of the tracefs ring engine on case 5 (the same probes in a bare tracefs instance, no rprof): $(b fl5) ns;" \
     "rprof / floor $(ratio "$(b rp5)" "$(b fl5)"), floor / bpftrace $(ratio "$(b fl5)" "$(b bt5)")"
+echo
+echo "c:free against a push-first probe (bar <= 1.1x: $(verdict "$(ratio "$(b rp3)" "$(b rp5)")" 1.1)), ns per call pair:"
+echo "   rprof c:free $(b rp3) (perf events) / rprof push-first $(b rp5) (tracefs ring): $(ratio "$(b rp3)" "$(b rp5)")x"
+echo "   rprof's own share: rprof c:free / perf-events floor on free $(b pf3): $(ratio "$(b rp3)" "$(b pf3)")x;" \
+    "rprof push-first through perf events $(b rp5p) / perf-events floor on push-first $(b pf5): $(ratio "$(b rp5p)" "$(b pf5)")x"
+echo "   the engine: c:free through the ring (forced) $(b rp3r) / rprof push-first $(b rp5): $(ratio "$(b rp3r)" "$(b rp5)")x;" \
+    "push-first through perf events / through the ring: $(ratio "$(b rp5p)" "$(b rp5)")x"
+echo "   the kernel: perf-events floor on free / ring floor on push-first $(b fl5): $(ratio "$(b pf3)" "$(b fl5)")x"
 echo
 if [ -s "$NOTES" ]; then
     echo "notes (counts that differ from the calls made, lost events, failed runs):"

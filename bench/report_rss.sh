@@ -7,17 +7,19 @@
 #   40 fields of its own), about 1.7 KB of code and DWARF a function (60,000 functions: about 100 MB). It calls
 #   every function ROUNDS times, so samples land all over the binary. Built once into $WORK/bigbin (kept
 #   between runs; about 1.5 CPU-minutes a 20,000 functions).
-# - rprof: a copy of rprof's own release binary (about 33 MB with line tables), running `rprof report` on big's
-#   perf recording.
+# - rprof: a copy of rprof's own release binary (about 60 MB with line tables: a large Rust binary), running
+#   `rprof report` REPORTS times on a perf recording of INNER_SAMPLES samples (fixtures/calltree.c, -F 25000 -g):
+#   seconds of real work, as a user profiling rprof would record it (issue 30, item 11: 1.64-1.78x there, where
+#   one report of big's small recording gave 1.3x).
 # - node: Debian's /usr/bin/node (about 95 MB, .symtab and some DWARF; JIT code stays unnamed without
 #   --perf-basic-prof), running NODE_ITERS rounds of a JSON loop (apt-get install nodejs).
 # On each of the four files, peak RSS (`/usr/bin/time -f %M`, KiB) of `rprof report` and `perf report --stdio`,
 # output to /dev/null, and the ratio.
 #
 # Environment: FUNCS (default 60000), ROUNDS (default 3), FREQ (default 4000), JOBS (parallel compiles, 2),
-# NODE_ITERS (default 3000000), BINARIES (which of "big rprof node" to measure; rprof's workload needs big),
-# REPORT_BIN (the rprof binary whose `report` is measured, default the release build: to compare two builds),
-# REUSE=1 (keep the recordings of a previous run).
+# NODE_ITERS (default 3000000), REPORTS (default 10), INNER_SAMPLES (default 300000), BINARIES (which of
+# "big rprof node" to measure), REPORT_BIN (the rprof binary whose `report` is measured, default the release
+# build: to compare two builds), REUSE=1 (keep the recordings of a previous run).
 source "$(dirname "$0")/lib.sh"
 
 FUNCS="${FUNCS:-60000}"
@@ -25,6 +27,8 @@ ROUNDS="${ROUNDS:-3}"
 FREQ="${FREQ:-4000}"
 JOBS="${JOBS:-2}"
 NODE_ITERS="${NODE_ITERS:-3000000}"
+REPORTS="${REPORTS:-10}"
+INNER_SAMPLES="${INNER_SAMPLES:-300000}"
 BINARIES="${BINARIES:-big rprof node}"
 PER_PART=2000
 REPORT_BIN="${REPORT_BIN:-$RPROF}"
@@ -112,8 +116,15 @@ record_both() { # NAME, then the workload
 if [ -z "${REUSE:-}" ] || [ ! -s "$WORK/rss.rprof.perf.data" ]; then
     echo "recording big ($ROUNDS rounds) and rprof report with rprof and with perf..." >&2
     record_both big "$BIG" "$ROUNDS"
+    # What the recorded rprof reads: calltree for INNER_SAMPLES / 25 ms of CPU at 25 kHz.
+    build_calltree
+    echo "recording calltree ($INNER_SAMPLES samples) for rprof report to read..." >&2
+    perf record -q -F 25000 -g -o "$WORK/rss.inner.perf.data" -- "$WORK/calltree" $((INNER_SAMPLES / 25)) \
+        >/dev/null 2>"$WORK/rec.err" || { cat "$WORK/rec.err" >&2; die "perf record of calltree failed"; }
     cp "$RPROF" "$RPROF_TARGET"
-    record_both rprof "$RPROF_TARGET" report -i "$WORK/rss.big.perf.data"
+    echo "recording $REPORTS runs of rprof report with rprof and with perf..." >&2
+    record_both rprof sh -c 'for _ in $(seq "$1"); do "$2" report -i "$3"; done' reports "$REPORTS" \
+        "$RPROF_TARGET" "$WORK/rss.inner.perf.data"
 fi
 if [ -n "$NODE" ] && { [ -z "${REUSE:-}" ] || [ ! -s "$WORK/rss.node.perf.data" ]; }; then
     echo "recording node ($NODE_ITERS rounds of a JSON loop) with rprof and with perf..." >&2

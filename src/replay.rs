@@ -59,7 +59,7 @@ pub(crate) fn track(
                 text: Some(*pgoff),
             });
         }
-        resolver.symbolizer().prefetch_kernel();
+        resolver.prefetch_kernel();
     }
 }
 

@@ -213,7 +213,9 @@ pub fn load(
     let sampling = reader.sampling();
     let debug_dirs = opts.debug.dirs.clone();
     let ns_pids = reader.ns_pids().clone();
-    let resolver = resolver_for(&reader, opts);
+    let mut resolver = resolver_for(&reader, opts);
+    // Memory: the kernel's symbols are read after the files' DWARF is released (see `Session::finish`).
+    resolver.defer_kernel();
     let mut s = Session {
         resolver,
         spaces: AddressSpaces::new(),
@@ -405,7 +407,7 @@ impl Session {
 
     /// Resolve the pending addresses and merge the stacks that turn out to be the same.
     fn finish(mut self) -> Profile {
-        self.resolver.finish();
+        self.resolver.finish_last();
         if let Some(samples) = self.timeline.take() {
             self.profile.exports = Some(exports::build(&self.resolver, &self.stacks, samples));
         }

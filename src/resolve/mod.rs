@@ -79,6 +79,8 @@ pub struct StackResolver {
     expanded: Vec<Vec<FrameId>>,
     /// The (unnamed frame, file offset) pairs met: a frame standing for a range of code holds several.
     unnamed_offsets: std::collections::HashSet<(FrameId, u64)>,
+    /// Read the kernel's symbols in the background from the first kernel address on (else when finishing).
+    prefetch_kernel: bool,
 }
 
 impl StackResolver {
@@ -95,7 +97,22 @@ impl StackResolver {
             pending_ids: FastMap::default(),
             expanded: Vec::new(),
             unnamed_offsets: std::collections::HashSet::new(),
+            prefetch_kernel: true,
         }
+    }
+
+    /// Start reading the kernel's symbols in the background (unless deferred to finishing: see
+    /// [`StackResolver::defer_kernel`]).
+    pub fn prefetch_kernel(&mut self) {
+        if self.prefetch_kernel {
+            self.symbolizer.prefetch_kernel();
+        }
+    }
+
+    /// Read the kernel's symbols when finishing, not in the background while samples come: with
+    /// [`StackResolver::finish_last`], the files' DWARF is gone by then, and the two are not held at once.
+    pub fn defer_kernel(&mut self) {
+        self.prefetch_kernel = false;
     }
 
     /// The symbolizer (to say which kernel the addresses come from, or start loading it early).
@@ -206,7 +223,7 @@ impl StackResolver {
         }
         let lookup = if exact { addr } else { addr.saturating_sub(1) };
         let ids: Arc<[FrameId]> = if kernel {
-            self.symbolizer.prefetch_kernel();
+            self.prefetch_kernel();
             Arc::from([self.pending_id(None, lookup, || Pending::Kernel(lookup))])
         } else {
             let mapping = space.and_then(|s| s.find(lookup));
@@ -293,7 +310,21 @@ impl StackResolver {
 
     /// Symbolize the pending addresses; after this, [`StackResolver::expand`] gives final frames.
     pub fn finish(&mut self) {
+        self.finish_with(false);
+    }
+
+    /// [`StackResolver::finish`] for a caller that finishes once (report): each binary's DWARF is dropped once
+    /// the addresses in files are looked up, before the kernel's symbols are read, so that the two are not
+    /// held at once (a later lookup loads the DWARF again).
+    pub fn finish_last(&mut self) {
+        self.finish_with(true);
+    }
+
+    fn finish_with(&mut self, release: bool) {
         self.resolve_in_order();
+        if release {
+            self.symbolizer.release_dwarf();
+        }
         for index in self.expanded.len()..self.pending.len() {
             let frames = self.resolve_pending(index);
             self.expanded.push(frames);

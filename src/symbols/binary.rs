@@ -248,7 +248,11 @@ impl SymbolTable {
 pub(crate) struct Binary {
     pub info: ElfInfo,
     symbols: SymbolTable,
+    /// The DWARF, loaded (sections decompressed) when the binary is opened; dropped by
+    /// [`Binary::release_dwarf`] and loaded again from `dwarf_file` when needed after that.
     dwarf: Option<Dwarf>,
+    /// The file holding the DWARF (the binary or its debug file).
+    dwarf_file: Option<MappedFile>,
     /// Why an address no symbol covers has no name: the binary is stripped, or only that code is unnamed.
     unnamed: Unnamed,
     fdes: Option<Fdes>,
@@ -284,10 +288,11 @@ impl Binary {
     fn from_loaded(mut loaded: Loaded) -> Binary {
         loaded.symbols.append(&mut loaded.plt);
         let symbols = SymbolTable::new(&loaded.symbols);
-        let dwarf = loaded.dwarf.and_then(Dwarf::from_data);
+        let dwarf = loaded.dwarf.clone().and_then(Dwarf::from_data);
         Binary {
             info: loaded.info,
             symbols,
+            dwarf_file: loaded.dwarf.filter(|_| dwarf.is_some()),
             dwarf,
             unnamed: match loaded.stripped {
                 true => Unnamed::Stripped,
@@ -306,6 +311,22 @@ impl Binary {
             start: ElfAddr(e.start),
             end: ElfAddr(e.end),
         })
+    }
+
+    /// Drop the DWARF (the decompressed sections of a debug file, the units' indexes) until an address needs it
+    /// again: a caller done with its lookups (report, once every sampled address is resolved) frees it before
+    /// what comes next (the kernel's symbols).
+    pub fn release_dwarf(&mut self) {
+        self.dwarf = None;
+    }
+
+    /// The DWARF, loaded again after [`Binary::release_dwarf`].
+    fn dwarf(&mut self) -> Option<&mut Dwarf> {
+        if self.dwarf.is_none() {
+            let file = self.dwarf_file.clone()?;
+            self.dwarf = Dwarf::from_data(file);
+        }
+        self.dwarf.as_mut()
     }
 
     /// The file offsets of the code the unwind tables bound around `addr` (an FDE's range).
@@ -328,13 +349,13 @@ impl Binary {
             // Not in a loaded segment of the file (a mapping of its data, or a stale mapping).
             return Err(Unknown::alone(Unnamed::NoSymbol));
         };
-        let symbol = self.symbols.lookup(addr.0);
         // DWARF is needed for inlined frames, lines, or when the symbol table has nothing.
-        let need_dwarf = opts.inlines || opts.lines || symbol.is_none();
-        let dwarf_frames = match self.dwarf.as_mut() {
-            Some(dwarf) if need_dwarf => dwarf.frames(addr.0, opts.lines),
-            _ => Vec::new(),
+        let need_dwarf = opts.inlines || opts.lines || self.symbols.lookup(addr.0).is_none();
+        let dwarf_frames = match need_dwarf.then(|| self.dwarf()).flatten() {
+            Some(dwarf) => dwarf.frames(addr.0, opts.lines),
+            None => Vec::new(),
         };
+        let symbol = self.symbols.lookup(addr.0);
         let name_of = |raw: &str| match opts.demangle {
             true => demangle(raw),
             false => raw.to_string(),

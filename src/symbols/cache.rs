@@ -60,6 +60,11 @@ impl<K: Hash + Eq, T> FileCache<K, T> {
     pub fn get(&mut self, id: CacheId) -> &mut T {
         &mut self.values[id.0 as usize]
     }
+
+    /// Every value made so far.
+    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut T> {
+        self.values.iter_mut()
+    }
 }
 
 #[cfg(test)]

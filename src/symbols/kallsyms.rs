@@ -137,15 +137,43 @@ fn kallsyms_fields(line: &[u8]) -> Option<Fields<'_>> {
 /// data after a function is not attributed to that function. When every address is zero (kallsyms hidden by
 /// `kptr_restrict` for an unprivileged reader), the result is empty.
 pub fn parse_kallsyms(data: &[u8]) -> KernelSymbols {
-    // (addr, name range in `data`; empty for a symbol that is not text)
-    let mut all: Vec<(u64, u32, u32)> = Vec::with_capacity(data.len() / 40);
-    let mut marks = Marks::default();
-    let mut line_start = 0;
-    let ends = memchr::memchr_iter(b'\n', data).chain(std::iter::once(data.len()));
-    for line_end in ends {
-        let line = &data[line_start..line_end];
-        let offset = line_start;
-        line_start = line_end + 1;
+    let mut parser = KallsymsParser::default();
+    for line in data.split(|&b| b == b'\n') {
+        parser.line(line);
+    }
+    parser.finish()
+}
+
+/// Parse a kallsyms file as it is read, a line at a time: the text is not held (5 MB for /proc/kallsyms), only
+/// the text symbols' names.
+pub(crate) fn read_kallsyms_from(reader: impl std::io::Read) -> std::io::Result<KernelSymbols> {
+    use std::io::BufRead;
+    let mut reader = std::io::BufReader::with_capacity(64 << 10, reader);
+    let mut parser = KallsymsParser::default();
+    let mut line = Vec::with_capacity(256);
+    loop {
+        line.clear();
+        if reader.read_until(b'\n', &mut line)? == 0 {
+            return Ok(parser.finish());
+        }
+        parser.line(line.strip_suffix(b"\n").unwrap_or(&line));
+    }
+}
+
+/// The symbols of kallsyms lines fed one at a time.
+#[derive(Default)]
+struct KallsymsParser {
+    /// (addr, name range in `names`; empty for a symbol that is not text), in file order.
+    all: Vec<(u64, u32, u32)>,
+    /// The text symbols' names, one after the other.
+    names: String,
+    marks: Marks,
+    /// The names outgrew u32 offsets (never seen: kallsyms is a few MiB): later lines are ignored.
+    full: bool,
+}
+
+impl KallsymsParser {
+    fn line(&mut self, line: &[u8]) {
         let Some(Fields {
             addr,
             kind,
@@ -153,11 +181,15 @@ pub fn parse_kallsyms(data: &[u8]) -> KernelSymbols {
             tagged,
         }) = kallsyms_fields(line)
         else {
-            continue;
+            return;
         };
         let Some(addr) = parse_hex(addr) else {
-            continue;
+            return;
         };
+        if self.full {
+            return;
+        }
+        let marks = &mut self.marks;
         if name == b"_text" {
             marks.text = Some(addr);
         }
@@ -165,54 +197,60 @@ pub fn parse_kallsyms(data: &[u8]) -> KernelSymbols {
             let (low, high) = marks.image.unwrap_or((addr, addr));
             marks.image = Some((low.min(addr), high.max(addr)));
         }
-        let is_text = matches!(kind, b"t" | b"T" | b"w" | b"W");
-        // A name's place in `data` (kallsyms is a few MiB: u32 offsets suffice).
-        let start = offset + (name.as_ptr() as usize - line.as_ptr() as usize);
-        let (Ok(start), Ok(end)) = (u32::try_from(start), u32::try_from(start + name.len())) else {
-            break;
+        let Ok(start) = u32::try_from(self.names.len()) else {
+            self.full = true;
+            return;
         };
-        all.push((addr, start, if is_text { end } else { start }));
+        if matches!(kind, b"t" | b"T" | b"w" | b"W") {
+            let name = String::from_utf8_lossy(name);
+            // Names are short; a longer one (never seen) is cut rather than wrapped.
+            self.names
+                .push_str(&name[..name.floor_char_boundary(usize::from(u16::MAX))]);
+        }
+        let Ok(end) = u32::try_from(self.names.len()) else {
+            self.full = true;
+            return;
+        };
+        self.all.push((addr, start, end));
     }
-    if all.iter().all(|(addr, _, _)| *addr == 0) {
-        return KernelSymbols::default();
-    }
-    // Stable: several names at one address keep their order in the file. The file is sorted but for module and
-    // BPF symbols after the core kernel's.
-    if !all.is_sorted_by_key(|(addr, _, _)| *addr) {
-        all.sort_by_key(|(addr, _, _)| *addr);
-    }
-    let (entries, names) = text_entries(data, &all);
-    KernelSymbols {
-        entries,
-        names,
-        marks,
+
+    fn finish(mut self) -> KernelSymbols {
+        if self.all.iter().all(|(addr, _, _)| *addr == 0) {
+            return KernelSymbols::default();
+        }
+        // Stable: several names at one address keep their order in the file. The file is sorted but for module
+        // and BPF symbols after the core kernel's.
+        if !self.all.is_sorted_by_key(|(addr, _, _)| *addr) {
+            self.all.sort_by_key(|(addr, _, _)| *addr);
+        }
+        let entries = text_entries(&self.all);
+        drop(self.all);
+        self.names.shrink_to_fit();
+        KernelSymbols {
+            entries,
+            names: self.names,
+            marks: self.marks,
+        }
     }
 }
 
-/// The text symbols among `all` (address, name range in `data`: empty for a symbol that is not text, sorted by
-/// address), each ending at the next symbol of any kind, and their names one after the other.
-fn text_entries(data: &[u8], all: &[(u64, u32, u32)]) -> (Vec<Entry>, String) {
-    let mut entries: Vec<Entry> = Vec::new();
-    let mut names = String::new();
-    for (i, &(addr, name_start, name_end)) in all.iter().enumerate() {
-        if name_start == name_end {
+/// The text symbols among `all` (address, name range: empty for a symbol that is not text, sorted by address),
+/// each ending at the next symbol of any kind.
+fn text_entries(all: &[(u64, u32, u32)]) -> Vec<Entry> {
+    let texts = all.iter().filter(|(_, start, end)| start < end).count();
+    let mut entries: Vec<Entry> = Vec::with_capacity(texts);
+    for (i, &(addr, name, name_end)) in all.iter().enumerate() {
+        if name == name_end {
             continue; // not text
         }
-        let name = String::from_utf8_lossy(&data[name_start as usize..name_end as usize]);
-        // Names are short; a longer one (never seen) is cut rather than wrapped.
-        let name = &name[..name.floor_char_boundary(usize::from(u16::MAX))];
-        let Ok(at) = u32::try_from(names.len()) else {
-            break;
-        };
+        let name_len = (name_end - name) as u16;
         // Aliases at one address (`__pi___x86_indirect_thunk_rax`, `__x86_indirect_thunk_rax`): the last name
         // in the file wins, as in perf, where each earlier alias ends where the next begins and so has no size.
         if let Some(last) = entries.last_mut().filter(|e| e.start == addr) {
-            names.truncate(last.name as usize);
-            names.push_str(name);
-            last.name_len = name.len() as u16;
+            last.name = name;
+            last.name_len = name_len;
             continue;
         }
-        names.push_str(name);
         let end = all[i + 1..]
             .iter()
             .map(|(next, _, _)| *next)
@@ -221,13 +259,12 @@ fn text_entries(data: &[u8], all: &[(u64, u32, u32)]) -> (Vec<Entry>, String) {
         entries.push(Entry {
             start: addr,
             end,
-            name: at,
-            name_len: name.len() as u16,
+            name,
+            name_len,
         });
     }
     entries.shrink_to_fit();
-    names.shrink_to_fit();
-    (entries, names)
+    entries
 }
 
 #[cfg(test)]

@@ -12,11 +12,9 @@
 //!
 //! The vDSO is the kernel's too: `record` keeps its image in the same cache (`[vdso]/<build-id>/vdso`), and a
 //! report reads `[vdso]` frames from that copy, or from its own process's vDSO when that is the recorded one.
-use super::kallsyms::{parse_kallsyms, KernelSymbols};
+use super::kallsyms::{parse_kallsyms, read_kallsyms_from, KernelSymbols};
 use super::unnamed::Unnamed;
-use crate::buildid::{
-    buildid_dir, cached_kallsyms_path, hex, read_kallsyms_text, running_build_id, running_text,
-};
+use crate::buildid::{buildid_dir, cached_kallsyms_path, hex, running_build_id, running_text};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -30,11 +28,11 @@ pub struct KernelRef {
 }
 
 /// Read and parse a kallsyms file: a copy is mapped (its pages leave with the map once parsed), /proc's
-/// file read.
+/// file (which has no size) parsed as it is read.
 fn read_kallsyms(path: &Path) -> std::io::Result<KernelSymbols> {
     match crate::mapped::MappedFile::open(path) {
         Ok(map) if !map.is_empty() => Ok(parse_kallsyms(&map)),
-        _ => Ok(parse_kallsyms(&read_kallsyms_text(path)?)),
+        _ => read_kallsyms_from(std::fs::File::open(path)?),
     }
 }
 

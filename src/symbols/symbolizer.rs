@@ -112,6 +112,17 @@ impl Symbolizer {
         symbolized
     }
 
+    /// Drop the DWARF of every binary opened so far (see `Binary::release_dwarf`): for a caller that has
+    /// looked up the addresses it needs (the answers are kept), before it goes on to other work. A later lookup
+    /// of a new address loads the binary's DWARF again.
+    pub fn release_dwarf(&mut self) {
+        for slot in self.binaries.values_mut() {
+            if let Slot::Ready(Ok(binary)) = slot {
+                binary.release_dwarf();
+            }
+        }
+    }
+
     /// The function symbol containing a file offset of a module, with the ELF layout that maps it back to
     /// file offsets; None when the binary cannot be opened or no symbol covers it.
     pub fn function(
