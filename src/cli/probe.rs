@@ -69,9 +69,10 @@ pub struct ProbeArgs {
     /// Print one line per call as it returns: time, thread, function(arguments) = return value, duration.
     #[arg(long)]
     pub trace: bool,
-    /// Lines per second of the run --trace prints at most; the rest is counted ("... N more calls").
-    #[arg(long, value_name = "N", default_value = "1000", requires = "trace")]
-    pub trace_rate: u64,
+    /// Lines per second of the run --trace prints at most; the rest is counted, in the trace ("--- N calls not
+    /// shown ...") and at the end. Without it, every call is printed.
+    #[arg(long, value_name = "N", requires = "trace", value_parser = clap::value_parser!(u64).range(1..))]
+    pub trace_rate: Option<u64>,
     /// List only calls that take at least this long (5ms, 500us, 2s; a bare number is ms), each with its
     /// values and, with -g, its stack at entry (funcslower).
     #[arg(long, value_name = "DURATION", value_parser = parse::duration_ns, conflicts_with = "count")]
@@ -216,7 +217,7 @@ impl ProbeArgs {
         opts.calls.hist_of = label(hist_of);
         opts.calls.top = self.top;
         opts.calls.trace = self.trace;
-        opts.calls.trace_rate = self.trace_rate;
+        opts.calls.trace_rate = self.trace_rate.unwrap_or(0);
         opts.calls.min_duration = self.min_duration;
         opts.pair = self.pair.map(|(start, done)| probe::PairOptions {
             key: self.key.map(|k| k.0).unwrap_or_default(),
@@ -391,6 +392,10 @@ fn notice(n: &Notice) -> String {
              read and not counted (those processes take the probes' traps too)"
         ),
         Notice::Lost(n) => format!("warning: {n} events were lost (the ring buffers overflowed)"),
+        Notice::TraceLimited { skipped, rate } => format!(
+            "warning: --trace did not print {skipped} calls (over --trace-rate {rate} lines per second); \
+             without --trace-rate every call is printed"
+        ),
         Notice::NotRemoved(e) => format!("warning: could not remove the probes: {e}"),
         Notice::NoSupervisor(e) => format!(
             "warning: cannot start the supervisor that removes the probes if rprof is killed ({e}); after a \

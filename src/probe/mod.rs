@@ -209,7 +209,6 @@ impl Default for ProbeOptions {
             keep_workload: false,
             calls: CallOptions {
                 top: 10,
-                trace_rate: 1000,
                 ..CallOptions::default()
             },
             pair: None,
@@ -311,6 +310,8 @@ pub enum Notice {
     OtherProcesses { hits: u64, processes: usize },
     /// Events lost (said here for CSV and JSON, whose reports have no line for it).
     Lost(u64),
+    /// `--trace` left out this many calls, over `--trace-rate` (lines per second).
+    TraceLimited { skipped: u64, rate: u64 },
     /// The probes or the instance could not be removed.
     NotRemoved(String),
     /// The supervisor that removes the probes if rprof is killed could not be started (why): a SIGKILL then

@@ -1,7 +1,10 @@
 //! Values fetched by probes: their kinds, how they are read back from an event's data (the offsets its
 //! `format` file gives), and how they are shown.
 use crate::probe::spec::fetch::{Fetch, FetchType};
+use crate::tracefs::FieldDisplay;
 use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+use std::sync::Arc;
 
 /// How a fetched value is read from the event's data and shown.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,6 +26,31 @@ pub enum ValueKind {
     Caller,
     /// A kernel `dev_t` (4 bytes: major << 20 | minor), shown as its block device's name.
     Dev,
+    /// An IPv4 (4 bytes) or IPv6 (16 bytes) address, in network order (`%pI4`, `%pI6c`).
+    Ip {
+        len: u8,
+    },
+    /// A `struct sockaddr_in` or `sockaddr_in6` in `len` bytes, by its family (`%pISpc`).
+    Sockaddr {
+        len: u16,
+    },
+    /// Another array of bytes (`__u8 x[N]`), shown in hex.
+    Bytes {
+        len: u16,
+    },
+    /// An integer with names for its values or flags (the event's `print fmt`; the fetch carries them).
+    Named {
+        size: u8,
+        signed: bool,
+    },
+    /// A signal number, shown by its name (`SIGKILL`).
+    Signal {
+        size: u8,
+    },
+    /// A syscall's return value: a negative one is an error, shown with its name (`-2 ENOENT`).
+    Errno {
+        size: u8,
+    },
 }
 
 impl ValueKind {
@@ -46,6 +74,38 @@ pub enum Value {
     Addr(u64),
     /// A kernel `dev_t`.
     Dev(u32),
+    Ip(IpAddr),
+    Sock(SocketAddr),
+    Bytes(Box<[u8]>),
+    /// A value with a name (an enum value, or flags), and the number it stands for.
+    Named {
+        raw: i64,
+        name: Box<str>,
+    },
+    Signal(i64),
+    Errno(i64),
+}
+
+/// A signal's name (`SIGKILL`, `SIGRTMIN+2`), or None for a number that is none.
+pub fn signal_name(sig: i64) -> Option<String> {
+    let n = i32::try_from(sig).ok()?;
+    if let Ok(s) = nix::sys::signal::Signal::try_from(n) {
+        return Some(s.as_str().to_string());
+    }
+    // The kernel's real-time signals: 32 (SIGRTMIN) to 64.
+    (32..=64).contains(&n).then(|| match n {
+        32 => "SIGRTMIN".to_string(),
+        _ => format!("SIGRTMIN+{}", n - 32),
+    })
+}
+
+/// The name of error `-ret` (`ENOENT` for -2), when `ret` is a syscall's error return (-4095..-1).
+pub fn errno_name(ret: i64) -> Option<String> {
+    if !(-4095..0).contains(&ret) {
+        return None;
+    }
+    let e = nix::errno::Errno::from_raw(i32::try_from(-ret).ok()?);
+    (e != nix::errno::Errno::UnknownErrno).then(|| format!("{e:?}"))
 }
 
 /// Strings are shown up to this many characters.
@@ -63,6 +123,21 @@ impl fmt::Display for Value {
             }
             Value::Str(s) => write!(f, "\"{}\"", s.escape_debug()),
             Value::Dev(d) => write!(f, "{}:{}", d >> 20, d & 0xf_ffff),
+            Value::Ip(a) => write!(f, "{a}"),
+            Value::Sock(a) => write!(f, "{a}"),
+            Value::Bytes(b) => {
+                f.write_str("0x")?;
+                b.iter().try_for_each(|x| write!(f, "{x:02x}"))
+            }
+            Value::Named { name, .. } => f.write_str(name),
+            Value::Signal(s) => match signal_name(*s) {
+                Some(name) => f.write_str(&name),
+                None => write!(f, "{s}"),
+            },
+            Value::Errno(r) => match errno_name(*r) {
+                Some(name) => write!(f, "{r} {name}"),
+                None => write!(f, "{r}"),
+            },
         }
     }
 }
@@ -93,10 +168,21 @@ impl Value {
     /// The value as a number for histograms (strings have none; negative numbers count as 0).
     pub fn as_u64(&self) -> Option<u64> {
         match self {
-            Value::Int(v) => Some((*v).max(0) as u64),
+            Value::Int(v) | Value::Signal(v) | Value::Errno(v) | Value::Named { raw: v, .. } => {
+                Some((*v).max(0) as u64)
+            }
             Value::UInt(v) | Value::Hex(v) | Value::Addr(v) => Some(*v),
             Value::Dev(d) => Some(u64::from(*d)),
-            Value::Str(_) => None,
+            Value::Str(_) | Value::Ip(_) | Value::Sock(_) | Value::Bytes(_) => None,
+        }
+    }
+
+    /// The number a named value stands for (an enum's, flags', a signal's, an errno's), which JSON keeps
+    /// beside the name.
+    pub fn raw(&self) -> Option<i64> {
+        match self {
+            Value::Named { raw, .. } | Value::Signal(raw) | Value::Errno(raw) => Some(*raw),
+            _ => None,
         }
     }
 }
@@ -108,9 +194,80 @@ pub struct FieldLoc {
     pub kind: ValueKind,
     /// Where a string's length lies (C++ strings and views: the string is cut there).
     pub len: Option<usize>,
+    /// The names of a [`ValueKind::Named`] value.
+    pub names: Option<Arc<FieldDisplay>>,
+}
+
+/// A `struct sockaddr_in` (family 2) or `sockaddr_in6` (family 10): family (host order), port (network
+/// order), then the address (after the IPv6 flow info); None for another family.
+fn sockaddr(b: &[u8]) -> Option<SocketAddr> {
+    let family = u16::from_ne_bytes(b.get(0..2)?.try_into().ok()?);
+    let port = u16::from_be_bytes(b.get(2..4)?.try_into().ok()?);
+    match family {
+        2 => {
+            let ip: [u8; 4] = b.get(4..8)?.try_into().ok()?;
+            Some(SocketAddr::V4(SocketAddrV4::new(ip.into(), port)))
+        }
+        10 => {
+            let ip: [u8; 16] = b.get(8..24)?.try_into().ok()?;
+            let scope = b
+                .get(24..28)
+                .map_or(0, |s| u32::from_ne_bytes(s.try_into().unwrap_or_default()));
+            Some(SocketAddr::V6(SocketAddrV6::new(ip.into(), port, 0, scope)))
+        }
+        _ => None,
+    }
 }
 
 impl FieldLoc {
+    /// An integer of `size` bytes at the offset, sign-extended when `signed`.
+    fn int(&self, data: &[u8], size: u8, signed: bool) -> Option<i64> {
+        let b = data.get(self.offset..self.offset + size as usize)?;
+        let mut v = [0u8; 8];
+        v[..b.len()].copy_from_slice(b);
+        let raw = u64::from_le_bytes(v);
+        let shift = 64 - u32::from(size) * 8;
+        Some(match signed {
+            true => ((raw << shift) as i64) >> shift,
+            false => raw as i64,
+        })
+    }
+
+    /// Read a value the event's print fmt, or its meaning, types (names, addresses, signals, errors).
+    fn read_typed(&self, data: &[u8]) -> Option<Value> {
+        let bytes = |len: usize| data.get(self.offset..self.offset + len);
+        Some(match self.kind {
+            ValueKind::Ip { len: 4 } => {
+                let b: [u8; 4] = bytes(4)?.try_into().ok()?;
+                Value::Ip(IpAddr::V4(Ipv4Addr::from(b)))
+            }
+            ValueKind::Ip { .. } => {
+                let b: [u8; 16] = bytes(16)?.try_into().ok()?;
+                Value::Ip(IpAddr::V6(Ipv6Addr::from(b)))
+            }
+            ValueKind::Sockaddr { len } => {
+                let b = bytes(len as usize)?;
+                sockaddr(b).map_or_else(|| Value::Bytes(b.into()), Value::Sock)
+            }
+            ValueKind::Bytes { len } => Value::Bytes(bytes(len as usize)?.into()),
+            ValueKind::Named { size, signed } => {
+                let raw = self.int(data, size, signed)?;
+                let name = self.names.as_ref().and_then(|n| n.name(raw as u64));
+                match (name, signed) {
+                    (Some(name), _) => Value::Named {
+                        raw,
+                        name: name.into(),
+                    },
+                    (None, true) => Value::Int(raw),
+                    (None, false) => Value::UInt(raw as u64),
+                }
+            }
+            ValueKind::Signal { size } => Value::Signal(self.int(data, size, true)?),
+            ValueKind::Errno { size } => Value::Errno(self.int(data, size, true)?),
+            _ => return None,
+        })
+    }
+
     /// Read the value from an event's data.
     pub fn read(&self, data: &[u8]) -> Option<Value> {
         let at = |off: usize, n: usize| data.get(off..off + n);
@@ -149,6 +306,7 @@ impl FieldLoc {
                 }
                 Value::Str(String::from_utf8_lossy(bytes).into())
             }
+            _ => return self.read_typed(data),
         })
     }
 }
@@ -188,6 +346,7 @@ pub fn field_locs(format: &str, fetches: &[Fetch], on_return: bool) -> Vec<(usiz
                     offset: field.offset,
                     kind,
                     len,
+                    names: f.names.clone(),
                 },
             ))
         })
@@ -215,12 +374,14 @@ mod tests {
                 signed: true,
             },
             len: None,
+            names: None,
         };
         assert_eq!(int.read(&data), Some(Value::Int(-5)));
         let s = FieldLoc {
             offset: 4,
             kind: ValueKind::Str,
             len: None,
+            names: None,
         };
         assert_eq!(s.read(&data), Some(Value::Str("ab".into())));
         // A view of one byte of "ab": its length (a u64 at 8) cuts it.
@@ -232,5 +393,70 @@ mod tests {
         assert_eq!(view.read(&data), Some(Value::Str("a".into())));
         assert_eq!(Value::Str("a\"b".into()).to_string(), "\"a\\\"b\"");
         assert_eq!(Value::Int(-5).as_u64(), Some(0));
+    }
+
+    fn loc(offset: usize, kind: ValueKind) -> FieldLoc {
+        FieldLoc {
+            offset,
+            kind,
+            len: None,
+            names: None,
+        }
+    }
+
+    /// Check that addresses are read in network order (IPv4, IPv6 compressed, socket addresses by family with
+    /// their port), other arrays as their bytes, and that names, signals and errors keep their numbers.
+    #[test]
+    fn reads_typed_values() {
+        let mut data = vec![127, 0, 0, 1];
+        data.extend(std::net::Ipv6Addr::LOCALHOST.octets());
+        let v4 = loc(0, ValueKind::Ip { len: 4 }).read(&data).unwrap();
+        let v6 = loc(4, ValueKind::Ip { len: 16 }).read(&data).unwrap();
+        assert_eq!(
+            (v4.to_string(), v6.to_string()),
+            ("127.0.0.1".into(), "::1".into())
+        );
+        let bytes = loc(0, ValueKind::Bytes { len: 4 }).read(&data).unwrap();
+        assert_eq!(bytes.to_string(), "0x7f000001");
+        // sockaddr_in6 for [::1]:8080, then sockaddr_in for 10.0.0.2:53, each in 28 bytes.
+        let mut sa = vec![0u8; 56];
+        sa[0..2].copy_from_slice(&10u16.to_ne_bytes());
+        sa[2..4].copy_from_slice(&8080u16.to_be_bytes());
+        sa[8..24].copy_from_slice(&std::net::Ipv6Addr::LOCALHOST.octets());
+        sa[28..30].copy_from_slice(&2u16.to_ne_bytes());
+        sa[30..32].copy_from_slice(&53u16.to_be_bytes());
+        sa[32..36].copy_from_slice(&[10, 0, 0, 2]);
+        let a6 = loc(0, ValueKind::Sockaddr { len: 28 }).read(&sa).unwrap();
+        let a4 = loc(28, ValueKind::Sockaddr { len: 28 }).read(&sa).unwrap();
+        assert_eq!(
+            (a6.to_string(), a4.to_string()),
+            ("[::1]:8080".into(), "10.0.0.2:53".into())
+        );
+        let names = FieldDisplay::Symbolic(vec![(2, "TCP_SYN_SENT".into())]);
+        let state = FieldLoc {
+            names: Some(Arc::new(names)),
+            ..loc(
+                0,
+                ValueKind::Named {
+                    size: 4,
+                    signed: true,
+                },
+            )
+        };
+        let v = state.read(&2i32.to_le_bytes()).unwrap();
+        assert_eq!((v.to_string(), v.raw()), ("TCP_SYN_SENT".into(), Some(2)));
+        assert_eq!(state.read(&77i32.to_le_bytes()), Some(Value::Int(77)));
+        let sig = loc(0, ValueKind::Signal { size: 4 })
+            .read(&9i64.to_le_bytes())
+            .unwrap();
+        assert_eq!((sig.to_string(), sig.raw()), ("SIGKILL".into(), Some(9)));
+        assert_eq!(Value::Signal(0).to_string(), "0");
+        assert_eq!(Value::Signal(34).to_string(), "SIGRTMIN+2");
+        let ret = loc(0, ValueKind::Errno { size: 8 })
+            .read(&(-2i64).to_le_bytes())
+            .unwrap();
+        assert_eq!((ret.to_string(), ret.raw()), ("-2 ENOENT".into(), Some(-2)));
+        assert_eq!(Value::Errno(3).to_string(), "3");
+        assert_eq!(Value::Errno(-5000).to_string(), "-5000");
     }
 }

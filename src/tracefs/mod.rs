@@ -7,11 +7,13 @@
 mod format;
 pub mod instance;
 pub mod page;
+pub mod print_fmt;
 mod probes;
 
 pub use format::{parse_field_offset, parse_format, FormatField};
 pub use instance::{CpuStats, Instance};
 pub use page::PageLayout;
+pub use print_fmt::{field_displays, symbolic_names, FieldDisplay};
 pub use probes::{needs_alias, parse_probe_list, ListedProbe, ProbeDef, ProbeFile, ProbeLocation};
 
 use std::fs::{self, OpenOptions};

@@ -134,28 +134,41 @@ fn min_duration_lists_exactly_the_slow_calls() {
     }
 }
 
-/// Check that `--trace` prints one line per call with its values, and that `--trace-rate` holds the rest back
-/// with a count.
+/// Check that `--trace` prints one line per call with its values, every call without `--trace-rate` (3,000
+/// calls in well under a second), and that `--trace-rate` holds the rest back with a count in the trace itself
+/// and a warning at the end.
 #[test]
 fn trace_lines_and_rate_limit() {
     if !privileged("trace_lines_and_rate_limit") {
         return;
     }
     let f = fixtures();
-    let out = ok(&["probe", "-x", path(&f.c), "twice(arg0) ret", "--trace", "--", path(&f.c), "twice", "50"]);
-    for i in 0..50 {
-        let want = format!("twice(arg0={i}) = {}", 2 * i);
-        assert!(out.lines().any(|l| l.ends_with(&want)), "{want} in {out}");
+    let out = ok(&["probe", "-x", path(&f.c), "twice(arg0) ret", "--trace", "--", path(&f.c), "twice", "3000"]);
+    let lines: std::collections::HashSet<&str> = out
+        .lines()
+        .filter_map(|l| l.split_once("  twice(").map(|(_, call)| call))
+        .collect();
+    for i in 0..3000 {
+        let want = format!("arg0={i}) = {}", 2 * i);
+        assert!(lines.contains(want.as_str()), "twice({want} in {out}");
     }
-    let out = ok(&["probe", "-x", path(&f.c), "twice(arg0)", "--trace", "--trace-rate", "5", "--", path(&f.c), "twice", "2000"]);
+    assert!(!out.contains("not shown"), "{out}");
+    let args = ["probe", "-x", path(&f.c), "twice(arg0)", "--trace", "--trace-rate", "5", "--", path(&f.c), "twice", "2000"];
+    let (run, _) = rprof_cpu(&args);
+    assert!(run.status.success(), "rprof {args:?}");
+    let (out, err) = (String::from_utf8_lossy(&run.stdout), String::from_utf8_lossy(&run.stderr));
     let lines = out.lines().filter(|l| l.contains("twice(arg0=")).count();
+    // `--- N calls not shown here (over --trace-rate 5 lines per second) ---`
     let more: u64 = out
         .lines()
-        .filter_map(|l| l.strip_prefix("... ")?.split_whitespace().next()?.parse::<u64>().ok())
+        .filter_map(|l| l.strip_prefix("--- ")?.strip_suffix(" lines per second) ---"))
+        .filter_map(|l| l.split_whitespace().next()?.parse::<u64>().ok())
         .sum();
-    // At most 5 lines per second of the run; every other call is counted.
+    // At most 5 lines per second of the run; every other call is counted, in the trace and at the end.
     assert!((5..2000).contains(&lines), "{lines} lines: {out}");
     assert_eq!(lines as u64 + more, 2000, "{out}");
+    let warned = format!("warning: --trace did not print {more} calls (over --trace-rate 5");
+    assert!(err.contains(&warned), "{warned} in {err}");
 }
 
 /// Check that `--callers` splits fib's calls by caller: main calls it once, fib itself all other times.

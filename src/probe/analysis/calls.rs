@@ -26,7 +26,7 @@ pub struct CallOptions {
     pub hist_of: Option<String>,
     /// `--trace`: one line per call.
     pub trace: bool,
-    /// Trace lines per second of the run at most (the rest is counted).
+    /// Trace lines per second of the run at most (the rest is counted); 0: no limit.
     pub trace_rate: u64,
     /// `--min-duration`: list the calls at least this long (ns).
     pub min_duration: Option<u64>,
@@ -120,6 +120,8 @@ pub struct Calls {
     /// Trace lines waiting to be written, and calls not traced because of the rate limit.
     pub trace_lines: Vec<TraceLine>,
     pub trace_skipped: u64,
+    /// Calls not traced because of the rate limit, in the whole run.
+    pub trace_skipped_total: u64,
     window: (u64, u64),
     /// The time the first event came (trace times are relative to it).
     pub epoch: Option<u64>,
@@ -249,7 +251,8 @@ impl Calls {
             if self.window.0 != second {
                 self.window = (second, 0);
             }
-            if self.window.1 < self.opts.trace_rate.max(1) {
+            let rate = self.opts.trace_rate;
+            if rate == 0 || self.window.1 < rate {
                 self.window.1 += 1;
                 let skipped_before = std::mem::take(&mut self.trace_skipped);
                 self.trace_lines.push(TraceLine {
@@ -258,6 +261,7 @@ impl Calls {
                 });
             } else {
                 self.trace_skipped += 1;
+                self.trace_skipped_total += 1;
             }
         }
     }
@@ -388,6 +392,7 @@ mod tests {
         assert_eq!(c.slow_count, 2);
         assert_eq!(c.slow[1].values[0], Some(Value::Int(5)));
         assert_eq!((c.trace_lines.len(), c.trace_skipped), (3, 7));
+        assert_eq!(c.trace_skipped_total, 7);
         let line = describe("f", &f, &c.slow[1], &|_| String::new());
         assert_eq!(line, "f(arg0=5) = 0");
     }

@@ -315,7 +315,11 @@ pub fn event_types(
             [m] => targets[*m].fetches.as_slice(),
             _ => &[],
         };
-        let raw = p.group == RAW_SYSCALLS;
+        // The shared events of many syscalls (not a tracepoint target `t:raw_syscalls:...` of its own).
+        let raw = p.group == RAW_SYSCALLS
+            && p.members
+                .iter()
+                .all(|&m| matches!(targets[m].kind, TargetKind::Syscall { .. }));
         if raw {
             for &m in &p.members {
                 if let TargetKind::Syscall { name } = &targets[m].kind {
@@ -331,7 +335,7 @@ pub fn event_types(
         if pid_field.is_none() {
             pid_field = parse_field_offset(&format, "common_pid");
         }
-        types.by_type.insert(id as u16, event_info(p, &format));
+        types.by_type.insert(id as u16, event_info(p, &format, raw));
         let locs = field_locs(&format, fetches, p.role == Role::Return);
         if !locs.is_empty() {
             types.fields.insert(id as u16, locs.into_boxed_slice());
@@ -342,8 +346,9 @@ pub fn event_types(
 }
 
 /// Where one event's data holds the probed address (of a uprobe, or of the function a uretprobe returns from),
-/// the stack pointer and the goroutine, from its `format`.
-fn event_info(p: &PlannedEvent, format: &str) -> EventInfo {
+/// the stack pointer and the goroutine, from its `format`; `syscalls`: the shared events of many syscalls, whose
+/// number says which.
+fn event_info(p: &PlannedEvent, format: &str, syscalls: bool) -> EventInfo {
     let (mut addr_field, mut sp_field, mut key_field) = (None, None, None);
     if p.user {
         let probed = parse_field_offset(format, "__probe_func")
@@ -354,7 +359,7 @@ fn event_info(p: &PlannedEvent, format: &str) -> EventInfo {
         sp_field = parse_field_offset(format, "sp");
         key_field = parse_field_offset(format, "g");
     }
-    let number_field = match p.group == RAW_SYSCALLS {
+    let number_field = match syscalls {
         true => Some(parse_field_offset(format, "id").unwrap_or(8)),
         false => None,
     };

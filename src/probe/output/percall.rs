@@ -169,18 +169,21 @@ pub fn write_trace(
     stacks: &StackCounter,
     end: bool,
 ) -> io::Result<()> {
+    let rate = calls.opts.trace_rate;
+    let note = |w: &mut dyn Write, n: u64| {
+        writeln!(
+            w,
+            "--- {n} calls not shown here (over --trace-rate {rate} lines per second) ---"
+        )
+    };
     for t in std::mem::take(&mut calls.trace_lines) {
         if t.skipped_before > 0 {
-            writeln!(w, "... {} more calls (over --trace-rate)", t.skipped_before)?;
+            note(w, t.skipped_before)?;
         }
         writeln!(w, "{}", line(&t.call, targets, stacks))?;
     }
     if end && calls.trace_skipped > 0 {
-        writeln!(
-            w,
-            "... {} more calls (over --trace-rate)",
-            calls.trace_skipped
-        )?;
+        note(w, calls.trace_skipped)?;
         calls.trace_skipped = 0;
     }
     Ok(())

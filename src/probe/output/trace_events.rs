@@ -123,6 +123,11 @@ impl TraceOut {
         for (f, v) in target.fetches.iter().zip(&call.values) {
             if let Some(v) = v {
                 args.entry(f.label.clone()).or_insert_with(|| arg(v));
+                // A name's number beside it.
+                if let Some(raw) = v.raw() {
+                    args.entry(format!("{}_raw", f.label))
+                        .or_insert_with(|| json!(raw));
+                }
             }
         }
         let (pid, tid) = match key {

@@ -394,7 +394,10 @@ fn event_probe_args(t: &Target) -> Vec<String> {
                 (FetchSource::Field, ValueKind::Str | ValueKind::Chars { .. }) => {
                     format!("{field}=${field}:string")
                 }
-                (FetchSource::Field, ValueKind::Int { size, signed }) => {
+                (
+                    FetchSource::Field,
+                    ValueKind::Int { size, signed } | ValueKind::Named { size, signed },
+                ) => {
                     format!(
                         "{field}=${field}:{}{}",
                         if signed { 's' } else { 'u' },
@@ -405,6 +408,9 @@ fn event_probe_args(t: &Target) -> Vec<String> {
                     format!("{field}=${field}:x{}", u32::from(size) * 8)
                 }
                 (FetchSource::Field, ValueKind::Dev) => format!("{field}=${field}:u32"),
+                (FetchSource::Field, ValueKind::Signal { size } | ValueKind::Errno { size }) => {
+                    format!("{field}=${field}:s{}", u32::from(size) * 8)
+                }
                 _ => return None,
             })
         })

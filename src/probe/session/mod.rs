@@ -441,6 +441,12 @@ fn finish_sampled(s: &mut Setup<'_>, live: SampledLoop<'_>) -> Result<RunSummary
     if let Some(calls) = sink.calls.as_mut() {
         sink.stacks.finish();
         output::write_trace(out, calls, s.targets, &sink.stacks, true)?;
+        if calls.trace_skipped_total > 0 {
+            (s.notice)(Notice::TraceLimited {
+                skipped: calls.trace_skipped_total,
+                rate: calls.opts.trace_rate,
+            });
+        }
     }
     sink.pairer.count_open(&mut sink.stats);
     let parts = ReportParts {

@@ -61,6 +61,7 @@ fn resolve_one(
         TargetKind::Tracepoint { category, event } => {
             let format = formats(category, event)
                 .ok_or_else(|| err(format!("no format for {category}:{event}")))?;
+            let displays = crate::tracefs::field_displays(&format);
             let format = crate::tracefs::parse_format(&format);
             let fields = super::fields::value_fields(&format);
             let ev = format!("{category}:{event}");
@@ -69,7 +70,8 @@ fn resolve_one(
                     "`ret`: {ev} is a tracepoint; it has no return"
                 )));
             }
-            return super::fields::resolve(&fields, item, &ev, false, false).map_err(err);
+            return super::fields::resolve(&fields, &displays, item, &ev, false, false)
+                .map_err(err);
         }
         _ => {}
     }
@@ -169,9 +171,11 @@ fn syscall_fetch(name: &str, item: &FetchItem, formats: Formats<'_>) -> Result<F
     };
     let format =
         formats("syscalls", &event).ok_or_else(|| format!("no format for syscalls:{event}"))?;
+    let displays = crate::tracefs::field_displays(&format);
     let format = crate::tracefs::parse_format(&format);
     let fields = super::fields::value_fields(&format);
-    super::fields::resolve(&fields, item, &format!("syscall:{name}"), true, on_return)
+    let ev = format!("syscall:{name}");
+    super::fields::resolve(&fields, &displays, item, &ev, true, on_return)
 }
 
 /// The integer argument and result registers of Go's register ABI (amd64, Go 1.17 and later).

@@ -7,6 +7,8 @@
 //! `s8`..`s64`, `u8`..`u64` or `x8`..`x64`.
 use super::pattern::PatternError;
 use crate::probe::value::ValueKind;
+use crate::tracefs::FieldDisplay;
+use std::sync::Arc;
 
 /// The x86-64 System V integer argument registers, as tracefs names them.
 pub const ABI_REGS: [&str; 6] = ["di", "si", "dx", "cx", "r8", "r9"];
@@ -136,10 +138,13 @@ pub fn split_spec(text: &str) -> Result<SplitSpec<'_>, PatternError> {
     };
     let mut rest = text.trim_end();
     let mut items = Vec::new();
-    let mut ret = false;
-    if let Some(head) = rest.strip_suffix(" ret") {
-        ret = true;
-        rest = head.trim_end();
+    // ` ret` or ` ret:TYPE` after the pattern.
+    let mut ret = None;
+    if let Some((head, last)) = rest.rsplit_once(char::is_whitespace) {
+        if last == "ret" || last.starts_with("ret:") {
+            ret = Some(FetchItem::parse(last).map_err(bad)?);
+            rest = head.trim_end();
+        }
     }
     // An escaped parenthesis (`-r 'f\(double\)'`, or a glob's `\(`) is the pattern's own.
     if let Some(head) = rest.strip_suffix(')').filter(|h| !h.ends_with('\\')) {
@@ -167,12 +172,7 @@ pub fn split_spec(text: &str) -> Result<SplitSpec<'_>, PatternError> {
             }
         }
     }
-    if ret {
-        items.push(FetchItem {
-            name: "ret".into(),
-            ty: None,
-        });
-    }
+    items.extend(ret);
     if rest.is_empty() {
         return Err(bad("no function pattern before the values".into()));
     }
@@ -247,6 +247,8 @@ pub struct Fetch {
     /// Fetched at the return (`ret`), else at the entry.
     pub on_return: bool,
     pub source: FetchSource,
+    /// The names of a [`ValueKind::Named`] value's values or flags (from its event's `print fmt`).
+    pub names: Option<Arc<FieldDisplay>>,
 }
 
 impl Fetch {
@@ -295,6 +297,7 @@ impl Fetch {
             kind: ValueKind::Str,
             on_return,
             source: FetchSource::Probe,
+            names: None,
         }
     }
 
@@ -312,6 +315,7 @@ impl Fetch {
             kind: ValueKind::of(ty),
             on_return,
             source: FetchSource::Probe,
+            names: None,
         }
     }
 
@@ -325,6 +329,7 @@ impl Fetch {
             kind,
             on_return,
             source: FetchSource::Field,
+            names: None,
         }
     }
 
@@ -338,6 +343,7 @@ impl Fetch {
             kind: ValueKind::Str,
             on_return: false,
             source: FetchSource::UserString { arg },
+            names: None,
         }
     }
 
@@ -351,6 +357,7 @@ impl Fetch {
             kind: ValueKind::Caller,
             on_return: false,
             source: FetchSource::Probe,
+            names: None,
         }
     }
 }
@@ -382,6 +389,24 @@ mod tests {
         );
         let s = split_spec("f(len, name:str) ret").unwrap();
         assert_eq!(s.items.len(), 3);
+        // A typed return value after a bare pattern or a value list (not a library named `readline ret`).
+        let s = split_spec("readline ret:str").unwrap();
+        assert_eq!(
+            (s.pattern, s.items),
+            ("readline", vec![item("ret", Some(FetchType::Str))])
+        );
+        let s = split_spec("libc:f(arg0) ret:x64").unwrap();
+        assert_eq!(
+            (s.pattern, s.items),
+            (
+                "libc:f",
+                vec![
+                    item("arg0", None),
+                    item("ret", Some(FetchType::Hex { size: 8 }))
+                ]
+            )
+        );
+        assert!(split_spec("f ret:float").is_err());
         for cpp in [
             "ns::K::f(int)",
             "f(char const*)",

@@ -14,7 +14,7 @@ pub mod syscall_sites;
 pub mod sysno;
 pub mod usdt;
 
-use crate::probe::target::Targets;
+use crate::probe::target::{TargetKind, Targets};
 use crate::probe::{ProbeError, ProbeOptions, TaskTarget};
 use crate::tracefs::Tracefs;
 use pattern::Spec;
@@ -87,6 +87,13 @@ pub fn targets(
                 e => e,
             })?;
         for mut t in found {
+            let every = match (&t.kind, opts.calls.trace && items.is_empty()) {
+                (TargetKind::Tracepoint { category, event }, true) => {
+                    every_field(formats(category, event).as_deref())
+                }
+                _ => Vec::new(),
+            };
+            let items = if every.is_empty() { items } else { &every };
             t.fetches = args::resolve_fetches(&t, items, text, &formats, &opts.debug)?;
             t.syscall_sites = syscall_sites(&t, opts, &ropts)?;
             targets.add(t);
@@ -98,6 +105,18 @@ pub fn targets(
     }
     check(opts, &targets)?;
     Ok(targets)
+}
+
+/// Every value field of a tracepoint's `format` (what `--trace` shows of a tracepoint named without values).
+fn every_field(format: Option<&str>) -> Vec<fetch::FetchItem> {
+    let fields = crate::tracefs::parse_format(format.unwrap_or(""));
+    fields::value_fields(&fields)
+        .into_iter()
+        .map(|f| fetch::FetchItem {
+            name: f.name.clone(),
+            ty: None,
+        })
+        .collect()
 }
 
 /// For a syscall whose user strings are asked for, the `syscall` instructions of its number in the target's
