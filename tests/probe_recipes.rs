@@ -1,6 +1,7 @@
-//! The README's recipes against their references (issue 24): biolatency against /proc/diskstats on a loop
-//! device, runqlat against the thread's schedstat run delay, opensnoop and execsnoop against what the fixture
-//! did, the errors of bad field and key names, and the bounded memory of a keyed pair whose DONE never comes.
+//! The recipes of docs/probe.md (Pairs by key) against their references (issue 24): biolatency against
+//! /proc/diskstats on a loop device, runqlat against the thread's schedstat run delay, opensnoop and execsnoop
+//! against what the fixture did, the errors of bad field and key names, and the bounded memory of a keyed pair
+//! whose DONE never comes.
 //! Needs root, tracefs and uprobes; skips with a reason elsewhere, and fails under RPROF_REQUIRE_PRIVILEGED=1.
 mod common;
 use common::{build_c, privileged, rprof, skip};
