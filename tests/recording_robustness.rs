@@ -196,7 +196,8 @@ fn unfinished_recording_reports_error() {
     );
 }
 
-/// A Writer-made file with one COMM, one MMAP2 and one SAMPLE (with callchain), and the data offset.
+/// A Writer-made file with one COMM, one MMAP2 and one SAMPLE (with callchain), and the offset of the COMM (the
+/// first record after the event names).
 fn small_file(dir: &Path) -> (Vec<u8>, usize) {
     use rprof::recording::{
         encode_comm, encode_mmap2, encode_sample, FileAttr, Meta, Mmap2, SampleFields, SampleId,
@@ -230,8 +231,12 @@ fn small_file(dir: &Path) -> (Vec<u8>, usize) {
     };
     w.finish(&meta, &[]).unwrap();
     let bytes = std::fs::read(&path).unwrap();
-    let data_offset = u64::from_le_bytes(bytes[40..48].try_into().unwrap()) as usize;
-    (bytes, data_offset)
+    let mut first = u64::from_le_bytes(bytes[40..48].try_into().unwrap()) as usize;
+    // Past the PERF_RECORD_EVENT_UPDATE (78) that names the event at the start of the data section.
+    while bytes[first..first + 4] == 78u32.to_le_bytes() {
+        first += u16::from_le_bytes([bytes[first + 6], bytes[first + 7]]) as usize;
+    }
+    (bytes, first)
 }
 
 /// The (offset, size) of feature section `bit` of a Writer-made file (features 2,3,4,7,11,12).
