@@ -644,21 +644,14 @@ fn pid_and_stacks() {
         .read_line(&mut line)
         .unwrap();
     let pid = line.trim().to_string();
-    let out = ok(&[
-        "probe",
-        "-x",
-        path(&f.c),
-        "func_a",
-        "-p",
-        &pid,
-        "-d",
-        "1",
-        "-g",
-        "--folded",
-    ]);
+    // With --folded, the table is on stderr and stdout is the folded stacks.
+    let (out, err) = run_env(
+        &["probe", "-x", path(&f.c), "func_a", "-p", &pid, "-d", "1", "-g", "--folded"],
+        &[],
+    );
     let _ = child.kill();
     let _ = child.wait();
-    let count: u64 = out
+    let count: u64 = err
         .lines()
         .find(|l| l.starts_with("func_a "))
         .unwrap()
@@ -667,7 +660,7 @@ fn pid_and_stacks() {
         .unwrap()
         .parse()
         .unwrap();
-    assert!(count >= 100, "{out}");
+    assert!(count >= 100, "{err}");
     let folded = out
         .lines()
         .find(|l| l.contains(";func_a "))
