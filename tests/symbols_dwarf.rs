@@ -187,3 +187,37 @@ fn libc_inline_chains_match_addr2line() {
 fn inlined_frames_compressed_dwarf() {
     check_inlined_frames(&["-O2", "-g", "-gz"]);
 }
+
+/// Check that a symbolizer whose DWARF was dropped (report drops it once its addresses are resolved, before it
+/// reads the kernel's symbols) loads it again for an address it has not looked up: compressed sections are
+/// decompressed again and the inlined frames are still found.
+#[test]
+fn inlined_frames_after_release() {
+    let tmp = tempfile::tempdir().unwrap();
+    let exe = build(
+        "gcc",
+        "sym_inline.c",
+        &["-O2", "-g", "-gz"],
+        tmp.path(),
+        "inline",
+    );
+    let symbols = function_symbols(&exe, &DebugSources::none()).unwrap();
+    let caller = symbol(&symbols, "outer_caller");
+    let key = module(&exe);
+    let mut symbolizer = Symbolizer::new(with_lines());
+    assert_eq!(
+        names(&symbolizer.user(&key, offset_of(&exe, caller, 0))),
+        ["outer_caller"]
+    );
+    symbolizer.release_dwarf();
+    let inlined = (1..caller.size)
+        .filter(|&delta| {
+            names(&symbolizer.user(&key, offset_of(&exe, caller, delta)))
+                == ["outer_caller", "inlined_callee"]
+        })
+        .count();
+    assert!(
+        inlined > 0,
+        "no address of outer_caller gave inlined_callee once the DWARF was released"
+    );
+}

@@ -269,7 +269,42 @@ fn text_entries(all: &[(u64, u32, u32)]) -> Vec<Entry> {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_kallsyms;
+    use super::{parse_kallsyms, read_kallsyms_from};
+
+    /// Check that kallsyms read a line at a time (lines crossing the reader's 64 KiB buffer, the last one without
+    /// a newline) gives the table its whole text gives: the same names at every symbol, the same bounds.
+    #[test]
+    fn streamed_as_whole() {
+        let mut text = String::new();
+        for i in 0..20_000u64 {
+            let addr = 0xffffffff81000000 + i * 0x40;
+            let kind = ["T", "t", "D", "W"][(i % 4) as usize];
+            text.push_str(&format!("{addr:016x} {kind} function_number_{i}\n"));
+            if i % 7 == 0 {
+                text.push_str(&format!("{addr:016x} T alias_of_{i}\n"));
+            }
+        }
+        text.push_str("ffffffffc0001000 t mod_fn\t[some_module]");
+        let whole = parse_kallsyms(text.as_bytes());
+        let streamed = read_kallsyms_from(text.as_bytes()).unwrap();
+        assert_eq!(streamed.len(), whole.len());
+        assert_eq!(streamed.marks(), whole.marks());
+        for addr in (0xffffffff81000000u64..0xffffffff81000000 + 20_001 * 0x40).step_by(0x20) {
+            assert_eq!(
+                streamed.lookup_at(addr),
+                whole.lookup_at(addr),
+                "at {addr:#x}"
+            );
+        }
+        assert_eq!(
+            streamed.lookup(0xffffffff81000000 + 7 * 0x40).as_deref(),
+            Some("alias_of_7")
+        );
+        assert_eq!(
+            streamed.lookup(0xffffffffc0001008).as_deref(),
+            Some("mod_fn")
+        );
+    }
 
     /// Check that text symbols are found by nearest-below lookup bounded by the next symbol of any kind.
     #[test]
