@@ -43,6 +43,12 @@ pub enum TracefsError {
         error: std::io::Error,
         detail: String,
     },
+    #[error("the kernel refused the filter `{filter}` on {event}: {detail}; check the field names in its format file, or write that part of the filter differently")]
+    Filter {
+        event: String,
+        filter: String,
+        detail: String,
+    },
     #[error("this kernel has no {path} (it was built without CONFIG_KPROBE_EVENTS), so kernel functions cannot be probed; use `syscall:NAME` or `t:CATEGORY:EVENT` tracepoints, or -x BINARY for user functions")]
     NoKprobes { path: PathBuf },
     #[error("this kernel has no {path} (it was built without CONFIG_UPROBE_EVENTS), so user functions cannot be probed")]
@@ -139,6 +145,11 @@ impl Tracefs {
     }
 
     /// The root directory.
+    /// The last filter error tracefs logged (`error_log`), for [`TracefsError::Filter`].
+    pub fn filter_error(&self) -> String {
+        filter_error(self.read("error_log").ok())
+    }
+
     pub fn root(&self) -> &Path {
         &self.root
     }
@@ -256,4 +267,14 @@ mod tests {
         let got = parse_filter_functions("vfs_read\nfoo_init [foo]\n\n");
         assert_eq!(got, vec!["vfs_read".to_string(), "foo_init".to_string()]);
     }
+}
+
+/// The message of the last error in an `error_log` text (`... error: Illegal integer value`).
+pub fn filter_error(log: Option<String>) -> String {
+    log.as_deref()
+        .and_then(|log| log.lines().rev().find_map(|l| l.split_once("error: ")))
+        .map_or_else(
+            || "see error_log".to_string(),
+            |(_, m)| m.trim().to_string(),
+        )
 }

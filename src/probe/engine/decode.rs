@@ -163,6 +163,8 @@ impl EventTypes {
 pub struct ProbeInfo {
     pub parse: RecordParseInfo,
     pub pmu: Option<EventInfo>,
+    /// The planned event it reads (its index in the plan's events), for its kernel filter.
+    pub planned: Option<usize>,
 }
 
 /// How the perf records of a probe session parse: one layout for all (no IDENTIFIER), or per event id (`-g`,

@@ -67,8 +67,16 @@ impl RingEngine {
         self.instance.set_event_pids(&tids)
     }
 
-    /// Enable one probe event in the instance.
-    pub fn enable(&mut self, group: &str, event: &str) -> Result<(), TracefsError> {
+    /// Enable one probe event in the instance, with its kernel filter.
+    pub fn enable(
+        &mut self,
+        group: &str,
+        event: &str,
+        filter: Option<&str>,
+    ) -> Result<(), TracefsError> {
+        if filter.is_some() {
+            self.instance.set_filter(group, event, filter)?;
+        }
         self.instance.enable_event(group, event, true)?;
         self.enabled.push((group.to_string(), event.to_string()));
         Ok(())

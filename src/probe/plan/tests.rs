@@ -21,6 +21,7 @@ fn user(path: &str, off: u64) -> Target {
         code: None,
         go: None,
         syscall_sites: Vec::new(),
+        filter: None,
     }
 }
 

@@ -72,6 +72,15 @@ pub fn run(
         notice(Notice::StaleRemoved(removed));
     }
     let pmu = opts.uprobe_pmu.then(UprobePmu::find).flatten();
+    let group = group::group_name(std::process::id());
+    // Started before the probes exist, and dropped (which ends it) after they are removed.
+    let supervisor = match Supervisor::spawn(tracefs, &group) {
+        Ok(sup) => Some(sup),
+        Err(e) => {
+            notice(Notice::NoSupervisor(e.to_string()));
+            None
+        }
+    };
     let caps = Capabilities {
         uprobe_pmu: pmu.is_some(),
         ring: tracefs.instance_supported(),
@@ -79,6 +88,7 @@ pub fn run(
         calibration_sites: calibration_sites(),
         emulates: plan::running_kernel_emulates(),
         event_probes: false,
+        own_tasks: own_tasks(supervisor.as_ref()),
     };
     let mut s = Setup {
         opts,
@@ -87,7 +97,7 @@ pub fn run(
         tasks,
         workload,
         signals,
-        group: group::group_name(std::process::id()),
+        group,
         caps,
         pmu,
         started: Instant::now(),
@@ -96,14 +106,7 @@ pub fn run(
     s.caps.event_probes = wants_strings(targets) && tracefs.event_probes_work(&s.group);
     let plan = plan::plan(&s.group, targets, opts, &s.caps);
     counted_only(&mut s);
-    // Started before the probes exist, and dropped (which ends it) after they are removed.
-    let _supervisor = match Supervisor::spawn(tracefs, &s.group) {
-        Ok(sup) => Some(sup),
-        Err(e) => {
-            (s.notice)(Notice::NoSupervisor(e.to_string()));
-            None
-        }
-    };
+    let _supervisor = supervisor;
     // Created before the events and the instance, removed after them (the kernel refuses to delete probes
     // that are open or enabled); dropped on errors and panics.
     let probes = ProbeGroup::create(tracefs, &s.group, &plan.defs)?;
@@ -116,6 +119,18 @@ pub fn run(
     }
     (s.notice)(Notice::Removed);
     Ok(summary)
+}
+
+/// rprof's own threads and its supervisor: no event counts their work.
+fn own_tasks(supervisor: Option<&Supervisor>) -> Vec<u32> {
+    let me = std::process::id() as i32;
+    let mut tids: Vec<u32> = crate::process::threads(me)
+        .unwrap_or_else(|_| vec![me])
+        .into_iter()
+        .map(|t| t as u32)
+        .collect();
+    tids.extend(supervisor.map(Supervisor::pid));
+    tids
 }
 
 /// Whether a target reads user strings its event does not hold (the kernel is asked whether it takes event

@@ -92,6 +92,7 @@ pub fn resolve_usdt(path: &Path, provider: &str, name: &str) -> Result<Vec<Targe
             code: None,
             go: None,
             syscall_sites: Vec::new(),
+            filter: None,
         })
         .collect())
 }
@@ -185,6 +186,7 @@ pub fn resolve_user(
             code: None,
             go: None,
             syscall_sites: Vec::new(),
+            filter: None,
         });
     }
     if out.is_empty() {
@@ -272,6 +274,7 @@ pub fn resolve_syscalls(
             code: None,
             go: None,
             syscall_sites: Vec::new(),
+            filter: None,
         })
         .collect();
     if out.is_empty() {
@@ -307,6 +310,7 @@ pub fn resolve_tracepoints(
                 code: None,
                 go: None,
                 syscall_sites: Vec::new(),
+                filter: None,
             });
         }
     }
@@ -352,6 +356,7 @@ pub fn resolve_kernel(
             code: None,
             go: None,
             syscall_sites: Vec::new(),
+            filter: None,
         })
         .collect())
 }
