@@ -20,7 +20,7 @@ pub struct Opened {
 /// the probed address and the fetch arguments), nothing more; with `-g`, the stack at entry and the event id
 /// (entries and returns then differ in layout).
 fn sample_bits(stacks: bool, role: Role, user: bool) -> u64 {
-    let mut bits = sample::TIME | sample::RAW;
+    let mut bits = sample::TIME | sample::RAW | sample::TID | sample::CPU;
     if stacks {
         bits |= sample::IDENTIFIER;
         if role != Role::Return {
@@ -37,7 +37,8 @@ fn sample_bits(stacks: bool, role: Role, user: bool) -> u64 {
 /// The sample bits of a uprobe PMU event (`-g`): no data to carry the thread and the stack pointer, so TID and
 /// the user SP register; the id tells entries from returns and which function.
 pub fn pmu_sample_bits(stacks: bool, role: Role) -> u64 {
-    let mut bits = sample::TIME | sample::TID | sample::IDENTIFIER | sample::REGS_USER;
+    let mut bits =
+        sample::TIME | sample::TID | sample::CPU | sample::IDENTIFIER | sample::REGS_USER;
     if stacks && role != Role::Return {
         bits |= sample::CALLCHAIN | sample::STACK_USER;
     }
@@ -66,7 +67,7 @@ pub fn open_events(
     // open calls of threads that end mid-call).
     let side = common.apply(
         Attr::dummy()
-            .sample_type(sample::TIME | id_bits)
+            .sample_type(sample::TIME | sample::TID | sample::CPU | id_bits)
             .side_band(),
         false,
     );

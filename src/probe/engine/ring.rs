@@ -113,15 +113,26 @@ impl RingEngine {
         let Some(rings) = self.rings.as_mut() else {
             return Ok(0);
         };
-        let n = rings.read(|_cpu, time, data| {
+        let n = rings.read(|cpu, time, data| {
             if let Some(mut item) = types.item(data, None) {
                 if let Item::Hit(hit) = &mut item {
                     hit.from_ring = true;
+                    hit.cpu = Some(cpu);
                 }
                 merge.push(time, item);
             }
         })?;
         Ok(n)
+    }
+
+    /// The events the kernel wrote into the instance's buffers so far, by their own counters (those still in the
+    /// buffers, read, overwritten or dropped).
+    pub fn written(&self) -> u64 {
+        let cpus = crate::perf::online_cpus().unwrap_or_default();
+        cpus.iter()
+            .filter_map(|&c| self.instance.cpu_stats(c).ok())
+            .map(|s| s.entries + s.read_events + s.overrun + s.dropped_events)
+            .sum()
     }
 
     /// Stop recording (before the last read).

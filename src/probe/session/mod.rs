@@ -294,6 +294,7 @@ fn run_sampled(
         parse,
         mut refused,
     } = open_events(s.opts, s.tracefs, &plan.events, &ids, &s.tasks, s.pmu)?;
+    let ring_base = ring.as_ref().map(RingEngine::written);
     if let Some(r) = ring.as_mut() {
         refused.extend(enable_ring(s, &plan, r, in_kernel)?);
     }
@@ -339,6 +340,8 @@ fn run_sampled(
         placements: &plan.placements,
         out,
         costs,
+        read: 0,
+        ring_base,
     };
     let pids = pid_list(&s.opts.target);
     perf::run_loop::run(
@@ -449,10 +452,19 @@ fn finish_sampled(s: &mut Setup<'_>, live: SampledLoop<'_>) -> Result<RunSummary
         mut ring,
         costs,
         placements,
+        read,
+        ring_base,
         ..
     } = live;
     if let Some(r) = ring.as_mut() {
         sink.stats.lost += r.take_lost();
+    }
+    if s.opts.debug_cost != DebugCost::Off {
+        let written = ring
+            .as_ref()
+            .zip(ring_base)
+            .map(|(r, base)| r.written().saturating_sub(base));
+        (s.notice)(Notice::Delivered { read, written });
     }
     if let Some(calls) = sink.calls.as_mut() {
         sink.stacks.finish();
@@ -522,6 +534,10 @@ struct SampledLoop<'a> {
     placements: &'a PerTarget<Option<Placement>>,
     out: &'a mut dyn Write,
     costs: Costs,
+    /// Probe events read from the rings (perf samples and tracefs ring events).
+    read: u64,
+    /// The tracefs ring's count of events written when the targets' events were enabled.
+    ring_base: Option<u64>,
 }
 
 impl Handler<ProbeInfo> for SampledLoop<'_> {
@@ -532,6 +548,9 @@ impl Handler<ProbeInfo> for SampledLoop<'_> {
         infos: &EventInfos<ProbeInfo>,
         rec: RawRecord<'_>,
     ) -> Result<(), ProbeError> {
+        if rec.kind == crate::perf::record_type::SAMPLE {
+            self.read += 1;
+        }
         let lost = &mut self.sink.stats.lost;
         decode(rec, infos, &self.parse, &self.types, &mut self.merge, lost);
         Ok(())
@@ -547,7 +566,7 @@ impl Handler<ProbeInfo> for SampledLoop<'_> {
             if last {
                 r.disable();
             }
-            r.read(&self.types, &mut self.merge)?;
+            self.read += r.read(&self.types, &mut self.merge)? as u64;
         }
         self.sink.release(&mut self.merge, last);
         if let Some(calls) = self.sink.calls.as_mut() {
