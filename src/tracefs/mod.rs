@@ -199,6 +199,16 @@ impl Tracefs {
     }
 }
 
+/// The message of the last error in an `error_log` text (`... error: Illegal integer value`).
+pub fn filter_error(log: Option<String>) -> String {
+    log.as_deref()
+        .and_then(|log| log.lines().rev().find_map(|l| l.split_once("error: ")))
+        .map_or_else(
+            || "see error_log".to_string(),
+            |(_, m)| m.trim().to_string(),
+        )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -267,14 +277,4 @@ mod tests {
         let got = parse_filter_functions("vfs_read\nfoo_init [foo]\n\n");
         assert_eq!(got, vec!["vfs_read".to_string(), "foo_init".to_string()]);
     }
-}
-
-/// The message of the last error in an `error_log` text (`... error: Illegal integer value`).
-pub fn filter_error(log: Option<String>) -> String {
-    log.as_deref()
-        .and_then(|log| log.lines().rev().find_map(|l| l.split_once("error: ")))
-        .map_or_else(
-            || "see error_log".to_string(),
-            |(_, m)| m.trim().to_string(),
-        )
 }
