@@ -42,7 +42,7 @@ fn spin_run(bin: &str, extra: &[&str], spin_ns: u64, calls: u64) -> Run {
     let rprof: Vec<f64> = out
         .lines()
         .filter(|l| l.trim_end().ends_with("spin()"))
-        .map(|l| duration_ns(l.split_whitespace().nth(2).unwrap()))
+        .map(|l| duration_ns(l.split_whitespace().nth(4).unwrap()))
         .collect();
     let own: Vec<(f64, bool, f64)> = out
         .lines()

@@ -402,6 +402,10 @@ fn notice(n: &Notice) -> String {
              SIGKILL they stay until the next rprof starts"
         ),
         Notice::Calibration(text) => format!("calibration: {text}"),
+        Notice::Delivered { read, written } => match written {
+            Some(w) => format!("{read} probe events read from the rings; the tracefs ring's counters: {w} written"),
+            None => format!("{read} probe events read from the rings"),
+        },
         Notice::CountedOnly {
             count,
             names,

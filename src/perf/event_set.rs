@@ -180,6 +180,17 @@ impl<I> EventSet<I> {
         self.opened.get(index).copied().unwrap_or(false)
     }
 
+    /// Call `f` on every open event with its info (to set filters before enabling); stops at the first error.
+    pub fn try_each<E>(&self, mut f: impl FnMut(&PerfEvent, &I) -> Result<(), E>) -> Result<(), E> {
+        let events = self.rings.iter().map(Ring::event).chain(&self.others);
+        for ev in events {
+            if let Some(info) = self.infos.get(ev.id()) {
+                f(ev, info)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Every event id, in opening order.
     pub fn ids(&self) -> &[u64] {
         &self.ids

@@ -319,6 +319,9 @@ pub enum Notice {
     NoSupervisor(String),
     /// A measurement of the calibration (`RPROF_DEBUG_COST`).
     Calibration(String),
+    /// The probe events that reached rprof (`RPROF_DEBUG_COST`): read from the rings (`read`), and, for the
+    /// tracefs ring, what its own counters say the kernel wrote into it after the calibration (`written`).
+    Delivered { read: u64, written: Option<u64> },
     /// Functions of a Go binary that are counted, not timed (the first few names), and why.
     CountedOnly {
         count: usize,

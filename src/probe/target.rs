@@ -96,6 +96,8 @@ pub struct Target {
     /// A syscall whose user strings are read: the files that make it and the file offsets of their `syscall`
     /// instructions for it (see `spec::syscall_sites`).
     pub syscall_sites: Vec<(PathBuf, Vec<u64>)>,
+    /// `PATTERN if EXPR`: which of its events count, and where each part of the test runs.
+    pub filter: Option<crate::probe::spec::filters::TargetFilter>,
 }
 
 impl Target {

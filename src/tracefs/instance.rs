@@ -258,6 +258,25 @@ impl Instance {
         self.write(rel, flag(on))
     }
 
+    /// Set (or with None clear) the filter of one event of the instance (`events/GROUP/EVENT/filter`, ftrace's
+    /// syntax); a filter the kernel refuses is an error with the reason its `error_log` gives.
+    pub fn set_filter(
+        &self,
+        group: &str,
+        event: &str,
+        filter: Option<&str>,
+    ) -> Result<(), TracefsError> {
+        let rel = Path::new("events").join(group).join(event).join("filter");
+        match self.write(rel, &format!("{}\n", filter.unwrap_or("0"))) {
+            Err(TracefsError::Write { .. }) if filter.is_some() => Err(TracefsError::Filter {
+                event: format!("{group}:{event}"),
+                filter: filter.unwrap_or_default().to_string(),
+                detail: super::filter_error(self.read("error_log").ok()),
+            }),
+            r => r,
+        }
+    }
+
     /// Start or stop recording into the instance's buffers (`tracing_on`).
     pub fn set_tracing_on(&self, on: bool) -> Result<(), TracefsError> {
         self.write("tracing_on", flag(on))

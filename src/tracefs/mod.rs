@@ -45,6 +45,12 @@ pub enum TracefsError {
         error: std::io::Error,
         detail: String,
     },
+    #[error("the kernel refused the filter `{filter}` on {event}: {detail}; check the field names in its format file, or write that part of the filter differently")]
+    Filter {
+        event: String,
+        filter: String,
+        detail: String,
+    },
     #[error("this kernel has no {path} (it was built without CONFIG_KPROBE_EVENTS), so kernel functions cannot be probed; use `syscall:NAME` or `t:CATEGORY:EVENT` tracepoints, or -x BINARY for user functions")]
     NoKprobes { path: PathBuf },
     #[error("this kernel has no {path} (it was built without CONFIG_UPROBE_EVENTS), so user functions cannot be probed")]
@@ -141,6 +147,11 @@ impl Tracefs {
     }
 
     /// The root directory.
+    /// The last filter error tracefs logged (`error_log`), for [`TracefsError::Filter`].
+    pub fn filter_error(&self) -> String {
+        filter_error(self.read("error_log").ok())
+    }
+
     pub fn root(&self) -> &Path {
         &self.root
     }
@@ -188,6 +199,16 @@ impl Tracefs {
         names.sort();
         Ok(names)
     }
+}
+
+/// The message of the last error in an `error_log` text (`... error: Illegal integer value`).
+pub fn filter_error(log: Option<String>) -> String {
+    log.as_deref()
+        .and_then(|log| log.lines().rev().find_map(|l| l.split_once("error: ")))
+        .map_or_else(
+            || "see error_log".to_string(),
+            |(_, m)| m.trim().to_string(),
+        )
 }
 
 #[cfg(test)]

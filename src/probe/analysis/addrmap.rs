@@ -117,6 +117,7 @@ mod tests {
             code: None,
             go: None,
             syscall_sites: Vec::new(),
+            filter: None,
         }
     }
 

@@ -2,6 +2,7 @@
 //! (`--by`, `--callers`), log2 histograms of a value (`--hist VALUE`), the list of slow calls
 //! (`--min-duration`), and one line per call (`--trace`). Everything is bounded: [`MAX_KEYS`] distinct values
 //! per function, [`MAX_SLOW`] listed slow calls, and a trace rate.
+use super::context::Ctx;
 use super::stats::{FuncStats, Histogram};
 use crate::probe::spec::fetch::Fetch;
 use crate::probe::target::{PerTarget, TargetId};
@@ -68,6 +69,8 @@ pub struct Call {
     /// The caller's frames (for `caller`), and the stack at entry (`-g` with `--min-duration`).
     pub caller: Option<Arc<[FrameId]>>,
     pub stack: Option<Arc<[FrameId]>>,
+    /// Who made it: process, thread, command name, CPU (at the entry).
+    pub ctx: Ctx,
 }
 
 impl Call {
@@ -81,6 +84,7 @@ impl Call {
             values: Vec::new(),
             caller: None,
             stack: None,
+            ctx: Ctx::default(),
         }
     }
 
@@ -122,6 +126,8 @@ pub struct Calls {
     pub trace_skipped: u64,
     /// Calls not traced because of the rate limit, in the whole run.
     pub trace_skipped_total: u64,
+    /// The `--trace` column header was written.
+    pub trace_header: bool,
     window: (u64, u64),
     /// The time the first event came (trace times are relative to it).
     pub epoch: Option<u64>,
@@ -166,15 +172,18 @@ impl Calls {
             }),
             epoch: self.epoch,
             window: self.window,
+            trace_header: self.trace_header,
             ..Calls::default()
         };
         std::mem::replace(self, fresh)
     }
 
-    /// The call's `--by` value, when it has one (not `caller`).
+    /// The call's `--by` value, when it has one (not `caller`): a fetched value, or the process context's.
     pub fn by_value(&self, call: &Call) -> Option<Value> {
-        let i = self.per_target[call.target].by?;
-        call.values.get(i).cloned().flatten()
+        match self.per_target[call.target].by {
+            Some(i) => call.values.get(i).cloned().flatten(),
+            None => call.ctx.value(self.opts.by.as_deref()?),
+        }
     }
 
     /// The `--by` key of a call.
@@ -192,7 +201,7 @@ impl Calls {
                 None => value(i),
             },
             Some(i) => value(i),
-            None => Key::Missing,
+            None => self.by_value(call).map_or(Key::Missing, Key::Value),
         }
     }
 
@@ -222,16 +231,13 @@ impl Calls {
             self.add_keyed(call);
         }
         let t = &mut self.per_target[call.target];
-        if let Some(i) = t.hist_of {
-            if let Some(v) = call
-                .values
-                .get(i)
-                .cloned()
-                .flatten()
-                .and_then(|v| v.as_u64())
-            {
-                t.hist.record(v);
-            }
+        let hist_value = match (t.hist_of, &self.opts.hist_of) {
+            (Some(i), _) => call.values.get(i).cloned().flatten(),
+            (None, Some(name)) => call.ctx.value(name),
+            (None, None) => None,
+        };
+        if let Some(v) = hist_value.and_then(|v| v.as_u64()) {
+            t.hist.record(v);
         }
         let kept = || Call {
             time: call.time - epoch.min(call.time),

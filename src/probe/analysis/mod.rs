@@ -3,6 +3,8 @@
 //! lines), stacks at entry ([`stacks`]), and the map from runtime addresses back to targets ([`addrmap`]).
 mod addrmap;
 mod calls;
+mod context;
+mod filter;
 mod keyed;
 mod pairing;
 mod quantiles;

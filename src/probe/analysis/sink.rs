@@ -2,6 +2,8 @@
 //! per-call work (values, slow calls, trace lines) and stacks; mapping events keep the address spaces current.
 use super::addrmap::AddrMap;
 use super::calls::{Call, Calls};
+use super::context::{Comms, Ctx};
+use super::filter::UserFilter;
 use super::keyed::KeyedPairer;
 use super::pairing::{NetCost, Pairer, StackKey};
 use super::stacks::StackCounter;
@@ -49,6 +51,12 @@ pub struct Sink<'a> {
     /// The launched command's thread until its first event: it waited for its start in a `read` of rprof's
     /// launcher, whose return (a syscall probe's) is rprof's, not the command's.
     pub launcher: Option<u32>,
+    /// Every thread's command name.
+    comms: Comms,
+    /// The part of each target's filter that rprof evaluates.
+    filters: PerTarget<Option<UserFilter>>,
+    /// Entries that filter rejected, whose returns are dropped with them: (thread, target) -> their SPs.
+    rejected: FastMap<(u32, TargetId), Vec<Option<u64>>>,
 }
 
 impl<'a> Sink<'a> {
@@ -80,6 +88,12 @@ impl<'a> Sink<'a> {
             only: None,
             foreign: Foreign::default(),
             launcher: None,
+            comms: Comms::default(),
+            filters: targets
+                .iter()
+                .map(|(_, t)| t.filter.as_ref()?.user.as_ref().map(UserFilter::new))
+                .collect(),
+            rejected: FastMap::default(),
         }
     }
 
@@ -102,15 +116,21 @@ impl<'a> Sink<'a> {
         match item {
             Item::Hit(hit) => self.hit(time, hit),
             Item::Task(task) => self.spaces.apply(task),
-            Item::Thread { pid, tid } => {
+            Item::Thread { pid, tid, parent } => {
                 // Side-band records come from the target's tasks only.
                 self.threads.insert(tid, pid);
+                if let Some(parent) = parent {
+                    self.comms.fork(tid, parent);
+                }
                 if let Some(only) = &mut self.only {
                     only.insert(pid);
                 }
             }
+            Item::Comm { tid, comm } => self.comms.set(tid, comm),
             Item::Exit { pid, tid } => {
                 self.threads.remove(&tid);
+                self.comms.exit(tid);
+                self.rejected.retain(|(t, _), _| *t != tid);
                 self.pending.retain(|(t, _), _| *t != tid);
                 self.pairer.thread_exit(&mut self.stats, tid);
                 if pid == tid {
@@ -136,12 +156,14 @@ impl<'a> Sink<'a> {
         let keyed = hit
             .target
             .is_some_and(|t| !self.targets[t].pair_key().is_empty());
+        let filtered = hit.target.is_some_and(|t| self.filters[t].is_some());
         let needs_pid = hit.target.is_none()
             || hit.stack.is_some()
             || self.calls.is_some()
-            || self.trace_out.is_some();
+            || self.trace_out.is_some()
+            || filtered;
         let pid = if needs_pid {
-            match self.pid_of(hit.tid) {
+            match hit.pid.or_else(|| self.pid_of(hit.tid)) {
                 Some(pid) => {
                     // A process whose mappings came before we looked (or were missed): read them now.
                     if self.spaces.get(pid).is_none() && self.synthesized.insert(pid) {
@@ -178,8 +200,12 @@ impl<'a> Sink<'a> {
             },
         };
         let mut call = Call::entry(target, hit.tid, time);
-        if self.calls.is_some() || keyed || self.trace_out.is_some() {
+        if self.calls.is_some() || keyed || self.trace_out.is_some() || filtered {
+            call.ctx = self.context(&hit, pid);
             self.carry(&mut call, pid, hit.values, hit.stack.as_deref());
+        }
+        if filtered && !self.passes(&call, hit.role, hit.sp) {
+            return;
         }
         if keyed && matches!(hit.role, Role::Entry | Role::Return) {
             self.keyed_hit(call, hit.role, hit.stack.as_deref(), pid);
@@ -216,6 +242,59 @@ impl<'a> Sink<'a> {
         if let Some(chain) = hit.stack {
             self.stacks.add(target, pid, self.spaces.get(pid), &chain);
         }
+    }
+
+    /// The process context of a hit in process `pid` (none but the CPU in an interrupt).
+    fn context(&mut self, hit: &Hit, pid: u32) -> Ctx {
+        if hit.irq {
+            return Ctx {
+                cpu: hit.cpu,
+                ..Ctx::default()
+            };
+        }
+        Ctx {
+            pid: Some(pid),
+            tid: Some(hit.tid),
+            comm: self.comms.get(hit.tid),
+            cpu: hit.cpu,
+        }
+    }
+
+    /// Whether a hit of a target with a filter counts: an entry (or hit) by rprof's part of the filter, a return
+    /// unless it returns from an entry the filter rejected.
+    fn passes(&mut self, call: &Call, role: Role, sp: Option<u64>) -> bool {
+        let key = (call.tid, call.target);
+        if role == Role::Return {
+            let Some(open) = self.rejected.get_mut(&key) else {
+                return true;
+            };
+            let entry_sp = sp.map(|s| s.wrapping_sub(8));
+            let at = open
+                .iter()
+                .rposition(|s| s.is_none() || entry_sp.is_none() || *s == entry_sp);
+            return match at {
+                Some(i) => {
+                    open.remove(i);
+                    false
+                }
+                None => true,
+            };
+        }
+        let Some(f) = &self.filters[call.target] else {
+            return true;
+        };
+        if !matches!(role, Role::Entry | Role::Hit)
+            || f.keeps(&self.targets[call.target].fetches, call)
+        {
+            return true;
+        }
+        if role == Role::Entry && self.timed {
+            let open = self.rejected.entry(key).or_default();
+            if open.len() < 64 {
+                open.push(sp);
+            }
+        }
+        false
     }
 
     /// A keyed pair's START or DONE: opens a call under its key values, or closes the one open under them.

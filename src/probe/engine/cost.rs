@@ -211,6 +211,7 @@ impl Calibrator<'_> {
                     ProbeInfo {
                         parse: attr.parse_info(),
                         pmu: Some(info),
+                        planned: None,
                     },
                 ));
             }
@@ -224,6 +225,7 @@ impl Calibrator<'_> {
                 ProbeInfo {
                     parse: attr.parse_info(),
                     pmu: None,
+                    planned: None,
                 },
             ));
         }

@@ -55,7 +55,12 @@ impl Counters {
             let mut evs = Vec::new();
             for &(pid, cpu) in &places {
                 match PerfEvent::open(&attr, pid, cpu) {
-                    Ok(ev) => evs.push(ev),
+                    Ok(ev) => {
+                        if let Some(f) = &p.filter {
+                            super::perf::set_filter(&ev, p, f, tracefs)?;
+                        }
+                        evs.push(ev)
+                    }
                     Err(PerfError::NoSuchProcess { .. }) if pid != -1 => continue,
                     Err(PerfError::Open { source, .. }) if evs.is_empty() => {
                         refused.push(Refusal {

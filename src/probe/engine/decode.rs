@@ -31,6 +31,8 @@ pub struct EventInfo {
     pub key_field: Option<usize>,
     /// Offset in the data of the syscall number (`raw_syscalls` events, shared by many syscalls).
     pub number_field: Option<usize>,
+    /// A uprobe or uretprobe (whose `common_flags` say NMI: it runs from the int3 trap).
+    pub user: bool,
 }
 
 impl EventInfo {
@@ -43,6 +45,7 @@ impl EventInfo {
             sp_field: None,
             key_field: None,
             number_field: None,
+            user: true,
         }
     }
 }
@@ -52,6 +55,8 @@ impl EventInfo {
 pub struct EventTypes {
     by_type: FastMap<u16, EventInfo>,
     pid_field: usize,
+    /// Where every event's data holds `common_flags` (which say whether it ran in an interrupt).
+    flags_field: Option<usize>,
     /// The fetched values of events that have some: (index in the target's fetches, where in the data).
     fields: FastMap<u16, Box<[(usize, FieldLoc)]>>,
     /// The targets of `raw_syscalls` events, by syscall number.
@@ -73,6 +78,12 @@ pub struct Hit {
     pub addr: u64,
     pub role: Role,
     pub tid: u32,
+    /// The process (perf samples say it; the ring's events do not).
+    pub pid: Option<u32>,
+    /// The CPU it ran on.
+    pub cpu: Option<u32>,
+    /// It ran in an interrupt (hard, soft or NMI), for no process: `tid` is the interrupted task's.
+    pub irq: bool,
     /// The user stack pointer (timed user probes).
     pub sp: Option<u64>,
     /// What entries and returns pair by instead of the thread: a Go function's goroutine.
@@ -95,6 +106,13 @@ pub enum Item {
     Thread {
         pid: u32,
         tid: u32,
+        /// The thread that forked it (FORK records; None for an exec's COMM).
+        parent: Option<u32>,
+    },
+    /// Thread `tid` is named `comm` from now on (an exec, or a rename).
+    Comm {
+        tid: u32,
+        comm: std::sync::Arc<str>,
     },
     Exit {
         pid: u32,
@@ -137,6 +155,13 @@ impl EventTypes {
         };
         let sp = info.sp_field.and_then(|off| read_u64(data, off));
         let key = info.key_field.and_then(|off| read_u64(data, off));
+        // TRACE_FLAG_HARDIRQ | TRACE_FLAG_SOFTIRQ | TRACE_FLAG_NMI.
+        // Not for uprobes: the kernel runs their handlers from the int3 trap, flagged as an NMI.
+        let irq = !info.user
+            && self
+                .flags_field
+                .and_then(|off| data.get(off))
+                .is_some_and(|f| f & (0x08 | 0x10 | 0x40) != 0);
         let values = self.fields.get(&kind).map(|fields| {
             fields
                 .iter()
@@ -148,6 +173,9 @@ impl EventTypes {
             addr,
             role: info.role,
             tid: tid as u32,
+            pid: None,
+            cpu: None,
+            irq,
             sp,
             key,
             stack,
@@ -163,6 +191,8 @@ impl EventTypes {
 pub struct ProbeInfo {
     pub parse: RecordParseInfo,
     pub pmu: Option<EventInfo>,
+    /// The planned event it reads (its index in the plan's events), for its kernel filter.
+    pub planned: Option<usize>,
 }
 
 /// How the perf records of a probe session parse: one layout for all (no IDENTIFIER), or per event id (`-g`,
@@ -216,7 +246,7 @@ fn decode_sample(
         return;
     };
     let stack = entry_stack(&s);
-    let item = match (s.raw, pmu) {
+    let mut item = match (s.raw, pmu) {
         (Some(raw), _) => types.item(&raw.as_slice(), stack),
         (None, Some(info)) => s.tid.map(|tid| {
             Item::Hit(Hit {
@@ -224,6 +254,9 @@ fn decode_sample(
                 addr: 0,
                 role: info.role,
                 tid: tid as u32,
+                pid: None,
+                cpu: None,
+                irq: false,
                 sp: s
                     .user_regs
                     .as_ref()
@@ -236,6 +269,10 @@ fn decode_sample(
         }),
         (None, None) => None,
     };
+    if let Some(Item::Hit(hit)) = item.as_mut() {
+        hit.cpu = s.cpu;
+        hit.pid = s.pid.filter(|_| !hit.irq).map(|p| p as u32);
+    }
     if let Some(item) = item {
         merge.push(time, item);
     }
@@ -276,13 +313,19 @@ fn decode_side_band(
             // Threads and their processes: from forks, and from the COMM record of an exec (a launched command
             // was forked before the events existed).
             let (time, thread) = match &record {
-                EventRecord::Fork(f) => (f.timestamp, Some((f.pid, f.tid))),
-                EventRecord::Comm(c) => (time, Some((c.pid, c.tid))),
+                EventRecord::Fork(f) => (f.timestamp, Some((f.pid, f.tid, Some(f.ptid as u32)))),
+                EventRecord::Comm(c) => (time, Some((c.pid, c.tid, None))),
                 _ => (time, None),
             };
-            if let Some((pid, tid)) = thread {
+            if let Some((pid, tid, parent)) = thread {
                 let (pid, tid) = (pid as u32, tid as u32);
-                merge.push(time, Item::Thread { pid, tid });
+                merge.push(time, Item::Thread { pid, tid, parent });
+            }
+            if let EventRecord::Comm(c) = &record {
+                let name = c.name.as_slice();
+                let comm = String::from_utf8_lossy(&name).into();
+                let tid = c.tid as u32;
+                merge.push(time, Item::Comm { tid, comm });
             }
             if let Some(task) = TaskEvent::from_record(&record) {
                 merge.push(time, Item::Task(task));
@@ -334,6 +377,7 @@ pub fn event_types(
         };
         if pid_field.is_none() {
             pid_field = parse_field_offset(&format, "common_pid");
+            types.flags_field = parse_field_offset(&format, "common_flags");
         }
         types.by_type.insert(id as u16, event_info(p, &format, raw));
         let locs = field_locs(&format, fetches, p.role == Role::Return);
@@ -370,5 +414,6 @@ fn event_info(p: &PlannedEvent, format: &str, syscalls: bool) -> EventInfo {
         sp_field,
         key_field,
         number_field,
+        user: p.user,
     }
 }

@@ -20,7 +20,7 @@ pub struct Opened {
 /// the probed address and the fetch arguments), nothing more; with `-g`, the stack at entry and the event id
 /// (entries and returns then differ in layout).
 fn sample_bits(stacks: bool, role: Role, user: bool) -> u64 {
-    let mut bits = sample::TIME | sample::RAW;
+    let mut bits = sample::TIME | sample::RAW | sample::TID | sample::CPU;
     if stacks {
         bits |= sample::IDENTIFIER;
         if role != Role::Return {
@@ -37,7 +37,8 @@ fn sample_bits(stacks: bool, role: Role, user: bool) -> u64 {
 /// The sample bits of a uprobe PMU event (`-g`): no data to carry the thread and the stack pointer, so TID and
 /// the user SP register; the id tells entries from returns and which function.
 pub fn pmu_sample_bits(stacks: bool, role: Role) -> u64 {
-    let mut bits = sample::TIME | sample::TID | sample::IDENTIFIER | sample::REGS_USER;
+    let mut bits =
+        sample::TIME | sample::TID | sample::CPU | sample::IDENTIFIER | sample::REGS_USER;
     if stacks && role != Role::Return {
         bits |= sample::CALLCHAIN | sample::STACK_USER;
     }
@@ -66,16 +67,22 @@ pub fn open_events(
     // open calls of threads that end mid-call).
     let side = common.apply(
         Attr::dummy()
-            .sample_type(sample::TIME | id_bits)
+            .sample_type(sample::TIME | sample::TID | sample::CPU | id_bits)
             .side_band(),
         false,
     );
     let mut specs: Vec<(Attr, ProbeInfo)> = vec![(side, info(side, None))];
     let mut members: Vec<&PlannedEvent> = Vec::new();
-    for (p, id) in planned.iter().zip(ids).filter(|(p, _)| !p.ring()) {
-        let Some(spec) = event_spec(&common, tracefs, p, *id, pmu)? else {
+    for (n, (p, id)) in planned
+        .iter()
+        .zip(ids)
+        .enumerate()
+        .filter(|(_, (p, _))| !p.ring())
+    {
+        let Some(mut spec) = event_spec(&common, tracefs, p, *id, pmu)? else {
             continue;
         };
+        spec.1.planned = Some(n);
         specs.push(spec);
         members.push(p);
     }
@@ -98,6 +105,7 @@ pub fn open_events(
         .chain(members.iter().map(|p| p.everywhere))
         .collect();
     let events = EventSet::open_mixed(&specs, &everywhere, &cpus, tasks, pages, &mut refused)?;
+    set_filters(&events, planned, tracefs)?;
     Ok(Opened {
         parse: PerfParse {
             any: specs[0].1.parse,
@@ -138,7 +146,42 @@ fn info(attr: Attr, pmu: Option<EventInfo>) -> ProbeInfo {
     ProbeInfo {
         parse: attr.parse_info(),
         pmu,
+        planned: None,
     }
+}
+
+/// Give each open event its planned event's kernel filter (`PERF_EVENT_IOC_SET_FILTER`), before it is enabled.
+fn set_filters(
+    events: &EventSet<ProbeInfo>,
+    planned: &[PlannedEvent],
+    tracefs: &Tracefs,
+) -> Result<(), ProbeError> {
+    events.try_each(|ev, info| {
+        let Some(p) = info.planned.and_then(|n| planned.get(n)) else {
+            return Ok(());
+        };
+        match &p.filter {
+            Some(f) => set_filter(ev, p, f, tracefs),
+            None => Ok(()),
+        }
+    })
+}
+
+/// Set one perf event's filter; a filter the kernel refuses is an error with the reason `error_log` gives.
+pub fn set_filter(
+    ev: &crate::perf::PerfEvent,
+    p: &PlannedEvent,
+    filter: &str,
+    tracefs: &Tracefs,
+) -> Result<(), ProbeError> {
+    ev.set_filter(filter).map_err(|_| {
+        crate::tracefs::TracefsError::Filter {
+            event: format!("{}:{}", p.group, p.event),
+            filter: filter.to_string(),
+            detail: tracefs.filter_error(),
+        }
+        .into()
+    })
 }
 
 /// The attr of one planned event read through perf: a uprobe PMU probe (the thread and SP from the sample) or

@@ -67,8 +67,16 @@ impl RingEngine {
         self.instance.set_event_pids(&tids)
     }
 
-    /// Enable one probe event in the instance.
-    pub fn enable(&mut self, group: &str, event: &str) -> Result<(), TracefsError> {
+    /// Enable one probe event in the instance, with its kernel filter.
+    pub fn enable(
+        &mut self,
+        group: &str,
+        event: &str,
+        filter: Option<&str>,
+    ) -> Result<(), TracefsError> {
+        if filter.is_some() {
+            self.instance.set_filter(group, event, filter)?;
+        }
         self.instance.enable_event(group, event, true)?;
         self.enabled.push((group.to_string(), event.to_string()));
         Ok(())
@@ -105,15 +113,26 @@ impl RingEngine {
         let Some(rings) = self.rings.as_mut() else {
             return Ok(0);
         };
-        let n = rings.read(|_cpu, time, data| {
+        let n = rings.read(|cpu, time, data| {
             if let Some(mut item) = types.item(data, None) {
                 if let Item::Hit(hit) = &mut item {
                     hit.from_ring = true;
+                    hit.cpu = Some(cpu);
                 }
                 merge.push(time, item);
             }
         })?;
         Ok(n)
+    }
+
+    /// The events the kernel wrote into the instance's buffers so far, by their own counters (those still in the
+    /// buffers, read, overwritten or dropped).
+    pub fn written(&self) -> u64 {
+        let cpus = crate::perf::online_cpus().unwrap_or_default();
+        cpus.iter()
+            .filter_map(|&c| self.instance.cpu_stats(c).ok())
+            .map(|s| s.entries + s.read_events + s.overrun + s.dropped_events)
+            .sum()
     }
 
     /// Stop recording (before the last read).

@@ -49,6 +49,13 @@ impl Supervisor {
     }
 }
 
+impl Supervisor {
+    /// The supervisor's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
 impl Drop for Supervisor {
     fn drop(&mut self) {
         self.pipe = None;

@@ -30,6 +30,9 @@ pub fn write_list(
                 .collect();
             place = format!("{place}\tfetch: {}", args.join(" "));
         }
+        if let Some(f) = &t.filter {
+            place = format!("{place}\t{}", f.describe());
+        }
         if t.aliases.is_empty() {
             writeln!(out, "{}\t{place}", t.name)?;
         } else {

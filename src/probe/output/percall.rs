@@ -176,6 +176,14 @@ pub fn write_trace(
             "--- {n} calls not shown here (over --trace-rate {rate} lines per second) ---"
         )
     };
+    if !calls.trace_lines.is_empty() && !calls.trace_header {
+        calls.trace_header = true;
+        writeln!(
+            w,
+            "{:>12} {:<16} {:>7} {:>7} {:>10}  CALL",
+            "TIME", "COMM", "PID", "TID", "DURATION"
+        )?;
+    }
     for t in std::mem::take(&mut calls.trace_lines) {
         if t.skipped_before > 0 {
             note(w, t.skipped_before)?;
@@ -189,7 +197,7 @@ pub fn write_trace(
     Ok(())
 }
 
-/// `TIME TID DURATION func(args) = ret`.
+/// `TIME COMM PID TID DURATION func(args) = ret`; an event in an interrupt has `-` for its process.
 fn line(call: &Call, targets: &Targets, stacks: &StackCounter) -> String {
     let t = &targets[call.target];
     let dur = match call.dur {
@@ -197,9 +205,12 @@ fn line(call: &Call, targets: &Targets, stacks: &StackCounter) -> String {
         _ => "-".into(),
     };
     let text = describe(&t.name, &t.fetches, call, &|f| caller_name(stacks, f));
+    let id = |v: Option<u32>| v.map_or("-".to_string(), |v| v.to_string());
+    let comm = call.ctx.comm.as_deref().unwrap_or("-");
     format!(
-        "{:>12.6} {:>8} {dur:>10}  {text}",
+        "{:>12.6} {comm:<16} {:>7} {:>7} {dur:>10}  {text}",
         call.time as f64 / 1e9,
-        call.tid
+        id(call.ctx.pid),
+        id(call.ctx.tid),
     )
 }

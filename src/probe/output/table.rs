@@ -495,6 +495,7 @@ mod tests {
             code: None,
             go: None,
             syscall_sites: Vec::new(),
+            filter: None,
         };
         let targets = Targets::new(vec![
             named("outer"),

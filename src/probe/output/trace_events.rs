@@ -134,8 +134,17 @@ impl TraceOut {
             Some(key) => (KEYED_PID, self.key_track(target, key, by)),
             None => {
                 let tid = call.tid;
-                self.name(pid, 0, || comm(&format!("/proc/{pid}/comm")));
-                self.name(pid, tid, || comm(&format!("/proc/{pid}/task/{tid}/comm")));
+                // Named as the kernel's records named the task when it made the call (a process that lived a
+                // few milliseconds, or exec'd, is gone from /proc or has another name by now).
+                let seen = call.ctx.comm.as_deref().map(str::to_string);
+                let own = seen.clone();
+                self.name(pid, 0, || match comm(&format!("/proc/{pid}/comm")) {
+                    c if c.is_empty() || pid == tid => own.unwrap_or(c),
+                    c => c,
+                });
+                self.name(pid, tid, || {
+                    seen.unwrap_or_else(|| comm(&format!("/proc/{pid}/task/{tid}/comm")))
+                });
                 (pid, tid)
             }
         };

@@ -35,6 +35,9 @@ pub struct Capabilities {
     pub emulates: Emulates,
     /// The kernel takes event probes (`e:`): tracepoint fields, and the strings they point to, read in the kernel.
     pub event_probes: bool,
+    /// rprof's own threads (and its supervisor's): kept out of every event that watches every task, in the
+    /// kernel, so that rprof never counts its own work.
+    pub own_tasks: Vec<u32>,
 }
 
 /// The instructions a kernel emulates at a uprobe beyond relative branches and `nop` (0x90), which every
@@ -163,6 +166,9 @@ pub struct PlannedEvent {
     /// completion and a task's wakeup fire in other tasks' contexts, often interrupts).
     pub everywhere: bool,
     pub source: Source,
+    /// The kernel's filter of the event (ftrace syntax): its target's filter, the part the kernel evaluates,
+    /// and rprof's own threads kept out.
+    pub filter: Option<String>,
 }
 
 impl PlannedEvent {
@@ -297,6 +303,9 @@ pub fn plan(group: &str, targets: &Targets, opts: &ProbeOptions, caps: &Capabili
         && !values
         && opts.engine == EngineChoice::Auto
         && targets.len() <= MAX_COUNTERS
+        && !targets
+            .iter()
+            .any(|(_, t)| t.filter.as_ref().is_some_and(|f| f.user.is_some()))
     {
         Mode::Counters
     } else {
@@ -329,7 +338,8 @@ pub fn plan(group: &str, targets: &Targets, opts: &ProbeOptions, caps: &Capabili
         .into_iter()
         .map(|e| {
             let source = source(&e, mode, targets, opts, caps, &mut forced_shared);
-            e.with_source(source)
+            let filter = event_filter(&e, targets, opts, caps);
+            e.with_source(source, filter)
         })
         .collect();
     let (calibration, cal_defs) = calibration(group, mode, pmu, &events, &placements, opts, caps);
@@ -346,11 +356,37 @@ pub fn plan(group: &str, targets: &Targets, opts: &ProbeOptions, caps: &Capabili
     }
 }
 
+/// The kernel's filter of one event: its lone target's (the entry's part, or at a return the part on the task),
+/// and, for an event that watches every task, rprof's own threads kept out.
+fn event_filter(
+    e: &Unplaced,
+    targets: &Targets,
+    opts: &ProbeOptions,
+    caps: &Capabilities,
+) -> Option<String> {
+    use crate::probe::spec::filters::{and_text, exclude_tasks};
+    let own = match opts.target == TaskTarget::SystemWide || e.everywhere {
+        true => exclude_tasks(&caps.own_tasks),
+        false => None,
+    };
+    let target = match e.members.as_slice() {
+        [m] => targets[*m].filter.as_ref().and_then(|f| match e.role {
+            Role::Entry | Role::Hit => f.kernel.as_deref(),
+            Role::Return => f.kernel_return.as_deref(),
+            Role::Value => None,
+        }),
+        _ => None,
+    };
+    and_text(target, own.as_deref())
+}
+
 /// Whether `t` is a syscall that can be read from [`RAW_SYSCALLS`] with the others: one with a number and no
 /// values (those are fields of its own events).
 fn shares_raw(t: &Target) -> bool {
     match &t.kind {
-        TargetKind::Syscall { name } => t.fetches.is_empty() && syscall_number(name).is_some(),
+        TargetKind::Syscall { name } => {
+            t.fetches.is_empty() && t.filter.is_none() && syscall_number(name).is_some()
+        }
         _ => false,
     }
 }

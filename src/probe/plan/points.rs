@@ -27,7 +27,7 @@ pub(super) struct Unplaced {
 }
 
 impl Unplaced {
-    pub(super) fn with_source(self, source: Source) -> PlannedEvent {
+    pub(super) fn with_source(self, source: Source, filter: Option<String>) -> PlannedEvent {
         PlannedEvent {
             group: self.group,
             event: self.event,
@@ -36,6 +36,7 @@ impl Unplaced {
             user: self.user,
             everywhere: self.everywhere,
             source,
+            filter,
         }
     }
 }
@@ -109,7 +110,9 @@ impl Points<'_> {
                 p == path
                     && m.len() < per_event
                     && t.fetches.is_empty()
+                    && t.filter.is_none()
                     && targets[m[0]].fetches.is_empty()
+                    && targets[m[0]].filter.is_none()
                     && self.go_returns(id) == self.go_returns(m[0])
             };
             match chunks.iter_mut().rev().find(joins) {
@@ -128,7 +131,12 @@ impl Points<'_> {
                 let placed = self.placements[m].as_ref();
                 let offset = offset.0 + placed.map_or(0, |p| p.offset);
                 let go = self.go_returns(m);
-                if self.pmu && self.one_per_target && t.fetches.is_empty() && !go {
+                if self.pmu
+                    && self.one_per_target
+                    && t.fetches.is_empty()
+                    && t.filter.is_none()
+                    && !go
+                {
                     pmu_at = Some((path.clone(), offset));
                     continue;
                 }

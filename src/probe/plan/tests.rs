@@ -21,6 +21,7 @@ fn user(path: &str, off: u64) -> Target {
         code: None,
         go: None,
         syscall_sites: Vec::new(),
+        filter: None,
     }
 }
 
@@ -58,6 +59,7 @@ fn caps() -> Capabilities {
         ],
         emulates: Emulates::for_kernel(6, 18),
         event_probes: false,
+        own_tasks: Vec::new(),
     }
 }
 

@@ -72,6 +72,15 @@ pub fn run(
         notice(Notice::StaleRemoved(removed));
     }
     let pmu = opts.uprobe_pmu.then(UprobePmu::find).flatten();
+    let group = group::group_name(std::process::id());
+    // Started before the probes exist, and dropped (which ends it) after they are removed.
+    let supervisor = match Supervisor::spawn(tracefs, &group) {
+        Ok(sup) => Some(sup),
+        Err(e) => {
+            notice(Notice::NoSupervisor(e.to_string()));
+            None
+        }
+    };
     let caps = Capabilities {
         uprobe_pmu: pmu.is_some(),
         ring: tracefs.instance_supported(),
@@ -79,6 +88,7 @@ pub fn run(
         calibration_sites: calibration_sites(),
         emulates: plan::running_kernel_emulates(),
         event_probes: false,
+        own_tasks: own_tasks(supervisor.as_ref()),
     };
     let mut s = Setup {
         opts,
@@ -87,7 +97,7 @@ pub fn run(
         tasks,
         workload,
         signals,
-        group: group::group_name(std::process::id()),
+        group,
         caps,
         pmu,
         started: Instant::now(),
@@ -96,14 +106,7 @@ pub fn run(
     s.caps.event_probes = wants_strings(targets) && tracefs.event_probes_work(&s.group);
     let plan = plan::plan(&s.group, targets, opts, &s.caps);
     counted_only(&mut s);
-    // Started before the probes exist, and dropped (which ends it) after they are removed.
-    let _supervisor = match Supervisor::spawn(tracefs, &s.group) {
-        Ok(sup) => Some(sup),
-        Err(e) => {
-            (s.notice)(Notice::NoSupervisor(e.to_string()));
-            None
-        }
-    };
+    let _supervisor = supervisor;
     // Created before the events and the instance, removed after them (the kernel refuses to delete probes
     // that are open or enabled); dropped on errors and panics.
     let probes = ProbeGroup::create(tracefs, &s.group, &plan.defs)?;
@@ -116,6 +119,18 @@ pub fn run(
     }
     (s.notice)(Notice::Removed);
     Ok(summary)
+}
+
+/// rprof's own threads and its supervisor: no event counts their work.
+fn own_tasks(supervisor: Option<&Supervisor>) -> Vec<u32> {
+    let me = std::process::id() as i32;
+    let mut tids: Vec<u32> = crate::process::threads(me)
+        .unwrap_or_else(|_| vec![me])
+        .into_iter()
+        .map(|t| t as u32)
+        .collect();
+    tids.extend(supervisor.map(Supervisor::pid));
+    tids
 }
 
 /// Whether a target reads user strings its event does not hold (the kernel is asked whether it takes event
@@ -278,6 +293,7 @@ fn run_sampled(
         parse,
         mut refused,
     } = open_events(s.opts, s.tracefs, &plan.events, &ids, &s.tasks, s.pmu)?;
+    let ring_base = ring.as_ref().map(RingEngine::written);
     if let Some(r) = ring.as_mut() {
         refused.extend(enable_ring(s, &plan, r, in_kernel)?);
     }
@@ -323,6 +339,8 @@ fn run_sampled(
         placements: &plan.placements,
         out,
         costs,
+        read: 0,
+        ring_base,
     };
     let pids = pid_list(&s.opts.target);
     perf::run_loop::run(
@@ -433,10 +451,19 @@ fn finish_sampled(s: &mut Setup<'_>, live: SampledLoop<'_>) -> Result<RunSummary
         mut ring,
         costs,
         placements,
+        read,
+        ring_base,
         ..
     } = live;
     if let Some(r) = ring.as_mut() {
         sink.stats.lost += r.take_lost();
+    }
+    if s.opts.debug_cost != DebugCost::Off {
+        let written = ring
+            .as_ref()
+            .zip(ring_base)
+            .map(|(r, base)| r.written().saturating_sub(base));
+        (s.notice)(Notice::Delivered { read, written });
     }
     if let Some(calls) = sink.calls.as_mut() {
         sink.stacks.finish();
@@ -518,6 +545,10 @@ struct SampledLoop<'a> {
     placements: &'a PerTarget<Option<Placement>>,
     out: &'a mut dyn Write,
     costs: Costs,
+    /// Probe events read from the rings (perf samples and tracefs ring events).
+    read: u64,
+    /// The tracefs ring's count of events written when the targets' events were enabled.
+    ring_base: Option<u64>,
 }
 
 impl Handler<ProbeInfo> for SampledLoop<'_> {
@@ -528,6 +559,9 @@ impl Handler<ProbeInfo> for SampledLoop<'_> {
         infos: &EventInfos<ProbeInfo>,
         rec: RawRecord<'_>,
     ) -> Result<(), ProbeError> {
+        if rec.kind == crate::perf::record_type::SAMPLE {
+            self.read += 1;
+        }
         let lost = &mut self.sink.stats.lost;
         decode(rec, infos, &self.parse, &self.types, &mut self.merge, lost);
         Ok(())
@@ -543,7 +577,7 @@ impl Handler<ProbeInfo> for SampledLoop<'_> {
             if last {
                 r.disable();
             }
-            r.read(&self.types, &mut self.merge)?;
+            self.read += r.read(&self.types, &mut self.merge)? as u64;
         }
         self.sink.release(&mut self.merge, last);
         if let Some(calls) = self.sink.calls.as_mut() {

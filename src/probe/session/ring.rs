@@ -34,7 +34,10 @@ pub(super) fn enable_ring(
     ring.set_tasks(&s.opts.target, &s.tasks, in_kernel)?;
     let mut refused = Vec::new();
     for p in plan.events.iter().filter(|p| p.ring()) {
-        if let Err(e) = ring.enable(&p.group, &p.event) {
+        if let Err(e) = ring.enable(&p.group, &p.event, p.filter.as_deref()) {
+            if let crate::tracefs::TracefsError::Filter { .. } = e {
+                return Err(e.into());
+            }
             refused.push(Refusal {
                 targets: p.members.clone(),
                 reason: e.to_string(),

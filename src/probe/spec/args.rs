@@ -37,8 +37,12 @@ pub fn resolve_fetches(
             continue;
         }
         let field = format!("v{}", out.len());
-        let fetch = resolve_one(target, item, field, spec, formats, debug)?;
-        out.push(fetch);
+        match resolve_one(target, item, field, spec, formats, debug) {
+            Ok(fetch) => out.push(fetch),
+            // The process context (`comm`, `pid`...), unless the probe has a value of that name.
+            Err(_) if super::filters::is_context(&item.name) => {}
+            Err(e) => return Err(e),
+        }
     }
     Ok(out)
 }

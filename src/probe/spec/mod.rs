@@ -5,6 +5,8 @@ pub mod args;
 pub mod code;
 pub mod fetch;
 pub mod fields;
+pub mod filter;
+pub mod filters;
 pub mod go;
 pub mod library;
 pub mod pair;
@@ -20,17 +22,36 @@ use crate::tracefs::Tracefs;
 use pattern::Spec;
 use std::path::PathBuf;
 
-/// Each pattern of `opts` with the values it fetches (its own, then those of `--by` and `--hist`).
-pub fn parse(
-    opts: &ProbeOptions,
-) -> Result<Vec<(String, Spec, Vec<fetch::FetchItem>)>, ProbeError> {
+/// One pattern as written, what it names, the values it fetches (its own, then those of `--by` and `--hist`,
+/// then those its filter reads) and its filter (`PATTERN if EXPR`).
+pub type Parsed = (String, Spec, Vec<fetch::FetchItem>, Option<filter::Expr>);
+
+/// Each pattern of `opts`, parsed.
+pub fn parse(opts: &ProbeOptions) -> Result<Vec<Parsed>, ProbeError> {
     let mut specs = Vec::new();
     for p in &opts.patterns {
-        let split = fetch::split_spec(p)?;
+        let (head, cond) = filter::split_if(p);
+        let cond =
+            cond.map(filter::parse)
+                .transpose()
+                .map_err(|reason| pattern::PatternError::Bad {
+                    pattern: p.clone(),
+                    reason: format!("filter: {reason}"),
+                })?;
+        let split = fetch::split_spec(head)?;
         let spec = pattern::parse_spec(split.pattern, opts.binary.is_some())?;
         let mut items = split.items;
         items.extend(opts.values.iter().cloned());
-        specs.push((p.clone(), spec, items));
+        // The values the filter reads are fetched (the process context is every event's).
+        for name in cond.iter().flat_map(filter::Expr::names) {
+            if !filters::is_context(name) && !items.iter().any(|i| i.name == name) {
+                items.push(fetch::FetchItem {
+                    name: name.to_string(),
+                    ty: None,
+                });
+            }
+        }
+        specs.push((p.clone(), spec, items, cond));
     }
     if specs.is_empty() && opts.pair.is_none() {
         return Err(pattern::PatternError::Bad {
@@ -44,7 +65,7 @@ pub fn parse(
 
 /// Whether resolving these specs (and `--pair`'s ends) needs tracefs (syscalls, tracepoints, kernel
 /// functions).
-pub fn needs_tracefs(opts: &ProbeOptions, specs: &[(String, Spec, Vec<fetch::FetchItem>)]) -> bool {
+pub fn needs_tracefs(opts: &ProbeOptions, specs: &[Parsed]) -> bool {
     let pair = opts
         .pair
         .iter()
@@ -56,14 +77,14 @@ pub fn needs_tracefs(opts: &ProbeOptions, specs: &[(String, Spec, Vec<fetch::Fet
         });
     pair || specs
         .iter()
-        .any(|(_, s, _)| !matches!(s, Spec::User { .. } | Spec::Usdt { .. }))
+        .any(|(_, s, _, _)| !matches!(s, Spec::User { .. } | Spec::Usdt { .. }))
 }
 
 /// Resolve the specs (and `--pair`) into the session's targets, each address or event once, with their fetch
 /// arguments; refuse what cannot be probed as asked (return values with `--count`).
 pub fn targets(
     opts: &ProbeOptions,
-    specs: &[(String, Spec, Vec<fetch::FetchItem>)],
+    specs: &[Parsed],
     tracefs: Option<&Tracefs>,
 ) -> Result<Targets, ProbeError> {
     let ropts = resolve::ResolveOptions {
@@ -77,7 +98,7 @@ pub fn targets(
     };
     let formats = |category: &str, event: &str| tracefs?.event_format(category, event).ok();
     let mut targets = Targets::default();
-    for (text, spec, items) in specs {
+    for (text, spec, items, cond) in specs {
         let found =
             resolve::resolve(std::slice::from_ref(spec), &ropts, tracefs).map_err(|e| match e {
                 ProbeError::Usdt(e) => ProbeError::Spec {
@@ -96,6 +117,9 @@ pub fn targets(
             let items = if every.is_empty() { items } else { &every };
             t.fetches = args::resolve_fetches(&t, items, text, &formats, &opts.debug)?;
             t.syscall_sites = syscall_sites(&t, opts, &ropts)?;
+            if let Some(cond) = cond {
+                t.filter = Some(target_filter(&t, cond, &formats, text)?);
+            }
             targets.add(t);
         }
     }
@@ -117,6 +141,54 @@ fn every_field(format: Option<&str>) -> Vec<fetch::FetchItem> {
             ty: None,
         })
         .collect()
+}
+
+/// Where the parts of `cond` run for target `t` (the event's format gives its fields' signedness).
+fn target_filter(
+    t: &crate::probe::target::Target,
+    cond: &filter::Expr,
+    formats: args::Formats<'_>,
+    text: &str,
+) -> Result<filters::TargetFilter, ProbeError> {
+    use crate::probe::target::TargetKind;
+    if let Some(name) = cond
+        .literals()
+        .into_iter()
+        .find(|v| matches!(v, filter::Literal::Name(_)))
+    {
+        return Err(ProbeError::Spec {
+            spec: text.to_string(),
+            reason: format!(
+                "filter: `{name}` is a name; this rprof compares with numbers and \"strings\" only"
+            ),
+        });
+    }
+    let returned = t
+        .fetches
+        .iter()
+        .find(|f| f.on_return && cond.names().contains(&f.label.as_str()));
+    if let Some(f) = returned {
+        return Err(ProbeError::Spec {
+            spec: text.to_string(),
+            reason: format!(
+                "filter: `{}` is read at the return, and a filter decides at the entry; filter on arguments and the process",
+                f.label
+            ),
+        });
+    }
+    let format = match &t.kind {
+        TargetKind::Syscall { name } => formats("syscalls", &format!("sys_enter_{name}")),
+        TargetKind::Tracepoint { category, event } => formats(category, event),
+        _ => None,
+    };
+    let fields = format
+        .map(|f| crate::tracefs::parse_format(&f))
+        .unwrap_or_default();
+    Ok(filters::TargetFilter::place(
+        cond.clone(),
+        &t.fetches,
+        &fields,
+    ))
 }
 
 /// For a syscall whose user strings are asked for, the `syscall` instructions of its number in the target's

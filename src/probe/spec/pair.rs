@@ -105,6 +105,7 @@ pub fn pair_target(
         code: None,
         go: None,
         syscall_sites: Vec::new(),
+        filter: None,
     })
 }
 

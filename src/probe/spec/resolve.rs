@@ -92,6 +92,7 @@ pub fn resolve_usdt(path: &Path, provider: &str, name: &str) -> Result<Vec<Targe
             code: None,
             go: None,
             syscall_sites: Vec::new(),
+            filter: None,
         })
         .collect())
 }
@@ -191,6 +192,7 @@ pub fn resolve_user(
             code: None,
             go: None,
             syscall_sites: Vec::new(),
+            filter: None,
         });
     }
     if out.is_empty() {
@@ -278,6 +280,7 @@ pub fn resolve_syscalls(
             code: None,
             go: None,
             syscall_sites: Vec::new(),
+            filter: None,
         })
         .collect();
     if out.is_empty() {
@@ -313,6 +316,7 @@ pub fn resolve_tracepoints(
                 code: None,
                 go: None,
                 syscall_sites: Vec::new(),
+                filter: None,
             });
         }
     }
@@ -358,6 +362,7 @@ pub fn resolve_kernel(
             code: None,
             go: None,
             syscall_sites: Vec::new(),
+            filter: None,
         })
         .collect())
 }

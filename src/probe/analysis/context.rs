@@ -1,0 +1,109 @@
+//! The process context of each event: the process and thread, the command name and the CPU, values like the
+//! fetched ones (`--by comm`, filters, traces). Names come from the kernel's COMM records as they happen (an
+//! exec's, with `comm_exec`; a rename's) and pass from parent to child at each FORK; /proc is read only for
+//! tasks that existed before the session (and are still there).
+use crate::probe::value::Value;
+use crate::resolve::FastMap;
+use std::sync::Arc;
+
+/// Who an event ran for. Empty (but for the CPU) for an event in an interrupt: it belongs to no process, and
+/// the task it interrupted is not named.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Ctx {
+    pub pid: Option<u32>,
+    pub tid: Option<u32>,
+    pub comm: Option<Arc<str>>,
+    pub cpu: Option<u32>,
+}
+
+impl Ctx {
+    /// The value of context name `name` (`comm`, `pid`, `tid`, `cpu`).
+    pub fn value(&self, name: &str) -> Option<Value> {
+        match name {
+            "comm" => self.comm.as_ref().map(|c| Value::Str(c.as_ref().into())),
+            "pid" => self.pid.map(|v| Value::UInt(v.into())),
+            "tid" => self.tid.map(|v| Value::UInt(v.into())),
+            "cpu" => self.cpu.map(|v| Value::UInt(v.into())),
+            _ => None,
+        }
+    }
+}
+
+/// Exited threads whose names are kept (their last events may still be in the merge) before they are forgotten.
+const EXITED_KEPT: usize = 4096;
+
+/// The command name of every thread seen.
+#[derive(Debug, Default)]
+pub struct Comms {
+    names: FastMap<u32, Arc<str>>,
+    exited: Vec<u32>,
+}
+
+impl Comms {
+    /// Thread `tid` is named `comm` from now on.
+    pub fn set(&mut self, tid: u32, comm: Arc<str>) {
+        self.names.insert(tid, comm);
+    }
+
+    /// Thread `tid` was forked by `parent`: it has its name (until it execs).
+    pub fn fork(&mut self, tid: u32, parent: u32) {
+        if let Some(c) = self.get(parent) {
+            self.names.entry(tid).or_insert(c);
+        }
+    }
+
+    /// Thread `tid` ended; its name is forgotten after [`EXITED_KEPT`] more exits.
+    pub fn exit(&mut self, tid: u32) {
+        self.exited.push(tid);
+        if self.exited.len() > EXITED_KEPT {
+            for t in self.exited.drain(..EXITED_KEPT / 2) {
+                self.names.remove(&t);
+            }
+        }
+    }
+
+    /// The name of `tid`: from the records, else (a task older than the session) from /proc.
+    pub fn get(&mut self, tid: u32) -> Option<Arc<str>> {
+        if let Some(c) = self.names.get(&tid) {
+            return Some(Arc::clone(c));
+        }
+        if tid == 0 {
+            return None;
+        }
+        let text = std::fs::read_to_string(format!("/proc/{tid}/comm")).ok()?;
+        let c: Arc<str> = text.trim_end_matches('\n').into();
+        self.names.insert(tid, Arc::clone(&c));
+        Some(c)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Check that a child has its parent's name until its exec names it, and that exited names are bounded.
+    #[test]
+    fn names_follow_forks_and_execs() {
+        let mut c = Comms::default();
+        c.set(4_000_001, "sh".into());
+        c.fork(4_000_002, 4_000_001);
+        assert_eq!(c.get(4_000_002).as_deref(), Some("sh"));
+        c.set(4_000_002, "ls".into());
+        assert_eq!(c.get(4_000_002).as_deref(), Some("ls"));
+        assert_eq!(c.get(4_000_001).as_deref(), Some("sh"));
+        for t in 0..(EXITED_KEPT as u32 + 1) {
+            c.exit(4_000_001 + t);
+        }
+        assert_eq!(c.get(4_000_001), None);
+        let ctx = Ctx {
+            pid: Some(7),
+            comm: Some("ls".into()),
+            ..Ctx::default()
+        };
+        assert_eq!(ctx.value("comm"), Some(Value::Str("ls".into())));
+        assert_eq!(
+            (ctx.value("pid"), ctx.value("tid")),
+            (Some(Value::UInt(7)), None)
+        );
+    }
+}

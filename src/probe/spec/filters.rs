@@ -1,0 +1,152 @@
+//! Where each part of a target's filter runs: the conjuncts whose every name the kernel knows on the target's
+//! event (its fields, rprof's fetch arguments, `common_pid`, `comm`, `cpu`) go into the event's filter; the
+//! rest (the process id, values read elsewhere or at the return, names of values) rprof evaluates on each
+//! event that reaches it.
+use super::fetch::{Fetch, FetchSource};
+use super::filter::{Expr, KernelField};
+use crate::probe::value::ValueKind;
+use crate::tracefs::FormatField;
+
+/// The names of the process context: values of every event, like fetched ones.
+pub const CONTEXT: [&str; 5] = ["comm", "pid", "tid", "cpu", "ppid"];
+
+/// Whether `name` is one of the process context's (see [`CONTEXT`]).
+pub fn is_context(name: &str) -> bool {
+    CONTEXT.contains(&name)
+}
+
+/// A target's filter, divided by where each part runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TargetFilter {
+    /// The whole filter, as written.
+    pub expr: Expr,
+    /// The kernel's part on the entry (or hit) event, as ftrace filter text.
+    pub kernel: Option<String>,
+    /// The kernel's part on the return event: the conjuncts on the task only (`tid`, `comm`), so that the
+    /// returns of rejected calls are rejected too.
+    pub kernel_return: Option<String>,
+    /// What rprof evaluates on each entry (or hit) that the kernel let through.
+    pub user: Option<Expr>,
+}
+
+impl TargetFilter {
+    /// Divide `expr` for a target with these fetches; `format` gives the signedness of an event's own fields.
+    pub fn place(expr: Expr, fetches: &[Fetch], format: &[FormatField]) -> TargetFilter {
+        let field = |name: &str| kernel_field(name, fetches, format);
+        let task_only = |name: &str| match name {
+            "tid" | "comm" => field(name),
+            _ => None,
+        };
+        let (mut kernel, mut kernel_return, mut user) = (Vec::new(), Vec::new(), Vec::new());
+        for c in expr.conjuncts() {
+            match c.ftrace(&field) {
+                Some(text) => {
+                    kernel.push(text);
+                    kernel_return.extend(c.ftrace(&task_only));
+                }
+                None => user.push(c.clone()),
+            }
+        }
+        let join = |v: Vec<String>| (!v.is_empty()).then(|| v.join(" && "));
+        TargetFilter {
+            expr,
+            kernel: join(kernel),
+            kernel_return: join(kernel_return),
+            user: Expr::all(user),
+        }
+    }
+
+    /// `-l`'s words: which part runs where.
+    pub fn describe(&self) -> String {
+        match (&self.kernel, &self.user) {
+            (Some(k), None) => format!("filter in the kernel: {k}"),
+            (None, Some(u)) => format!("filter in rprof: {}", u.text()),
+            (Some(k), Some(u)) => format!("filter in the kernel: {k}; in rprof: {}", u.text()),
+            (None, None) => String::new(),
+        }
+    }
+}
+
+/// How the kernel knows `name` on the target's event, if it does.
+fn kernel_field(name: &str, fetches: &[Fetch], format: &[FormatField]) -> Option<KernelField> {
+    let field = |name: &str, text, signed| {
+        Some(KernelField {
+            name: name.to_string(),
+            text,
+            signed,
+        })
+    };
+    if let Some(f) = fetches.iter().find(|f| f.label == name) {
+        if f.on_return {
+            return None;
+        }
+        let signed = match (&f.source, f.kind) {
+            (FetchSource::Field, _) => format.iter().find(|x| x.name == f.field)?.signed,
+            (FetchSource::Probe, ValueKind::Int { signed, .. }) => signed,
+            _ => false,
+        };
+        return match (&f.source, f.kind) {
+            (FetchSource::UserString { .. }, _) | (_, ValueKind::Caller) => None,
+            // A C++ string with its length: the kernel's copy runs past the length.
+            (_, ValueKind::Str) if f.len.is_some() => None,
+            (_, ValueKind::Str | ValueKind::Chars { .. }) => field(&f.field, true, false),
+            _ => field(&f.field, false, signed),
+        };
+    }
+    match name {
+        "tid" => field("common_pid", false, true),
+        "comm" => field("comm", true, false),
+        "cpu" => field("cpu", false, false),
+        _ => None,
+    }
+}
+
+/// The ftrace filter that keeps rprof's own threads (`tids`) out of an event: `common_pid != T && ...`.
+pub fn exclude_tasks(tids: &[u32]) -> Option<String> {
+    let terms: Vec<String> = tids.iter().map(|t| format!("common_pid != {t}")).collect();
+    (!terms.is_empty()).then(|| terms.join(" && "))
+}
+
+/// `a && b` of two optional filter texts.
+pub fn and_text(a: Option<&str>, b: Option<&str>) -> Option<String> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(format!("({a}) && ({b})")),
+        (a, b) => a.or(b).map(str::to_string),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fetch::FetchType;
+    use super::super::filter::parse;
+    use super::*;
+
+    /// Check that a uprobe's argument and the task go to the kernel and the process id stays in rprof.
+    #[test]
+    fn divides_by_what_the_kernel_knows() {
+        let fetches = vec![Fetch::new(
+            "arg0",
+            "v0".into(),
+            "%di",
+            FetchType::Int {
+                size: 8,
+                signed: true,
+            },
+            false,
+        )];
+        let f = TargetFilter::place(
+            parse("arg0 < 100 && comm == \"x\" && pid == 3").unwrap(),
+            &fetches,
+            &[],
+        );
+        assert_eq!(f.kernel.as_deref(), Some("v0 < 100 && comm == \"x\""));
+        assert_eq!(f.kernel_return.as_deref(), Some("comm == \"x\""));
+        assert_eq!(f.user, Some(parse("pid == 3").unwrap()));
+        let f = TargetFilter::place(parse("arg0 < 1 || pid == 3").unwrap(), &fetches, &[]);
+        assert_eq!((f.kernel, f.user.is_some()), (None, true));
+        assert_eq!(
+            exclude_tasks(&[5, 6]).as_deref(),
+            Some("common_pid != 5 && common_pid != 6")
+        );
+    }
+}
