@@ -92,7 +92,9 @@ fn number(v: &Value) -> Option<i128> {
         Value::Int(i) => Some((*i).into()),
         Value::UInt(u) | Value::Hex(u) | Value::Addr(u) => Some((*u).into()),
         Value::Dev(d) => Some((*d).into()),
-        Value::Str(_) => None,
+        Value::Named { raw, .. } => Some((*raw).into()),
+        Value::Signal(n) | Value::Errno(n) => Some((*n).into()),
+        Value::Str(_) | Value::Ip(_) | Value::Sock(_) | Value::Bytes(_) => None,
     }
 }
 
