@@ -201,6 +201,56 @@ fn socket_states_and_addresses() {
     }
 }
 
+/// Check that a filter takes an enum value by the name the event's print format gives it
+/// (`newstate == TCP_SYN_SENT`), puts it into the kernel as the number, and keeps exactly the connects of the
+/// loopback script (one on 127.0.0.1, one on ::1), on both engines; a name the format does not have is an error
+/// that lists the names it has.
+#[test]
+fn filter_by_enum_name() {
+    if !privileged("filter_by_enum_name") {
+        return;
+    }
+    let Some(python) = python() else {
+        skip("filter_by_enum_name", "python3 is not installed");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("loopback.py");
+    std::fs::write(&script, LOOPBACK).unwrap();
+    let script_s = script.to_str().unwrap();
+    let spec = "t:sock:inet_sock_set_state(family, newstate) if newstate == TCP_SYN_SENT";
+    for engine in [None, Some("perf")] {
+        let (out, _) = probe(&[spec, "--trace", "--", python, script_s], engine);
+        let lines: Vec<BTreeMap<String, String>> = out
+            .lines()
+            .filter_map(|l| trace_values(l, "sock:inet_sock_set_state"))
+            .collect();
+        let families: Vec<&str> = lines.iter().map(|v| v["family"].as_str()).collect();
+        assert_eq!(families, ["AF_INET", "AF_INET6"], "({engine:?}) {out}");
+        assert!(
+            lines.iter().all(|v| v["newstate"] == "TCP_SYN_SENT"),
+            "{out}"
+        );
+    }
+    let (listed, _) = probe(&[spec, "-l"], None);
+    assert!(listed.contains("newstate == 2"), "{listed}");
+    let out = rprof()
+        .args([
+            "probe",
+            "t:sock:inet_sock_set_state if newstate == TCP_NOSUCH",
+            "-l",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("`TCP_NOSUCH` is not a name of `newstate`'s values")
+            && err.contains("TCP_SYN_SENT"),
+        "{err}"
+    );
+}
+
 /// strace's openat results of `cmd`: (path, error name or "ok").
 fn strace_opens(cmd: &[&str]) -> Vec<(String, String)> {
     let dir = tempfile::tempdir().unwrap();

@@ -43,8 +43,11 @@ const TASKS: &[(&str, &[&str], i32)] = &[
     ("Arguments and return values", &["twice(arg0=3) = 6"], 0),
     (
         "Every file a command opens (opensnoop)",
-        &["syscall:openat(filename=\"/etc/hostname\") = 3"],
-        0,
+        &[
+            "syscall:openat(filename=\"/etc/hostname\") = 3",
+            "syscall:openat(filename=\"/nonexistent\") = -2 ENOENT",
+        ],
+        1,
     ),
     (
         "The stacks that reach a function",
@@ -52,8 +55,7 @@ const TASKS: &[(&str, &[&str], i32)] = &[
         0,
     ),
     ("Go functions", &["main.sleeper 40 "], 0),
-    // Today both overloads are named `ns::scale`; with gdb-style names this becomes `ns::scale(double) 5 `.
-    ("C++ overloads", &["ns::scale 5 "], 0),
+    ("C++ overloads", &["ns::scale(double) 5 "], 0),
     ("Export to pprof or the Firefox Profiler", &[" hot_a"], 0),
     (
         "Compare two runs",

@@ -108,6 +108,35 @@ impl Expr {
         }
     }
 
+    /// The expression with every [`Literal::Name`] compared with a field replaced by its number, as `value`
+    /// finds it for (field, name); the error names the first one it cannot find.
+    pub fn resolve_names(
+        &self,
+        value: &dyn Fn(&str, &str) -> Result<i128, String>,
+    ) -> Result<Expr, String> {
+        Ok(match self {
+            Expr::Cmp {
+                name,
+                op,
+                value: Literal::Name(n),
+            } => Expr::Cmp {
+                name: name.clone(),
+                op: *op,
+                value: Literal::Int(value(name, n)?),
+            },
+            Expr::Cmp { .. } | Expr::Mask { .. } => self.clone(),
+            Expr::Not(e) => Expr::Not(Box::new(e.resolve_names(value)?)),
+            Expr::And(a, b) => Expr::And(
+                Box::new(a.resolve_names(value)?),
+                Box::new(b.resolve_names(value)?),
+            ),
+            Expr::Or(a, b) => Expr::Or(
+                Box::new(a.resolve_names(value)?),
+                Box::new(b.resolve_names(value)?),
+            ),
+        })
+    }
+
     fn visit<'a>(&'a self, f: &mut dyn FnMut(&'a str)) {
         match self {
             Expr::Cmp { name, .. } | Expr::Mask { name, .. } => f(name),
@@ -385,6 +414,26 @@ impl Parser<'_> {
 
 #[cfg(test)]
 mod tests {
+    /// Check that names compared with a field become the numbers the lookup gives, and that the lookup's error
+    /// comes back.
+    #[test]
+    fn resolves_names() {
+        let e = super::parse("newstate == TCP_SYN_SENT && !(oldstate != TCP_CLOSE) && pid > 3")
+            .unwrap();
+        let value = |field: &str, name: &str| match (field, name) {
+            ("newstate", "TCP_SYN_SENT") => Ok(2),
+            ("oldstate", "TCP_CLOSE") => Ok(7),
+            _ => Err(format!("{field} {name}")),
+        };
+        let r = e.resolve_names(&value).unwrap();
+        assert_eq!(
+            r,
+            super::parse("newstate == 2 && !(oldstate != 7) && pid > 3").unwrap()
+        );
+        let bad = super::parse("newstate == NOPE").unwrap();
+        assert_eq!(bad.resolve_names(&value).unwrap_err(), "newstate NOPE");
+    }
+
     use super::*;
 
     fn field(name: &str) -> Option<KernelField> {

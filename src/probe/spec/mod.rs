@@ -151,18 +151,6 @@ fn target_filter(
     text: &str,
 ) -> Result<filters::TargetFilter, ProbeError> {
     use crate::probe::target::TargetKind;
-    if let Some(name) = cond
-        .literals()
-        .into_iter()
-        .find(|v| matches!(v, filter::Literal::Name(_)))
-    {
-        return Err(ProbeError::Spec {
-            spec: text.to_string(),
-            reason: format!(
-                "filter: `{name}` is a name; this rprof compares with numbers and \"strings\" only"
-            ),
-        });
-    }
     let returned = t
         .fetches
         .iter()
@@ -181,14 +169,41 @@ fn target_filter(
         TargetKind::Tracepoint { category, event } => formats(category, event),
         _ => None,
     };
+    let named = crate::tracefs::symbolic_names(format.as_deref().unwrap_or(""));
+    let cond = cond
+        .resolve_names(&|field, name| enum_value(&named, field, name))
+        .map_err(|reason| ProbeError::Spec {
+            spec: text.to_string(),
+            reason: format!("filter: {reason}"),
+        })?;
     let fields = format
         .map(|f| crate::tracefs::parse_format(&f))
         .unwrap_or_default();
-    Ok(filters::TargetFilter::place(
-        cond.clone(),
-        &t.fetches,
-        &fields,
-    ))
+    Ok(filters::TargetFilter::place(cond, &t.fetches, &fields))
+}
+
+/// The number that `name` stands for in `field`'s values, as the event's `print fmt` names them
+/// (`newstate == TCP_SYN_SENT`).
+fn enum_value(
+    named: &std::collections::HashMap<String, Vec<(u64, String)>>,
+    field: &str,
+    name: &str,
+) -> Result<i128, String> {
+    let Some(values) = named.get(field) else {
+        return Err(format!(
+            "`{name}` is a name, and the event's format names no values of `{field}`; compare it with a number or a \"string\""
+        ));
+    };
+    match values.iter().find(|(_, n)| n == name) {
+        Some((v, _)) => Ok(i128::from(*v)),
+        None => {
+            let known: Vec<&str> = values.iter().map(|(_, n)| n.as_str()).collect();
+            Err(format!(
+                "`{name}` is not a name of `{field}`'s values; the event's format names {}",
+                known.join(", ")
+            ))
+        }
+    }
 }
 
 /// For a syscall whose user strings are asked for, the `syscall` instructions of its number in the target's
