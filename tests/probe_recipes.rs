@@ -261,7 +261,10 @@ fn opensnoop_lists_every_open_in_order() {
         .filter_map(|l| {
             let call = l.split_once("syscall:openat(filename=\"")?.1;
             let (path, rest) = call.split_once("\")")?;
-            let ret = rest.trim().strip_prefix("= ")?.parse().ok()?;
+            // `= 3`, or an error with its name: `= -2 ENOENT`.
+            let ret = rest.trim().strip_prefix("= ")?;
+            let ret: i64 = ret.split_whitespace().next()?.parse().ok()?;
+            assert!(ret >= 0 || rest.trim() == "= -2 ENOENT", "{l}");
             path.starts_with(dir_name).then(|| (path.to_string(), ret))
         })
         .collect();

@@ -128,7 +128,8 @@ fn min_duration_lists_exactly_the_slow_calls() {
     assert!(out.contains(&header), "{header}: {out}");
     // Each listed duration is at least what the call slept.
     for l in out.lines().filter(|l| l.contains("work(arg0=")) {
-        let dur = l.split_whitespace().nth(2).unwrap();
+        // TIME COMM PID TID DURATION CALL
+        let dur = l.split_whitespace().nth(4).unwrap();
         let ms: f64 = dur.trim_end_matches("ms").parse().unwrap_or(0.0);
         assert!(dur.ends_with("ms") && ms >= 1.0, "{l}");
     }

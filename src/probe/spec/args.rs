@@ -47,7 +47,7 @@ pub fn resolve_fetches(
     Ok(out)
 }
 
-fn resolve_one(
+pub(super) fn resolve_one(
     target: &Target,
     item: &FetchItem,
     field: String,

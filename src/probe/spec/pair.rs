@@ -49,9 +49,10 @@ pub fn pair_target(
     for (s, d) in &pair.key {
         let (s, d) = (key_item(s, &start_items), key_item(d, &done_items));
         for (end, t, item) in [("START", &start, &s), ("DONE", &done, &d)] {
-            if let Err(ProbeError::Spec { reason, .. }) =
-                resolve_fetches(t, std::slice::from_ref(item), &text, formats, debug)
-            {
+            // A key is a field of the event itself: the process context (`pid`, `comm`) is no key.
+            let fetched =
+                super::args::resolve_one(t, item, "v0".into(), &text, formats, debug).map(|_| ());
+            if let Err(ProbeError::Spec { reason, .. }) = fetched {
                 return Err(bad(format!(
                     "key `{}` is missing from {end}: {reason}; name both sides where they differ \
                      (--key START_NAME=DONE_NAME)",
