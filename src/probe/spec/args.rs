@@ -39,8 +39,9 @@ pub fn resolve_fetches(
         let field = format!("v{}", out.len());
         match resolve_one(target, item, field, spec, formats, debug) {
             Ok(fetch) => out.push(fetch),
-            // The process context (`comm`, `pid`...), unless the probe has a value of that name.
-            Err(_) if super::filters::is_context(&item.name) => {}
+            // The process context (`comm`, `pid`...), unless the probe has a value of that name (whose error,
+            // such as `pid:str` on a number, stands).
+            Err(_) if item.ty.is_none() && super::filters::is_context(&item.name) => {}
             Err(e) => return Err(e),
         }
     }
