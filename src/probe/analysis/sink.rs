@@ -162,32 +162,9 @@ impl<'a> Sink<'a> {
             || self.calls.is_some()
             || self.trace_out.is_some()
             || filtered;
-        let pid = if needs_pid {
-            match hit.pid.or_else(|| self.pid_of(hit.tid)) {
-                Some(pid) => {
-                    // A process whose mappings came before we looked (or were missed): read them now.
-                    if self.spaces.get(pid).is_none() && self.synthesized.insert(pid) {
-                        self.spaces.synthesize(pid);
-                    }
-                    pid
-                }
-                // An event of a known target, without a stack, in a task gone before it was read (a short
-                // program, read after its exit): its values are in the event. Its process is taken to be its
-                // thread (a keyed pair's, none).
-                None if hit.target.is_some() && hit.stack.is_none() => {
-                    if keyed {
-                        0
-                    } else {
-                        hit.tid
-                    }
-                }
-                None => {
-                    self.unresolved += 1;
-                    return;
-                }
-            }
-        } else {
-            0
+        let Some(pid) = self.hit_pid(&hit, keyed, needs_pid) else {
+            self.unresolved += 1;
+            return;
         };
         let target = match hit.target {
             Some(t) => t,
@@ -241,6 +218,29 @@ impl<'a> Sink<'a> {
         }
         if let Some(chain) = hit.stack {
             self.stacks.add(target, pid, self.spaces.get(pid), &chain);
+        }
+    }
+
+    /// The process of a hit, where the hit needs one (else 0); None where it cannot be known.
+    fn hit_pid(&mut self, hit: &Hit, keyed: bool, needs_pid: bool) -> Option<u32> {
+        if !needs_pid {
+            return Some(0);
+        }
+        match hit.pid.or_else(|| self.pid_of(hit.tid)) {
+            Some(pid) => {
+                // A process whose mappings came before we looked (or were missed): read them now.
+                if self.spaces.get(pid).is_none() && self.synthesized.insert(pid) {
+                    self.spaces.synthesize(pid);
+                }
+                Some(pid)
+            }
+            // An event of a known target, without a stack, in a task gone before it was read (a short program,
+            // read after its exit): its values are in the event. Its process is taken to be its thread (a keyed
+            // pair's, none).
+            None if hit.target.is_some() && hit.stack.is_none() => {
+                Some(if keyed { 0 } else { hit.tid })
+            }
+            None => None,
         }
     }
 
