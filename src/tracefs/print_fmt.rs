@@ -206,49 +206,45 @@ fn string_literal(text: &str) -> Option<(String, &str)> {
     }
 }
 
-/// The offset of the bracket that closes the one `text` starts with.
-fn matching(text: &str) -> Option<usize> {
-    let mut depth = 0i32;
-    let mut in_str = false;
-    let mut escaped = false;
-    for (i, c) in text.char_indices() {
+/// The characters of `text` outside string literals (quotes and escapes skipped), each with the bracket depth
+/// after it: an opening bracket counts itself, a closing one is at the depth it returns to.
+fn outside_strings(text: &str) -> impl Iterator<Item = (usize, char, i32)> + '_ {
+    let (mut depth, mut in_str, mut escaped) = (0i32, false, false);
+    text.char_indices().filter_map(move |(i, c)| {
         match (in_str, c) {
             (true, _) if escaped => escaped = false,
             (true, '\\') => escaped = true,
             (true, '"') => in_str = false,
             (true, _) => {}
             (false, '"') => in_str = true,
-            (false, '(' | '{' | '[') => depth += 1,
-            (false, ')' | '}' | ']') => {
-                depth -= 1;
-                if depth == 0 {
-                    return Some(i);
+            (false, _) => {
+                match c {
+                    '(' | '{' | '[' => depth += 1,
+                    ')' | '}' | ']' => depth -= 1,
+                    _ => {}
                 }
+                return Some((i, c, depth));
             }
-            _ => {}
         }
-    }
-    None
+        None
+    })
+}
+
+/// The offset of the bracket that closes the one `text` starts with.
+fn matching(text: &str) -> Option<usize> {
+    outside_strings(text)
+        .find(|&(_, c, depth)| depth == 0 && matches!(c, ')' | '}' | ']'))
+        .map(|(i, _, _)| i)
 }
 
 /// `text` split at each `sep` outside brackets and string literals.
 fn split_top(text: &str, sep: char) -> Vec<&str> {
     let mut out = Vec::new();
-    let (mut depth, mut in_str, mut escaped, mut start) = (0i32, false, false, 0);
-    for (i, c) in text.char_indices() {
-        match (in_str, c) {
-            (true, _) if escaped => escaped = false,
-            (true, '\\') => escaped = true,
-            (true, '"') => in_str = false,
-            (true, _) => {}
-            (false, '"') => in_str = true,
-            (false, '(' | '{' | '[') => depth += 1,
-            (false, ')' | '}' | ']') => depth -= 1,
-            (false, c) if c == sep && depth == 0 => {
-                out.push(&text[start..i]);
-                start = i + c.len_utf8();
-            }
-            _ => {}
+    let mut start = 0;
+    for (i, c, depth) in outside_strings(text) {
+        if c == sep && depth == 0 {
+            out.push(&text[start..i]);
+            start = i + c.len_utf8();
         }
     }
     if !text[start..].trim().is_empty() || !out.is_empty() {
