@@ -45,5 +45,6 @@ pub mod report;
 pub mod resolve;
 pub mod symbols;
 pub mod text;
+pub mod tools;
 pub mod tracefs;
 pub mod unwind;

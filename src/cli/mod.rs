@@ -11,6 +11,7 @@ pub mod probe;
 pub mod record;
 pub mod report;
 pub mod script;
+pub mod tool;
 
 /// rprof: where a program spends its time. Sampled CPU stacks as flame graphs, and exact per-function counts and
 /// durations through uprobes, kprobes and tracepoints.
@@ -34,6 +35,8 @@ pub enum Command {
     Annotate(annotate::AnnotateArgs),
     /// Count and time functions exactly with uprobes/uretprobes, kprobes and tracepoints.
     Probe(probe::ProbeArgs),
+    /// Run one of bcc's classic tools (execsnoop, opensnoop, biolatency, tcpconnect...) as a probe recipe.
+    Tool(tool::ToolArgs),
     /// Write the man pages (rprof.1, rprof-record.1, ...) into DIR, as docs/man/ keeps them.
     #[command(name = "generate-man", hide = true)]
     GenerateMan {
@@ -60,6 +63,7 @@ pub fn run() -> anyhow::Result<u8> {
         Command::Script(a) => script::run(a),
         Command::Annotate(a) => annotate::run(a),
         Command::Probe(a) => probe::run(a),
+        Command::Tool(a) => tool::run(a),
         Command::GenerateMan { dir } => man::run(&dir),
     }
 }

@@ -268,3 +268,8 @@ mod tests {
         assert_eq!(pages("64"), Ok(64));
     }
 }
+
+/// `--trace-format FORMAT`.
+pub fn trace_format(s: &str) -> Result<rprof::probe::TraceFormat, String> {
+    rprof::probe::TraceFormat::parse(s)
+}

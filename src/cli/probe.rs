@@ -69,6 +69,12 @@ pub struct ProbeArgs {
     /// Print one line per call as it returns: time, thread, function(arguments) = return value, duration.
     #[arg(long)]
     pub trace: bool,
+    /// Print --trace's lines in these columns instead (implies --trace; no table after them), as bcc's tools
+    /// do: `'{time:<9.3} {comm:<16} {pid:>7} {ret:>4|RET} {filename|PATH}'`. `{NAME[:<W|>W][.P][|HEADER]}` is a
+    /// value named in a pattern, comm/pid/tid/cpu (an event's own field of that name first; `ctx.pid` is always
+    /// the process's), time (s since the first event), clock (HH:MM:SS UTC), dur, dur_us, dur_ms, or event.
+    #[arg(long, value_name = "FORMAT", value_parser = parse::trace_format)]
+    pub trace_format: Option<probe::TraceFormat>,
     /// Lines per second of the run --trace prints at most; the rest is counted, in the trace ("--- N calls not
     /// shown ...") and at the end. Without it, every call is printed.
     #[arg(long, value_name = "N", requires = "trace", value_parser = clap::value_parser!(u64).range(1..))]
@@ -216,7 +222,8 @@ impl ProbeArgs {
         opts.calls.by = label(by);
         opts.calls.hist_of = label(hist_of);
         opts.calls.top = self.top;
-        opts.calls.trace = self.trace;
+        opts.calls.trace = self.trace || self.trace_format.is_some();
+        opts.calls.trace_format = self.trace_format;
         opts.calls.trace_rate = self.trace_rate.unwrap_or(0);
         opts.calls.min_duration = self.min_duration;
         opts.pair = self.pair.map(|(start, done)| probe::PairOptions {

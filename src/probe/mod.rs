@@ -22,7 +22,7 @@ pub use engine::group;
 pub use engine::sharing::Sharing;
 pub use engine::supervisor::{supervise, ARG as SUPERVISOR_ARG};
 pub use output::trace_events::MAX_KEY_TRACKS;
-pub use output::{human_ns, write_list, Format};
+pub use output::{human_ns, write_list, Format, TraceFormat};
 pub use spec::fetch::FetchItem;
 pub use spec::pattern::Spec;
 pub use spec::resolve::{resolve_kernel, resolve_syscalls, resolve_tracepoints, resolve_user};

@@ -21,6 +21,8 @@ pub const MAX_SLOW: usize = 10_000;
 /// What to do with each call.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CallOptions {
+    /// `--trace-format`: the trace's lines in these columns (implies `trace`).
+    pub trace_format: Option<crate::probe::output::TraceFormat>,
     /// `--by VALUE` / `--callers`: split each function's row by this value (a fetch label).
     pub by: Option<String>,
     /// `--hist VALUE`: a log2 histogram of this value per function.
@@ -251,7 +253,12 @@ impl Calls {
                 }
             }
         }
-        if self.opts.trace {
+        // With a trace format (a tool's lines), --min-duration chooses the calls traced.
+        let slow_enough = match (&self.opts.trace_format, self.opts.min_duration) {
+            (Some(_), Some(min)) => call.dur.is_some_and(|(d, _)| d >= min),
+            _ => true,
+        };
+        if self.opts.trace && slow_enough {
             // At most `trace_rate` lines per second of the run.
             let second = (call.time - epoch.min(call.time)) / 1_000_000_000;
             if self.window.0 != second {

@@ -10,6 +10,7 @@
 use super::calls::Call;
 use super::stats::Stats;
 use crate::probe::target::{PerTarget, TargetId};
+use crate::probe::value::Value;
 use crate::resolve::FastMap;
 
 /// Open calls kept per thread at most; beyond this the oldest are dropped as unpaired.
@@ -52,6 +53,13 @@ pub struct Pairer {
     net: Option<PerTarget<NetCost>>,
 }
 
+/// A return event: its time, stack pointer and the values read at it.
+pub struct Return {
+    pub time: u64,
+    pub sp: Option<u64>,
+    pub values: Vec<Option<Value>>,
+}
+
 impl Pairer {
     /// No open calls; durations net of the probes' costs when `net` gives them.
     pub fn new(net: Option<PerTarget<NetCost>>) -> Pairer {
@@ -84,6 +92,7 @@ impl Pairer {
 
     /// A function return of `target` on the shadow stack `key` at `time`, with the user SP after the return
     /// when known. Returns the call it closes, with its duration.
+    #[cfg(test)]
     pub fn ret(
         &mut self,
         stats: &mut Stats,
@@ -92,6 +101,26 @@ impl Pairer {
         time: u64,
         sp: Option<u64>,
     ) -> Option<Call> {
+        let ret = Return {
+            time,
+            sp,
+            values: Vec::new(),
+        };
+        self.ret_with(stats, key, target, ret, &|_| true)
+    }
+
+    /// A return with its values: closes the open call as [`Pairer::ret`] does, unless `keep` rejects the call
+    /// (its entry's values joined with the return's): then the call is forgotten, uncounted and untimed, as if
+    /// a filter had rejected its entry.
+    pub fn ret_with(
+        &mut self,
+        stats: &mut Stats,
+        key: StackKey,
+        target: TargetId,
+        ret: Return,
+        keep: &dyn Fn(&Call) -> bool,
+    ) -> Option<Call> {
+        let (time, sp) = (ret.time, ret.sp);
         let Some(stack) = self.threads.get_mut(&key) else {
             stats.orphan_returns += 1;
             return None;
@@ -116,7 +145,13 @@ impl Pairer {
         for skipped in stack.drain(idx + 1..) {
             stats.funcs[skipped.call.target].unpaired += 1;
         }
-        let open = stack.pop().expect("idx is in the stack");
+        let mut open = stack.pop().expect("idx is in the stack");
+        open.call.join_return(ret.values);
+        if !keep(&open.call) {
+            let f = &mut stats.funcs[target];
+            f.count = f.count.saturating_sub(1);
+            return None;
+        }
         let net = self.net.as_ref().map(|n| n[target]);
         let raw = time.saturating_sub(open.call.time);
         let dur = match net {

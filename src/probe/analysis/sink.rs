@@ -5,7 +5,7 @@ use super::calls::{Call, Calls};
 use super::context::{Comms, Ctx};
 use super::filter::UserFilter;
 use super::keyed::KeyedPairer;
-use super::pairing::{NetCost, Pairer, StackKey};
+use super::pairing::{NetCost, Pairer, Return, StackKey};
 use super::stacks::StackCounter;
 use super::stats::Stats;
 use crate::merge::OrderedMerge;
@@ -55,6 +55,8 @@ pub struct Sink<'a> {
     comms: Comms,
     /// The part of each target's filter that rprof evaluates.
     filters: PerTarget<Option<UserFilter>>,
+    /// The part of each target's filter decided when a call returns (it names `ret`).
+    ret_filters: PerTarget<Option<UserFilter>>,
     /// Entries that filter rejected, whose returns are dropped with them: (thread, target) -> their SPs.
     rejected: FastMap<(u32, TargetId), Vec<Option<u64>>>,
 }
@@ -92,6 +94,10 @@ impl<'a> Sink<'a> {
             filters: targets
                 .iter()
                 .map(|(_, t)| t.filter.as_ref()?.user.as_ref().map(UserFilter::new))
+                .collect(),
+            ret_filters: targets
+                .iter()
+                .map(|(_, t)| t.filter.as_ref()?.at_return.as_ref().map(UserFilter::new))
                 .collect(),
             rejected: FastMap::default(),
         }
@@ -203,10 +209,18 @@ impl<'a> Sink<'a> {
         match hit.role {
             Role::Entry if self.timed => self.pairer.entry(&mut self.stats, call, key, hit.sp),
             Role::Return if self.timed => {
-                if let Some(mut closed) =
-                    self.pairer.ret(&mut self.stats, key, target, time, hit.sp)
+                let filter = self.ret_filters[target].as_ref();
+                let fetches = &self.targets[target].fetches;
+                let keep = |c: &Call| filter.is_none_or(|f| f.keeps(fetches, c));
+                let ret = Return {
+                    time,
+                    sp: hit.sp,
+                    values: call.values,
+                };
+                if let Some(closed) = self
+                    .pairer
+                    .ret_with(&mut self.stats, key, target, ret, &keep)
                 {
-                    closed.join_return(call.values);
                     self.done(&closed, pid, None);
                 }
             }

@@ -6,11 +6,13 @@ mod list;
 mod percall;
 mod table;
 pub mod trace_events;
+mod trace_format;
 
 pub use list::write_list;
 pub use percall::write_trace;
 pub use table::{human_ns, Format, Report, Totals};
 pub use trace_events::TraceOut;
+pub use trace_format::TraceFormat;
 
 use crate::probe::analysis::{Calls, StackCounter, Stats};
 use crate::probe::engine::cost::Costs;
@@ -71,6 +73,10 @@ pub fn write_report(
         costs: parts.costs,
         net: opts.net,
     };
+    if opts.calls.trace_format.is_some() {
+        // The lines are the output, as bcc's tools print theirs: no table after them.
+        return out.flush();
+    }
     table::write(out, &report, opts.format)?;
     if let (Some(calls), Format::Table | Format::Hist) = (parts.calls, opts.format) {
         if let Some(label) = calls.opts.hist_of.as_deref() {

@@ -176,19 +176,30 @@ pub fn write_trace(
             "--- {n} calls not shown here (over --trace-rate {rate} lines per second) ---"
         )
     };
+    let format = calls.opts.trace_format.clone();
     if !calls.trace_lines.is_empty() && !calls.trace_header {
         calls.trace_header = true;
-        writeln!(
-            w,
-            "{:>12} {:<16} {:>7} {:>7} {:>10}  CALL",
-            "TIME", "COMM", "PID", "TID", "DURATION"
-        )?;
+        if let Some(f) = &format {
+            writeln!(w, "{}", f.header())?;
+        } else {
+            writeln!(
+                w,
+                "{:>12} {:<16} {:>7} {:>7} {:>10}  CALL",
+                "TIME", "COMM", "PID", "TID", "DURATION"
+            )?;
+        }
     }
     for t in std::mem::take(&mut calls.trace_lines) {
         if t.skipped_before > 0 {
             note(w, t.skipped_before)?;
         }
-        writeln!(w, "{}", line(&t.call, targets, stacks))?;
+        match &format {
+            Some(f) => {
+                let target = &targets[t.call.target];
+                writeln!(w, "{}", f.line(&t.call, &target.fetches, &target.name))?
+            }
+            None => writeln!(w, "{}", line(&t.call, targets, stacks))?,
+        }
     }
     if end && calls.trace_skipped > 0 {
         note(w, calls.trace_skipped)?;

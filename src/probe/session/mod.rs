@@ -45,6 +45,27 @@ struct Setup<'a> {
     notice: &'a mut dyn FnMut(Notice),
 }
 
+/// A `--trace-format` names only values some probe fetches (or the process context, or its own names).
+fn check_trace_format(opts: &ProbeOptions, targets: &Targets) -> Result<(), ProbeError> {
+    let Some(format) = &opts.calls.trace_format else {
+        return Ok(());
+    };
+    let labels: Vec<&str> = targets
+        .iter()
+        .flat_map(|(_, t)| t.fetches.iter().map(|f| f.label.as_str()))
+        .collect();
+    match format.unknown(&labels) {
+        None => Ok(()),
+        Some(name) => Err(ProbeError::Spec {
+            spec: "--trace-format".into(),
+            reason: format!(
+                "`{name}` is no value of the probes: name it in a pattern (`syscall:openat(filename:str) ret`), \
+                 or use comm, pid, tid, cpu, ctx.NAME, time, clock, dur, dur_us, dur_ms or event"
+            ),
+        }),
+    }
+}
+
 /// Create the probes, run until the end of the duration, the target's exit or SIGINT/SIGTERM/SIGHUP, and write
 /// reports.
 pub fn run(
@@ -54,6 +75,7 @@ pub fn run(
     out: &mut dyn Write,
     notice: &mut dyn FnMut(Notice),
 ) -> Result<RunSummary, ProbeError> {
+    check_trace_format(opts, targets)?;
     let signals = StopSignals::register()?;
     // Fork the command before anything else starts (the child waits for us before exec).
     let workload = match &opts.target {

@@ -27,6 +27,9 @@ pub struct TargetFilter {
     pub kernel_return: Option<String>,
     /// What rprof evaluates on each entry (or hit) that the kernel let through.
     pub user: Option<Expr>,
+    /// What rprof evaluates when the call returns: the conjuncts that name a value read at the return (`ret`).
+    /// A call it rejects is not counted, traced or timed.
+    pub at_return: Option<Expr>,
 }
 
 impl TargetFilter {
@@ -38,7 +41,17 @@ impl TargetFilter {
             _ => None,
         };
         let (mut kernel, mut kernel_return, mut user) = (Vec::new(), Vec::new(), Vec::new());
+        let mut at_return = Vec::new();
+        let returned = |c: &Expr| {
+            c.names()
+                .iter()
+                .any(|n| fetches.iter().any(|f| f.on_return && f.label == *n))
+        };
         for c in expr.conjuncts() {
+            if returned(c) {
+                at_return.push(c.clone());
+                continue;
+            }
             match c.ftrace(&field) {
                 Some(text) => {
                     kernel.push(text);
@@ -53,17 +66,23 @@ impl TargetFilter {
             kernel: join(kernel),
             kernel_return: join(kernel_return),
             user: Expr::all(user),
+            at_return: Expr::all(at_return),
         }
     }
 
     /// `-l`'s words: which part runs where.
     pub fn describe(&self) -> String {
-        match (&self.kernel, &self.user) {
+        let mut text = match (&self.kernel, &self.user) {
             (Some(k), None) => format!("filter in the kernel: {k}"),
             (None, Some(u)) => format!("filter in rprof: {}", u.text()),
             (Some(k), Some(u)) => format!("filter in the kernel: {k}; in rprof: {}", u.text()),
             (None, None) => String::new(),
+        };
+        if let Some(r) = &self.at_return {
+            let sep = if text.is_empty() { "filter" } else { ";" };
+            text.push_str(&format!("{sep} at the return, in rprof: {}", r.text()));
         }
+        text
     }
 }
 

@@ -151,19 +151,6 @@ fn target_filter(
     text: &str,
 ) -> Result<filters::TargetFilter, ProbeError> {
     use crate::probe::target::TargetKind;
-    let returned = t
-        .fetches
-        .iter()
-        .find(|f| f.on_return && cond.names().contains(&f.label.as_str()));
-    if let Some(f) = returned {
-        return Err(ProbeError::Spec {
-            spec: text.to_string(),
-            reason: format!(
-                "filter: `{}` is read at the return, and a filter decides at the entry; filter on arguments and the process",
-                f.label
-            ),
-        });
-    }
     let format = match &t.kind {
         TargetKind::Syscall { name } => formats("syscalls", &format!("sys_enter_{name}")),
         TargetKind::Tracepoint { category, event } => formats(category, event),

@@ -1,0 +1,181 @@
+//! `rprof tool`: bcc's classic tools by name, each a recipe of `rprof probe` arguments (see rprof::tools).
+use super::probe::ProbeArgs;
+use anyhow::Context;
+use clap::{Args, Parser};
+use rprof::tools::{self, Tool};
+use std::io::Write;
+
+/// Run one of bcc's classic tools (execsnoop, opensnoop, biolatency, tcpconnect...) as an rprof probe recipe.
+#[derive(Args, Debug)]
+#[command(
+    disable_help_flag = true,
+    after_help = "Examples:\n  rprof tool --list\n  rprof tool execsnoop\n  rprof tool opensnoop -x -n curl\n  \
+                  rprof tool biolatency -D 1 10\n  rprof tool tcpconnect -P 80,443 --recipe\n  \
+                  rprof tool syscount -L -- ls -R /usr/share/doc\n  rprof tool NAME --help"
+)]
+pub struct ToolArgs {
+    /// Print help (with NAME: the tool's flags, what this kernel cannot give, and its recipe).
+    #[arg(short = 'h', long = "help")]
+    pub help: bool,
+    /// List the tools, one line each.
+    #[arg(long, conflicts_with = "name")]
+    pub list: bool,
+    /// Print the `rprof probe` command the tool runs (with its flags), and run nothing.
+    #[arg(long, visible_alias = "dry-run")]
+    pub recipe: bool,
+    /// The tool.
+    #[arg(required_unless_present_any = ["list", "help"], value_name = "NAME")]
+    pub name: Option<String>,
+    /// The tool's flags, bcc's (`-p PID`, `-x`, `[interval [count]]`...; `rprof tool NAME --help` lists them),
+    /// and `-- COMMAND` to launch and follow a command.
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "FLAGS"
+    )]
+    pub flags: Vec<String>,
+}
+
+/// `rprof probe`'s arguments alone, to parse a recipe with.
+#[derive(Parser, Debug)]
+#[command(name = "rprof probe")]
+struct ProbeLine {
+    #[command(flatten)]
+    args: ProbeArgs,
+}
+
+/// List, describe, print or run a tool; returns the launched command's exit status (0 without one).
+pub fn run(args: ToolArgs) -> anyhow::Result<u8> {
+    let mut out = std::io::stdout().lock();
+    if args.list {
+        write_list(&mut out)?;
+        return Ok(0);
+    }
+    let Some(name) = args.name else {
+        use clap::CommandFactory;
+        let mut cli = super::Cli::command();
+        if let Some(cmd) = cli.find_subcommand_mut("tool") {
+            cmd.print_help()?;
+        }
+        return Ok(0);
+    };
+    let tool = tools::find(&name)?;
+    if args.help {
+        write_help(&mut out, &tool)?;
+        return Ok(0);
+    }
+    let mut recipe_only = args.recipe;
+    let mut flags = Vec::new();
+    let mut command = false;
+    for f in args.flags {
+        match f.as_str() {
+            _ if command => flags.push(f),
+            "-h" | "--help" => {
+                write_help(&mut out, &tool)?;
+                return Ok(0);
+            }
+            "--recipe" | "--dry-run" => recipe_only = true,
+            _ => {
+                command = f == "--";
+                flags.push(f);
+            }
+        }
+    }
+    let recipe = tool.recipe(&flags)?;
+    let mut line = vec!["probe".to_string()];
+    line.extend(recipe.args.iter().cloned());
+    if !recipe.command.is_empty() {
+        line.push("--".into());
+        line.extend(recipe.command.iter().cloned());
+    }
+    if recipe_only {
+        for note in &recipe.notes {
+            writeln!(out, "# {} on this kernel: {note}", tool.name)?;
+        }
+        writeln!(out, "rprof {}", tools::shell_line(&line))?;
+        return Ok(0);
+    }
+    drop(out);
+    let parsed = ProbeLine::try_parse_from(std::iter::once("rprof probe".to_string()).chain(line))
+        .with_context(|| {
+            format!(
+                "the {} recipe is not a valid rprof probe command",
+                tool.name
+            )
+        })?;
+    for note in &recipe.notes {
+        eprintln!("rprof: {} on this kernel: {note}", tool.name);
+    }
+    super::probe::run(parsed.args)
+}
+
+/// `--list`: each tool and what it shows; the ones not available yet say so.
+fn write_list(out: &mut dyn Write) -> std::io::Result<()> {
+    for t in tools::all() {
+        let todo = if t.todo.is_some() {
+            " (not yet: needs keyed state)"
+        } else {
+            ""
+        };
+        writeln!(out, "{:<15} {}{todo}", t.name, t.about)?;
+    }
+    Ok(())
+}
+
+/// `rprof tool NAME --help`: what it shows, its flags, what this kernel cannot give, and its recipe.
+fn write_help(out: &mut dyn Write, t: &Tool) -> std::io::Result<()> {
+    writeln!(out, "{}: {}", t.name, t.about)?;
+    writeln!(out, "bcc's columns: {}", t.columns)?;
+    if let Some(todo) = &t.todo {
+        writeln!(out, "\nNot available yet: {todo}")?;
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "\nUsage: rprof tool {} [FLAGS] [-- COMMAND]\n\nFlags:",
+        t.name
+    )?;
+    let common = [
+        ("-p", "-p PID", "only this process"),
+        ("-d", "-d SECONDS", "stop after this many seconds"),
+        (
+            "-T",
+            "-T",
+            "a time column (HH:MM:SS, UTC), or a timestamp with each report",
+        ),
+        (
+            "interval",
+            "[interval [count]]",
+            "a report every interval seconds, count times",
+        ),
+    ];
+    for (key, flag, help) in common {
+        if t.common.iter().any(|c| c == key) {
+            writeln!(out, "  {flag:<20} {help}")?;
+        }
+    }
+    for f in &t.flags {
+        let flag = match &f.value {
+            Some(v) => format!("{} {v}", f.flag),
+            None => f.flag.clone(),
+        };
+        writeln!(out, "  {flag:<20} {}", f.help)?;
+    }
+    writeln!(
+        out,
+        "  {:<20} print the rprof probe command, run nothing",
+        "--recipe"
+    )?;
+    if let Ok(r) = t.recipe(&[]) {
+        if !r.notes.is_empty() {
+            writeln!(out, "\nNot on this kernel:")?;
+            for n in &r.notes {
+                writeln!(out, "  {n}")?;
+            }
+        }
+        let mut line = vec!["probe".to_string()];
+        line.extend(r.args);
+        writeln!(out, "\nRecipe:\n  rprof {}", tools::shell_line(&line))?;
+    }
+    Ok(())
+}
