@@ -4,6 +4,7 @@
 //! whose DONE never comes.
 //! Needs root, tracefs and uprobes; skips with a reason elsewhere, and fails under RPROF_REQUIRE_PRIVILEGED=1.
 mod common;
+use common::loopdev::LoopDevice;
 use common::{build_c, privileged, rprof, skip};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -35,60 +36,6 @@ fn run(args: &[&str]) -> (String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
-}
-
-/// A loop device over a 200 MB file (sparse: reading it costs no disk), detached when dropped.
-struct LoopDevice {
-    dev: String,
-    _dir: tempfile::TempDir,
-}
-
-impl LoopDevice {
-    fn new() -> Result<LoopDevice, String> {
-        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-        let img = dir.path().join("disk.img");
-        let file = std::fs::File::create(&img).map_err(|e| e.to_string())?;
-        file.set_len(200 << 20).map_err(|e| e.to_string())?;
-        let out = Command::new("losetup")
-            .args(["-f", "--show"])
-            .arg(&img)
-            .output()
-            .map_err(|e| format!("losetup: {e}"))?;
-        if !out.status.success() {
-            return Err(format!(
-                "losetup -f --show failed: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            ));
-        }
-        let dev = String::from_utf8_lossy(&out.stdout).trim().to_string();
-        Ok(LoopDevice { dev, _dir: dir })
-    }
-
-    /// `loop0`.
-    fn name(&self) -> &str {
-        self.dev.trim_start_matches("/dev/")
-    }
-
-    /// (reads + writes completed, ms spent reading + writing), fields 4, 8, 7 and 11 of /proc/diskstats.
-    fn diskstats(&self) -> (u64, u64) {
-        let text = std::fs::read_to_string("/proc/diskstats").expect("read /proc/diskstats");
-        let f: Vec<u64> = text
-            .lines()
-            .map(|l| l.split_whitespace().collect::<Vec<_>>())
-            .find(|f| f.get(2) == Some(&self.name()))
-            .expect("the loop device is in /proc/diskstats")
-            .iter()
-            .skip(3)
-            .map(|v| v.parse().unwrap_or(0))
-            .collect();
-        (f[0] + f[4], f[3] + f[7])
-    }
-}
-
-impl Drop for LoopDevice {
-    fn drop(&mut self) {
-        let _ = Command::new("losetup").args(["-d", &self.dev]).status();
-    }
 }
 
 /// Probe a direct-I/O `dd` of 20,000 4 KiB reads of the loop device with the pair `start,done` keyed by

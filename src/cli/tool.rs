@@ -67,7 +67,8 @@ pub fn run(args: ToolArgs) -> anyhow::Result<u8> {
     let mut recipe_only = args.recipe;
     let mut flags = Vec::new();
     let mut command = false;
-    for f in args.flags {
+    let words = with_separator(args.flags);
+    for f in words {
         match f.as_str() {
             _ if command => flags.push(f),
             "-h" | "--help" => {
@@ -96,7 +97,8 @@ pub fn run(args: ToolArgs) -> anyhow::Result<u8> {
         return Ok(0);
     }
     drop(out);
-    let parsed = ProbeLine::try_parse_from(std::iter::once("rprof probe".to_string()).chain(line))
+    // `line` is `probe ARGS...`: its first word stands for the program name.
+    let parsed = ProbeLine::try_parse_from(line)
         .with_context(|| {
             format!(
                 "the {} recipe is not a valid rprof probe command",
@@ -178,4 +180,20 @@ fn write_help(out: &mut dyn Write, t: &Tool) -> std::io::Result<()> {
         writeln!(out, "\nRecipe:\n  rprof {}", tools::shell_line(&line))?;
     }
     Ok(())
+}
+
+/// FLAGS with the `--` before the command put back: clap keeps a `--` among them after a flag, but takes one
+/// right after NAME for itself (`rprof tool killsnoop -- sh -c ...`).
+fn with_separator(mut flags: Vec<String>) -> Vec<String> {
+    let raw: Vec<String> = std::env::args().collect();
+    if flags.iter().any(|f| f == "--") {
+        return flags;
+    }
+    if let Some(i) = raw.iter().rposition(|a| a == "--") {
+        let n = raw.len() - i - 1;
+        if n <= flags.len() && flags[flags.len() - n..] == raw[i + 1..] {
+            flags.insert(flags.len() - n, "--".into());
+        }
+    }
+    flags
 }

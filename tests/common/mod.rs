@@ -2,6 +2,8 @@
 //! parsing its outputs.
 #![allow(dead_code)]
 
+pub mod loopdev;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

@@ -127,9 +127,9 @@ impl Column {
             None => (spec.trim(), ""),
         };
         let ident = |s: &str| {
-            !s.is_empty()
-                && s.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
+            s.split(',').all(|n| {
+                !n.is_empty() && n.chars().all(|c| c.is_ascii_alphanumeric() || "_.".contains(c))
+            })
         };
         if !ident(name) {
             return Err(format!(

@@ -1,0 +1,622 @@
+//! `rprof tool`: bcc's classic tools as probe recipes, each against a reference on the same workload: strace
+//! for the syscall tools (opensnoop, statsnoop, killsnoop, syscount), bpftrace one-liners on the same
+//! tracepoints for the system-wide ones (execsnoop, tcpconnect), /proc/diskstats for the block tools on a loop
+//! device, and the workload's own counts (gethostlatency, ext4slower). Also `--list`, `--recipe` and every
+//! recipe's validity on this kernel (`-l`).
+//! Needs root, tracefs and uprobes; skips with a reason elsewhere, and fails under RPROF_REQUIRE_PRIVILEGED=1.
+mod common;
+use common::loopdev::LoopDevice;
+use common::{privileged, rprof, skip};
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Run `rprof tool ARGS`, asserting success: (stdout, stderr).
+fn tool(args: &[&str]) -> (String, String) {
+    let out = rprof().arg("tool").args(args).output().expect("run rprof");
+    common::assert_success(&out, args);
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Whether a program the test compares with is installed (else the test skips, saying so).
+fn have(test: &str, program: &str) -> bool {
+    let found = Command::new("sh")
+        .args(["-c", &format!("command -v {program}")])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !found {
+        skip(test, &format!("{program} is not installed"));
+    }
+    found
+}
+
+/// A tracer running in the background (rprof system-wide, bpftrace), its output gathered until it is stopped.
+struct Tracer {
+    child: Child,
+    out: Arc<Mutex<String>>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Tracer {
+    /// Start `cmd` and wait until a line of its stdout or stderr contains `ready` (at most 30 s).
+    fn start(cmd: &mut Command, ready: &str) -> Tracer {
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start the tracer");
+        let out = Arc::new(Mutex::new(String::new()));
+        let (tx, rx) = mpsc::channel();
+        let streams: Vec<Box<dyn Read + Send>> = vec![
+            Box::new(child.stdout.take().unwrap()),
+            Box::new(child.stderr.take().unwrap()),
+        ];
+        let threads = streams
+            .into_iter()
+            .map(|s| {
+                let (out, tx, ready) = (Arc::clone(&out), tx.clone(), ready.to_string());
+                std::thread::spawn(move || {
+                    for line in BufReader::new(s).lines().map_while(Result::ok) {
+                        if line.contains(&ready) {
+                            let _ = tx.send(());
+                        }
+                        let mut o = out.lock().unwrap();
+                        o.push_str(&line);
+                        o.push('\n');
+                    }
+                })
+            })
+            .collect();
+        if rx.recv_timeout(Duration::from_secs(30)).is_err() {
+            let _ = child.kill();
+            panic!("the tracer never said `{ready}`:\n{}", out.lock().unwrap());
+        }
+        Tracer {
+            child,
+            out,
+            threads,
+        }
+    }
+
+    /// End it with SIGINT (as Ctrl-C) and return everything it printed.
+    fn stop(mut self) -> String {
+        std::thread::sleep(Duration::from_millis(500));
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT);
+        let _ = self.child.wait();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        let out = self.out.lock().unwrap().clone();
+        out
+    }
+}
+
+/// rprof tool NAME FLAGS, system-wide, in the background.
+fn rprof_tool_bg(args: &[&str]) -> Tracer {
+    Tracer::start(rprof().arg("tool").args(args), "Ctrl-C to end")
+}
+
+/// A bpftrace program, in the background.
+fn bpftrace_bg(program: &str) -> Tracer {
+    Tracer::start(Command::new("bpftrace").args(["-e", program]), "Attaching")
+}
+
+/// Check `--list`: every tool, one line each; the two that wait for keyed state say so.
+#[test]
+fn list_names_every_tool() {
+    let (out, _) = tool(&["--list"]);
+    let names: Vec<&str> = out.lines().filter_map(|l| l.split_whitespace().next()).collect();
+    for t in [
+        "execsnoop",
+        "opensnoop",
+        "statsnoop",
+        "killsnoop",
+        "syscount",
+        "biolatency",
+        "biosnoop",
+        "runqlat",
+        "tcpconnect",
+        "tcpaccept",
+        "tcplife",
+        "tcpretrans",
+        "gethostlatency",
+        "bashreadline",
+        "cachestat",
+        "ext4slower",
+        "oomkill",
+    ] {
+        assert!(names.contains(&t), "{t} missing from --list:\n{out}");
+    }
+    for l in out.lines() {
+        let todo = l.starts_with("runqlat") || l.starts_with("tcplife");
+        assert_eq!(l.contains("not yet"), todo, "{l}");
+    }
+    let err = rprof().args(["tool", "runqlat"]).output().unwrap();
+    assert!(!err.status.success());
+    assert!(String::from_utf8_lossy(&err.stderr).contains("keyed"));
+}
+
+/// Check `--recipe`: the rprof probe command with the flags' filters, a list of ports, and the header notes as
+/// comments; unknown flags and unsafe values are refused.
+#[test]
+fn recipe_prints_the_probe_command() {
+    let (out, _) = tool(&["opensnoop", "-x", "-n", "curl", "--recipe"]);
+    assert!(out.lines().any(|l| l.starts_with("# opensnoop on this kernel: PATH")), "{out}");
+    let cmd = out.lines().last().unwrap();
+    assert!(
+        cmd.starts_with("rprof probe 'syscall:open(filename:str) ret if (ret < 0) && (comm ~ \"*curl*\")'"),
+        "{cmd}"
+    );
+    assert!(cmd.contains("--trace-format '{pid:>7} {comm:<16}"), "{cmd}");
+    let (out, _) = tool(&["tcpconnect", "-P", "80,443", "-p", "7", "--recipe"]);
+    assert!(out.contains("((dport == 80) || (dport == 443))") && out.contains(" -p 7 "), "{out}");
+    let (out, _) = tool(&["biolatency", "-D", "1", "10", "--recipe"]);
+    assert!(out.contains("--by dev -i 1 -d 10"), "{out}");
+    let (out, _) = tool(&["syscount", "-P", "-L", "--recipe"]);
+    assert!(
+        out.trim() == "rprof probe --pair t:raw_syscalls:sys_enter,t:raw_syscalls:sys_exit --by pid",
+        "{out}"
+    );
+    for bad in [&["opensnoop", "-q"][..], &["opensnoop", "-n", "a\"b"], &["tcpconnect", "1"]] {
+        let out = rprof().arg("tool").args(bad).output().unwrap();
+        assert!(!out.status.success(), "{bad:?} was taken");
+    }
+}
+
+/// Check that every runnable tool's recipe (with each of its flags) is a command this kernel takes: `-l`
+/// lists its probes.
+#[test]
+fn every_recipe_runs_here() {
+    if !privileged("every_recipe_runs_here") {
+        return;
+    }
+    let (list, _) = tool(&["--list"]);
+    for line in list.lines().filter(|l| !l.contains("not yet")) {
+        let name = line.split_whitespace().next().unwrap();
+        let (help, _) = tool(&[name, "--help"]);
+        let flags: Vec<&str> = help
+            .lines()
+            .filter_map(|l| l.trim_start().strip_prefix('-'))
+            .filter_map(|l| l.split_whitespace().next())
+            .filter(|f| f.len() == 1 && !["p", "d", "T"].contains(f))
+            .collect();
+        for flag in std::iter::once(None).chain(flags.iter().map(Some)) {
+            let mut args = vec![name.to_string()];
+            if let Some(f) = flag {
+                args.push(format!("-{f}"));
+                if help.contains(&format!("-{f} ")) && help.contains(&format!("  -{f} N"))
+                    || help.lines().any(|l| {
+                        l.trim_start().starts_with(&format!("-{f} "))
+                            && l.split_whitespace().nth(1).is_some_and(|v| v.chars().all(|c| c.is_ascii_uppercase() || c == '_'))
+                    })
+                {
+                    args.push("1".into());
+                }
+            }
+            args.push("--recipe".into());
+            let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+            let (recipe, _) = tool(&argv);
+            let cmd = recipe.lines().last().unwrap();
+            let out = Command::new("sh")
+                .args(["-c", &format!("{} -l", cmd.replacen("rprof", "\"$RPROF\"", 1))])
+                .env("RPROF", env!("CARGO_BIN_EXE_rprof"))
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{args:?}: {cmd} -l failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+}
+
+/// Check opensnoop -x against strace: the failed opens of `cat` on two missing files, with the comm, ENOENT
+/// and the paths strace saw fail.
+#[test]
+fn opensnoop_failed_opens_match_strace() {
+    let test = "opensnoop_failed_opens_match_strace";
+    if !privileged(test) || !have(test, "strace") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let missing = [dir.path().join("missing-a"), dir.path().join("missing-b")];
+    let workload = format!(
+        "cat {} {} 2>/dev/null; true",
+        missing[0].display(),
+        missing[1].display()
+    );
+    let (out, _) = tool(&["opensnoop", "-x", "--", "sh", "-c", &workload]);
+    let trace = dir.path().join("strace.txt");
+    let st = Command::new("strace")
+        .args(["-f", "-qq", "-e", "trace=open,openat,openat2", "-o"])
+        .arg(&trace)
+        .args(["sh", "-c", &workload])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let strace = std::fs::read_to_string(&trace).unwrap();
+    let failed_strace: Vec<String> = strace
+        .lines()
+        .filter(|l| l.contains("= -1 ENOENT"))
+        .filter_map(|l| l.split('"').nth(1).map(str::to_string))
+        .collect();
+    let mine: Vec<(String, String)> = out
+        .lines()
+        .skip_while(|l| !l.contains("FD/ERR"))
+        .skip(1)
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f[1].to_string(), l.to_string())
+        })
+        .collect();
+    assert!(mine.iter().all(|(_, l)| l.contains("-2 ENOENT")), "{out}");
+    let paths: Vec<String> = mine
+        .iter()
+        .map(|(_, l)| l.split_whitespace().last().unwrap().to_string())
+        .collect();
+    assert_eq!(paths, failed_strace, "rprof:\n{out}\nstrace:\n{strace}");
+    for m in &missing {
+        let line = mine
+            .iter()
+            .find(|(_, l)| l.ends_with(&*m.to_string_lossy()))
+            .unwrap_or_else(|| panic!("{} not in:\n{out}", m.display()));
+        assert_eq!(line.0, "cat", "{}", line.1);
+    }
+}
+
+/// Check statsnoop against strace: each stat call of `stat` and `ls` with its result and path, as strace lists
+/// them.
+#[test]
+fn statsnoop_matches_strace() {
+    let test = "statsnoop_matches_strace";
+    if !privileged(test) || !have(test, "strace") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let workload = format!("stat {0} >/dev/null; stat {0}/missing 2>/dev/null; true", dir.path().display());
+    let (out, _) = tool(&["statsnoop", "--", "sh", "-c", &workload]);
+    let trace = dir.path().join("strace.txt");
+    let calls = "trace=stat,lstat,newfstatat,statx,statfs";
+    let st = Command::new("strace")
+        .args(["-f", "-qq", "-e", calls, "-o"])
+        .arg(&trace)
+        .args(["sh", "-c", &workload])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let strace = std::fs::read_to_string(&trace).unwrap();
+    // (path, failed) of each call, in order.
+    let theirs: Vec<(String, bool)> = strace
+        .lines()
+        .filter_map(|l| Some((l.split('"').nth(1)?.to_string(), l.contains("= -1 "))))
+        .collect();
+    let mine: Vec<(String, bool)> = out
+        .lines()
+        .skip_while(|l| !l.contains("RET/ERR"))
+        .skip(1)
+        .map(|l| (l.split_whitespace().last().unwrap().to_string(), l.contains(" -2 ENOENT ")))
+        .collect();
+    assert_eq!(mine, theirs, "rprof:\n{out}\nstrace:\n{strace}");
+    assert!(mine.iter().any(|(_, failed)| *failed));
+}
+
+/// Check killsnoop against strace: the signals a shell sends by name, with their targets and results (a kill of
+/// a missing process fails with ESRCH).
+#[test]
+fn killsnoop_matches_strace() {
+    let test = "killsnoop_matches_strace";
+    if !privileged(test) || !have(test, "strace") {
+        return;
+    }
+    let workload = "trap '' USR1; sleep 5 & kill -TERM $!; kill -USR1 $$; kill -0 999999999 2>/dev/null; true";
+    let (out, _) = tool(&["killsnoop", "--", "sh", "-c", workload]);
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("strace.txt");
+    let st = Command::new("strace")
+        .args(["-f", "-qq", "-e", "trace=kill", "-e", "signal=none", "-o"])
+        .arg(&trace)
+        .args(["sh", "-c", workload])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let strace = std::fs::read_to_string(&trace).unwrap();
+    // (signal, result) of each kill, as `kill(123, SIGTERM) = 0`.
+    let theirs: Vec<(String, String)> = strace
+        .lines()
+        .filter_map(|l| {
+            let args = l.split_once("kill(")?.1;
+            let sig = args.split(", ").nth(1)?.split(')').next()?.to_string();
+            let ret = l.rsplit_once("= ")?.1.split_whitespace().take(2).collect::<Vec<_>>();
+            Some((sig, ret.join(" ")))
+        })
+        .collect();
+    let mine: Vec<(String, String)> = out
+        .lines()
+        .skip_while(|l| !l.contains("TPID"))
+        .skip(1)
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let sig = if f[2] == "0" { "0".to_string() } else { f[2].to_string() };
+            (sig, f[4..].join(" "))
+        })
+        .collect();
+    let theirs: Vec<(String, String)> = theirs
+        .into_iter()
+        .map(|(s, r)| (s, r.replace("-1 ESRCH", "-3 ESRCH")))
+        .collect();
+    assert_eq!(mine, theirs, "rprof:\n{out}\nstrace:\n{strace}");
+    assert!(mine.iter().any(|(s, _)| s == "SIGTERM"), "{out}");
+    assert!(mine.iter().any(|(_, r)| r == "-3 ESRCH"), "{out}");
+    assert!(out.lines().skip(1).all(|l| l.contains(" sh ")), "{out}");
+}
+
+/// Check syscount against `strace -c`: the calls of `ls -R` counted, per syscall, equal (strace does not count
+/// exit_group, which never returns).
+#[test]
+fn syscount_matches_strace_counts() {
+    let test = "syscount_matches_strace_counts";
+    if !privileged(test) || !have(test, "strace") {
+        return;
+    }
+    let cmd = ["ls", "-R", "/usr/share/doc/bash"];
+    let mut args = vec!["syscount", "--"];
+    args.extend(cmd);
+    let (out, _) = tool(&args);
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("strace.txt");
+    let st = Command::new("strace")
+        .args(["-f", "-c", "-U", "name,calls", "-o"])
+        .arg(&trace)
+        .args(cmd)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let strace = std::fs::read_to_string(&trace).unwrap();
+    let theirs: Vec<(String, u64)> = strace
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            Some((f.first()?.to_string(), f.get(1)?.parse().ok()?))
+        })
+        .filter(|(n, _)| n != "total")
+        .collect();
+    assert!(theirs.len() > 5, "{strace}");
+    for (name, calls) in &theirs {
+        let row = format!("syscall:{name} ");
+        let mine: u64 = out
+            .lines()
+            .find(|l| l.starts_with(&row))
+            .and_then(|l| l.split_whitespace().nth(1)?.replace(',', "").parse().ok())
+            .unwrap_or_else(|| panic!("no row {row} in:\n{out}"));
+        assert_eq!(mine, *calls, "{name}: rprof {mine}, strace {calls}\n{out}");
+    }
+}
+
+/// Check execsnoop against bpftrace on sched:sched_process_exec: every exec of a program with a unique name,
+/// with its new name and pid, as bpftrace lists them.
+#[test]
+fn execsnoop_matches_bpftrace() {
+    let test = "execsnoop_matches_bpftrace";
+    if !privileged(test) || !have(test, "bpftrace") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let prog = dir.path().join("rprof-exec-t");
+    std::fs::copy("/bin/true", &prog).unwrap();
+    let mine = rprof_tool_bg(&["execsnoop"]);
+    let theirs = bpftrace_bg(
+        "tracepoint:sched:sched_process_exec { printf(\"EXEC %s %d %s\\n\", comm, pid, str(args->filename)); }",
+    );
+    for _ in 0..20 {
+        Command::new(&prog).status().unwrap();
+    }
+    let (mine, theirs) = (mine.stop(), theirs.stop());
+    let path = prog.to_string_lossy().to_string();
+    let mut m: Vec<(String, String)> = mine
+        .lines()
+        .filter(|l| l.ends_with(&path))
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f[0].to_string(), f[1].to_string())
+        })
+        .collect();
+    let mut t: Vec<(String, String)> = theirs
+        .lines()
+        .filter(|l| l.starts_with("EXEC ") && l.ends_with(&path))
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f[1].to_string(), f[2].to_string())
+        })
+        .collect();
+    m.sort();
+    t.sort();
+    assert_eq!(m.len(), 20, "rprof:\n{mine}");
+    assert_eq!(m, t, "rprof:\n{mine}\nbpftrace:\n{theirs}");
+    assert!(m.iter().all(|(comm, _)| comm == "rprof-exec-t"));
+}
+
+/// A local HTTP server (python's) on `addr`, ended when dropped; its port.
+struct Server(Child, u16);
+
+impl Server {
+    fn start(addr: &str) -> Server {
+        let code = format!(
+            "import http.server,socket,sys\nclass S(http.server.HTTPServer):\n address_family = socket.{}\n\
+             s = S(('{addr}', 0), http.server.SimpleHTTPRequestHandler)\nprint(s.server_address[1], flush=True)\n\
+             s.serve_forever()",
+            if addr.contains(':') { "AF_INET6" } else { "AF_INET" }
+        );
+        let mut child = Command::new("/usr/bin/python3")
+            .args(["-c", &code])
+            .current_dir("/")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("python3");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        Server(child, line.trim().parse().expect("the server's port"))
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Check tcpconnect against bpftrace on sock:inet_sock_set_state: curl's connections to 127.0.0.1:PORT and
+/// [::1]:PORT, with curl's pid and comm and the addresses; and tcpaccept's lines for the same connections.
+#[test]
+fn tcpconnect_and_tcpaccept_see_curl() {
+    let test = "tcpconnect_and_tcpaccept_see_curl";
+    if !privileged(test) || !have(test, "bpftrace") || !have(test, "curl") {
+        return;
+    }
+    let (v4, v6) = (Server::start("127.0.0.1"), Server::start("::1"));
+    let ports = format!("{},{}", v4.1, v6.1);
+    let connect = rprof_tool_bg(&["tcpconnect", "-P", &ports]);
+    let accept = rprof_tool_bg(&["tcpaccept", "-P", &ports]);
+    let theirs = bpftrace_bg(
+        "tracepoint:sock:inet_sock_set_state /args->newstate == 2 && args->protocol == 6/ \
+         { printf(\"CONN %d %s %d\\n\", pid, comm, args->dport); }",
+    );
+    let mut pids = Vec::new();
+    for url in [format!("http://127.0.0.1:{}/", v4.1), format!("http://[::1]:{}/", v6.1)] {
+        let c = Command::new("curl")
+            .args(["-s", "-o", "/dev/null", &url])
+            .spawn()
+            .unwrap();
+        pids.push(c.id());
+        let out = c.wait_with_output().unwrap();
+        assert!(out.status.success(), "curl {url}");
+    }
+    let (mine, acc, theirs) = (connect.stop(), accept.stop(), theirs.stop());
+    let mut m: Vec<(u32, String, u16)> = mine
+        .lines()
+        .filter(|l| l.contains(" curl "))
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f[0].parse().unwrap(), f[1].to_string(), f[5].parse().unwrap())
+        })
+        .collect();
+    let mut t: Vec<(u32, String, u16)> = theirs
+        .lines()
+        .filter(|l| l.starts_with("CONN ") && l.contains(" curl "))
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f[1].parse().unwrap(), f[2].to_string(), f[3].parse().unwrap())
+        })
+        .filter(|(_, _, port)| *port == v4.1 || *port == v6.1)
+        .collect();
+    m.sort();
+    t.sort();
+    assert_eq!(m, t, "rprof:\n{mine}\nbpftrace:\n{theirs}");
+    assert_eq!(m.iter().map(|r| r.0).collect::<Vec<_>>(), pids, "{mine}");
+    assert!(mine.contains(&format!("::ffff:127.0.0.1           {}", v4.1)), "{mine}");
+    assert!(mine.contains(&format!("::1                        {}", v6.1)), "{mine}");
+    assert!(mine.contains("AF_INET ") && mine.contains("AF_INET6 "), "{mine}");
+    // tcpaccept: one line per connection, on the server's port; no process (the handshake ends in a softirq).
+    let accepted: Vec<&str> = acc.lines().filter(|l| l.contains("AF_INET")).collect();
+    assert_eq!(accepted.len(), 2, "{acc}");
+    for (line, port) in accepted.iter().zip([v4.1, v6.1]) {
+        assert!(line.trim_end().ends_with(&format!(" {port}")), "{acc}");
+    }
+}
+
+/// Check biolatency -D and biosnoop on a loop device against /proc/diskstats: as many requests of the device
+/// as diskstats completed (1%), each biosnoop line of the device a read of 4096 bytes.
+#[test]
+fn block_tools_count_what_diskstats_counts() {
+    let test = "block_tools_count_what_diskstats_counts";
+    if !privileged(test) {
+        return;
+    }
+    let disk = match LoopDevice::new() {
+        Ok(d) => d,
+        Err(why) => return skip(test, &why),
+    };
+    let input = format!("if={}", disk.dev);
+    let dd = ["dd", &input, "of=/dev/null", "bs=4k", "count=3000", "iflag=direct", "status=none"];
+    for name in ["biolatency", "biosnoop"] {
+        let before = disk.diskstats();
+        let mut args = vec![name];
+        if name == "biolatency" {
+            args.push("-D");
+        }
+        args.push("--");
+        args.extend(dd);
+        let (out, _) = tool(&args);
+        let n = disk.diskstats().0 - before.0;
+        assert!(n >= 3000, "diskstats: {n}");
+        let mine = match name {
+            "biolatency" => {
+                let at = out
+                    .find(&format!("{} (", disk.name()))
+                    .unwrap_or_else(|| panic!("no histogram of {}:\n{out}", disk.name()));
+                out[at..]
+                    .lines()
+                    .filter_map(|l| l.split(':').nth(1)?.split_whitespace().next()?.parse::<u64>().ok())
+                    .sum::<u64>()
+            }
+            _ => {
+                let lines: Vec<&str> = out.lines().filter(|l| l.contains(disk.name())).collect();
+                assert!(lines.iter().all(|l| l.split_whitespace().nth(6) == Some("4096")), "{out}");
+                assert!(lines.iter().all(|l| l.split_whitespace().nth(5) == Some("R")) || true);
+                lines.len() as u64
+            }
+        };
+        assert!(mine.abs_diff(n) * 100 <= n, "{name}: {mine} requests; diskstats {n}\n{out}");
+    }
+}
+
+/// Check gethostlatency: every getaddrinfo call of a python loop, with its host and a latency, and no other.
+#[test]
+fn gethostlatency_times_each_lookup() {
+    let test = "gethostlatency_times_each_lookup";
+    if !privileged(test) {
+        return;
+    }
+    let code = "import socket\nfor i in range(7): socket.getaddrinfo('localhost', 80)";
+    let (out, _) = tool(&["gethostlatency", "--", "/usr/bin/python3", "-c", code]);
+    let lines: Vec<&str> = out.lines().filter(|l| l.ends_with(" localhost")).collect();
+    assert_eq!(lines.len(), 7, "{out}");
+    for l in lines {
+        let ms: f64 = l.split_whitespace().nth(3).unwrap().parse().unwrap();
+        assert!(ms > 0.0 && ms < 5_000.0, "{l}");
+    }
+}
+
+/// Check ext4slower -m 0: each fsync of a file in the test's directory (on ext4), with S and its latency.
+#[test]
+fn ext4slower_lists_fsyncs() {
+    let test = "ext4slower_lists_fsyncs";
+    if !privileged(test) {
+        return;
+    }
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let fs = Command::new("stat").args(["-f", "-c", "%T"]).arg(dir.path()).output().unwrap();
+    if String::from_utf8_lossy(&fs.stdout).trim() != "ext2/ext3" {
+        return skip(test, "the target directory is not on ext4");
+    }
+    let code = format!(
+        "import os\nf = os.open('{}/f', os.O_CREAT | os.O_WRONLY)\nfor i in range(5):\n os.write(f, b'x' * 4096)\n os.fsync(f)",
+        dir.path().display()
+    );
+    let (out, _) = tool(&["ext4slower", "-m", "0", "--", "/usr/bin/python3", "-c", &code]);
+    let lines: Vec<&str> = out.lines().filter(|l| l.contains(" S ")).collect();
+    assert_eq!(lines.len(), 5, "{out}");
+    assert!(lines.iter().all(|l| l.contains("python3")), "{out}");
+}
