@@ -112,7 +112,10 @@ fn bpftrace_bg(program: &str) -> Tracer {
 #[test]
 fn list_names_every_tool() {
     let (out, _) = tool(&["--list"]);
-    let names: Vec<&str> = out.lines().filter_map(|l| l.split_whitespace().next()).collect();
+    let names: Vec<&str> = out
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
     for t in [
         "execsnoop",
         "opensnoop",
@@ -148,23 +151,37 @@ fn list_names_every_tool() {
 #[test]
 fn recipe_prints_the_probe_command() {
     let (out, _) = tool(&["opensnoop", "-x", "-n", "curl", "--recipe"]);
-    assert!(out.lines().any(|l| l.starts_with("# opensnoop on this kernel: PATH")), "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("# opensnoop on this kernel: PATH")),
+        "{out}"
+    );
     let cmd = out.lines().last().unwrap();
     assert!(
-        cmd.starts_with("rprof probe 'syscall:open(filename:str) ret if (ret < 0) && (comm ~ \"*curl*\")'"),
+        cmd.starts_with(
+            "rprof probe 'syscall:open(filename:str) ret if (ret < 0) && (comm ~ \"*curl*\")'"
+        ),
         "{cmd}"
     );
     assert!(cmd.contains("--trace-format '{pid:>7} {comm:<16}"), "{cmd}");
     let (out, _) = tool(&["tcpconnect", "-P", "80,443", "-p", "7", "--recipe"]);
-    assert!(out.contains("((dport == 80) || (dport == 443))") && out.contains(" -p 7 "), "{out}");
+    assert!(
+        out.contains("((dport == 80) || (dport == 443))") && out.contains(" -p 7 "),
+        "{out}"
+    );
     let (out, _) = tool(&["biolatency", "-D", "1", "10", "--recipe"]);
     assert!(out.contains("--by dev -i 1 -d 10"), "{out}");
     let (out, _) = tool(&["syscount", "-P", "-L", "--recipe"]);
     assert!(
-        out.trim() == "rprof probe --pair t:raw_syscalls:sys_enter,t:raw_syscalls:sys_exit --by pid",
+        out.trim()
+            == "rprof probe --pair t:raw_syscalls:sys_enter,t:raw_syscalls:sys_exit --by pid",
         "{out}"
     );
-    for bad in [&["opensnoop", "-q"][..], &["opensnoop", "-n", "a\"b"], &["tcpconnect", "1"]] {
+    for bad in [
+        &["opensnoop", "-q"][..],
+        &["opensnoop", "-n", "a\"b"],
+        &["tcpconnect", "1"],
+    ] {
         let out = rprof().arg("tool").args(bad).output().unwrap();
         assert!(!out.status.success(), "{bad:?} was taken");
     }
@@ -194,7 +211,9 @@ fn every_recipe_runs_here() {
                 if help.contains(&format!("-{f} ")) && help.contains(&format!("  -{f} N"))
                     || help.lines().any(|l| {
                         l.trim_start().starts_with(&format!("-{f} "))
-                            && l.split_whitespace().nth(1).is_some_and(|v| v.chars().all(|c| c.is_ascii_uppercase() || c == '_'))
+                            && l.split_whitespace().nth(1).is_some_and(|v| {
+                                v.chars().all(|c| c.is_ascii_uppercase() || c == '_')
+                            })
                     })
                 {
                     args.push("1".into());
@@ -205,7 +224,10 @@ fn every_recipe_runs_here() {
             let (recipe, _) = tool(&argv);
             let cmd = recipe.lines().last().unwrap();
             let out = Command::new("sh")
-                .args(["-c", &format!("{} -l", cmd.replacen("rprof", "\"$RPROF\"", 1))])
+                .args([
+                    "-c",
+                    &format!("{} -l", cmd.replacen("rprof", "\"$RPROF\"", 1)),
+                ])
                 .env("RPROF", env!("CARGO_BIN_EXE_rprof"))
                 .output()
                 .unwrap();
@@ -281,7 +303,10 @@ fn statsnoop_matches_strace() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let workload = format!("stat {0} >/dev/null; stat {0}/missing 2>/dev/null; true", dir.path().display());
+    let workload = format!(
+        "stat {0} >/dev/null; stat {0}/missing 2>/dev/null; true",
+        dir.path().display()
+    );
     let (out, _) = tool(&["statsnoop", "--", "sh", "-c", &workload]);
     let trace = dir.path().join("strace.txt");
     let calls = "trace=stat,lstat,newfstatat,statx,statfs";
@@ -302,7 +327,12 @@ fn statsnoop_matches_strace() {
         .lines()
         .skip_while(|l| !l.contains("RET/ERR"))
         .skip(1)
-        .map(|l| (l.split_whitespace().last().unwrap().to_string(), l.contains(" -2 ENOENT ")))
+        .map(|l| {
+            (
+                l.get(36..).unwrap_or("").to_string(),
+                l.contains(" -2 ENOENT"),
+            )
+        })
         .collect();
     assert_eq!(mine, theirs, "rprof:\n{out}\nstrace:\n{strace}");
     assert!(mine.iter().any(|(_, failed)| *failed));
@@ -316,7 +346,8 @@ fn killsnoop_matches_strace() {
     if !privileged(test) || !have(test, "strace") {
         return;
     }
-    let workload = "trap '' USR1; sleep 5 & kill -TERM $!; kill -USR1 $$; kill -0 999999999 2>/dev/null; true";
+    let workload =
+        "trap '' USR1; sleep 5 & kill -TERM $!; kill -USR1 $$; kill -0 999999999 2>/dev/null; true";
     let (out, _) = tool(&["killsnoop", "--", "sh", "-c", workload]);
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("strace.txt");
@@ -334,7 +365,12 @@ fn killsnoop_matches_strace() {
         .filter_map(|l| {
             let args = l.split_once("kill(")?.1;
             let sig = args.split(", ").nth(1)?.split(')').next()?.to_string();
-            let ret = l.rsplit_once("= ")?.1.split_whitespace().take(2).collect::<Vec<_>>();
+            let ret = l
+                .rsplit_once("= ")?
+                .1
+                .split_whitespace()
+                .take(2)
+                .collect::<Vec<_>>();
             Some((sig, ret.join(" ")))
         })
         .collect();
@@ -344,7 +380,11 @@ fn killsnoop_matches_strace() {
         .skip(1)
         .map(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();
-            let sig = if f[2] == "0" { "0".to_string() } else { f[2].to_string() };
+            let sig = if f[2] == "0" {
+                "0".to_string()
+            } else {
+                f[2].to_string()
+            };
             (sig, f[4..].join(" "))
         })
         .collect();
@@ -494,7 +534,10 @@ fn tcpconnect_and_tcpaccept_see_curl() {
          { printf(\"CONN %d %s %d\\n\", pid, comm, args->dport); }",
     );
     let mut pids = Vec::new();
-    for url in [format!("http://127.0.0.1:{}/", v4.1), format!("http://[::1]:{}/", v6.1)] {
+    for url in [
+        format!("http://127.0.0.1:{}/", v4.1),
+        format!("http://[::1]:{}/", v6.1),
+    ] {
         let c = Command::new("curl")
             .args(["-s", "-o", "/dev/null", &url])
             .spawn()
@@ -509,7 +552,11 @@ fn tcpconnect_and_tcpaccept_see_curl() {
         .filter(|l| l.contains(" curl "))
         .map(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();
-            (f[0].parse().unwrap(), f[1].to_string(), f[5].parse().unwrap())
+            (
+                f[0].parse().unwrap(),
+                f[1].to_string(),
+                f[5].parse().unwrap(),
+            )
         })
         .collect();
     let mut t: Vec<(u32, String, u16)> = theirs
@@ -517,7 +564,11 @@ fn tcpconnect_and_tcpaccept_see_curl() {
         .filter(|l| l.starts_with("CONN ") && l.contains(" curl "))
         .map(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();
-            (f[1].parse().unwrap(), f[2].to_string(), f[3].parse().unwrap())
+            (
+                f[1].parse().unwrap(),
+                f[2].to_string(),
+                f[3].parse().unwrap(),
+            )
         })
         .filter(|(_, _, port)| *port == v4.1 || *port == v6.1)
         .collect();
@@ -525,9 +576,18 @@ fn tcpconnect_and_tcpaccept_see_curl() {
     t.sort();
     assert_eq!(m, t, "rprof:\n{mine}\nbpftrace:\n{theirs}");
     assert_eq!(m.iter().map(|r| r.0).collect::<Vec<_>>(), pids, "{mine}");
-    assert!(mine.contains(&format!("::ffff:127.0.0.1           {}", v4.1)), "{mine}");
-    assert!(mine.contains(&format!("::1                        {}", v6.1)), "{mine}");
-    assert!(mine.contains("AF_INET ") && mine.contains("AF_INET6 "), "{mine}");
+    assert!(
+        mine.contains(&format!("::ffff:127.0.0.1           {}", v4.1)),
+        "{mine}"
+    );
+    assert!(
+        mine.contains(&format!("::1                        {}", v6.1)),
+        "{mine}"
+    );
+    assert!(
+        mine.contains("AF_INET ") && mine.contains("AF_INET6 "),
+        "{mine}"
+    );
     // tcpaccept: one line per connection, on the server's port; no process (the handshake ends in a softirq).
     let accepted: Vec<&str> = acc.lines().filter(|l| l.contains("AF_INET")).collect();
     assert_eq!(accepted.len(), 2, "{acc}");
@@ -549,7 +609,15 @@ fn block_tools_count_what_diskstats_counts() {
         Err(why) => return skip(test, &why),
     };
     let input = format!("if={}", disk.dev);
-    let dd = ["dd", &input, "of=/dev/null", "bs=4k", "count=3000", "iflag=direct", "status=none"];
+    let dd = [
+        "dd",
+        &input,
+        "of=/dev/null",
+        "bs=4k",
+        "count=3000",
+        "iflag=direct",
+        "status=none",
+    ];
     for name in ["biolatency", "biosnoop"] {
         let before = disk.diskstats();
         let mut args = vec![name];
@@ -568,17 +636,37 @@ fn block_tools_count_what_diskstats_counts() {
                     .unwrap_or_else(|| panic!("no histogram of {}:\n{out}", disk.name()));
                 out[at..]
                     .lines()
-                    .filter_map(|l| l.split(':').nth(1)?.split_whitespace().next()?.parse::<u64>().ok())
+                    .filter_map(|l| {
+                        l.split(':')
+                            .nth(1)?
+                            .split_whitespace()
+                            .next()?
+                            .parse::<u64>()
+                            .ok()
+                    })
                     .sum::<u64>()
             }
             _ => {
                 let lines: Vec<&str> = out.lines().filter(|l| l.contains(disk.name())).collect();
-                assert!(lines.iter().all(|l| l.split_whitespace().nth(6) == Some("4096")), "{out}");
-                assert!(lines.iter().all(|l| l.split_whitespace().nth(5) == Some("R")) || true);
+                assert!(
+                    lines
+                        .iter()
+                        .all(|l| l.split_whitespace().nth(6) == Some("4096")),
+                    "{out}"
+                );
+                assert!(
+                    lines
+                        .iter()
+                        .all(|l| l.split_whitespace().nth(5) == Some("R"))
+                        || true
+                );
                 lines.len() as u64
             }
         };
-        assert!(mine.abs_diff(n) * 100 <= n, "{name}: {mine} requests; diskstats {n}\n{out}");
+        assert!(
+            mine.abs_diff(n) * 100 <= n,
+            "{name}: {mine} requests; diskstats {n}\n{out}"
+        );
     }
 }
 
@@ -607,7 +695,11 @@ fn ext4slower_lists_fsyncs() {
         return;
     }
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let fs = Command::new("stat").args(["-f", "-c", "%T"]).arg(dir.path()).output().unwrap();
+    let fs = Command::new("stat")
+        .args(["-f", "-c", "%T"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
     if String::from_utf8_lossy(&fs.stdout).trim() != "ext2/ext3" {
         return skip(test, "the target directory is not on ext4");
     }
@@ -615,7 +707,15 @@ fn ext4slower_lists_fsyncs() {
         "import os\nf = os.open('{}/f', os.O_CREAT | os.O_WRONLY)\nfor i in range(5):\n os.write(f, b'x' * 4096)\n os.fsync(f)",
         dir.path().display()
     );
-    let (out, _) = tool(&["ext4slower", "-m", "0", "--", "/usr/bin/python3", "-c", &code]);
+    let (out, _) = tool(&[
+        "ext4slower",
+        "-m",
+        "0",
+        "--",
+        "/usr/bin/python3",
+        "-c",
+        &code,
+    ]);
     let lines: Vec<&str> = out.lines().filter(|l| l.contains(" S ")).collect();
     assert_eq!(lines.len(), 5, "{out}");
     assert!(lines.iter().all(|l| l.contains("python3")), "{out}");

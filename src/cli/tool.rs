@@ -98,13 +98,12 @@ pub fn run(args: ToolArgs) -> anyhow::Result<u8> {
     }
     drop(out);
     // `line` is `probe ARGS...`: its first word stands for the program name.
-    let parsed = ProbeLine::try_parse_from(line)
-        .with_context(|| {
-            format!(
-                "the {} recipe is not a valid rprof probe command",
-                tool.name
-            )
-        })?;
+    let parsed = ProbeLine::try_parse_from(line).with_context(|| {
+        format!(
+            "the {} recipe is not a valid rprof probe command",
+            tool.name
+        )
+    })?;
     for note in &recipe.notes {
         eprintln!("rprof: {} on this kernel: {note}", tool.name);
     }

@@ -54,4 +54,3 @@ impl Drop for LoopDevice {
         let _ = Command::new("losetup").args(["-d", &self.dev]).status();
     }
 }
-

@@ -128,7 +128,9 @@ impl Column {
         };
         let ident = |s: &str| {
             s.split(',').all(|n| {
-                !n.is_empty() && n.chars().all(|c| c.is_ascii_alphanumeric() || "_.".contains(c))
+                !n.is_empty()
+                    && n.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || "_.".contains(c))
             })
         };
         if !ident(name) {
