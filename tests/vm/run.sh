@@ -62,7 +62,7 @@ cpu_of() { awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / hz }' 
 demand_of() { cat "/proc/$1/task/"*/schedstat 2> /dev/null | awk '{ s += $1 + $2 } END { printf "%.3f", s / 1e9 }'; }
 
 # qemu_watch PID: bound the VM by its own work, not by wall time, and kill qemu PID past a bound:
-#  - CPU: qemu may use RPROF_VM_CPU_RATIO (default 20) times the CPU time it took to boot to /init (the same
+#  - CPU: qemu may use RPROF_VM_CPU_RATIO (default 25) times the CPU time it took to boot to /init (the same
 #    kernel and initramfs every run: the boot calibrates this host's TCG speed, whatever the load), and
 #    RPROF_VM_BOOT_CPU seconds (default 300) to boot;
 #  - idle: qemu neither running nor waiting for a CPU (under 5% of each half second) for RPROF_VM_IDLE seconds
@@ -70,7 +70,7 @@ demand_of() { cat "/proc/$1/task/"*/schedstat 2> /dev/null | awk '{ s += $1 + $2
 #    -d durations, and a loaded host makes qemu wait in a run queue, which counts as wanting the CPU.
 # Prints `RPROF-VM-CPU boot=B total=T limit=L ratio=R` at the end (qemu's CPU seconds), or a RPROF-VM-WATCHDOG line.
 qemu_watch() {
-    local qpid=$1 ratio=${RPROF_VM_CPU_RATIO:-20} idle_max=${RPROF_VM_IDLE:-60}
+    local qpid=$1 ratio=${RPROF_VM_CPU_RATIO:-25} idle_max=${RPROF_VM_IDLE:-60}
     local limit=${RPROF_VM_BOOT_CPU:-300} boot="" cpu=0 c d last_d idle_from
     last_d=$(demand_of "$qpid") || true
     idle_from=$(now)
