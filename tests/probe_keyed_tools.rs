@@ -18,10 +18,13 @@ const RUNQLAT_PAIR: &str = "t:sched:sched_wakeup | t:sched:sched_wakeup_new \
      | t:sched:sched_switch if prev_state == R || prev_state == \"R+\", t:sched:sched_switch";
 const RUNQLAT_KEY: &str = "pid|prev_pid=next_pid";
 
-/// tcplife: a TCP socket from SYN_SENT (connect) or SYN_RECV (accept) to CLOSE, keyed by the socket.
-const TCPLIFE_PAIR: &str = "t:sock:inet_sock_set_state(family, saddr, sport, daddr, dport, saddr_v6, daddr_v6) \
+/// tcplife: a TCP socket from SYN_SENT (connect) or SYN_RECV (accept) to CLOSE, keyed by the socket; the
+/// addresses and ports from CLOSE (at SYN_SENT the local port is not chosen yet: `sport=0`), the process from
+/// the START.
+const TCPLIFE_PAIR: &str = "t:sock:inet_sock_set_state \
      if protocol == IPPROTO_TCP && (newstate == TCP_SYN_SENT || newstate == TCP_SYN_RECV), \
-     t:sock:inet_sock_set_state if protocol == IPPROTO_TCP && newstate == TCP_CLOSE";
+     t:sock:inet_sock_set_state(family, saddr, sport, daddr, dport, saddr_v6, daddr_v6) \
+     if protocol == IPPROTO_TCP && newstate == TCP_CLOSE";
 
 /// Check the issue's runqlat bar: two busy loops pinned to one CPU, each preempted about every slice; the
 /// pair's waits per loop (keyed by the task switched in) equal the loop's `nonvoluntary_ctxt_switches` over

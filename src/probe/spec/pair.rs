@@ -123,9 +123,6 @@ pub fn pair_target(
                 f.label
             )));
         }
-        for f in &mut own {
-            f.on_return = i == done;
-        }
         let range = fetches.len()..fetches.len() + own.len();
         let key = key_positions(pair, i == done, &own, range.start, &which)?;
         let mut t = e.target.clone();
@@ -134,6 +131,9 @@ pub fn pair_target(
             Some(c) => Some(super::target_filter(&t, c, formats, &e.text)?),
             None => None,
         };
+        for f in &mut own {
+            f.on_return = i == done;
+        }
         fetches.extend(own);
         resolved.push(PairEnd {
             kind: e.target.kind.clone(),
