@@ -241,7 +241,10 @@ fn tcplife_matches_bpftrace() {
             assert_eq!(addr.as_str(), Some(want), "{e}");
             curl_sockets += 1;
         } else {
-            assert!(a.get("comm").is_none(), "a server socket has no opener: {e}");
+            assert!(
+                a.get("comm").is_none(),
+                "a server socket has no opener: {e}"
+            );
         }
     }
     // 20 connections, each a client and a server socket.

@@ -90,7 +90,13 @@ pub struct ProbeArgs {
     pub key: Option<parse::KeyParts>,
     /// Of several STARTs of one key before its DONE, time from the latest (each replaces the open one, as
     /// bcc's maps do) or the first (later ones are dropped, counted).
-    #[arg(long, value_enum, value_name = "WHICH", default_value = "latest", requires = "key")]
+    #[arg(
+        long,
+        value_enum,
+        value_name = "WHICH",
+        default_value = "latest",
+        requires = "key"
+    )]
     pub keep: KeepArg,
     /// Open STARTs a keyed pair keeps at most; a START beyond drops the oldest (counted).
     #[arg(long, value_name = "N", default_value = "10000", requires = "key")]

@@ -49,7 +49,12 @@ impl FieldDisplay {
                     Some((bits, mark)) if value & bits != 0 => mark.as_str(),
                     _ => "",
                 };
-                let named = Self::flag_names(delim, names, zero.as_ref(), value & mask.unwrap_or(u64::MAX))?;
+                let named = Self::flag_names(
+                    delim,
+                    names,
+                    zero.as_ref(),
+                    value & mask.unwrap_or(u64::MAX),
+                )?;
                 Some(format!("{named}{mark}"))
             }
             _ => None,
@@ -105,8 +110,12 @@ pub fn field_displays(format: &str) -> HashMap<String, FieldDisplay> {
     let specs = conversions(&fmt);
     for (i, arg) in args.iter().enumerate() {
         if let Some((field, mut display)) = named_arg(arg) {
-            if let (FieldDisplay::Flags { suffix, .. }, Some(next)) = (&mut display, args.get(i + 1)) {
-                *suffix = flag_mark(next).filter(|(f, ..)| *f == field).map(|(_, b, m)| (b, m));
+            if let (FieldDisplay::Flags { suffix, .. }, Some(next)) =
+                (&mut display, args.get(i + 1))
+            {
+                *suffix = flag_mark(next)
+                    .filter(|(f, ..)| *f == field)
+                    .map(|(_, b, m)| (b, m));
             }
             out.entry(field).or_insert(display);
             continue;

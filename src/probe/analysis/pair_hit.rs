@@ -50,7 +50,12 @@ impl Sink<'_> {
                 }
             }
             let key: Option<Box<[Value]>> = match pair.keyed {
-                true => match end.key.iter().map(|&k| own.values.get(k).cloned().flatten()).collect() {
+                true => match end
+                    .key
+                    .iter()
+                    .map(|&k| own.values.get(k).cloned().flatten())
+                    .collect()
+                {
                     Some(key) => Some(key),
                     None => {
                         self.stats.keyed.no_key += 1;

@@ -78,8 +78,16 @@ fn describe(kind: &TargetKind, placement: Option<&Placement>, name: &str) -> Str
             None => format!("{}:0x{:x}", path.display(), offset.0),
         },
         (TargetKind::Pair(p), _) => {
-            let starts: Vec<String> = p.starts.iter().map(|s| describe(&s.kind, None, name)).collect();
-            format!("{} to {}", starts.join(" or "), describe(&p.done.kind, None, name))
+            let starts: Vec<String> = p
+                .starts
+                .iter()
+                .map(|s| describe(&s.kind, None, name))
+                .collect();
+            format!(
+                "{} to {}",
+                starts.join(" or "),
+                describe(&p.done.kind, None, name)
+            )
         }
     }
 }
@@ -105,7 +113,11 @@ fn pair_details(t: &crate::probe::target::Target, p: &crate::probe::target::Pair
         };
         out = format!(", keyed by {}, keep {keep}", parts.join(","));
     }
-    let ends = p.starts.iter().enumerate().map(|(i, e)| (format!("START {}", i + 1), e));
+    let ends = p
+        .starts
+        .iter()
+        .enumerate()
+        .map(|(i, e)| (format!("START {}", i + 1), e));
     for (which, e) in ends.chain(std::iter::once(("DONE".to_string(), &p.done))) {
         if let Some(f) = &e.filter {
             out = format!("{out}\t{which} {}", f.describe());

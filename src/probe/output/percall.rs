@@ -205,7 +205,13 @@ fn line(call: &Call, targets: &Targets, stacks: &StackCounter) -> String {
         _ => "-".into(),
     };
     let several = t.pair().is_some_and(|p| p.starts.len() > 1);
-    let text = describe(&t.name, &t.fetches, call, &|f| caller_name(stacks, f), several);
+    let text = describe(
+        &t.name,
+        &t.fetches,
+        call,
+        &|f| caller_name(stacks, f),
+        several,
+    );
     let id = |v: Option<u32>| v.map_or("-".to_string(), |v| v.to_string());
     let comm = call.ctx.comm.as_deref().unwrap_or("-");
     format!(

@@ -337,7 +337,10 @@ fn write_footer(w: &mut dyn Write, report: &Report) -> io::Result<()> {
 fn keyed_line(k: &KeyedCounts) -> Option<String> {
     let parts: Vec<String> = [
         (k.replaced, "STARTs replaced by a later START of their key"),
-        (k.later, "later STARTs of an open key dropped (--keep first)"),
+        (
+            k.later,
+            "later STARTs of an open key dropped (--keep first)",
+        ),
         (k.capped, "STARTs dropped at the --max-open cap"),
         (k.expired, "STARTs dropped after --max-age"),
         (k.done_alone, "DONEs without an open START"),

@@ -176,7 +176,9 @@ impl TraceOut {
     /// The track of a keyed pair's key: its own (named `pid=1234`), or past [`MAX_KEY_TRACKS`] the one of its
     /// `--by` value.
     fn key_track(&mut self, target: &Target, key: &[Value], by: Option<&Value>) -> u32 {
-        let parts = target.pair().map_or(&[][..], |p| p.starts[0].key.as_slice());
+        let parts = target
+            .pair()
+            .map_or(&[][..], |p| p.starts[0].key.as_slice());
         let names: Vec<String> = parts
             .iter()
             .zip(key)

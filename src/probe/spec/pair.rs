@@ -81,14 +81,32 @@ pub fn pair_target(
     }
     for (s, d) in &pair.key {
         for (i, e) in ends.iter_mut().enumerate() {
-            let names = if i == done { std::slice::from_ref(d) } else { s };
+            let names = if i == done {
+                std::slice::from_ref(d)
+            } else {
+                s
+            };
             let Some(name) = names.iter().find(|n| has(e, n)).cloned() else {
                 // A key is a field of the event itself: the process context (`pid`, `comm`) is no key.
-                let reason = match resolve_one(&e.target, &item(&names[0]), "v0".into(), &text, formats, debug) {
+                let reason = match resolve_one(
+                    &e.target,
+                    &item(&names[0]),
+                    "v0".into(),
+                    &text,
+                    formats,
+                    debug,
+                ) {
                     Err(ProbeError::Spec { reason, .. }) => reason,
-                    _ => format!("`{}` is the process context, not a value of the event", names[0]),
+                    _ => format!(
+                        "`{}` is the process context, not a value of the event",
+                        names[0]
+                    ),
                 };
-                let which = if i == done { "DONE".to_string() } else { start_name(i, done) };
+                let which = if i == done {
+                    "DONE".to_string()
+                } else {
+                    start_name(i, done)
+                };
                 return Err(bad(format!(
                     "key `{}` is missing from {which}: {reason}; name both sides where they differ \
                      (--key START_NAME=DONE_NAME), and with several STARTs the name each has \
@@ -101,7 +119,12 @@ pub fn pair_target(
     }
     for e in &mut ends {
         // The values its filter reads (the process context is every event's).
-        let names: Vec<String> = e.cond.iter().flat_map(Expr::names).map(String::from).collect();
+        let names: Vec<String> = e
+            .cond
+            .iter()
+            .flat_map(Expr::names)
+            .map(String::from)
+            .collect();
         for n in names {
             if !super::filters::is_context(&n) && !e.items.iter().any(|(_, l)| *l == n) {
                 e.items.push((item(&n), n));
@@ -111,7 +134,11 @@ pub fn pair_target(
     let mut fetches: Vec<Fetch> = Vec::new();
     let mut resolved = Vec::with_capacity(ends.len());
     for (i, e) in ends.iter().enumerate() {
-        let which = if i == done { "DONE".to_string() } else { start_name(i, done) };
+        let which = if i == done {
+            "DONE".to_string()
+        } else {
+            start_name(i, done)
+        };
         let mut own = resolve_end(e, &text, formats, debug)
             .map_err(|r| bad(format!("{which} `{}`: {r}", e.text)))?;
         if let Some(f) = own
@@ -336,7 +363,11 @@ mod tests {
         assert_eq!(pair_name(&["begin"], "end"), "begin..end");
         assert_eq!(
             pair_name(
-                &["sched:sched_wakeup", "sched:sched_wakeup_new", "sched:sched_switch"],
+                &[
+                    "sched:sched_wakeup",
+                    "sched:sched_wakeup_new",
+                    "sched:sched_switch"
+                ],
                 "sched:sched_switch"
             ),
             "sched_{wakeup|wakeup_new|switch..switch}"
