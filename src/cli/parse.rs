@@ -241,6 +241,30 @@ pub fn graph_spec(s: &str) -> Result<GraphSpec, String> {
 mod tests {
     use super::*;
 
+    /// Check `--pair`'s split: STARTs at a lone `|` (not a filter's `||`, nor inside quotes or parentheses),
+    /// DONE after the first top-level comma; and `--key`'s names per START.
+    #[test]
+    fn pair_and_key() {
+        let (starts, done) =
+            pair("t:a:x | t:a:y if s == R || s == \"R+|\", t:a:z(f, g) if f == 1").unwrap();
+        assert_eq!(starts, ["t:a:x", "t:a:y if s == R || s == \"R+|\""]);
+        assert_eq!(done, "t:a:z(f, g) if f == 1");
+        assert!(pair("t:a:x | ,t:a:z").is_err());
+        assert!(pair("t:a:x").is_err());
+        let k = pair_key("pid|prev_pid=next_pid,dev").unwrap();
+        assert_eq!(
+            k.0,
+            [
+                (
+                    vec!["pid".to_string(), "prev_pid".to_string()],
+                    "next_pid".to_string()
+                ),
+                (vec!["dev".to_string()], "dev".to_string())
+            ]
+        );
+        assert!(pair_key("pid|prev_pid").is_err());
+    }
+
     /// Check that -g takes perf's words and threshold, and names what it does not take.
     #[test]
     fn graph_specs() {

@@ -180,6 +180,33 @@ mod tests {
         assert_eq!(s.keyed.done_alone, 1);
     }
 
+    /// Check `Keep::First`: a later START of an open key is dropped (counted), the pair times from the first,
+    /// and a START in a process gives its context to an open call opened in an interrupt; `Keep::Latest`
+    /// keeps the replaced START's context when the new one has none.
+    #[test]
+    fn keep_first_and_context() {
+        let mut s = Stats::new(1);
+        let mut p = KeyedPairer::new(100, 1_000_000);
+        let in_irq = Call::entry(t(0), 9, 10);
+        let mut in_proc = Call::entry(t(0), 5, 20);
+        in_proc.ctx.tid = Some(5);
+        in_proc.ctx.pid = Some(5);
+        p.start(&mut s, in_irq.clone(), key(&[1]), Keep::First);
+        p.start(&mut s, in_proc.clone(), key(&[1]), Keep::First);
+        let c = p.done(&mut s, t(0), key(&[1]), 50).unwrap();
+        assert_eq!(
+            (c.dur, c.ctx.pid, s.keyed.later),
+            (Some((40, 40)), Some(5), 1)
+        );
+        p.start(&mut s, in_proc, key(&[2]), Keep::Latest);
+        p.start(&mut s, Call::entry(t(0), 9, 30), key(&[2]), Keep::Latest);
+        let c = p.done(&mut s, t(0), key(&[2]), 50).unwrap();
+        assert_eq!(
+            (c.dur, c.ctx.pid, s.keyed.replaced),
+            (Some((20, 20)), Some(5), 1)
+        );
+    }
+
     /// Check that memory stays bounded when DONEs never come: the maps never pass the cap.
     #[test]
     fn never_done_stays_bounded() {
