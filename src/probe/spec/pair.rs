@@ -79,44 +79,7 @@ pub fn pair_target(
             ends[i].items.push((named.clone(), v.name.clone()));
         }
     }
-    for (s, d) in &pair.key {
-        for (i, e) in ends.iter_mut().enumerate() {
-            let names = if i == done {
-                std::slice::from_ref(d)
-            } else {
-                s
-            };
-            let Some(name) = names.iter().find(|n| has(e, n)).cloned() else {
-                // A key is a field of the event itself: the process context (`pid`, `comm`) is no key.
-                let reason = match resolve_one(
-                    &e.target,
-                    &item(&names[0]),
-                    "v0".into(),
-                    &text,
-                    formats,
-                    debug,
-                ) {
-                    Err(ProbeError::Spec { reason, .. }) => reason,
-                    _ => format!(
-                        "`{}` is the process context, not a value of the event",
-                        names[0]
-                    ),
-                };
-                let which = if i == done {
-                    "DONE".to_string()
-                } else {
-                    start_name(i, done)
-                };
-                return Err(bad(format!(
-                    "key `{}` is missing from {which}: {reason}; name both sides where they differ \
-                     (--key START_NAME=DONE_NAME), and with several STARTs the name each has \
-                     (--key pid|prev_pid=next_pid)",
-                    names.join("|")
-                )));
-            };
-            e.items.push((item(&name), name));
-        }
-    }
+    ask_keys(&mut ends, pair, &text, formats, debug).map_err(&bad)?;
     for e in &mut ends {
         // The values its filter reads (the process context is every event's).
         let names: Vec<String> = e
@@ -131,6 +94,91 @@ pub fn pair_target(
             }
         }
     }
+    let (fetches, mut resolved) = resolve_ends(&ends, pair, &text, formats, debug, &bad)?;
+    let done_end = resolved.pop().expect("a pair has a DONE");
+    let names: Vec<&str> = ends.iter().map(|e| e.target.name.as_str()).collect();
+    Ok(Target {
+        name: pair_name(&names[..done], names[done]),
+        aliases: Vec::new(),
+        kind: TargetKind::Pair(Box::new(PairSpec {
+            starts: resolved,
+            done: done_end,
+            keyed: !pair.key.is_empty(),
+            keep: pair.keep,
+        })),
+        fetches,
+        code: None,
+        go: None,
+        syscall_sites: Vec::new(),
+        filter: None,
+    })
+}
+
+/// The key values asked of each end: of each key part, the first of its names that each START has, DONE's
+/// name; a part an end lacks is an error naming the names to give.
+fn ask_keys(
+    ends: &mut [End],
+    pair: &PairOptions,
+    text: &str,
+    formats: Formats<'_>,
+    debug: &DebugSources,
+) -> Result<(), String> {
+    let done = ends.len() - 1;
+    let has = |e: &End, name: &str| {
+        resolve_one(&e.target, &item(name), "v0".into(), text, formats, debug).is_ok()
+    };
+    for (s, d) in &pair.key {
+        for (i, e) in ends.iter_mut().enumerate() {
+            let names = if i == done {
+                std::slice::from_ref(d)
+            } else {
+                s
+            };
+            let Some(name) = names.iter().find(|n| has(e, n)).cloned() else {
+                // A key is a field of the event itself: the process context (`pid`, `comm`) is no key.
+                let reason = match resolve_one(
+                    &e.target,
+                    &item(&names[0]),
+                    "v0".into(),
+                    text,
+                    formats,
+                    debug,
+                ) {
+                    Err(ProbeError::Spec { reason, .. }) => reason,
+                    _ => format!(
+                        "`{}` is the process context, not a value of the event",
+                        names[0]
+                    ),
+                };
+                let which = if i == done {
+                    "DONE".to_string()
+                } else {
+                    start_name(i, done)
+                };
+                return Err(format!(
+                "key `{}` is missing from {which}: {reason}; name both sides where they differ \
+                 (--key START_NAME=DONE_NAME), and with several STARTs the name each has \
+                 (--key pid|prev_pid=next_pid)",
+                names.join("|")
+            ));
+            };
+            e.items.push((item(&name), name));
+        }
+    }
+    Ok(())
+}
+
+/// Each end's fetches, in order (its range of them, its key's positions, its filter placed): the pair's fetches
+/// and its ends.
+fn resolve_ends(
+    ends: &[End],
+    pair: &PairOptions,
+    text: &str,
+    formats: Formats<'_>,
+    debug: &DebugSources,
+    bad: &dyn Fn(String) -> ProbeError,
+) -> Result<(Vec<Fetch>, Vec<PairEnd>), ProbeError> {
+    let done = ends.len() - 1;
     let mut fetches: Vec<Fetch> = Vec::new();
     let mut resolved = Vec::with_capacity(ends.len());
     for (i, e) in ends.iter().enumerate() {
@@ -139,7 +187,7 @@ pub fn pair_target(
         } else {
             start_name(i, done)
         };
-        let mut own = resolve_end(e, &text, formats, debug)
+        let mut own = resolve_end(e, text, formats, debug)
             .map_err(|r| bad(format!("{which} `{}`: {r}", e.text)))?;
         if let Some(f) = own
             .iter()
@@ -169,23 +217,7 @@ pub fn pair_target(
             filter,
         });
     }
-    let done_end = resolved.pop().expect("a pair has a DONE");
-    let names: Vec<&str> = ends.iter().map(|e| e.target.name.as_str()).collect();
-    Ok(Target {
-        name: pair_name(&names[..done], names[done]),
-        aliases: Vec::new(),
-        kind: TargetKind::Pair(Box::new(PairSpec {
-            starts: resolved,
-            done: done_end,
-            keyed: !pair.key.is_empty(),
-            keep: pair.keep,
-        })),
-        fetches,
-        code: None,
-        go: None,
-        syscall_sites: Vec::new(),
-        filter: None,
-    })
+    Ok((fetches, resolved))
 }
 
 fn item(name: &str) -> FetchItem {
