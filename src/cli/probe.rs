@@ -78,14 +78,26 @@ pub struct ProbeArgs {
     #[arg(long, value_name = "DURATION", value_parser = parse::duration_ns, conflicts_with = "count")]
     pub min_duration: Option<u64>,
     /// Time from one probe point to another (`--pair START,DONE`: user functions, USDT probes, tracepoints,
-    /// kernel functions; each may name its values, `t:block:block_rq_complete(error)`): on the same thread,
-    /// innermost first, or with --key by matching values on any thread or CPU.
+    /// kernel functions; each may name its values, `t:block:block_rq_complete(error)`, and have a filter,
+    /// `t:sock:inet_sock_set_state if newstate == TCP_CLOSE`): on the same thread, innermost first, or with
+    /// --key by matching values on any thread or CPU. Several STARTs: `A | B if EXPR,DONE`.
     #[arg(long, value_name = "START,DONE", value_parser = parse::pair, conflicts_with = "count")]
-    pub pair: Option<(String, String)>,
-    /// Pair START and DONE by these values instead of by thread: names present in both (`dev,sector`), or
-    /// `START_NAME=DONE_NAME` (`pid=next_pid`). Read on every CPU for every task.
+    pub pair: Option<(Vec<String>, String)>,
+    /// Pair START and DONE by these values instead of by thread: names present in both (`dev,sector`),
+    /// `START_NAME=DONE_NAME` (`pid=next_pid`), or for several STARTs the names each may have, the first it has
+    /// taken (`pid|prev_pid=next_pid`). Read on every CPU for every task.
     #[arg(long, value_name = "FIELDS", value_parser = parse::pair_key, requires = "pair")]
     pub key: Option<parse::KeyParts>,
+    /// Of several STARTs of one key before its DONE, time from the latest (each replaces the open one, as
+    /// bcc's maps do) or the first (later ones are dropped, counted).
+    #[arg(
+        long,
+        value_enum,
+        value_name = "WHICH",
+        default_value = "latest",
+        requires = "key"
+    )]
+    pub keep: KeepArg,
     /// Open STARTs a keyed pair keeps at most; a START beyond drops the oldest (counted).
     #[arg(long, value_name = "N", default_value = "10000", requires = "key")]
     pub max_open: usize,
@@ -219,15 +231,27 @@ impl ProbeArgs {
         opts.calls.trace = self.trace;
         opts.calls.trace_rate = self.trace_rate.unwrap_or(0);
         opts.calls.min_duration = self.min_duration;
-        opts.pair = self.pair.map(|(start, done)| probe::PairOptions {
+        opts.pair = self.pair.map(|(starts, done)| probe::PairOptions {
+            starts,
             key: self.key.map(|k| k.0).unwrap_or_default(),
+            keep: match self.keep {
+                KeepArg::Latest => probe::Keep::Latest,
+                KeepArg::First => probe::Keep::First,
+            },
             max_open: self.max_open.max(1),
             max_age: Duration::from_nanos(self.max_age),
-            ..probe::PairOptions::new(&start, &done)
+            ..probe::PairOptions::new("", &done)
         });
         opts.trace_out = self.trace_out;
         opts
     }
+}
+
+/// `--keep`: which START of a key a keyed pair times from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum KeepArg {
+    Latest,
+    First,
 }
 
 /// Probe; returns the launched command's exit status (0 without one).

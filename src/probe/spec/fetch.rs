@@ -83,9 +83,15 @@ impl FetchItem {
             }
             None => (s.trim(), None),
         };
-        if !is_ident(name) {
+        // A pair's value at one end: `start.sport`, `done.error`.
+        let bare = name
+            .strip_prefix("start.")
+            .or_else(|| name.strip_prefix("done."))
+            .unwrap_or(name);
+        if !is_ident(bare) {
             return Err(format!(
-                "`{name}` is not a value name (use argN, a parameter name, ret or caller)"
+                "`{name}` is not a value name (use argN, a parameter name, ret or caller; a pair's start.NAME \
+                 or done.NAME)"
             ));
         }
         Ok(FetchItem {

@@ -41,6 +41,11 @@ impl TargetFilter {
         for c in expr.conjuncts() {
             match c.ftrace(&field) {
                 Some(text) => {
+                    // `a && (b || c)`: an `||` term keeps its parentheses among the `&&` terms.
+                    let text = match c {
+                        Expr::Or(..) => format!("({text})"),
+                        _ => text,
+                    };
                     kernel.push(text);
                     kernel_return.extend(c.ftrace(&task_only));
                 }
@@ -142,6 +147,15 @@ mod tests {
         assert_eq!(f.kernel.as_deref(), Some("v0 < 100 && comm == \"x\""));
         assert_eq!(f.kernel_return.as_deref(), Some("comm == \"x\""));
         assert_eq!(f.user, Some(parse("pid == 3").unwrap()));
+        let f = TargetFilter::place(
+            parse("comm == \"x\" && (arg0 < 1 || arg0 > 9)").unwrap(),
+            &fetches,
+            &[],
+        );
+        assert_eq!(
+            f.kernel.as_deref(),
+            Some("comm == \"x\" && ((v0 < 1) || (v0 > 9))")
+        );
         let f = TargetFilter::place(parse("arg0 < 1 || pid == 3").unwrap(), &fetches, &[]);
         assert_eq!((f.kernel, f.user.is_some()), (None, true));
         assert_eq!(

@@ -69,9 +69,9 @@ pub fn needs_tracefs(opts: &ProbeOptions, specs: &[Parsed]) -> bool {
     let pair = opts
         .pair
         .iter()
-        .flat_map(|p| [&p.start, &p.done])
+        .flat_map(|p| p.starts.iter().chain([&p.done]))
         .any(|end| {
-            let spec = fetch::split_spec(end)
+            let spec = fetch::split_spec(filter::split_if(end).0)
                 .map(|s| pattern::parse_spec(s.pattern, opts.binary.is_some()));
             !matches!(spec, Ok(Ok(Spec::User { .. } | Spec::Usdt { .. })))
         });
@@ -144,7 +144,7 @@ fn every_field(format: Option<&str>) -> Vec<fetch::FetchItem> {
 }
 
 /// Where the parts of `cond` run for target `t` (the event's format gives its fields' signedness).
-fn target_filter(
+pub(super) fn target_filter(
     t: &crate::probe::target::Target,
     cond: &filter::Expr,
     formats: args::Formats<'_>,
