@@ -99,14 +99,25 @@ impl Resolved {
         if events.is_empty() {
             return None;
         }
-        let read = |name: &str| std::fs::read_to_string(tracefs.root().join("events").join(name));
+        let read = |name: &str| read_in_one(&tracefs.root().join("events").join(name));
         Some(crate::recording::encode_tracing_data(
-            &read("header_page").unwrap_or_default(),
-            &read("header_event").unwrap_or_default(),
+            &read("header_page"),
+            &read("header_event"),
             crate::perf::ring::page_size() as u32,
             &events,
         ))
     }
+}
+
+/// A tracefs file read with one large read: `events/header_page` answers a read at an offset with nothing,
+/// so the small first read of `read_to_string` would cut it at 32 bytes.
+fn read_in_one(path: &Path) -> String {
+    use std::io::Read;
+    let mut buf = vec![0u8; 64 << 10];
+    let n = std::fs::File::open(path)
+        .and_then(|mut f| f.read(&mut buf))
+        .unwrap_or(0);
+    String::from_utf8_lossy(&buf[..n]).into_owned()
 }
 
 /// What one `-e` names.
