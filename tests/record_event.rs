@@ -42,7 +42,9 @@ fn perf_script_samples(data: &str, fields: Option<&str>) -> Vec<(String, Vec<Str
 /// under func_c, func_b, func_a and main, in rprof's report and in perf script alike.
 #[test]
 fn probe_point_sample_per_call_with_callers() {
-    if !privileged("probe_point_sample_per_call_with_callers") || !perf_tool("probe_point_sample_per_call_with_callers") {
+    if !privileged("probe_point_sample_per_call_with_callers")
+        || !perf_tool("probe_point_sample_per_call_with_callers")
+    {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -51,7 +53,9 @@ fn probe_point_sample_per_call_with_callers() {
     let data = dir.path().join("probe.data");
     let data = data.to_str().unwrap();
     let event = format!("u:{bin}:func_d");
-    let out = rprof_ok(&["record", "-q", "-o", data, "-e", &event, "-g", "--", bin, "300"]);
+    let out = rprof_ok(&[
+        "record", "-q", "-o", data, "-e", &event, "-g", "--", bin, "300",
+    ]);
     let n = calls(&out);
     assert!(n >= 30, "too few calls: {n}");
     let folded = rprof_ok(&["report", "-i", data, "--folded"]);
@@ -91,49 +95,94 @@ fn probe_point_with_dwarf_stacks() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let bin = build_c(dir.path(), "record_event.c", &["-O1", "-g", "-fomit-frame-pointer"]);
+    let bin = build_c(
+        dir.path(),
+        "record_event.c",
+        &["-O1", "-g", "-fomit-frame-pointer"],
+    );
     let bin = bin.to_str().unwrap();
     let data = dir.path().join("dwarf.data");
     let data = data.to_str().unwrap();
     let event = format!("u:{bin}:func_d");
     let out = rprof_ok(&[
-        "record", "-q", "-o", data, "-e", &event, "--call-graph", "dwarf", "--", bin, "200",
+        "record",
+        "-q",
+        "-o",
+        data,
+        "-e",
+        &event,
+        "--call-graph",
+        "dwarf",
+        "--",
+        bin,
+        "200",
     ]);
     let n = calls(&out);
     let samples = perf_script_samples(data, None);
     assert_eq!(samples.len() as u64, n, "perf script's samples != calls");
     let whole = samples
         .iter()
-        .filter(|(_, f)| f.get(..5) == Some(&["func_d", "func_c", "func_b", "func_a", "main"].map(String::from)[..]))
+        .filter(|(_, f)| {
+            f.get(..5)
+                == Some(&["func_d", "func_c", "func_b", "func_a", "main"].map(String::from)[..])
+        })
         .count();
-    assert_eq!(whole, samples.len(), "stacks without all callers: {:?}", samples.first());
+    assert_eq!(
+        whole,
+        samples.len(),
+        "stacks without all callers: {:?}",
+        samples.first()
+    );
 }
 
 /// `-e sched:sched_switch -a -g`: switches with their fields (perf script prints them from the recording's
 /// tracing data) and stacks.
 #[test]
 fn tracepoint_system_wide_with_fields() {
-    if !privileged("tracepoint_system_wide_with_fields") || !perf_tool("tracepoint_system_wide_with_fields") {
+    if !privileged("tracepoint_system_wide_with_fields")
+        || !perf_tool("tracepoint_system_wide_with_fields")
+    {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("switch.data");
     let data = data.to_str().unwrap();
     rprof_ok(&[
-        "record", "-q", "-o", data, "-e", "sched:sched_switch", "-a", "-g", "--", "sleep", "0.3",
+        "record",
+        "-q",
+        "-o",
+        data,
+        "-e",
+        "sched:sched_switch",
+        "-a",
+        "-g",
+        "--",
+        "sleep",
+        "0.3",
     ]);
     let samples = perf_script_samples(data, None);
     let sleeps: Vec<&(String, Vec<String>)> = samples
         .iter()
         .filter(|(h, _)| h.contains("sched:sched_switch:") && h.contains("prev_comm=sleep"))
         .collect();
-    assert!(!sleeps.is_empty(), "no switch of sleep: {:?}", samples.first());
+    assert!(
+        !sleeps.is_empty(),
+        "no switch of sleep: {:?}",
+        samples.first()
+    );
     for (head, frames) in &sleeps {
         assert!(head.contains("next_comm="), "no fields: {head}");
-        assert!(frames.iter().any(|f| f == "schedule" || f == "__schedule"), "stack of {head}: {frames:?}");
+        assert!(
+            frames.iter().any(|f| f == "schedule" || f == "__schedule"),
+            "stack of {head}: {frames:?}"
+        );
     }
     let script = rprof_ok(&["script", "-i", data]);
-    assert!(script.contains("sched:sched_switch"), "rprof script: {}", &script[..script.len().min(2000)]);
+    assert!(
+        script.contains("sched:sched_switch"),
+        "rprof script: {}",
+        &script[..script.len().min(2000)]
+    );
 }
 
 /// `-e syscalls:sys_enter_openat --filter 'flags == 0'`: the kernel keeps the fixture's plain opens only,
@@ -149,7 +198,17 @@ fn syscall_tracepoint_with_filter_counts_exactly() {
     let data = dir.path().join("openat.data");
     let data = data.to_str().unwrap();
     let out = rprof_ok(&[
-        "record", "-q", "-o", data, "-e", "syscalls:sys_enter_openat", "--filter", "flags == 0", "--", bin, "100",
+        "record",
+        "-q",
+        "-o",
+        data,
+        "-e",
+        "syscalls:sys_enter_openat",
+        "--filter",
+        "flags == 0",
+        "--",
+        bin,
+        "100",
         "/nonexistent/rprof-record-event",
     ]);
     let n = calls(&out);
@@ -171,7 +230,16 @@ fn kprobe_without_kprobes_says_so() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("k.data");
     let out = rprof()
-        .args(["record", "-q", "-o", data.to_str().unwrap(), "-e", "kprobe:vfs_read", "--", "true"])
+        .args([
+            "record",
+            "-q",
+            "-o",
+            data.to_str().unwrap(),
+            "-e",
+            "kprobe:vfs_read",
+            "--",
+            "true",
+        ])
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);

@@ -8,14 +8,21 @@ use std::ffi::OsString;
 /// Every system call of a command or process as it returns: name, return value (with its errno name) and
 /// duration, as strace and perf trace show them (`rprof probe 'syscall:*(ret)' --trace`).
 #[derive(Args, Debug)]
-#[command(after_help = "Examples:\n  rprof trace -- ls /tmp\n  rprof trace -e openat,read -p 1234\n  \
+#[command(
+    after_help = "Examples:\n  rprof trace -- ls /tmp\n  rprof trace -e openat,read -p 1234\n  \
                   rprof trace -s -- make          (a table per syscall: count, total, mean, ...)\n  \
                   rprof trace --no-syscalls --event 'sched:*' -- ./prog\n\n\
                   The same as `rprof probe 'syscall:GLOB(ret)' --trace`: see rprof probe --help for its other \
-                  options (-d, --min-duration, --by, -g).")]
+                  options (-d, --min-duration, --by, -g)."
+)]
 pub struct TraceArgs {
     /// Only these syscalls (comma-separated names or globs, e.g. openat,read or 'open*').
-    #[arg(short = 'e', long = "expr", value_delimiter = ',', value_name = "SYSCALLS")]
+    #[arg(
+        short = 'e',
+        long = "expr",
+        value_delimiter = ',',
+        value_name = "SYSCALLS"
+    )]
     pub syscalls: Vec<String>,
     /// Also trace these tracepoints (CATEGORY:EVENT, globs allowed, e.g. 'net:*'), each hit a line.
     #[arg(long = "event", value_name = "CAT:EVENT")]
@@ -40,13 +47,21 @@ pub struct TraceArgs {
 /// Count events (tracepoints, syscalls, probe points) over a command, processes or the whole system, as perf
 /// stat counts them (`rprof probe --count`).
 #[derive(Args, Debug)]
-#[command(after_help = "Examples:\n  rprof stat -e 'syscalls:sys_enter_*' -- ./prog\n  \
+#[command(
+    after_help = "Examples:\n  rprof stat -e 'syscalls:sys_enter_*' -- ./prog\n  \
                   rprof stat -e sched:sched_switch,sched:sched_wakeup -a -d 5\n  \
                   rprof stat -e 'syscalls:*' -G system.slice/docker-ID.scope -a\n\n\
-                  The same as `rprof probe --count t:CATEGORY:EVENT...`.")]
+                  The same as `rprof probe --count t:CATEGORY:EVENT...`."
+)]
 pub struct StatArgs {
     /// The events: tracepoints CATEGORY:EVENT (globs allowed), comma-separated or repeated.
-    #[arg(short = 'e', long = "event", value_delimiter = ',', required = true, value_name = "EVENTS")]
+    #[arg(
+        short = 'e',
+        long = "event",
+        value_delimiter = ',',
+        required = true,
+        value_name = "EVENTS"
+    )]
     pub events: Vec<String>,
     /// Count in every process (the default without -p or a command).
     #[arg(short = 'a', long = "all-cpus")]

@@ -46,9 +46,15 @@ pub(super) struct SessionEvent {
 
 #[derive(Clone, Debug)]
 pub(super) enum EventKind {
-    Clock { task: bool },
+    Clock {
+        task: bool,
+    },
     /// A tracefs event (a tracepoint or one of the session's probes): its id and format.
-    Trace { id: u64, system: String, format: String },
+    Trace {
+        id: u64,
+        system: String,
+        format: String,
+    },
 }
 
 impl SessionEvent {
@@ -57,7 +63,9 @@ impl SessionEvent {
     pub(super) fn attr(&self, cfg: &RecordConfig) -> Attr {
         let (attr, rate) = match &self.kind {
             EventKind::Clock { task } => (Attr::software_clock(*task), Some(cfg.rate)),
-            EventKind::Trace { id, .. } => (Attr::tracepoint(*id), cfg.rate_given.then_some(cfg.rate)),
+            EventKind::Trace { id, .. } => {
+                (Attr::tracepoint(*id), cfg.rate_given.then_some(cfg.rate))
+            }
         };
         match rate {
             Some(super::Rate::Frequency(hz)) => attr.frequency(hz),
@@ -132,7 +140,11 @@ enum Named {
 /// points they need.
 pub(super) fn resolve(cfg: &RecordConfig) -> Result<Resolved, RecordError> {
     if cfg.events.is_empty() {
-        let name = if cfg.task_clock { "task-clock" } else { "cpu-clock" };
+        let name = if cfg.task_clock {
+            "task-clock"
+        } else {
+            "cpu-clock"
+        };
         return Ok(Resolved {
             events: vec![clock(name, cfg.task_clock)],
             _probes: None,
@@ -152,7 +164,8 @@ pub(super) fn resolve(cfg: &RecordConfig) -> Result<Resolved, RecordError> {
             Named::Tracepoints { system, event } => {
                 let tracefs = tracefs.as_ref().expect("tracefs for tracepoints");
                 for event in tracepoints(tracefs, &system, &event, spec)? {
-                    let mut e = trace_event(tracefs, &system, &event, &format!("{system}:{event}"))?;
+                    let mut e =
+                        trace_event(tracefs, &system, &event, &format!("{system}:{event}"))?;
                     e.filter = filter(spec, &e)?;
                     events.push(e);
                 }
@@ -195,7 +208,13 @@ pub(super) fn resolve(cfg: &RecordConfig) -> Result<Resolved, RecordError> {
             for (at, def, name) in &defs {
                 let spec = &events[*at].filter;
                 let mut e = trace_event(tracefs, &group, &def.event, name)?;
-                e.filter = filter(&EventSpec { name: name.clone(), filter: spec.clone() }, &e)?;
+                e.filter = filter(
+                    &EventSpec {
+                        name: name.clone(),
+                        filter: spec.clone(),
+                    },
+                    &e,
+                )?;
                 events[*at] = e;
             }
             Some(probes)
@@ -228,7 +247,11 @@ fn placeholder(spec: &EventSpec) -> SessionEvent {
 /// What `spec` names: a clock, tracepoints that exist, a user function (`u:BIN:FUNC`, `uprobe:BIN:FUNC`,
 /// `probe:FUNC` or `probe_X:FUNC` with -x), or a kernel function (`kprobe:FUNC`, `k:FUNC`, `probe:FUNC`
 /// without -x).
-fn name(spec: &EventSpec, cfg: &RecordConfig, tracefs: Option<&Tracefs>) -> Result<Named, RecordError> {
+fn name(
+    spec: &EventSpec,
+    cfg: &RecordConfig,
+    tracefs: Option<&Tracefs>,
+) -> Result<Named, RecordError> {
     let text = spec.name.as_str();
     if spec.is_clock() {
         if spec.filter.is_some() {
@@ -395,7 +418,11 @@ fn after_frame_setup(path: &Path, offset: u64) -> u64 {
     if read.map_or(true, |n| n < code.len()) {
         return 0;
     }
-    let start = if code.starts_with(&[0xf3, 0x0f, 0x1e, 0xfa]) { 4 } else { 0 };
+    let start = if code.starts_with(&[0xf3, 0x0f, 0x1e, 0xfa]) {
+        4
+    } else {
+        0
+    };
     match code[start..] {
         [0x55, 0x48, 0x89, 0xe5, ..] => start as u64 + 4,
         _ => 0,

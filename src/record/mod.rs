@@ -310,7 +310,9 @@ impl Session {
             )?,
         };
         events.try_each(|ev, source| {
-            let filter = source.event().and_then(|i| resolved.events[i].filter.as_deref());
+            let filter = source
+                .event()
+                .and_then(|i| resolved.events[i].filter.as_deref());
             filter.map_or(Ok(()), |f| ev.set_filter(f))
         })?;
         Ok(Session {
