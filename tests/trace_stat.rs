@@ -19,7 +19,12 @@ type Returns = BTreeMap<(String, String), u64>;
 fn rprof_returns(text: &str) -> Returns {
     let mut out = Returns::new();
     for l in text.lines() {
-        let Some(call) = l.split_whitespace().find(|w| w.starts_with("syscall:")) else {
+        // The lines of calls (the table after them names syscalls too, without a return).
+        let Some(call) = l
+            .split_whitespace()
+            .find(|w| w.starts_with("syscall:"))
+            .filter(|_| l.contains(" = "))
+        else {
             continue;
         };
         let name = call["syscall:".len()..]
@@ -48,7 +53,7 @@ fn strace_returns(text: &str) -> Returns {
         let Some((name, _)) = l.split_once('(') else {
             continue;
         };
-        let Some((_, ret)) = l.rsplit_once(") = ") else {
+        let Some((_, ret)) = l.rsplit_once(" = ") else {
             continue;
         };
         let how = match ret.split_whitespace().collect::<Vec<_>>().as_slice() {
@@ -150,6 +155,9 @@ fn stat_matches_perf_stat() {
         .unwrap();
     let n_p = calls(&String::from_utf8_lossy(&perf.stdout));
     let mut perf = perf_counts(&String::from_utf8_lossy(&perf.stderr));
+    // rprof's counters are on from the command's fork, perf's from its exec: the execve that starts the
+    // command is rprof's only.
+    assert_eq!(rprof.remove("syscalls:sys_enter_execve"), Some(1));
     for (counts, n) in [(&mut rprof, n_r), (&mut perf, n_p)] {
         for e in [
             "syscalls:sys_enter_openat",
