@@ -284,9 +284,16 @@ fn name(
                 binary: binary.clone(),
                 function: event.to_string(),
             },
-            None => Named::Kernel {
+            None if *system == "probe" => Named::Kernel {
                 function: event.to_string(),
             },
+            None => {
+                return Err(RecordError::Config(format!(
+                    "-e {text}: there is no probe event {text} (rprof's probes live only as long as the \
+                     session that made them, never made by an earlier `rprof probe`); record the function \
+                     with -e u:BINARY:{event}, or -x BINARY -e {text}"
+                )))
+            }
         },
         [system, event] if !system.is_empty() && !event.is_empty() => Named::Tracepoints {
             system: system.to_string(),
