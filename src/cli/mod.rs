@@ -11,6 +11,7 @@ pub mod probe;
 pub mod record;
 pub mod report;
 pub mod script;
+pub mod trace;
 
 /// rprof: where a program spends its time. Sampled CPU stacks as flame graphs, and exact per-function counts and
 /// durations through uprobes, kprobes and tracepoints.
@@ -34,6 +35,12 @@ pub enum Command {
     Annotate(annotate::AnnotateArgs),
     /// Count and time functions exactly with uprobes/uretprobes, kprobes and tracepoints.
     Probe(probe::ProbeArgs),
+    /// Every system call of a command or process with its return value and duration, as strace and perf trace
+    /// show them (rprof probe's engines).
+    Trace(trace::TraceArgs),
+    /// Count tracepoint hits over a command, a process or the whole system, as perf stat does (rprof probe
+    /// --count).
+    Stat(trace::StatArgs),
     /// Write the man pages (rprof.1, rprof-record.1, ...) into DIR, as docs/man/ keeps them.
     #[command(name = "generate-man", hide = true)]
     GenerateMan {
@@ -60,6 +67,8 @@ pub fn run() -> anyhow::Result<u8> {
         Command::Script(a) => script::run(a),
         Command::Annotate(a) => annotate::run(a),
         Command::Probe(a) => probe::run(a),
+        Command::Trace(a) => trace::run_trace(a),
+        Command::Stat(a) => trace::run_stat(a),
         Command::GenerateMan { dir } => man::run(&dir),
     }
 }

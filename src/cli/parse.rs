@@ -157,6 +157,17 @@ pub fn clock_event(s: &str) -> Result<Clock, String> {
     }
 }
 
+/// One `-e` of `rprof record`: a software clock, or an event named with its category or probe kind
+/// (`sched:sched_switch`, `u:BIN:FUNC`, `probe:FUNC`), which the recording resolves.
+pub fn record_event(s: &str) -> Result<String, String> {
+    match s.contains(':') {
+        true => Ok(s.to_string()),
+        false => clock_event(s).map(|_| s.to_string()).map_err(|e| {
+            format!("{e}; tracepoints are CATEGORY:EVENT (sched:sched_switch), user functions u:BINARY:FUNCTION")
+        }),
+    }
+}
+
 /// A list of CPUs, as `0,1` or `0-3` or `0-1,3`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CpuList(pub Vec<u32>);
