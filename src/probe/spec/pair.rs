@@ -119,6 +119,7 @@ fn key_item(name: &str, items: &[FetchItem]) -> FetchItem {
         .unwrap_or_else(|| FetchItem {
             name: name.to_string(),
             ty: None,
+            array: None,
         })
 }
 
