@@ -60,6 +60,14 @@ pub fn run() -> anyhow::Result<u8> {
         rprof::probe::supervise(std::path::Path::new(&args[2]), &args[3].to_string_lossy())?;
         return Ok(0);
     }
+    // The IFUNC helper (see rprof::symbols::ifunc): resolves a library's IFUNCs in a process of its own.
+    if args
+        .get(1)
+        .is_some_and(|a| a == rprof::symbols::ifunc::HELPER_ARG)
+    {
+        print!("{}", rprof::symbols::ifunc::helper(&args[2..])?);
+        return Ok(0);
+    }
     let cli = Cli::parse();
     match cli.command {
         Command::Record(a) => record::run(a),

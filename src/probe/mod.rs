@@ -80,6 +80,8 @@ pub enum ProbeError {
         pattern: String,
         place: String,
     },
+    #[error("0 functions matched in {path}: it exports {names}; probe an implementation by name (`-l '*strlen*'` lists them)")]
+    IfuncUnresolved { names: String, path: PathBuf },
     #[error(transparent)]
     Pattern(#[from] spec::pattern::PatternError),
     #[error(transparent)]

@@ -281,6 +281,12 @@ impl Calls {
     }
 }
 
+/// The array `NAME` of an element label `NAME[i]` (`argv:str[N]`'s values).
+fn array_of(label: &str) -> Option<&str> {
+    let (array, index) = label.strip_suffix(']')?.rsplit_once('[')?;
+    index.parse::<u16>().ok().map(|_| array)
+}
+
 /// `name(label=value, ...)`, ` = ret` and the duration, as `--trace` and the slow list show a call; with
 /// `present_only` (a pair of several STARTs, whose call holds the values of the one that opened it), the
 /// entry's values that it holds only.
@@ -294,9 +300,21 @@ pub fn describe(
     let mut s = String::new();
     let _ = write!(s, "{name}(");
     let mut first = true;
+    // A string array (`argv:str[N]`) ends at its first empty string: the NULL after the last one (its
+    // fetch faults) and whatever the memory past it holds.
+    let mut ended: Option<&str> = None;
     for (f, v) in fetches.iter().zip(&call.values) {
         if f.on_return || (present_only && v.is_none()) {
             continue;
+        }
+        if let Some(array) = array_of(&f.label) {
+            if ended == Some(array) {
+                continue;
+            }
+            if matches!(v, Some(Value::Str(t)) if t.is_empty()) {
+                ended = Some(array);
+                continue;
+            }
         }
         if !first {
             s.push_str(", ");

@@ -3,11 +3,13 @@
 //! matches ([`resolve`], [`library`], [`usdt`]), and each target's fetch arguments ([`args`]).
 pub mod args;
 pub mod code;
+pub mod deref;
 pub mod fetch;
 pub mod fields;
 pub mod filter;
 pub mod filters;
 pub mod go;
+pub mod ifuncs;
 pub mod library;
 pub mod pair;
 pub mod pattern;
@@ -48,6 +50,7 @@ pub fn parse(opts: &ProbeOptions) -> Result<Vec<Parsed>, ProbeError> {
                 items.push(fetch::FetchItem {
                     name: name.to_string(),
                     ty: None,
+                    array: None,
                 });
             }
         }
@@ -139,6 +142,7 @@ fn every_field(format: Option<&str>) -> Vec<fetch::FetchItem> {
         .map(|f| fetch::FetchItem {
             name: f.name.clone(),
             ty: None,
+            array: None,
         })
         .collect()
 }

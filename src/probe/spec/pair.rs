@@ -67,6 +67,7 @@ pub fn pair_target(
         let named = FetchItem {
             name: name.to_string(),
             ty: v.ty,
+            array: v.array,
         };
         let starts: Vec<usize> = (0..done).filter(|&i| has(&ends[i], name)).collect();
         let at: Vec<usize> = match on {
@@ -224,6 +225,7 @@ fn item(name: &str) -> FetchItem {
     FetchItem {
         name: name.to_string(),
         ty: None,
+        array: None,
     }
 }
 
