@@ -261,7 +261,7 @@ fn shadowed(
         ("record", Some('d'), _) | ("record", _, Some("duration")) if !number => Some(
             "rprof's -d is the duration in seconds (-d 10); perf's -d (--data, sample addresses) needs a hardware PMU",
         ),
-        ("report" | "annotate", Some('n'), _) if !value.is_some_and(|v| v.parse::<usize>().is_ok()) => Some(
+        ("report" | "annotate", Some('n'), _) if value.is_none_or(|v| v.parse::<usize>().is_err()) => Some(
             "rprof's -n N is the number of rows (report) or functions (annotate); the sample counts are perf's \
              --show-nr-samples column, which rprof does not print",
         ),
