@@ -258,7 +258,8 @@ fn shadowed(
 ) -> Option<&'static str> {
     let number = value.is_some_and(|v| v.trim().parse::<f64>().is_ok());
     match (sub, short, long) {
-        ("record", Some('d'), _) | ("record", _, Some("duration")) if !number => Some(
+        // perf's `-d` takes no value: a flag or nothing follows (`-d soon` is rprof's -d with a bad value).
+        ("record", Some('d'), _) if value.is_none_or(|v| v.starts_with('-')) => Some(
             "rprof's -d is the duration in seconds (-d 10); perf's -d (--data, sample addresses) needs a hardware PMU",
         ),
         ("report" | "annotate", Some('n'), _) if value.is_none_or(|v| v.parse::<usize>().is_err()) => Some(
