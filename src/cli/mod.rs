@@ -7,7 +7,10 @@ mod debuginfod;
 mod man;
 mod output;
 mod parse;
+mod perf_flags;
+mod perf_table;
 pub mod probe;
+mod probe_list;
 pub mod record;
 pub mod report;
 pub mod script;
@@ -68,7 +71,18 @@ pub fn run() -> anyhow::Result<u8> {
         print!("{}", rprof::symbols::ifunc::helper(&args[2..])?);
         return Ok(0);
     }
-    let cli = Cli::parse();
+    // perf's flags that rprof does not define get rprof's answer before clap reads the rest.
+    let (args, notes) = match perf_flags::rewrite(args) {
+        Ok(rewritten) => rewritten,
+        Err(perf_flags::Refusal(message)) => {
+            eprintln!("{message}");
+            return Ok(2);
+        }
+    };
+    let cli = Cli::parse_from(args);
+    for note in notes {
+        eprintln!("{note}");
+    }
     match cli.command {
         Command::Record(a) => record::run(a),
         Command::Report(a) => report::run(a),

@@ -180,6 +180,29 @@ pub fn cpu_list(s: &str) -> Result<CpuList, String> {
     }
 }
 
+/// A percentage, 0 to 100 (`0.5`).
+pub fn percent(s: &str) -> Result<f64, String> {
+    match s.trim().trim_end_matches('%').parse::<f64>() {
+        Ok(v) if (0.0..=100.0).contains(&v) => Ok(v),
+        _ => Err("give a percentage from 0 to 100, like 0.5".to_string()),
+    }
+}
+
+/// `-F`: a frequency above zero, or `max`: the kernel's limit (kernel.perf_event_max_sample_rate), as perf's.
+pub fn freq(s: &str) -> Result<u64, String> {
+    if s != "max" {
+        return above_zero(s).map_err(|_| "give a frequency in Hz above 0, or max".to_string());
+    }
+    let path = rprof::record::MAX_SAMPLE_RATE_PATH;
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|&v| v > 0)
+        .ok_or_else(|| {
+            format!("cannot read the kernel's limit from {path}: give a frequency in Hz")
+        })
+}
+
 /// A count above zero (a frequency or a period).
 pub fn above_zero(s: &str) -> Result<u64, String> {
     match s.parse::<u64>() {

@@ -25,15 +25,25 @@ pub struct ProbeArgs {
     /// (parameter names from DWARF), `usdt:PROVIDER:NAME` (USDT probes of -x BINARY or `lib:`), whose arguments are
     /// arg0.. . bpftrace's probe names work too: uprobe:PATH:FUNC (u:, uretprobe:, ur:), tracepoint:CAT:EVENT,
     /// kprobe:FUNC (kretprobe:).
-    #[arg(required_unless_present = "pair", value_name = "PATTERN")]
+    /// An address probe, as perf's: `0xADDR` (a file offset of -x BINARY, which perf writes into uprobe_events
+    /// as it is) or `FUNC+OFF`, counted only (a return inside a function cannot be timed).
+    #[arg(required_unless_present_any = ["pair", "add", "funcs", "list"], value_name = "PATTERN")]
     pub patterns: Vec<String>,
+    /// A pattern or address to probe (perf's spelling; the same as giving it as PATTERN); repeatable.
+    #[arg(short = 'a', long = "add", value_name = "PATTERN")]
+    pub add: Vec<String>,
+    /// List the functions that can be probed in -x BINARY (else the kernel's), those FILTER (a glob)
+    /// matches, or without one all but `_*` and `*@plt` (as perf probe -F); probe nothing.
+    #[arg(short = 'F', long = "funcs", value_name = "FILTER", num_args = 0..=1, default_missing_value = "")]
+    pub funcs: Option<String>,
     /// The binary or shared library whose functions the patterns name.
     #[arg(short = 'x', long = "exe", value_name = "BINARY")]
     pub binary: Option<PathBuf>,
     /// Patterns are regular expressions (searched anywhere in the name; anchor with ^...$).
     #[arg(short = 'r', long)]
     pub regex: bool,
-    /// Print what would be probed, and probe nothing.
+    /// Print what the patterns would probe, and probe nothing. Without a pattern: the probe groups that exist
+    /// now (rprof's probes live only as long as their session).
     #[arg(short = 'l', long)]
     pub list: bool,
     /// Probe this process (all its threads, and those it creates later).
@@ -187,7 +197,7 @@ impl ProbeArgs {
             Format::Table
         };
         let mut opts = ProbeOptions {
-            patterns: self.patterns,
+            patterns: self.patterns.into_iter().chain(self.add).collect(),
             binary: self.binary,
             regex: self.regex,
             list: self.list,
@@ -256,6 +266,9 @@ pub enum KeepArg {
 
 /// Probe; returns the launched command's exit status (0 without one).
 pub fn run(args: ProbeArgs) -> anyhow::Result<u8> {
+    if args.funcs.is_some() || (args.list && args.patterns.is_empty() && args.add.is_empty()) {
+        return super::probe_list::run(&args);
+    }
     let debuginfod = args.debuginfod.clone();
     let (folded, svg) = (args.folded, args.flamegraph.clone());
     let title = format!("rprof probe {}", args.patterns.join(" "));

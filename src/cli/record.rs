@@ -13,8 +13,9 @@ use std::time::Duration;
 /// Sample CPU stacks of a command, processes, threads or the whole system.
 #[derive(Args, Debug)]
 #[command(
+    args_override_self = true,
     group = ArgGroup::new("target").required(true).multiple(true).args(["pid", "tid", "all_cpus", "cpu", "cgroup", "command"]),
-    override_usage = "rprof record [OPTIONS] <-p PID[,PID] | -t TID | -a | -C CPUS | -G CGROUP | -- COMMAND [ARGS]...>\n       \
+    override_usage = "rprof record [OPTIONS] <-p PID[,PID] | -t TID | -a | -C CPUS | -G CGROUP | [--] COMMAND [ARGS]...>\n       \
                       rprof record [OPTIONS] <-p PID[,PID] | -t TID | -a | -C CPUS | -G CGROUP> -- COMMAND [ARGS]...   \
                       (the target while COMMAND runs)",
     after_help = "Examples:\n  rprof record -F 99 -g -p 1234\n  rprof record -g -- ./prog args\n  \
@@ -30,7 +31,7 @@ use std::time::Duration;
 )]
 pub struct RecordArgs {
     /// Sampling frequency in Hz.
-    #[arg(short = 'F', long = "freq", conflicts_with = "count", value_parser = parse::above_zero)]
+    #[arg(short = 'F', long = "freq", value_name = "HZ|max", conflicts_with = "count", value_parser = parse::freq)]
     pub freq: Option<u64>,
     /// Refuse a frequency above the kernel's limit (kernel.perf_event_max_sample_rate) instead of sampling at
     /// the limit with a warning.
@@ -95,10 +96,14 @@ pub struct RecordArgs {
     #[arg(short = 'd', long = "duration", value_name = "SECONDS", value_parser = parse::seconds)]
     pub duration: Option<Duration>,
     /// Only user-mode samples and stacks.
-    #[arg(long = "user-only", conflicts_with = "kernel_only")]
+    #[arg(
+        long = "user-only",
+        visible_alias = "all-user",
+        conflicts_with = "kernel_only"
+    )]
     pub user_only: bool,
     /// Only kernel-mode samples and stacks.
-    #[arg(long = "kernel-only")]
+    #[arg(long = "kernel-only", visible_alias = "all-kernel")]
     pub kernel_only: bool,
     /// Ring buffer data pages per CPU (a power of two).
     #[arg(short = 'm', long = "mmap-pages", default_value = "128", value_parser = parse::pages)]
@@ -127,7 +132,7 @@ pub struct RecordArgs {
     /// Print nothing but errors (no closing summary and verdict).
     #[arg(short = 'q', long = "quiet")]
     pub quiet: bool,
-    /// The command to launch and sample, after `--`. With -p, -t, -a, -C or -G it runs while that target is
+    /// The command to launch and sample (after `--`, or as the first argument that is not an option, as in perf). With -p, -t, -a, -C or -G it runs while that target is
     /// sampled and recording stops when it exits (`-a -- sleep 5`), as in perf.
     #[arg(last = true)]
     pub command: Vec<OsString>,

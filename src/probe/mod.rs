@@ -9,6 +9,7 @@
 //! it writes reports to the writer it is given, and tells the caller the rest through [`Notice`]s.
 mod analysis;
 mod engine;
+mod listing;
 mod output;
 pub mod plan;
 mod session;
@@ -21,6 +22,7 @@ pub use engine::cost::{ClassCost, Costs};
 pub use engine::group;
 pub use engine::sharing::Sharing;
 pub use engine::supervisor::{supervise, Supervisor, ARG as SUPERVISOR_ARG};
+pub use listing::{groups_now, probeable_functions, ProbeGroupNow};
 pub use output::trace_events::MAX_KEY_TRACKS;
 pub use output::{human_ns, write_list, Format};
 pub use spec::fetch::FetchItem;

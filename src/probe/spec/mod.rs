@@ -1,6 +1,7 @@
 //! From the command line's specs to the session's [`Targets`]: what each pattern names ([`pattern`]), the
 //! values it fetches ([`fetch`]), the functions, syscalls, tracepoints, kernel functions and USDT probes it
 //! matches ([`resolve`], [`library`], [`usdt`]), and each target's fetch arguments ([`args`]).
+pub mod address;
 pub mod args;
 pub mod code;
 pub mod deref;

@@ -124,6 +124,9 @@ pub fn resolve_user(
     regex: bool,
     debug: &DebugSources,
 ) -> Result<Vec<Target>, ProbeError> {
+    if let Some(address) = super::address::parse(pattern).filter(|_| !regex) {
+        return super::address::resolve(path, pattern, &address, debug);
+    }
     let matcher = NameMatcher::new(pattern, regex)?;
     let path = std::fs::canonicalize(path).map_err(|error| ProbeError::Binary {
         path: path.to_path_buf(),
