@@ -118,35 +118,7 @@ pub fn path_fetches(
                 item.name
             ));
         }
-        let found = members(&names)?;
-        let (last, inner) = found.offsets.split_last().expect("one member at least");
-        for o in inner {
-            at.deref(*o);
-        }
-        at.pending = *last;
-        let inline_text = found.inline_chars;
-        if ty == Some(FetchType::Str) && !inline_text && found.text != Some(Text::Chars) {
-            return Err(format!(
-                "`{}` is {}, not a char pointer or char array: it cannot be read as a string",
-                item.name, found.type_name
-            ));
-        }
-        if !inline_text {
-            // The member's own value.
-            at.deref(0);
-        }
-        ty = ty.or(match found.ty {
-            ParamType::Int { size, signed } => Some(FetchType::Int { size, signed }),
-            ParamType::Pointer { .. } => Some(FetchType::Hex { size: 8 }),
-            _ if inline_text => Some(FetchType::Str),
-            _ => None,
-        });
-        if ty.is_none() && item.array.is_none() {
-            return Err(format!(
-                "`{}` is {}: give it a type (`:u64`, `:str`)",
-                item.name, found.type_name
-            ));
-        }
+        ty = member_path(item, &names, members, &mut at, ty)?;
     } else {
         let last = path.steps.len().saturating_sub(1);
         for (i, s) in path.steps.iter().enumerate() {
@@ -198,6 +170,47 @@ pub fn path_fetches(
         return Ok(vec![f]);
     }
     Ok(vec![Fetch::new(&item.name, field(), &at.expr, ty, false)])
+}
+
+/// The address of a member path (`req->next->id`) from DWARF's offsets, put into `at`, and the type it is read
+/// as: `ty` if given, else the member's own.
+fn member_path(
+    item: &FetchItem,
+    names: &[&str],
+    members: impl FnOnce(&[&str]) -> Result<MemberPath, String>,
+    at: &mut Addr,
+    mut ty: Option<FetchType>,
+) -> Result<Option<FetchType>, String> {
+    let found = members(names)?;
+    let (last, inner) = found.offsets.split_last().expect("one member at least");
+    for o in inner {
+        at.deref(*o);
+    }
+    at.pending = *last;
+    let inline_text = found.inline_chars;
+    if ty == Some(FetchType::Str) && !inline_text && found.text != Some(Text::Chars) {
+        return Err(format!(
+            "`{}` is {}, not a char pointer or char array: it cannot be read as a string",
+            item.name, found.type_name
+        ));
+    }
+    if !inline_text {
+        // The member's own value.
+        at.deref(0);
+    }
+    ty = ty.or(match found.ty {
+        ParamType::Int { size, signed } => Some(FetchType::Int { size, signed }),
+        ParamType::Pointer { .. } => Some(FetchType::Hex { size: 8 }),
+        _ if inline_text => Some(FetchType::Str),
+        _ => None,
+    });
+    if ty.is_none() && item.array.is_none() {
+        return Err(format!(
+            "`{}` is {}: give it a type (`:u64`, `:str`)",
+            item.name, found.type_name
+        ));
+    }
+    Ok(ty)
 }
 
 /// [`path_fetches`] for a function of `binary` at `addr`, the base resolved by `base_reg`.
