@@ -36,7 +36,7 @@ fn sampling_commands_as_the_notes_write_them() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let bin = build_c(dir.path(), "perf_notes.c", FP);
+    let bin = build_c(dir.path(), "record_event.c", FP);
     let bin = bin.to_str().unwrap();
     // The notes' main recipe (with -p replaced by the command, and -g twice) and a command without `--`.
     let (code, out, err) = run(
@@ -93,7 +93,7 @@ fn sampling_commands_as_the_notes_write_them() {
             "b.data",
             "--stdio",
             "--comm",
-            "perf_notes",
+            "record_event",
             "--percent-limit",
             "5",
         ],
@@ -105,7 +105,7 @@ fn sampling_commands_as_the_notes_write_them() {
         .collect();
     assert_eq!(rows.len(), 1, "{table}");
     assert!(rows[0].contains("func_d"), "{table}");
-    let (code, script, err) = run(dir.path(), &["script", "-i", "b.data", "-c", "perf_notes"]);
+    let (code, script, err) = run(dir.path(), &["script", "-i", "b.data", "-c", "record_event"]);
     assert_eq!(code, 0, "{err}");
     assert!(
         script.contains("func_c+") && script.contains("func_a+"),
@@ -138,7 +138,7 @@ fn probe_commands_as_the_notes_write_them() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let bin = build_c(dir.path(), "perf_notes.c", FP);
+    let bin = build_c(dir.path(), "record_event.c", FP);
     let b = bin.to_str().unwrap();
     let (code, funcs, err) = run(dir.path(), &["probe", "-F", "-x", b, "func_*"]);
     assert_eq!(
