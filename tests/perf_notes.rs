@@ -105,7 +105,10 @@ fn sampling_commands_as_the_notes_write_them() {
         .collect();
     assert_eq!(rows.len(), 1, "{table}");
     assert!(rows[0].contains("func_d"), "{table}");
-    let (code, script, err) = run(dir.path(), &["script", "-i", "b.data", "-c", "record_event"]);
+    let (code, script, err) = run(
+        dir.path(),
+        &["script", "-i", "b.data", "-c", "record_event"],
+    );
     assert_eq!(code, 0, "{err}");
     assert!(
         script.contains("func_c+") && script.contains("func_a+"),
@@ -169,7 +172,20 @@ fn probe_commands_as_the_notes_write_them() {
             .expect(&out);
         let count: u64 = row.split_whitespace().nth(1).unwrap().parse().unwrap();
         assert_eq!(count, n, "{probe:?}: {out}");
+        // Counted, not timed: no time in the row, and no call is said to be still running.
+        assert!(
+            !out.contains("OPEN") && !err.contains("OPEN"),
+            "{probe:?}: {out}{err}"
+        );
     }
+    // func_d+2 is inside func_d's first instruction (endbr64 or push %rbp; mov %rsp,%rbp): refused, since a
+    // breakpoint there would change the instruction.
+    let (code, _, err) = run(dir.path(), &["probe", "-x", b, "func_d+2", "--", b, "50"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("is inside the instruction at func_d+0x"),
+        "{err}"
+    );
     let (code, _, err) = run(dir.path(), &["probe", "-l"]);
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("live only as long as"), "{err}");

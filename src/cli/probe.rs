@@ -448,7 +448,7 @@ fn notice(n: &Notice) -> String {
             names,
             reason,
         } => format!(
-            "{count} Go function(s) ({}{}) are counted, not timed: {reason}",
+            "{count} function(s) ({}{}) are counted, not timed: {reason}",
             names.join(", "),
             if *count > names.len() { ", ..." } else { "" }
         ),

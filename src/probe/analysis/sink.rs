@@ -55,6 +55,9 @@ pub struct Sink<'a> {
     comms: Comms,
     /// The part of each target's filter that rprof evaluates.
     filters: PerTarget<Option<UserFilter>>,
+    /// Targets with no return to time (an address inside a function, some Go functions): their entries are
+    /// counted as hits, never left open.
+    counted_only: PerTarget<bool>,
     /// Entries that filter rejected, whose returns are dropped with them: (thread, target) -> their SPs.
     rejected: FastMap<(u32, TargetId), Vec<Option<u64>>>,
     /// The filters of pairs' ends: (pair, end's bit) -> the filter, evaluated whole by rprof.
@@ -94,6 +97,12 @@ impl<'a> Sink<'a> {
             filters: targets
                 .iter()
                 .map(|(_, t)| t.filter.as_ref()?.user.as_ref().map(UserFilter::new))
+                .collect(),
+            counted_only: targets
+                .iter()
+                .map(|(_, t)| {
+                    matches!(t.go, Some(crate::probe::spec::go::GoFunction::CountOnly(_)))
+                })
                 .collect(),
             rejected: FastMap::default(),
             pair_filters: super::pair_hit::end_filters(targets),
@@ -203,7 +212,9 @@ impl<'a> Sink<'a> {
             None => StackKey::Thread(hit.tid),
         };
         match hit.role {
-            Role::Entry if self.timed => self.pairer.entry(&mut self.stats, call, key, hit.sp),
+            Role::Entry if self.timed && !self.counted_only[target] => {
+                self.pairer.entry(&mut self.stats, call, key, hit.sp)
+            }
             Role::Return if self.timed => {
                 if let Some(mut closed) =
                     self.pairer.ret(&mut self.stats, key, target, time, hit.sp)

@@ -88,6 +88,9 @@ pub fn resolve(
     let aliases = inside
         .map(|s| vec![format!("{}+0x{:x}", s.demangled, addr.0 - s.addr.0)])
         .unwrap_or_default();
+    if let Some(s) = inside {
+        mid_instruction(&path, &info.layout, s, addr).map_err(bad)?;
+    }
     let at_start = inside.is_some_and(|s| s.addr == addr);
     if at_start {
         let name = inside.map(|s| s.name.clone()).unwrap_or_default();
@@ -105,6 +108,35 @@ pub fn resolve(
         syscall_sites: Vec::new(),
         filter: None,
     }])
+}
+
+/// Refuse an address inside an instruction of `func` (decoded from the function's start): a breakpoint there
+/// would overwrite part of the instruction and the program would run something else.
+fn mid_instruction(
+    path: &Path,
+    layout: &crate::elf_layout::ElfLayout,
+    func: &FunctionSymbol,
+    addr: ElfAddr,
+) -> Result<(), String> {
+    let Ok(file) = crate::mapped::MappedFile::open(path) else {
+        return Ok(());
+    };
+    let Some(body) = layout.file_offset(func.addr).and_then(|o| {
+        let start = o.0 as usize;
+        file.get(start..start.checked_add(func.size as usize)?)
+    }) else {
+        return Ok(());
+    };
+    let off = addr.0 - func.addr.0;
+    match super::code::inside_instruction(func.addr.0, body, off) {
+        None => Ok(()),
+        Some((at, len, text)) => Err(format!(
+            "+0x{off:x} is inside the instruction at {name}+0x{at:x} ({text}, {len} bytes), not at the start of \
+             one; probe {name}+0x{at:x} or {name}+0x{next:x} (objdump -d shows where instructions start)",
+            name = func.demangled,
+            next = at + len as u64,
+        )),
+    }
 }
 
 fn function<'a>(symbols: &'a [FunctionSymbol], name: &str) -> Option<&'a FunctionSymbol> {
