@@ -386,3 +386,25 @@ pub fn duration_ns(text: &str) -> f64 {
         _ => panic!("unit {unit}"),
     }
 }
+
+/// Decode an OTLP profiles request with PyPI's opentelemetry-proto (tools/otlp/decode.py, installed by
+/// tools/otlp/install.sh): its JSON summary, or None (after [`skip`]) when the decoder is not installed.
+pub fn otlp_decode(test: &str, path: &Path) -> Option<serde_json::Value> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new("python3")
+        .arg(root.join("tools/otlp/decode.py"))
+        .arg(path)
+        .env("PYTHONPATH", "/opt/rprof-tests/otlp-proto")
+        .output()
+        .expect("python3 runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    if err.contains("No module named 'opentelemetry'") || err.contains("No module named 'google'") {
+        skip(
+            test,
+            "opentelemetry-proto is not installed (bash tools/otlp/install.sh)",
+        );
+        return None;
+    }
+    assert!(out.status.success(), "decode.py {}: {err}", path.display());
+    Some(serde_json::from_slice(&out.stdout).expect("decode.py prints JSON"))
+}
