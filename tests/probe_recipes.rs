@@ -7,7 +7,7 @@ mod common;
 use common::loopdev::LoopDevice;
 use common::{build_c, privileged, rprof, skip};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 /// The JSON report of a probe run (the last line of stdout that is a JSON object).

@@ -6,6 +6,7 @@ mod calls;
 mod context;
 mod filter;
 mod keyed;
+mod pair_hit;
 mod pairing;
 mod quantiles;
 mod sink;
@@ -14,6 +15,8 @@ mod stats;
 
 pub use addrmap::AddrMap;
 pub use calls::{describe, Call, CallOptions, Calls, Key, MAX_KEYS};
+#[cfg(test)]
+pub(crate) use context::Ctx;
 pub use keyed::KeyedPairer;
 pub use pairing::NetCost;
 pub use sink::Sink;

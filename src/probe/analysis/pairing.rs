@@ -92,7 +92,6 @@ impl Pairer {
 
     /// A function return of `target` on the shadow stack `key` at `time`, with the user SP after the return
     /// when known. Returns the call it closes, with its duration.
-    #[cfg(test)]
     pub fn ret(
         &mut self,
         stats: &mut Stats,
