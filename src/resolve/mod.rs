@@ -374,6 +374,11 @@ impl StackResolver {
         &self.frames[id as usize]
     }
 
+    /// The frames made so far, indexed by id.
+    pub fn frames(&self) -> &[FrameInfo] {
+        &self.frames
+    }
+
     /// All frames, indexed by id.
     pub fn into_frames(self) -> Vec<FrameInfo> {
         self.frames
