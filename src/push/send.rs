@@ -86,24 +86,25 @@ impl Sender {
     /// Send until the profile thread hangs up, then flush for at most the flush timeout.
     pub(super) fn run(mut self, wake: Receiver<Wake>) -> (SendCounts, u64) {
         let mut backoff = Duration::ZERO;
+        let mut next_try = Instant::now();
         loop {
-            if backoff.is_zero() && !self.send_all(None) {
-                backoff = FIRST_BACKOFF;
-            }
-            let wait = if backoff.is_zero() {
-                Duration::from_secs(3600)
-            } else {
-                backoff
-            };
-            match wake.recv_timeout(wait) {
-                Ok(Wake::Spooled) if !backoff.is_zero() => continue,
-                Ok(Wake::Spooled) => {}
-                Err(RecvTimeoutError::Timeout) => {
-                    backoff = match self.send_all(None) {
-                        true => Duration::ZERO,
-                        false => (backoff * 2).clamp(FIRST_BACKOFF, MAX_BACKOFF),
-                    };
+            let now = Instant::now();
+            if now >= next_try {
+                match self.send_all(None) {
+                    true => {
+                        backoff = Duration::ZERO;
+                        next_try = now + Duration::from_secs(3600);
+                    }
+                    false => {
+                        backoff = (backoff * 2).clamp(FIRST_BACKOFF, MAX_BACKOFF);
+                        next_try = now + backoff;
+                    }
                 }
+            }
+            match wake.recv_timeout(next_try.saturating_duration_since(Instant::now())) {
+                // A healthy store gets each profile at once; a failing one at the next try.
+                Ok(Wake::Spooled) if backoff.is_zero() => next_try = Instant::now(),
+                Ok(Wake::Spooled) | Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => break,
             }
         }
