@@ -20,6 +20,11 @@ struct Receiver {
 impl Receiver {
     /// Start the receiver keeping requests in `dir`, on `port` (0: a free one).
     fn start(dir: &Path, port: u16) -> Receiver {
+        Receiver::start_with(dir, port, &[])
+    }
+
+    /// [`Receiver::start`] with more arguments (a certificate and key: https).
+    fn start_with(dir: &Path, port: u16, more: &[&Path]) -> Receiver {
         std::fs::create_dir_all(dir).unwrap();
         let _ = std::fs::remove_file(dir.join("port"));
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/push_receiver/receiver.py");
@@ -27,6 +32,7 @@ impl Receiver {
             .arg(script)
             .arg(dir)
             .arg(port.to_string())
+            .args(more)
             .stdout(Stdio::null())
             .spawn()
             .expect("run python3 tests/push_receiver/receiver.py");
@@ -422,4 +428,143 @@ fn killed_rprof_spool_is_sent_next_time() {
         stderr.contains(&format!("retried {}", queries.len())),
         "{stderr}"
     );
+}
+
+/// Check that basic authentication (password from the environment), a bearer token from a file and the
+/// tenant header reach the store, and that https works with a CA file naming the store's certificate.
+#[test]
+fn auth_tenant_and_tls_reach_the_store() {
+    let test = "auth_tenant_and_tls_reach_the_store";
+    if !privileged(test) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = build_c(dir.path(), "calltree.c", FP);
+    // A CA, and the store's certificate signed by it (rustls refuses a self-signed end certificate).
+    let d = dir.path();
+    let (ca, cert, key) = (d.join("ca.pem"), d.join("cert.pem"), d.join("key.pem"));
+    std::fs::write(
+        d.join("ext"),
+        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n",
+    )
+    .unwrap();
+    let openssl = |args: &[&str]| {
+        let st = Command::new("openssl")
+            .args(args)
+            .current_dir(d)
+            .stderr(Stdio::null())
+            .status()
+            .expect("run openssl");
+        assert!(st.success(), "openssl {args:?}");
+    };
+    openssl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "1",
+        "-subj",
+        "/CN=rprof test CA",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+    ]);
+    openssl(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-subj",
+        "/CN=127.0.0.1",
+        "-keyout",
+        "key.pem",
+        "-out",
+        "leaf.csr",
+    ]);
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "leaf.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-days",
+        "1",
+        "-extfile",
+        "ext",
+        "-out",
+        "cert.pem",
+    ]);
+    let rcv = Receiver::start_with(&dir.path().join("rcv"), 0, &[&cert, &key]);
+    let https = format!("https://127.0.0.1:{}", rcv.port);
+    let spool = dir.path().join("spool");
+    let out = rprof()
+        .args([
+            "record",
+            "-F",
+            "49",
+            "-g",
+            "--push",
+            &https,
+            "--push-ca",
+            ca.to_str().unwrap(),
+        ])
+        .args([
+            "--push-user",
+            "agent",
+            "--tenant",
+            "team-a",
+            "--spool",
+            spool.to_str().unwrap(),
+        ])
+        .args(["--", bin.to_str().unwrap(), "300"])
+        .env("RPROF_PUSH_PASSWORD", "s3cret")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let got = pushes(&rcv.dir);
+    assert!(!got.is_empty(), "{stderr}");
+    for p in &got {
+        let h = &p.meta["headers"];
+        // base64("agent:s3cret")
+        assert_eq!(h["authorization"], "Basic YWdlbnQ6czNjcmV0", "{h}");
+        assert_eq!(h["x-scope-orgid"], "team-a", "{h}");
+    }
+    let token = dir.path().join("token");
+    std::fs::write(&token, "tok-123\n").unwrap();
+    let before = got.len();
+    let out = rprof()
+        .args([
+            "record",
+            "-F",
+            "49",
+            "-g",
+            "--push",
+            &https,
+            "--push-ca",
+            ca.to_str().unwrap(),
+        ])
+        .args([
+            "--push-token-file",
+            token.to_str().unwrap(),
+            "--spool",
+            spool.to_str().unwrap(),
+        ])
+        .args(["--", bin.to_str().unwrap(), "300"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let got = pushes(&rcv.dir);
+    assert!(got.len() > before, "{stderr}");
+    for p in &got[before..] {
+        assert_eq!(p.meta["headers"]["authorization"], "Bearer tok-123");
+    }
 }

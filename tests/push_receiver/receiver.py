@@ -3,7 +3,9 @@
 it writes to DIR/port), accepts POST /ingest as Pyroscope's ingest API takes it, and keeps each request in DIR
 as N.json (path, query, headers, the form's sample_type_config) and N.pprof (the form's profile part).
 
-    receiver.py DIR [PORT]
+    receiver.py DIR [PORT [CERT KEY]]
+
+With CERT and KEY (PEM files) it serves https.
 """
 import email.parser
 import json
@@ -63,6 +65,11 @@ class Handler(BaseHTTPRequestHandler):
 
 
 server = ThreadingHTTPServer(("127.0.0.1", PORT), Handler)
+if len(sys.argv) > 4:
+    import ssl
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(sys.argv[3], sys.argv[4])
+    server.socket = context.wrap_socket(server.socket, server_side=True)
 with open(os.path.join(DIR, "port.tmp"), "w") as f:
     f.write(str(server.server_address[1]))
 os.rename(os.path.join(DIR, "port.tmp"), os.path.join(DIR, "port"))
