@@ -568,3 +568,72 @@ fn auth_tenant_and_tls_reach_the_store() {
         assert_eq!(p.meta["headers"]["authorization"], "Bearer tok-123");
     }
 }
+
+/// Check that `--push-unsymbolized` sends the fixture's frames as file offsets in a mapping with the
+/// binary's path and build id and no function names, that `go tool pprof` reads it, and that the samples add
+/// up to the recording's.
+#[test]
+fn unsymbolized_pushes_carry_build_ids_and_offsets() {
+    let test = "unsymbolized_pushes_carry_build_ids_and_offsets";
+    if !privileged(test) || !go_tool(test) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let rcv = Receiver::start(&dir.path().join("rcv"), 0);
+    let bin = build_c(dir.path(), "calltree.c", FP);
+    let data = dir.path().join("push.data");
+    let spool = dir.path().join("spool");
+    let url = rcv.url();
+    let (stderr, status) = run_rprof(&[
+        "record",
+        "-F",
+        "199",
+        "-g",
+        "--push",
+        &url,
+        "--push-unsymbolized",
+        "--every",
+        "1",
+        "--spool",
+        spool.to_str().unwrap(),
+        "-o",
+        data.to_str().unwrap(),
+        "--",
+        bin.to_str().unwrap(),
+        "1000",
+    ]);
+    assert!(status.success(), "{stderr}");
+    let pushes = pushes(&rcv.dir);
+    assert_contiguous(&pushes);
+    let build_id = {
+        let out = Command::new("readelf")
+            .arg("-n")
+            .arg(&bin)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        text.lines()
+            .find_map(|l| l.trim().strip_prefix("Build ID: "))
+            .unwrap()
+            .to_string()
+    };
+    let mut fixture_locations = 0;
+    for p in &pushes {
+        go_pprof_raw(&p.pprof);
+        for m in &p.profile.mapping {
+            if p.string(m.filename) != bin.to_str().unwrap() {
+                continue;
+            }
+            assert_eq!(p.string(m.build_id), build_id);
+            assert!(!m.has_functions);
+            for l in p.profile.location.iter().filter(|l| l.mapping_id == m.id) {
+                assert!(l.line.is_empty(), "a fixture frame was symbolized");
+                assert!(l.address < m.memory_limit);
+                fixture_locations += 1;
+            }
+        }
+    }
+    assert!(fixture_locations > 0, "no frame of the fixture was sent");
+    let pushed: i64 = pushes.iter().map(Push::samples).sum();
+    assert_eq!(pushed, recorded_samples(&data), "{stderr}");
+}

@@ -54,6 +54,10 @@ pub struct PushArgs {
     /// The tenant (X-Scope-OrgID header) of a multi-tenant store.
     #[arg(long = "tenant", value_name = "ID", requires = "push")]
     pub tenant: Option<String>,
+    /// Send addresses (file offsets), build ids and mappings without function names, for stores that
+    /// symbolize centrally from debuginfod (kernel frames keep their names).
+    #[arg(long = "push-unsymbolized", requires = "push")]
+    pub unsymbolized: bool,
     /// Trust the CA certificates of this PEM file for https (instead of the bundled web roots).
     #[arg(long = "push-ca", value_name = "FILE", requires = "push")]
     pub ca: Option<PathBuf>,
@@ -162,5 +166,6 @@ pub fn config(a: &PushArgs, record: &RecordConfig) -> anyhow::Result<Option<Push
         tenant: a.tenant.clone(),
         ca_file: a.ca.clone(),
         symbolizer: Default::default(),
+        unsymbolized: a.unsymbolized,
     }))
 }

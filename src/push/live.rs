@@ -5,6 +5,8 @@
 //! The resolver and its caches live across periods (a binary is read once, not once a period), and are
 //! started afresh (the raw stacks still waiting resolved again) once enough processes have exited or enough
 //! frames piled up, so that a host where processes come and go every second keeps a flat memory.
+mod unsym;
+
 use crate::merge::OrderedMerge;
 use crate::process::AddressSpaces;
 use crate::recording::{CpuMode, Event, Sample, Sampling};
@@ -71,6 +73,9 @@ pub(super) struct Live {
     /// Container id of each process met (None: not in a container), read from /proc at its first sample.
     containers: FastMap<u32, Option<Arc<str>>>,
     exits: u64,
+    /// `--push-unsymbolized`: no binary is read but for its build id, found here by (pid, path).
+    unsymbolized: bool,
+    build_ids: FastMap<(u32, String), Option<Vec<u8>>>,
     /// The kernel's `_text` (from its mapping), told again to a restarted resolver.
     kernel_text: Option<u64>,
     sampling: Option<Sampling>,
@@ -78,9 +83,19 @@ pub(super) struct Live {
 }
 
 impl Live {
-    pub(super) fn new(opts: SymbolizerOptions, sampling: Option<Sampling>) -> Live {
+    pub(super) fn new(
+        opts: SymbolizerOptions,
+        sampling: Option<Sampling>,
+        unsymbolized: bool,
+    ) -> Live {
+        let mut resolver = StackResolver::new(opts.clone(), HashMap::new());
+        if unsymbolized {
+            resolver.defer_files();
+        }
         Live {
-            resolver: StackResolver::new(opts.clone(), HashMap::new()),
+            resolver,
+            unsymbolized,
+            build_ids: FastMap::default(),
             opts,
             spaces: AddressSpaces::new(),
             merge: OrderedMerge::new(),
@@ -288,6 +303,10 @@ impl Live {
         self.counts.resets += 1;
         self.exits = 0;
         self.resolver = StackResolver::new(self.opts.clone(), HashMap::new());
+        if self.unsymbolized {
+            self.resolver.defer_files();
+        }
+        self.build_ids = FastMap::default();
         if let Some(text) = self.kernel_text {
             let kernel = crate::symbols::KernelRef {
                 build_id: None,

@@ -60,6 +60,8 @@ pub struct PushConfig {
     /// Trust these CA certificates (PEM) instead of the bundled roots.
     pub ca_file: Option<PathBuf>,
     pub symbolizer: SymbolizerOptions,
+    /// Send file offsets, build ids and mappings instead of names (the store symbolizes).
+    pub unsymbolized: bool,
 }
 
 /// Errors of the push.

@@ -56,7 +56,11 @@ impl Worker {
             return Ok(made);
         };
         let decoder = Decoder::new(&attrs)?;
-        let mut live = Live::new(self.cfg.symbolizer.clone(), decoder.sampling());
+        let mut live = Live::new(
+            self.cfg.symbolizer.clone(),
+            decoder.sampling(),
+            self.cfg.unsymbolized,
+        );
         let rate = match decoder.sampling().map(|s| s.policy) {
             Some(SamplingPolicy::Frequency(f)) => Some(f),
             _ => None,
@@ -131,14 +135,18 @@ impl Worker {
         made: &mut MadeCounts,
     ) -> Result<(), PushError> {
         let samples = live.take_before(period.from_mono, limit);
-        let (profile, by_pid) = live.profile(&samples);
-        drop(samples);
-        let labels = PprofLabels {
-            no_tid: true,
-            by_pid,
+        let mut pb = match self.cfg.unsymbolized {
+            true => live.unsymbolized(&samples),
+            false => {
+                let (profile, by_pid) = live.profile(&samples);
+                let labels = PprofLabels {
+                    no_tid: true,
+                    by_pid,
+                };
+                to_pprof_with(&profile, &labels)?
+            }
         };
-        let mut pb = to_pprof_with(&profile, &labels)?;
-        drop(profile);
+        drop(samples);
         pb.time_nanos = (period.from * NS) as i64;
         pb.duration_nanos = ((until - period.from) * NS) as i64;
         let bytes = prost::Message::encode_to_vec(&pb);
