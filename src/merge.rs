@@ -47,6 +47,16 @@ impl<T> OrderedMerge<T> {
         self.newest_last_round = self.newest_this_round;
     }
 
+    /// Release, in time order, every item timed before `limit` (a period of `rprof record --push` ends there and
+    /// every record before it has been read).
+    pub fn drain_before(&mut self, limit: u64, mut out: impl FnMut(u64, T)) {
+        self.items.sort_by_key(|(time, _)| *time);
+        let before = self.items.partition_point(|(time, _)| *time < limit);
+        for (time, item) in self.items.drain(..before) {
+            out(time, item);
+        }
+    }
+
     /// Release everything (at the end, after the last read).
     pub fn drain(&mut self, mut out: impl FnMut(u64, T)) {
         self.items.sort_by_key(|(time, _)| *time);

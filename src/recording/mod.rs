@@ -9,6 +9,7 @@ use std::path::PathBuf;
 
 mod convert;
 mod data_section;
+mod decoder;
 mod encode;
 mod event_update;
 mod features;
@@ -17,6 +18,7 @@ mod reader;
 mod tracing_data;
 mod writer;
 
+pub use decoder::Decoder;
 pub use encode::{encode_comm, encode_finished_round, encode_mmap2, encode_sample};
 pub use reader::Reader;
 pub use tracing_data::{encode_tracing_data, TracingEvent};

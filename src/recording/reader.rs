@@ -37,7 +37,7 @@ use super::{BuildIdEntry, Event, Meta, RecordingError, Sampling, OFF_CPU_EVENT};
 use crate::merge::OrderedMerge;
 
 /// How a record finds its attr (as linux-perf-data does it).
-enum AttrLookup {
+pub(super) enum AttrLookup {
     /// One attr: every record belongs to it.
     Only,
     /// Several attrs whose records hold the sample id at the same place.
@@ -263,19 +263,7 @@ impl Reader {
 
     /// The attr index of a kernel record (0 when its id is unknown, as linux-perf-data does).
     fn attr_index(&self, record_type: RecordType, body: &[u8]) -> usize {
-        let id = match &self.lookup {
-            AttrLookup::Only => return 0,
-            AttrLookup::SameLayout(info) => {
-                get_record_id::<LittleEndian>(record_type, RawData::Single(body), info)
-            }
-            AttrLookup::Identifier { sample_id_all } => get_record_identifier::<LittleEndian>(
-                record_type,
-                RawData::Single(body),
-                *sample_id_all,
-            ),
-        };
-        id.and_then(|id| self.id_to_attr.get(&id).copied())
-            .unwrap_or(0)
+        attr_index(&self.lookup, &self.id_to_attr, record_type, body)
     }
 
     /// Walk records into `pending` until a FINISHED_ROUND releases some into `ready`, or, at the end of the
@@ -380,8 +368,29 @@ impl Reader {
     }
 }
 
+/// The attr index of a kernel record (0 when its id is unknown, as linux-perf-data does).
+pub(super) fn attr_index(
+    lookup: &AttrLookup,
+    id_to_attr: &HashMap<u64, usize>,
+    record_type: RecordType,
+    body: &[u8],
+) -> usize {
+    let id = match lookup {
+        AttrLookup::Only => return 0,
+        AttrLookup::SameLayout(info) => {
+            get_record_id::<LittleEndian>(record_type, RawData::Single(body), info)
+        }
+        AttrLookup::Identifier { sample_id_all } => get_record_identifier::<LittleEndian>(
+            record_type,
+            RawData::Single(body),
+            *sample_id_all,
+        ),
+    };
+    id.and_then(|id| id_to_attr.get(&id).copied()).unwrap_or(0)
+}
+
 /// What the reader needs of each attr.
-fn attr_infos(descs: &[AttributeDescription], names: &[String]) -> Vec<AttrInfo> {
+pub(super) fn attr_infos(descs: &[AttributeDescription], names: &[String]) -> Vec<AttrInfo> {
     descs
         .iter()
         .enumerate()
@@ -401,7 +410,7 @@ fn attr_infos(descs: &[AttributeDescription], names: &[String]) -> Vec<AttrInfo>
 }
 
 /// How records find their attr (linux-perf-data has checked that records of several attrs can be told apart).
-fn attr_lookup(attrs: &[AttrInfo], descs: &[AttributeDescription]) -> AttrLookup {
+pub(super) fn attr_lookup(attrs: &[AttrInfo], descs: &[AttributeDescription]) -> AttrLookup {
     let first = &attrs[0].parse_info;
     if attrs.len() == 1 {
         AttrLookup::Only
@@ -418,7 +427,7 @@ fn attr_lookup(attrs: &[AttrInfo], descs: &[AttributeDescription]) -> AttrLookup
 }
 
 /// How the sampled event fired, from the first attr other than the off-CPU event.
-fn sampling_of(descs: &[AttributeDescription], names: &[String]) -> Option<Sampling> {
+pub(super) fn sampling_of(descs: &[AttributeDescription], names: &[String]) -> Option<Sampling> {
     let (desc, _) = descs
         .iter()
         .zip(names)
