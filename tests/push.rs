@@ -107,6 +107,7 @@ fn pushes(dir: &Path) -> Vec<Push> {
         .flatten()
         .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .filter(|p| p.with_extension("pprof").exists())
         .collect();
     names.sort();
     for json in names {
@@ -636,4 +637,74 @@ fn unsymbolized_pushes_carry_build_ids_and_offsets() {
     assert!(fixture_locations > 0, "no frame of the fixture was sent");
     let pushed: i64 = pushes.iter().map(Push::samples).sum();
     assert_eq!(pushed, recorded_samples(&data), "{stderr}");
+}
+
+/// Check that `--push-otlp` beside `--push` sends each period also as an OTLP profiles request that
+/// opentelemetry-proto decodes: one per Pyroscope push, at the same periods, under the application's
+/// `service.name` and the host's `host.name`, their samples adding up to the recording's exactly.
+#[test]
+fn otlp_pushes_match_the_pyroscope_ones() {
+    let test = "otlp_pushes_match_the_pyroscope_ones";
+    if !privileged(test) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let rcv = Receiver::start(&dir.path().join("rcv"), 0);
+    let bin = build_c(dir.path(), "calltree.c", FP);
+    let data = dir.path().join("push.data");
+    let spool = dir.path().join("spool");
+    let url = rcv.url();
+    let (stderr, status) = run_rprof(&[
+        "record",
+        "-F",
+        "199",
+        "-g",
+        "--push",
+        &url,
+        "--push-otlp",
+        &url,
+        "--every",
+        "1",
+        "--app",
+        "calltree_app",
+        "--spool",
+        spool.to_str().unwrap(),
+        "-o",
+        data.to_str().unwrap(),
+        "--",
+        bin.to_str().unwrap(),
+        "2000",
+    ]);
+    assert!(status.success(), "rprof failed:\n{stderr}");
+    let pushes = pushes(&rcv.dir);
+    let mut otlp: Vec<PathBuf> = std::fs::read_dir(&rcv.dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "otlp"))
+        .collect();
+    otlp.sort();
+    assert!(pushes.len() >= 2, "{} pushes:\n{stderr}", pushes.len());
+    assert_eq!(otlp.len(), pushes.len(), "{stderr}");
+    let mut starts = Vec::new();
+    let mut samples = 0;
+    for body in &otlp {
+        let Some(d) = otlp_decode(test, body) else {
+            return;
+        };
+        assert_eq!(d["resource"]["service.name"], "calltree_app");
+        assert!(d["resource"]["host.name"].is_string(), "{}", d["resource"]);
+        let count = d["profiles"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["type"] == "samples")
+            .expect("a samples profile");
+        starts.push(count["time_unix_nano"].as_u64().unwrap());
+        samples += count["total"].as_i64().unwrap();
+    }
+    starts.sort_unstable();
+    let pyroscope: Vec<u64> = pushes.iter().map(|p| p.from() * 1_000_000_000).collect();
+    assert_eq!(starts, pyroscope);
+    assert_eq!(samples, recorded_samples(&data), "{stderr}");
 }

@@ -10,35 +10,41 @@ use std::time::Duration;
 /// Continuous profiling: push each period's profile to a store while recording goes on.
 #[derive(Args, Debug, Default)]
 #[command(next_help_heading = "Pushing to a profile store (continuous profiling)")]
+#[command(group(clap::ArgGroup::new("pushing").args(["push", "push_otlp"]).multiple(true)))]
 pub struct PushArgs {
     /// Send a profile of each period to this Pyroscope server (http(s)://HOST:PORT, its /ingest API) while
     /// recording; no recording file is written unless -o is given.
     #[arg(long = "push", value_name = "URL")]
     pub push: Option<String>,
+    /// Send the same profiles to this OpenTelemetry collector (OTLP/HTTP protobuf, POST
+    /// URL/v1development/profiles; the profiles signal of PyPI's opentelemetry-proto 1.45.2), with or
+    /// without --push.
+    #[arg(long = "push-otlp", value_name = "URL")]
+    pub push_otlp: Option<String>,
     /// The period of each pushed profile, in seconds.
-    #[arg(long = "every", value_name = "SECONDS", default_value = "15", requires = "push",
+    #[arg(long = "every", value_name = "SECONDS", default_value = "15", requires = "pushing",
           value_parser = parse::above_zero)]
     pub every: u64,
     /// The application name in the store (default: the command's or the first process's name, else the
     /// host name).
-    #[arg(long = "app", value_name = "NAME", requires = "push")]
+    #[arg(long = "app", value_name = "NAME", requires = "pushing")]
     pub app: Option<String>,
     /// A label of every pushed profile (repeat for several); `host` is added.
-    #[arg(long = "label", value_name = "KEY=VALUE", requires = "push", value_parser = label)]
+    #[arg(long = "label", value_name = "KEY=VALUE", requires = "pushing", value_parser = label)]
     pub label: Vec<(String, String)>,
     /// Where profiles wait until the store takes them (kept across runs: the next rprof sends what is left).
-    #[arg(long = "spool", value_name = "DIR", requires = "push")]
+    #[arg(long = "spool", value_name = "DIR", requires = "pushing")]
     pub spool: Option<PathBuf>,
     /// The most the spool holds, in MiB; past it the oldest profiles are dropped (and counted).
-    #[arg(long = "spool-max-mb", value_name = "MIB", default_value = "256", requires = "push",
+    #[arg(long = "spool-max-mb", value_name = "MIB", default_value = "256", requires = "pushing",
           value_parser = parse::above_zero)]
     pub spool_max_mb: u64,
     /// How long the end of a run keeps trying to empty the spool, in seconds.
-    #[arg(long = "flush-timeout", value_name = "SECONDS", default_value = "5", requires = "push",
+    #[arg(long = "flush-timeout", value_name = "SECONDS", default_value = "5", requires = "pushing",
           value_parser = parse::seconds)]
     pub flush_timeout: Duration,
     /// Basic authentication: the user (the password comes from $RPROF_PUSH_PASSWORD or --push-password-file).
-    #[arg(long = "push-user", value_name = "USER", requires = "push")]
+    #[arg(long = "push-user", value_name = "USER", requires = "pushing")]
     pub user: Option<String>,
     /// A file holding the basic-auth password.
     #[arg(long = "push-password-file", value_name = "FILE", requires = "user")]
@@ -47,19 +53,19 @@ pub struct PushArgs {
     #[arg(
         long = "push-token-file",
         value_name = "FILE",
-        requires = "push",
+        requires = "pushing",
         conflicts_with = "user"
     )]
     pub token_file: Option<PathBuf>,
     /// The tenant (X-Scope-OrgID header) of a multi-tenant store.
-    #[arg(long = "tenant", value_name = "ID", requires = "push")]
+    #[arg(long = "tenant", value_name = "ID", requires = "pushing")]
     pub tenant: Option<String>,
     /// Send addresses (file offsets), build ids and mappings without function names, for stores that
     /// symbolize centrally from debuginfod (kernel frames keep their names).
-    #[arg(long = "push-unsymbolized", requires = "push")]
+    #[arg(long = "push-unsymbolized", requires = "pushing")]
     pub unsymbolized: bool,
     /// Trust the CA certificates of this PEM file for https (instead of the bundled web roots).
-    #[arg(long = "push-ca", value_name = "FILE", requires = "push")]
+    #[arg(long = "push-ca", value_name = "FILE", requires = "pushing")]
     pub ca: Option<PathBuf>,
 }
 
@@ -123,14 +129,25 @@ fn read_secret(path: &PathBuf, what: &str) -> anyhow::Result<String> {
 
 /// The push of these arguments, None without --push.
 pub fn config(a: &PushArgs, record: &RecordConfig) -> anyhow::Result<Option<PushConfig>> {
-    let Some(url) = &a.push else {
+    if a.push.is_none() && a.push_otlp.is_none() {
         return Ok(None);
-    };
-    if !(url.starts_with("http://") || url.starts_with("https://")) {
-        anyhow::bail!(
-            "--push {url}: give the store's URL as http://HOST:PORT or https://HOST:PORT"
-        );
     }
+    for (flag, url) in [("--push", &a.push), ("--push-otlp", &a.push_otlp)] {
+        if let Some(url) = url.as_deref() {
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                anyhow::bail!(
+                    "{flag} {url}: give the store's URL as http://HOST:PORT or https://HOST:PORT"
+                );
+            }
+        }
+    }
+    let otlp_url = a.push_otlp.as_deref().map(|u| {
+        let u = u.trim_end_matches('/');
+        match u.ends_with("/v1development/profiles") {
+            true => u.to_string(),
+            false => format!("{u}/v1development/profiles"),
+        }
+    });
     let auth = match (&a.user, &a.token_file, std::env::var("RPROF_PUSH_TOKEN")) {
         (Some(user), _, _) => {
             let password = match &a.password_file {
@@ -153,8 +170,8 @@ pub fn config(a: &PushArgs, record: &RecordConfig) -> anyhow::Result<Option<Push
         labels.push(("host".into(), host_name()));
     }
     Ok(Some(PushConfig {
-        url: Some(url.clone()),
-        otlp_url: None,
+        url: a.push.clone(),
+        otlp_url,
         every: Duration::from_secs(a.every),
         app: a.app.clone().unwrap_or_else(|| default_app(record)),
         labels,

@@ -40,7 +40,7 @@ pub enum Auth {
 pub struct PushConfig {
     /// The Pyroscope server (`http(s)://HOST:PORT`).
     pub url: Option<String>,
-    /// An OTLP/HTTP profiles endpoint (not sent yet: entries of this kind stay spooled).
+    /// An OTLP/HTTP profiles endpoint (`.../v1development/profiles`): each profile goes there too.
     pub otlp_url: Option<String>,
     /// The period of each profile (whole seconds).
     pub every: Duration,

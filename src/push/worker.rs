@@ -11,11 +11,12 @@
 use super::live::Live;
 use super::pyroscope;
 use super::send::Wake;
+use super::spool::Request;
 use super::spool::Spool;
 use super::tap::{monotonic_ns, realtime_ns, Message};
 use super::{PushConfig, PushError};
 use crate::recording::{Decoder, SamplingPolicy};
-use crate::report::{to_pprof_with, PprofLabels};
+use crate::report::{to_otlp, to_pprof_with, PprofLabels};
 use std::collections::VecDeque;
 use std::io::Write;
 use std::sync::mpsc::{Receiver, Sender};
@@ -124,6 +125,18 @@ impl Worker {
         Ok(made)
     }
 
+    /// The OTLP resource of every profile: `service.name` (the app), `host.name`, and the labels.
+    fn resource(&self) -> Vec<(&str, &str)> {
+        let mut attrs = vec![("service.name", self.cfg.app.as_str())];
+        for (k, v) in &self.cfg.labels {
+            attrs.push((
+                if k == "host" { "host.name" } else { k.as_str() },
+                v.as_str(),
+            ));
+        }
+        attrs
+    }
+
     /// Make the profile of `period` (the samples before `limit`, all of them with None) and spool it.
     fn cut(
         &self,
@@ -153,12 +166,25 @@ impl Worker {
         let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
         gz.write_all(&bytes).map_err(PushError::Encode)?;
         let gz = gz.finish().map_err(PushError::Encode)?;
-        let query = pyroscope::query(&self.cfg.app, &self.cfg.labels, period.from, until, rate);
-        let (request, body) =
-            pyroscope::request(query, &gz, period.from ^ u64::from(std::process::id()));
-        self.spool.put(period.from * NS, &request, &body)?;
-        made.profiles += 1;
-        made.bytes += body.len() as u64;
+        if self.cfg.url.is_some() {
+            let query = pyroscope::query(&self.cfg.app, &self.cfg.labels, period.from, until, rate);
+            let (request, body) =
+                pyroscope::request(query, &gz, period.from ^ u64::from(std::process::id()));
+            self.spool.put(period.from * NS, &request, &body)?;
+            made.profiles += 1;
+            made.bytes += body.len() as u64;
+        }
+        if self.cfg.otlp_url.is_some() {
+            let body = prost::Message::encode_to_vec(&to_otlp(&pb, &self.resource()));
+            let request = Request {
+                kind: "otlp".into(),
+                query: String::new(),
+                content_type: "application/x-protobuf".into(),
+            };
+            self.spool.put(period.from * NS, &request, &body)?;
+            made.profiles += 1;
+            made.bytes += body.len() as u64;
+        }
         let _ = self.wake.send(Wake::Spooled);
         live.bound_memory();
         Ok(())

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A stand-in for a profile store, for rprof's push tests: listens on 127.0.0.1 (port 0: any free one, which
 it writes to DIR/port), accepts POST /ingest as Pyroscope's ingest API takes it, and keeps each request in DIR
-as N.json (path, query, headers, the form's sample_type_config) and N.pprof (the form's profile part).
+as N.json (path, query, headers, the form's sample_type_config) and N.pprof (the form's profile part); an OTLP
+request (POST .../v1development/profiles) is kept as N.json and N.otlp (the body as sent).
 
     receiver.py DIR [PORT [CERT KEY]]
 
@@ -36,6 +37,19 @@ class Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length", 0))
         body = self.rfile.read(length)
         url = urlsplit(self.path)
+        if url.path.endswith("/v1development/profiles"):
+            # An OTLP profiles request: kept as it came, N.otlp beside N.json.
+            with lock:
+                n = count[0]
+                count[0] += 1
+                with open(os.path.join(DIR, "%06d.otlp" % n), "wb") as f:
+                    f.write(body)
+                meta = {"path": url.path, "headers": {k: v for k, v in self.headers.items()}, "bytes": length}
+                with open(os.path.join(DIR, "%06d.json" % n), "w") as f:
+                    json.dump(meta, f)
+            self.send_response(200)
+            self.end_headers()
+            return
         try:
             form = parts(self.headers.get("Content-Type", ""), body)
         except Exception as e:  # a malformed form is the sender's bug: refuse it
