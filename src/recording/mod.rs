@@ -14,6 +14,7 @@ mod event_update;
 mod features;
 mod header;
 mod reader;
+mod stream;
 mod writer;
 
 pub use encode::{encode_comm, encode_finished_round, encode_mmap2, encode_sample};

@@ -32,6 +32,7 @@ use super::features::{parse_ns_pids, HEADER_RPROF_NS_PIDS};
 use super::header::{
     attr_ids, check_attrs, check_header, parse_patched, read_feature_table, read_meta, DataExtent,
 };
+use super::stream::RecordStream;
 use super::writer::{FileHeader, HEADER_SIZE};
 use super::{BuildIdEntry, Event, Meta, RecordingError, Sampling, OFF_CPU_EVENT};
 use crate::merge::OrderedMerge;
@@ -128,7 +129,7 @@ impl Reader {
             .map_err(read_err)?;
         Ok(Reader {
             path: path.to_path_buf(),
-            data: DataSection::new(file, header.data.0, extent.len),
+            data: DataSection::new(RecordStream::new(file, header.data.0, extent.len)),
             lookup: attr_lookup(&attrs, descs),
             attrs,
             id_to_attr: ids
