@@ -193,6 +193,10 @@ fn lowered_warning(l: &record::LoweredRate) -> String {
 
 /// Record; returns the launched command's exit status (0 without one).
 pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
+    if args.output == std::path::Path::new("-") {
+        // A pipe-mode stream on stdout: everything else written there goes to stderr, as with perf.
+        crate::recording::claim_stdout()?;
+    }
     let cfg = config(&args);
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {

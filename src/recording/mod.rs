@@ -13,11 +13,13 @@ mod encode;
 mod event_update;
 mod features;
 mod header;
+mod pipe;
 mod reader;
 mod stream;
 mod writer;
 
 pub use encode::{encode_comm, encode_finished_round, encode_mmap2, encode_sample};
+pub use pipe::claim_stdout;
 pub use reader::Reader;
 pub use writer::Writer;
 

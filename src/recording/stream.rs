@@ -107,11 +107,6 @@ impl RecordStream {
         &self.tracing_data
     }
 
-    /// Whether any compressed record was read so far.
-    pub(super) fn saw_compressed(&self) -> bool {
-        self.decoder.is_some()
-    }
-
     /// Where byte `logical` of the stream comes from: its file offset, or that of the compressed record it
     /// was decompressed from (then `true`).
     pub(super) fn place(&self, logical: u64) -> (u64, bool) {

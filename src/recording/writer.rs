@@ -10,6 +10,11 @@
 //! that the file was not finished. The data section starts with a PERF_RECORD_EVENT_UPDATE naming each event,
 //! so that such a file still tells its events apart (the off-CPU event from the clock) without the EVENT_DESC
 //! section. [`Writer::finish`] appends the features and rewrites the header.
+//!
+//! With the path `-`, the recording is a pipe-mode stream on the standard output (as `perf record -o -`
+//! writes it): the 16-byte pipe header, a HEADER_ATTR record per attr, EVENT_DESC as a HEADER_FEATURE
+//! record, the names, FINISHED_INIT, the records, and at the end the other features as HEADER_FEATURE
+//! records and the build ids as HEADER_BUILD_ID records.
 use std::fs::File;
 use std::io::{BufWriter, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -20,7 +25,7 @@ use super::features::{
     HEADER_BUILD_ID, HEADER_CMDLINE, HEADER_EVENT_DESC, HEADER_HOSTNAME, HEADER_NRCPUS,
     HEADER_OSRELEASE, HEADER_RPROF_NS_PIDS,
 };
-use super::{BuildIdEntry, FileAttr, Meta, RecordingError};
+use super::{pipe, BuildIdEntry, FileAttr, Meta, RecordingError};
 use std::collections::BTreeMap;
 
 /// `sizeof(struct perf_file_header)`.
@@ -87,6 +92,10 @@ pub struct Writer {
     last_flush: std::time::Instant,
     /// Host pid -> pid in its own namespace, for rprof's NS_PIDS section.
     ns_pids: BTreeMap<u32, u32>,
+    /// A pipe-mode stream (`-o -`): no header to update, and the features go out as records.
+    pipe: bool,
+    /// Bytes written before the data section's records (the pipe mode's header and metadata records).
+    before_data: u64,
 }
 
 /// Make every attr `attr_len` bytes long (zero-extended, with its `size` field updated), where `attr_len`
@@ -144,7 +153,12 @@ impl Writer {
     /// they differ; smaller ones are zero-extended), less all-zero trailing fields past 128 bytes.
     pub fn create(path: &Path, mut attrs: Vec<FileAttr>) -> Result<Writer, RecordingError> {
         let attr_len = normalize_attrs(path, &mut attrs)?;
-        let file = File::create(path).map_err(|source| RecordingError::Create {
+        let pipe = path == Path::new("-");
+        let file = match pipe {
+            true => pipe::stdout_file(),
+            false => File::create(path),
+        };
+        let file = file.map_err(|source| RecordingError::Create {
             path: path.to_path_buf(),
             source,
         })?;
@@ -158,7 +172,16 @@ impl Writer {
             data_size: 0,
             last_flush: std::time::Instant::now(),
             ns_pids: BTreeMap::new(),
+            pipe,
+            before_data: 0,
         };
+        if pipe {
+            w.write_pipe_prologue()?;
+            w.write_names()?;
+            w.write(&pipe::encode_finished_init())?;
+            w.flush()?;
+            return Ok(w);
+        }
         let mut head = Vec::new();
         let mut id_sections = Vec::new();
         let mut offset = HEADER_SIZE;
@@ -209,6 +232,45 @@ impl Writer {
         Ok(())
     }
 
+    /// The pipe mode's header, a HEADER_ATTR record per attr, and EVENT_DESC as a HEADER_FEATURE record.
+    fn write_pipe_prologue(&mut self) -> Result<(), RecordingError> {
+        let mut head = pipe::encode_header();
+        for (index, a) in self.attrs.iter().enumerate() {
+            let record = pipe::encode_attr(&a.attr, &a.ids).ok_or_else(|| {
+                RecordingError::InvalidAttr {
+                    path: self.path.clone(),
+                    index,
+                    reason: format!(
+                        "its {} event ids do not fit in one pipe-mode record (record to a file with -o FILE)",
+                        a.ids.len()
+                    ),
+                }
+            })?;
+            head.extend_from_slice(&record);
+        }
+        let desc = encode_event_desc(&self.attrs, self.attr_len);
+        // Too many ids for one record: perf's EVENT_UPDATE names (written next) name the events instead.
+        head.extend(pipe::encode_feature(HEADER_EVENT_DESC, &desc).unwrap_or_default());
+        self.before_data = head.len() as u64;
+        self.write(&head)
+    }
+
+    /// End a pipe-mode stream: the features as HEADER_FEATURE records (rprof's NS_PIDS, which perf would
+    /// refuse there, is left out), the build ids as HEADER_BUILD_ID records. Returns the bytes written.
+    fn finish_pipe(mut self, sections: &[(usize, Vec<u8>)]) -> Result<u64, RecordingError> {
+        let mut tail = Vec::new();
+        for (bit, bytes) in sections {
+            match *bit {
+                HEADER_BUILD_ID => tail.extend(pipe::encode_build_id_records(bytes)),
+                HEADER_EVENT_DESC | HEADER_RPROF_NS_PIDS => {}
+                bit => tail.extend(pipe::encode_feature(bit, bytes).unwrap_or_default()),
+            }
+        }
+        self.write(&tail)?;
+        self.flush()?;
+        Ok(self.before_data + self.data_size + tail.len() as u64)
+    }
+
     fn header(&self, features: [u64; 4]) -> [u8; HEADER_SIZE as usize] {
         let attr_size = self.attr_len as u64 + SECTION_SIZE;
         FileHeader {
@@ -255,9 +317,13 @@ impl Writer {
         use std::os::unix::fs::FileExt;
         self.last_flush = std::time::Instant::now();
         let size = self.data_size.to_le_bytes();
+        let pipe = self.pipe;
         self.out
             .flush()
-            .and_then(|_| self.out.get_ref().write_all_at(&size, DATA_SIZE_AT))
+            .and_then(|_| match pipe {
+                true => Ok(()),
+                false => self.out.get_ref().write_all_at(&size, DATA_SIZE_AT),
+            })
             .map_err(|source| RecordingError::Write {
                 path: self.path.clone(),
                 source,
@@ -304,6 +370,9 @@ impl Writer {
         // In bit order, as the section table is: the highest bit comes last.
         if !self.ns_pids.is_empty() {
             sections.push((HEADER_RPROF_NS_PIDS, encode_ns_pids(&self.ns_pids)));
+        }
+        if self.pipe {
+            return self.finish_pipe(&sections);
         }
         let mut features = [0u64; 4];
         let mut table = Vec::new();
