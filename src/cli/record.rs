@@ -195,7 +195,7 @@ fn lowered_warning(l: &record::LoweredRate) -> String {
 pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
     if args.output == std::path::Path::new("-") {
         // A pipe-mode stream on stdout: everything else written there goes to stderr, as with perf.
-        crate::recording::claim_stdout()?;
+        rprof::recording::claim_stdout()?;
     }
     let cfg = config(&args);
     let stop = Arc::new(AtomicBool::new(false));
