@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 /// Read a recording (rprof's or `perf record`'s) and print a top table, folded stacks or a flame graph.
 #[derive(Args, Debug)]
 #[command(
+    args_override_self = true,
     after_help = "Examples:\n  rprof report\n  rprof report --folded | inferno-flamegraph > out.svg\n  \
                         rprof report -i perf.data --flamegraph out.svg\n  \
                         rprof report --pprof out.pb.gz && go tool pprof -top out.pb.gz\n  \
@@ -71,8 +72,16 @@ pub struct ReportArgs {
     #[arg(long = "tid", value_delimiter = ',')]
     pub tid: Vec<u32>,
     /// Only samples of these commands (comma-separated).
-    #[arg(long = "comm", value_delimiter = ',')]
+    #[arg(
+        short = 'c',
+        long = "comm",
+        visible_alias = "comms",
+        value_delimiter = ','
+    )]
     pub comm: Vec<String>,
+    /// Leave out rows under this share of the samples (in percent; of the total column with --children).
+    #[arg(long = "percent-limit", value_name = "PERCENT", default_value_t = 0.0, value_parser = parse::percent)]
+    pub percent_limit: f64,
     /// Append file:line to user frames (from DWARF).
     #[arg(long = "lines")]
     pub lines: bool,
@@ -208,6 +217,7 @@ fn table_options(a: &ReportArgs) -> TableOptions {
         keys: a.sort.0.clone(),
         off_cpu_only: a.off_cpu_only,
         call_graph: graph,
+        percent_limit: a.percent_limit,
     }
 }
 

@@ -16,11 +16,13 @@ mod header;
 mod pipe;
 mod reader;
 mod stream;
+mod tracing_data;
 mod writer;
 
 pub use encode::{encode_comm, encode_finished_round, encode_mmap2, encode_sample};
 pub use pipe::claim_stdout;
 pub use reader::Reader;
+pub use tracing_data::{encode_tracing_data, TracingEvent};
 pub use writer::Writer;
 
 /// Errors of the recording stage.
@@ -259,6 +261,8 @@ pub struct SampleFields {
     pub callchain: Vec<u64>,
     /// The header misc bits (cpu mode, exact ip...).
     pub misc: u16,
+    /// PERF_SAMPLE_RAW: a tracepoint's record (its fields as the event's format lays them out).
+    pub raw: Vec<u8>,
 }
 
 impl SampleFields {
@@ -278,6 +282,7 @@ impl SampleFields {
                 None => Vec::new(),
             },
             misc,
+            raw: s.raw.map(|r| r.as_slice().into_owned()).unwrap_or_default(),
         }
     }
 }

@@ -104,15 +104,12 @@ fn read_prologue(data: &mut DataSection) -> std::io::Result<Result<Prologue, Str
     p.for_crate.extend_from_slice(b"PERFILE2");
     p.for_crate
         .extend_from_slice(&PIPE_HEADER_SIZE.to_le_bytes());
-    loop {
-        let (start, record_type, size) = match data.next()? {
-            Walked::Record {
-                start,
-                record_type,
-                size,
-            } => (start, record_type, size),
-            Walked::End | Walked::Damaged(_) => break,
-        };
+    while let Walked::Record {
+        start,
+        record_type,
+        size,
+    } = data.next()?
+    {
         if record_type < PERF_RECORD_HEADER_ATTR {
             break;
         }

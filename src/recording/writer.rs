@@ -23,7 +23,7 @@ use super::event_update::encode_name;
 use super::features::{
     encode_build_ids, encode_cmdline, encode_event_desc, encode_nrcpus, encode_ns_pids, put_string,
     HEADER_BUILD_ID, HEADER_CMDLINE, HEADER_EVENT_DESC, HEADER_HOSTNAME, HEADER_NRCPUS,
-    HEADER_OSRELEASE, HEADER_RPROF_NS_PIDS,
+    HEADER_OSRELEASE, HEADER_RPROF_NS_PIDS, HEADER_TRACING_DATA,
 };
 use super::{pipe, BuildIdEntry, FileAttr, Meta, RecordingError};
 use std::collections::BTreeMap;
@@ -96,6 +96,8 @@ pub struct Writer {
     pipe: bool,
     /// Bytes written before the data section's records (the pipe mode's header and metadata records).
     before_data: u64,
+    /// The HEADER_TRACING_DATA section (tracepoint formats), when the recording has tracepoint events.
+    tracing_data: Option<Vec<u8>>,
 }
 
 /// Make every attr `attr_len` bytes long (zero-extended, with its `size` field updated), where `attr_len`
@@ -174,6 +176,7 @@ impl Writer {
             ns_pids: BTreeMap::new(),
             pipe,
             before_data: 0,
+            tracing_data: None,
         };
         if pipe {
             w.write_pipe_prologue()?;
@@ -341,6 +344,12 @@ impl Writer {
         self.data_size
     }
 
+    /// Store `bytes` (see [`super::encode_tracing_data`]) as the HEADER_TRACING_DATA section when the
+    /// recording is finished: the formats of its tracepoint events.
+    pub fn set_tracing_data(&mut self, bytes: Vec<u8>) {
+        self.tracing_data = Some(bytes);
+    }
+
     /// Write the feature sections (BUILD_ID, HOSTNAME, OSRELEASE, NRCPUS, CMDLINE, EVENT_DESC, and rprof's
     /// NS_PIDS when a process was in another pid namespace) and the final header; returns the file size in
     /// bytes.
@@ -353,7 +362,12 @@ impl Writer {
         put_string(&mut hostname, &meta.hostname);
         let mut os_release = Vec::new();
         put_string(&mut os_release, &meta.os_release);
-        let mut sections = vec![
+        let mut sections = Vec::new();
+        // In bit order, as the section table is: TRACING_DATA (bit 1) comes first.
+        if let Some(tracing) = self.tracing_data.take() {
+            sections.push((HEADER_TRACING_DATA, tracing));
+        }
+        sections.extend([
             (HEADER_BUILD_ID, encode_build_ids(build_ids)),
             (HEADER_HOSTNAME, hostname),
             (HEADER_OSRELEASE, os_release),
@@ -366,7 +380,7 @@ impl Writer {
                 HEADER_EVENT_DESC,
                 encode_event_desc(&self.attrs, self.attr_len),
             ),
-        ];
+        ]);
         // In bit order, as the section table is: the highest bit comes last.
         if !self.ns_pids.is_empty() {
             sections.push((HEADER_RPROF_NS_PIDS, encode_ns_pids(&self.ns_pids)));

@@ -4,11 +4,12 @@
 //!
 //! Open STARTs are bounded: at most `max_open` (a START beyond drops the oldest) and none older than
 //! `max_age` (dropped as later events pass them). A second START of an open key replaces the first, as bcc's
-//! biolatency and runqlat do: the pair times the latest request of that key. A DONE without an open START is
+//! biolatency and runqlat do: the pair times the latest request of that key (or with `--keep first` is
+//! dropped: the pair times from the first). A DONE without an open START is
 //! counted, never turned into a duration. Every drop is counted in [`KeyedCounts`].
 use super::calls::Call;
 use super::stats::{KeyedCounts, Stats};
-use crate::probe::target::TargetId;
+use crate::probe::target::{Keep, TargetId};
 use crate::probe::value::Value;
 use crate::resolve::FastMap;
 use std::collections::BTreeMap;
@@ -40,14 +41,34 @@ impl KeyedPairer {
         }
     }
 
-    /// A START of `call.target` with these key values at `call.time`.
-    pub fn start(&mut self, stats: &mut Stats, call: Call, key: Box<[Value]>) {
+    /// A START of `call.target` with these key values at `call.time`. Of an open key, it replaces the open
+    /// START (`Keep::Latest`) or is dropped (`Keep::First`). Either way the call keeps a process context: a
+    /// START in an interrupt (a socket's state change in softirq) takes the one of the START it replaces, and
+    /// a dropped START in a process gives its own to an open one that has none.
+    pub fn start(&mut self, stats: &mut Stats, mut call: Call, key: Box<[Value]>, keep: Keep) {
         stats.funcs[call.target].enter();
         self.expire(&mut stats.keyed, call.time);
         let key = (call.target, key);
-        if let Some((age, _)) = self.open.remove(&key) {
-            self.by_age.remove(&age);
-            stats.keyed.replaced += 1;
+        if let Some((age, open)) = self.open.get_mut(&key) {
+            let in_process = |c: &Call| c.ctx.tid.is_some();
+            match keep {
+                Keep::First => {
+                    if !in_process(open) && in_process(&call) {
+                        open.ctx = call.ctx;
+                    }
+                    stats.keyed.later += 1;
+                    return;
+                }
+                Keep::Latest => {
+                    if !in_process(&call) && in_process(open) {
+                        call.ctx = open.ctx.clone();
+                    }
+                    let age = *age;
+                    self.open.remove(&key);
+                    self.by_age.remove(&age);
+                    stats.keyed.replaced += 1;
+                }
+            }
         }
         if self.open.len() >= self.max_open {
             if let Some((_, oldest)) = self.by_age.pop_first() {
@@ -115,7 +136,7 @@ mod tests {
     }
 
     fn start(p: &mut KeyedPairer, s: &mut Stats, k: &[i64], time: u64, tid: u32) {
-        p.start(s, Call::entry(t(0), tid, time), key(k));
+        p.start(s, Call::entry(t(0), tid, time), key(k), Keep::Latest);
     }
 
     /// Check that a DONE closes the START of its key whatever the thread, out of order between keys.
@@ -157,6 +178,33 @@ mod tests {
         start(&mut p, &mut s, &[4], 1_051, 1);
         assert_eq!((s.keyed.expired, p.open_calls()), (2, 1));
         assert_eq!(s.keyed.done_alone, 1);
+    }
+
+    /// Check `Keep::First`: a later START of an open key is dropped (counted), the pair times from the first,
+    /// and a START in a process gives its context to an open call opened in an interrupt; `Keep::Latest`
+    /// keeps the replaced START's context when the new one has none.
+    #[test]
+    fn keep_first_and_context() {
+        let mut s = Stats::new(1);
+        let mut p = KeyedPairer::new(100, 1_000_000);
+        let in_irq = Call::entry(t(0), 9, 10);
+        let mut in_proc = Call::entry(t(0), 5, 20);
+        in_proc.ctx.tid = Some(5);
+        in_proc.ctx.pid = Some(5);
+        p.start(&mut s, in_irq.clone(), key(&[1]), Keep::First);
+        p.start(&mut s, in_proc.clone(), key(&[1]), Keep::First);
+        let c = p.done(&mut s, t(0), key(&[1]), 50).unwrap();
+        assert_eq!(
+            (c.dur, c.ctx.pid, s.keyed.later),
+            (Some((40, 40)), Some(5), 1)
+        );
+        p.start(&mut s, in_proc, key(&[2]), Keep::Latest);
+        p.start(&mut s, Call::entry(t(0), 9, 30), key(&[2]), Keep::Latest);
+        let c = p.done(&mut s, t(0), key(&[2]), 50).unwrap();
+        assert_eq!(
+            (c.dur, c.ctx.pid, s.keyed.replaced),
+            (Some((20, 20)), Some(5), 1)
+        );
     }
 
     /// Check that memory stays bounded when DONEs never come: the maps never pass the cap.

@@ -57,6 +57,8 @@ pub struct Sink<'a> {
     filters: PerTarget<Option<UserFilter>>,
     /// Entries that filter rejected, whose returns are dropped with them: (thread, target) -> their SPs.
     rejected: FastMap<(u32, TargetId), Vec<Option<u64>>>,
+    /// The filters of pairs' ends: (pair, end's bit) -> the filter, evaluated whole by rprof.
+    pub(super) pair_filters: FastMap<(TargetId, u32), UserFilter>,
 }
 
 impl<'a> Sink<'a> {
@@ -94,6 +96,7 @@ impl<'a> Sink<'a> {
                 .map(|(_, t)| t.filter.as_ref()?.user.as_ref().map(UserFilter::new))
                 .collect(),
             rejected: FastMap::default(),
+            pair_filters: super::pair_hit::end_filters(targets),
         }
     }
 
@@ -153,9 +156,8 @@ impl<'a> Sink<'a> {
                 return;
             }
         }
-        let keyed = hit
-            .target
-            .is_some_and(|t| !self.targets[t].pair_key().is_empty());
+        let keyed = hit.target.is_some_and(|t| self.targets[t].is_keyed());
+        let pair = matches!(hit.role, Role::Pair(_));
         let filtered = hit.target.is_some_and(|t| self.filters[t].is_some());
         let needs_pid = hit.target.is_none()
             || hit.stack.is_some()
@@ -177,15 +179,15 @@ impl<'a> Sink<'a> {
             },
         };
         let mut call = Call::entry(target, hit.tid, time);
-        if self.calls.is_some() || keyed || self.trace_out.is_some() || filtered {
+        if self.calls.is_some() || pair || self.trace_out.is_some() || filtered {
             call.ctx = self.context(&hit, pid);
             self.carry(&mut call, pid, hit.values, hit.stack.as_deref());
         }
         if filtered && !self.passes(&call, hit.role, hit.sp) {
             return;
         }
-        if keyed && matches!(hit.role, Role::Entry | Role::Return) {
-            self.keyed_hit(call, hit.role, hit.stack.as_deref(), pid);
+        if let Role::Pair(mask) = hit.role {
+            self.pair_hit(call, mask, hit.stack.as_deref(), pid);
             return;
         }
         if hit.role == Role::Value {
@@ -210,7 +212,7 @@ impl<'a> Sink<'a> {
                     self.done(&closed, pid, None);
                 }
             }
-            Role::Return | Role::Value => {}
+            Role::Return | Role::Value | Role::Pair(_) => {}
             Role::Entry | Role::Hit => {
                 self.stats.funcs[target].enter();
                 self.done(&call, pid, None);
@@ -245,7 +247,7 @@ impl<'a> Sink<'a> {
     }
 
     /// The process context of a hit in process `pid` (none but the CPU in an interrupt).
-    fn context(&mut self, hit: &Hit, pid: u32) -> Ctx {
+    pub(super) fn context(&mut self, hit: &Hit, pid: u32) -> Ctx {
         if hit.irq {
             return Ctx {
                 cpu: hit.cpu,
@@ -297,39 +299,8 @@ impl<'a> Sink<'a> {
         false
     }
 
-    /// A keyed pair's START or DONE: opens a call under its key values, or closes the one open under them.
-    fn keyed_hit(&mut self, call: Call, role: Role, stack: Option<&[u64]>, pid: u32) {
-        let t = &self.targets[call.target];
-        let side = |k: &crate::probe::target::PairKey| match role {
-            Role::Entry => k.start,
-            _ => k.done,
-        };
-        let key: Option<Box<[Value]>> = t
-            .pair_key()
-            .iter()
-            .map(|k| call.values.get(side(k)).cloned().flatten())
-            .collect();
-        let Some(key) = key else {
-            self.stats.keyed.no_key += 1;
-            return;
-        };
-        if let (Some(chain), Role::Entry) = (stack, role) {
-            self.stacks
-                .add(call.target, pid, self.spaces.get(pid), chain);
-        }
-        if role == Role::Entry {
-            self.keyed.start(&mut self.stats, call, key);
-            return;
-        }
-        let (target, time) = (call.target, call.time);
-        if let Some(mut closed) = self.keyed.done(&mut self.stats, target, key.clone(), time) {
-            closed.join_return(call.values);
-            self.done(&closed, pid, Some(&key));
-        }
-    }
-
     /// A call that ended (or a hit): per-call work and the trace-event file; `key`: a keyed pair's key.
-    fn done(&mut self, call: &Call, pid: u32, key: Option<&[Value]>) {
+    pub(super) fn done(&mut self, call: &Call, pid: u32, key: Option<&[Value]>) {
         if let Some(out) = self.trace_out.as_mut() {
             let by = self.calls.as_ref().and_then(|c| c.by_value(call));
             out.call(call, pid, &self.targets[call.target], key, by.as_ref());

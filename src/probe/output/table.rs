@@ -337,6 +337,10 @@ fn write_footer(w: &mut dyn Write, report: &Report) -> io::Result<()> {
 fn keyed_line(k: &KeyedCounts) -> Option<String> {
     let parts: Vec<String> = [
         (k.replaced, "STARTs replaced by a later START of their key"),
+        (
+            k.later,
+            "later STARTs of an open key dropped (--keep first)",
+        ),
         (k.capped, "STARTs dropped at the --max-open cap"),
         (k.expired, "STARTs dropped after --max-age"),
         (k.done_alone, "DONEs without an open START"),
@@ -437,6 +441,7 @@ pub fn write_json(w: &mut dyn Write, report: &Report) -> io::Result<()> {
         "open_calls": report.open_calls,
         "keyed": {
             "replaced": report.totals.keyed.replaced,
+            "later": report.totals.keyed.later,
             "capped": report.totals.keyed.capped,
             "expired": report.totals.keyed.expired,
             "done_alone": report.totals.keyed.done_alone,
