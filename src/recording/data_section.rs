@@ -39,8 +39,12 @@ pub(super) enum Walked {
         size: usize,
     },
     End,
-    /// A truncated, invalid or unsupported record: why.
-    Damaged(String),
+    /// A truncated, invalid or unsupported record: why, and whether the section was cut short inside it (a
+    /// killed recorder) rather than corrupt.
+    Damaged {
+        reason: String,
+        cut: bool,
+    },
 }
 
 impl DataSection {
@@ -93,17 +97,19 @@ impl DataSection {
     pub(super) fn next(&mut self) -> std::io::Result<Walked> {
         let start = self.walk_pos;
         let at = self.describe(start);
-        let truncated = || {
-            Walked::Damaged(format!(
-                "the data section is truncated inside the record at {at}"
-            ))
+        let truncated = || Walked::Damaged {
+            reason: format!("the data section is truncated inside the record at {at}"),
+            cut: true,
         };
         if !self.fill_to(start + 8)? {
             if self.buf_start + self.buf.len() as u64 > start {
                 return Ok(truncated());
             }
             return Ok(match self.stream.damage() {
-                Some(damage) => Walked::Damaged(damage.to_string()),
+                Some((reason, cut)) => Walked::Damaged {
+                    reason: reason.to_string(),
+                    cut,
+                },
                 None => Walked::End,
             });
         }
@@ -112,14 +118,14 @@ impl DataSection {
         let size = usize::from(u16::from_le_bytes([header[6], header[7]]));
         if size < 8 {
             let reason = format!("the record at {at} has an invalid size {size}");
-            return Ok(Walked::Damaged(reason));
+            return Ok(Walked::Damaged { reason, cut: false });
         }
         if !self.fill_to(start + size as u64)? {
             return Ok(truncated());
         }
         if record_type == PERF_RECORD_AUXTRACE {
             let reason = format!("AUXTRACE data (record at {at}) is not supported");
-            return Ok(Walked::Damaged(reason));
+            return Ok(Walked::Damaged { reason, cut: false });
         }
         self.walk_pos += size as u64;
         Ok(Walked::Record {
@@ -154,6 +160,12 @@ impl DataSection {
     pub(super) fn rewind(&mut self) {
         debug_assert_eq!(self.buf_start, 0);
         self.walk_pos = 0;
+    }
+
+    /// The bytes in the buffer from where the walk stands (after a damaged record: up to the end read).
+    pub(super) fn rest(&self) -> &[u8] {
+        let at = (self.walk_pos - self.buf_start) as usize;
+        self.buf.get(at..).unwrap_or_default()
     }
 
     /// The file offset where the walk stands: the end of the last whole record walked.

@@ -251,6 +251,8 @@ pub(super) struct DataExtent {
     pub(super) keep_features: bool,
     /// The header was never completed.
     pub(super) unfinished: bool,
+    /// The file is shorter than its finished header says.
+    pub(super) truncated: bool,
 }
 
 impl DataExtent {
@@ -278,6 +280,7 @@ impl DataExtent {
             keep_features: problem.is_none(),
             problem,
             unfinished,
+            truncated: truncated && !unfinished,
         }
     }
 }

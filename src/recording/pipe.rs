@@ -92,6 +92,8 @@ pub(super) fn open(path: &Path, file: File) -> Result<Reader, RecordingError> {
         walk_problem_at: problems.len(),
         problems,
         unfinished: false,
+        short_file: false,
+        pipe: true,
     };
     Ok(Reader::assemble(path, data, descs, ids, names, found))
 }

@@ -9,7 +9,9 @@
 //! A data section that is cut short (the file was truncated, or `rprof record` / `perf record` was killed
 //! before writing the final header) yields the records before the cut and then
 //! [`RecordingError::Incomplete`], which says where reading stopped; `rprof report` keeps what was read and
-//! prints it as one warning.
+//! prints it as one warning. Any other record that cannot be read (a corrupt zstd frame or record, an invalid
+//! size, a record running past the end of a complete data section, a pipe-mode stream cut inside a record)
+//! ends the reading with [`RecordingError::Damaged`]: an error naming the file, the offset and the fix.
 use std::collections::{HashMap, VecDeque};
 use std::fs::File;
 use std::io::{BufReader, Read, Seek, SeekFrom};
@@ -56,6 +58,17 @@ pub(super) struct Found {
     pub(super) problems: Vec<String>,
     pub(super) walk_problem_at: usize,
     pub(super) unfinished: bool,
+    /// The file ends before its data section does (a killed recorder, a full disk): a record cut at its
+    /// end is a warning, not an error.
+    pub(super) short_file: bool,
+    /// A pipe-mode stream.
+    pub(super) pipe: bool,
+}
+
+/// Why a record cannot be read, and whether because the data was cut short there (else it is corrupt).
+pub(super) struct Damage {
+    pub(super) reason: String,
+    pub(super) cut: bool,
 }
 
 /// Reads a recording written by rprof or by `perf record`.
@@ -85,6 +98,10 @@ pub struct Reader {
     walk_problem_at: usize,
     /// The header was never completed (a data size of 0, or no feature bits).
     unfinished: bool,
+    /// The first record that cannot be read, unless it is where a short file ends: an error.
+    damage: Option<Damage>,
+    short_file: bool,
+    pipe: bool,
     done: bool,
 }
 
@@ -172,6 +189,8 @@ impl Reader {
             problems,
             walk_problem_at,
             unfinished: extent.unfinished,
+            short_file: extent.unfinished || extent.truncated,
+            pipe: false,
         };
         Ok(Self::assemble(path, data, descs, ids, event_names, found))
     }
@@ -207,6 +226,9 @@ impl Reader {
             problems: found.problems,
             walk_problem_at: found.walk_problem_at,
             unfinished: found.unfinished,
+            damage: None,
+            short_file: found.short_file,
+            pipe: found.pipe,
             done: false,
         }
     }
@@ -355,8 +377,22 @@ impl Reader {
                     size,
                 } => (start, record_type, size),
                 Walked::End => break,
-                Walked::Damaged(reason) => {
-                    self.problems.insert(self.walk_problem_at, reason);
+                Walked::Damaged { reason, cut } => {
+                    let rest = self.data.rest();
+                    if self.pipe && rest.starts_with(b"[ perf record:") {
+                        // `perf record -o - > FILE 2>&1`: perf's own messages after the stream.
+                        self.problems.insert(self.walk_problem_at, format!(
+                            "{} bytes of perf's messages (\"{}\") follow the stream's last record and were \
+                             ignored (perf record -o - was run with 2>&1)",
+                            rest.len(),
+                            String::from_utf8_lossy(rest.split(|&b| b == b'\n').next().unwrap_or_default())
+                        ));
+                    } else if cut && self.short_file {
+                        // Where a killed recorder (or a full disk) stopped the file.
+                        self.problems.insert(self.walk_problem_at, reason);
+                    } else if self.damage.is_none() {
+                        self.damage = Some(Damage { reason, cut });
+                    }
                     break;
                 }
             };
@@ -401,6 +437,28 @@ impl Reader {
         }
     }
 
+    fn damaged(&self, damage: Damage, read_to: u64) -> RecordingError {
+        let fix = match (damage.cut, self.pipe) {
+            (true, true) => {
+                "the stream was cut inside a record (its recorder killed, or the pipe closed early): \
+                 record again, or record to a file (-o FILE), which a killed recorder leaves readable"
+            }
+            (true, false) => {
+                "its last record runs past the end of the data section its header gives (a bad copy?): \
+                 copy it again, or record again"
+            }
+            (false, _) => {
+                "the recording is corrupt from there on (a bad copy?): copy it again, or record again"
+            }
+        };
+        RecordingError::Damaged {
+            path: self.path.clone(),
+            reason: damage.reason,
+            read_to,
+            fix,
+        }
+    }
+
     /// The next event in time order (as perf orders them, by FINISHED_ROUND), or None at the end. Records of
     /// other types are skipped. After an error, returns None.
     pub fn next_event(&mut self) -> Result<Option<Event>, RecordingError> {
@@ -415,6 +473,9 @@ impl Reader {
                     continue;
                 }
                 self.done = true;
+                if let Some(damage) = self.damage.take() {
+                    return Err(self.damaged(damage, self.data.walked_to()));
+                }
                 if self.problems.is_empty() {
                     return Ok(None);
                 }
@@ -438,7 +499,8 @@ impl Reader {
                 Ok(None) => continue,
                 Err(reason) => {
                     self.done = true;
-                    return Err(self.incomplete(reason, self.data.file_offset(start)));
+                    let damage = Damage { reason, cut: false };
+                    return Err(self.damaged(damage, self.data.file_offset(start)));
                 }
             }
         }

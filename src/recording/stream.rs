@@ -61,8 +61,9 @@ pub(super) struct RecordStream {
     more_output: bool,
     tracing_data: Vec<u8>,
     segments: Vec<Segment>,
-    /// Why the stream ended before the raw bytes did.
-    damage: Option<String>,
+    /// Why the stream ended before the raw bytes did, and whether because they were cut short (rather than
+    /// corrupt).
+    damage: Option<(String, bool)>,
     done: bool,
 }
 
@@ -97,9 +98,12 @@ impl RecordStream {
         }
     }
 
-    /// Why the stream ended before its raw bytes did (a damaged compressed record), if it did.
-    pub(super) fn damage(&self) -> Option<&str> {
-        self.damage.as_deref()
+    /// Why the stream ended before its raw bytes did (a damaged compressed record), if it did, and whether
+    /// because they were cut short.
+    pub(super) fn damage(&self) -> Option<(&str, bool)> {
+        self.damage
+            .as_ref()
+            .map(|(reason, cut)| (reason.as_str(), *cut))
     }
 
     /// The payloads of the HEADER_TRACING_DATA records read so far (perf's tracing data: event formats).
@@ -180,9 +184,12 @@ impl RecordStream {
         if have < 8 {
             // The end, or a header cut short: what is there goes out, and the walk reports it.
             if !self.decomp.is_empty() && self.damage.is_none() {
-                self.damage = Some(format!(
-                    "the compressed records end inside a record ({} bytes of it)",
-                    self.decomp.len()
+                self.damage = Some((
+                    format!(
+                        "the compressed records end inside a record ({} bytes of it)",
+                        self.decomp.len()
+                    ),
+                    true,
                 ));
             }
             self.pass_raw(have);
@@ -239,9 +246,12 @@ impl RecordStream {
             }),
         };
         let Some(data) = data else {
-            self.damage = Some(format!(
-                "the COMPRESSED2 record at byte {} holds fewer bytes than it says",
-                self.raw_offset
+            self.damage = Some((
+                format!(
+                    "the COMPRESSED2 record at byte {} holds fewer bytes than it says",
+                    self.raw_offset
+                ),
+                false,
             ));
             self.done = true;
             return;
@@ -272,8 +282,11 @@ impl RecordStream {
         while left > 0 {
             let have = self.raw_fill(1)?;
             if have == 0 {
-                self.damage = Some(format!(
-                    "the data section is truncated inside the payload of the record at byte {at}"
+                self.damage = Some((
+                    format!(
+                        "the data section is truncated inside the payload of the record at byte {at}"
+                    ),
+                    true,
                 ));
                 self.done = true;
                 return Ok(());
@@ -302,9 +315,12 @@ impl RecordStream {
         let status = match status {
             Ok(status) => status,
             Err(e) => {
-                self.damage = Some(format!(
-                    "the zstd data of the compressed record at byte {} cannot be decompressed: {e}",
-                    self.compressed_at
+                self.damage = Some((
+                    format!(
+                        "the zstd data of the compressed record at byte {} cannot be decompressed: {e}",
+                        self.compressed_at
+                    ),
+                    false,
                 ));
                 self.done = true;
                 return Ok(());
