@@ -555,10 +555,10 @@ fn sigkilled_probe_on_the_pmu_leaves_nothing() {
 }
 
 /// Check that a recording at a tracepoint (`-e sched:sched_switch -a -g`) SIGKILLed once it holds switches
-/// is read by `rprof report` with the one unfinished warning and by `rprof script` with every hit named
-/// sched:sched_switch (the events' names are in the data section from the start). perf 6.1 does not read it:
-/// perf needs the HEADER_TRACING_DATA feature section at open ("broken or missing trace data"), which is
-/// written at the end (see docs/perf-data.md, "Limitation").
+/// is read by `rprof report` with the one unfinished warning, by `rprof script` with every hit named
+/// sched:sched_switch, and by `perf script` with the same hits and their fields: the tracepoints' formats,
+/// which perf writes at the end (HEADER_TRACING_DATA), rprof writes before the records and keeps a feature
+/// table pointing to them after the records as it goes.
 #[test]
 fn sigkilled_tracepoint_record_keeps_its_hits() {
     if !privileged("sigkilled_tracepoint_record_keeps_its_hits") {
@@ -599,4 +599,23 @@ fn sigkilled_tracepoint_record_keeps_its_hits() {
     eprintln!("SIGKILLed tracepoint recording: {samples} samples, {hits} switches in rprof script");
     assert!(samples > 0, "no switch recorded before the SIGKILL");
     assert_eq!(hits, samples, "every sample is a sched:sched_switch hit");
+    if !common::perf_tool("sigkilled_tracepoint_record_keeps_its_hits (perf script part)") {
+        return;
+    }
+    let out = Command::new("perf")
+        .args(["script", "-i"])
+        .arg(&killed)
+        .output()
+        .unwrap();
+    let perf = String::from_utf8_lossy(&out.stdout);
+    let perf_hits = perf
+        .lines()
+        .filter(|l| l.contains(" sched:sched_switch:") && l.contains("next_comm="))
+        .count() as u64;
+    assert_eq!(
+        perf_hits,
+        samples,
+        "perf script's switches with their fields: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -360,10 +360,8 @@ impl Session {
         let dwarf_mode = matches!(cfg.call_graph, CallGraph::Dwarf { .. });
         let sample_type = self.file_attr.get_sample_type();
         let info = self.kernel_attr.parse_info();
-        let mut writer = Writer::create(&cfg.output, self.file_attrs(cfg))?;
-        if let Some(tracing) = self.resolved.tracing_data() {
-            writer.set_tracing_data(tracing);
-        }
+        let tracing = self.resolved.tracing_data();
+        let writer = Writer::create_with_tracing(&cfg.output, self.file_attrs(cfg), tracing)?;
         Ok(Stream {
             writer,
             identified: sample_type & perf::attr::sample::IDENTIFIER != 0,

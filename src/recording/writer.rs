@@ -98,6 +98,9 @@ pub struct Writer {
     before_data: u64,
     /// The HEADER_TRACING_DATA section (tracepoint formats), when the recording has tracepoint events.
     tracing_data: Option<Vec<u8>>,
+    /// Where the copy of the tracing data before the data section is (file mode): the feature table that
+    /// [`Writer::flush`] keeps after the records points to it, so that perf reads a killed recording's formats.
+    tracing_at: Option<u64>,
 }
 
 /// Make every attr `attr_len` bytes long (zero-extended, with its `size` field updated), where `attr_len`
@@ -153,7 +156,19 @@ impl Writer {
     /// Create `path` now (so an unwritable path fails before sampling starts) and write the header
     /// placeholder, the event ids and the attrs. Attrs are stored with their own `size` (the largest one if
     /// they differ; smaller ones are zero-extended), less all-zero trailing fields past 128 bytes.
-    pub fn create(path: &Path, mut attrs: Vec<FileAttr>) -> Result<Writer, RecordingError> {
+    pub fn create(path: &Path, attrs: Vec<FileAttr>) -> Result<Writer, RecordingError> {
+        Self::create_with_tracing(path, attrs, None)
+    }
+
+    /// [`Writer::create`] for a recording with tracepoint events: `tracing` (see
+    /// [`super::encode_tracing_data`]) is written now, before the data section, and a HEADER_TRACING_DATA
+    /// feature table pointing to it is kept after the records at each flush (the header's only feature bit
+    /// until [`Writer::finish`]), so that a killed recording still has its formats for `perf script`.
+    pub fn create_with_tracing(
+        path: &Path,
+        mut attrs: Vec<FileAttr>,
+        tracing: Option<Vec<u8>>,
+    ) -> Result<Writer, RecordingError> {
         let attr_len = normalize_attrs(path, &mut attrs)?;
         let pipe = path == Path::new("-");
         let file = match pipe {
@@ -177,7 +192,9 @@ impl Writer {
             pipe,
             before_data: 0,
             tracing_data: None,
+            tracing_at: None,
         };
+        w.tracing_data = tracing;
         if pipe {
             w.write_pipe_prologue()?;
             w.write_names()?;
@@ -202,8 +219,15 @@ impl Writer {
             head.extend_from_slice(&ids_offset.to_le_bytes());
             head.extend_from_slice(&ids_size.to_le_bytes());
         }
+        let mut features = [0; 4];
+        if let Some(tracing) = &w.tracing_data {
+            w.tracing_at = Some(HEADER_SIZE + head.len() as u64);
+            head.extend_from_slice(tracing);
+            head.resize(head.len().next_multiple_of(8), 0);
+            features[0] = 1 << HEADER_TRACING_DATA;
+        }
         w.data_offset = HEADER_SIZE + head.len() as u64;
-        let placeholder = w.header([0; 4]);
+        let placeholder = w.header(features);
         w.write(&placeholder)?;
         w.write(&head)?;
         w.write_names()?;
@@ -321,8 +345,21 @@ impl Writer {
         self.last_flush = std::time::Instant::now();
         let size = self.data_size.to_le_bytes();
         let pipe = self.pipe;
+        // The feature table of an unfinished recording with tracepoints: its one section, the formats.
+        let table = match (self.tracing_at, &self.tracing_data) {
+            (Some(at), Some(tracing)) => {
+                let mut t = at.to_le_bytes().to_vec();
+                t.extend_from_slice(&(tracing.len() as u64).to_le_bytes());
+                Some((t, self.data_offset + self.data_size))
+            }
+            _ => None,
+        };
         self.out
             .flush()
+            .and_then(|_| match &table {
+                Some((t, end)) => self.out.get_ref().write_all_at(t, *end),
+                None => Ok(()),
+            })
             .and_then(|_| match pipe {
                 true => Ok(()),
                 false => self.out.get_ref().write_all_at(&size, DATA_SIZE_AT),
@@ -364,7 +401,7 @@ impl Writer {
         put_string(&mut os_release, &meta.os_release);
         let mut sections = Vec::new();
         // In bit order, as the section table is: TRACING_DATA (bit 1) comes first.
-        if let Some(tracing) = self.tracing_data.take() {
+        if let Some(tracing) = self.tracing_data.take().filter(|_| !self.pipe) {
             sections.push((HEADER_TRACING_DATA, tracing));
         }
         sections.extend([
