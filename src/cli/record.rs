@@ -194,7 +194,7 @@ pub fn config(a: &RecordArgs) -> RecordConfig {
         rate_given: a.freq.is_some() || a.count.is_some(),
         raw: a.raw,
         binary: a.exec.clone(),
-        write_file: a.push.push.is_none() || a.output.is_some(),
+        write_file: (a.push.push.is_none() && a.push.push_otlp.is_none()) || a.output.is_some(),
         clock_monotonic: a.push.push.is_some(),
     }
 }
@@ -256,6 +256,10 @@ fn lowered_warning(l: &record::LoweredRate) -> String {
 
 /// Record; returns the launched command's exit status (0 without one).
 pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
+    if args.output.as_deref() == Some(std::path::Path::new("-")) {
+        // A pipe-mode stream on stdout: everything else written there goes to stderr, as with perf.
+        rprof::recording::claim_stdout()?;
+    }
     let cfg = config(&args);
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {

@@ -385,11 +385,12 @@ impl Session {
         let attrs = self.file_attrs(cfg);
         let file = match cfg.write_file {
             true => {
-                let mut writer = Writer::create(&cfg.output, attrs.clone())?;
-                if let Some(tracing) = self.resolved.tracing_data() {
-                    writer.set_tracing_data(tracing);
-                }
-                Some(writer)
+                let tracing = self.resolved.tracing_data();
+                Some(Writer::create_with_tracing(
+                    &cfg.output,
+                    attrs.clone(),
+                    tracing,
+                )?)
             }
             false => None,
         };
