@@ -808,7 +808,7 @@ fn million_calls_csv() {
     let csv: Vec<&str> = out.lines().filter(|l| l.contains(',')).collect();
     assert_eq!(
         csv[0],
-        "function,count,total_us,self_us,avg_us,min_us,max_us"
+        "function,count,total_us,self_us,avg_us,min_us,max_us,timing_lost"
     );
     assert_eq!(csv.len(), 2, "{out}");
     assert!(csv[1].starts_with("func_a,1000000,"), "{}", csv[1]);

@@ -26,6 +26,9 @@ pub struct KeyedPairer {
     /// (START time, sequence) -> key, oldest first.
     by_age: BTreeMap<(u64, u64), Key>,
     seq: u64,
+    /// The latest end of the holes released so far: a START before it may have lost its DONE (and a DONE after
+    /// it may close a later, lost START of the same key), so it is never timed.
+    pub hole_end: u64,
 }
 
 impl KeyedPairer {
@@ -37,6 +40,7 @@ impl KeyedPairer {
             open: FastMap::default(),
             by_age: BTreeMap::new(),
             seq: 0,
+            hole_end: 0,
         }
     }
 
@@ -75,6 +79,10 @@ impl KeyedPairer {
             return None;
         };
         self.by_age.remove(&age);
+        if call.time < self.hole_end {
+            stats.funcs[target].timing_lost += 1;
+            return None;
+        }
         let dur = time.saturating_sub(call.time);
         stats.funcs[target].paired_call(dur, dur);
         call.dur = Some((dur, dur));
@@ -157,6 +165,20 @@ mod tests {
         start(&mut p, &mut s, &[4], 1_051, 1);
         assert_eq!((s.keyed.expired, p.open_calls()), (2, 1));
         assert_eq!(s.keyed.done_alone, 1);
+    }
+
+    /// Check that a START open across a hole is counted, not timed, and a START after it pairs.
+    #[test]
+    fn never_pairs_across_a_hole() {
+        let mut s = Stats::new(1);
+        let mut p = KeyedPairer::new(100, u64::MAX);
+        start(&mut p, &mut s, &[1], 10, 1);
+        p.hole_end = 50;
+        assert!(p.done(&mut s, t(0), key(&[1]), 60).is_none());
+        start(&mut p, &mut s, &[1], 70, 1);
+        assert_eq!(p.done(&mut s, t(0), key(&[1]), 75).unwrap().dur, Some((5, 5)));
+        let f = &s.funcs[t(0)];
+        assert_eq!((f.count, f.paired, f.timing_lost, f.max_ns), (2, 1, 1, 5));
     }
 
     /// Check that memory stays bounded when DONEs never come: the maps never pass the cap.
