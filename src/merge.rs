@@ -118,7 +118,10 @@ mod tests {
         m.finish_round(|t, x| out.push((t, x)));
         m.push(20, "a20");
         m.finish_round(|t, x| out.push((t, x)));
-        assert!(out.is_empty(), "nothing is released before two rounds: {out:?}");
+        assert!(
+            out.is_empty(),
+            "nothing is released before two rounds: {out:?}"
+        );
         m.push(15, "late15");
         m.push(30, "a30");
         m.finish_round(|t, x| out.push((t, x)));

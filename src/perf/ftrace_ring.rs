@@ -506,6 +506,16 @@ impl MappedRing {
         }
         Missed::Count(match layout.commit.size {
             4 => load_u32(&self.data, at, Ordering::Relaxed) as u64,
+            // Events are 4-byte aligned: the count after them may not be 8-byte aligned.
+            _ if !at.is_multiple_of(8) => {
+                let low = load_u32(&self.data, at, Ordering::Relaxed) as u64;
+                let high = load_u32(&self.data, at + 4, Ordering::Relaxed) as u64;
+                if cfg!(target_endian = "little") {
+                    low | high << 32
+                } else {
+                    high | low << 32
+                }
+            }
             _ => load_u64(&self.data, at),
         })
     }

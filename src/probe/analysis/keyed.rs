@@ -176,7 +176,10 @@ mod tests {
         p.hole_end = 50;
         assert!(p.done(&mut s, t(0), key(&[1]), 60).is_none());
         start(&mut p, &mut s, &[1], 70, 1);
-        assert_eq!(p.done(&mut s, t(0), key(&[1]), 75).unwrap().dur, Some((5, 5)));
+        assert_eq!(
+            p.done(&mut s, t(0), key(&[1]), 75).unwrap().dur,
+            Some((5, 5))
+        );
         let f = &s.funcs[t(0)];
         assert_eq!((f.count, f.paired, f.timing_lost, f.max_ns), (2, 1, 1, 5));
     }

@@ -363,7 +363,10 @@ mod tests {
         let mut s = Stats::new(1);
         let mut p = Pairer::new(None);
         enter(&mut p, &mut s, 1, 0, 100, Some(SP));
-        assert_eq!(p.ret(&mut s, th(1), t(0), 110, Some(SP + 8)).unwrap().dur, Some((10, 10)));
+        assert_eq!(
+            p.ret(&mut s, th(1), t(0), 110, Some(SP + 8)).unwrap().dur,
+            Some((10, 10))
+        );
         enter(&mut p, &mut s, 1, 0, 200, Some(SP));
         // Events lost from 205 to 5,000: the return at ~210 and the next entry (~4,990) among them.
         p.hole_end = 5_000;

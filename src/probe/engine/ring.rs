@@ -152,7 +152,13 @@ impl RingEngine {
 }
 
 /// One ring event into the merge.
-fn push_event(types: &EventTypes, merge: &mut OrderedMerge<Item>, cpu: u32, time: u64, data: &[u8]) {
+fn push_event(
+    types: &EventTypes,
+    merge: &mut OrderedMerge<Item>,
+    cpu: u32,
+    time: u64,
+    data: &[u8],
+) {
     if let Some(mut item) = types.item(data, None) {
         if let Item::Hit(hit) = &mut item {
             hit.from_ring = true;
