@@ -296,6 +296,10 @@ fn run_sampled(
     } = open_events(s.opts, s.tracefs, &plan.events, &ids, &s.tasks, s.pmu)?;
     let ring_base = ring.as_ref().map(RingEngine::written);
     if let Some(r) = ring.as_mut() {
+        // What the calibration overwrote is not the target's loss.
+        r.take_lost(&mut Holes::default());
+    }
+    if let Some(r) = ring.as_mut() {
         refused.extend(enable_ring(s, &plan, r, in_kernel)?);
     }
     report_refused(s, &refused);
