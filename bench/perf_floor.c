@@ -4,7 +4,7 @@
  *
  *   perf_floor SAMPLE_TYPE CLOCKID ID... -- CMD [ARGS]
  *
- * SAMPLE_TYPE: the perf_event_attr sample_type bits (0x404: TIME|RAW, as rprof's perf engine asks); CLOCKID: the
+ * SAMPLE_TYPE: the perf_event_attr sample_type bits (0x486: TIME|RAW|TID|CPU, as rprof's perf engine asks); CLOCKID: the
  * clock of the samples' times (1: CLOCK_MONOTONIC, as rprof; -1: perf's default); ID: tracefs event ids
  * (events/GROUP/EVENT/id). Rings of 1024 pages, woken at a quarter full, as rprof's. Prints the bytes read to
  * stderr. */

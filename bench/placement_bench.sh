@@ -16,23 +16,26 @@
 # Then c:free against a push-first probe (issue 30, item 12; bar: at most 1.1x), and what the difference is made
 # of, each suspect alone: rprof's engine (c:free forced through the tracefs ring, where every process mapping libc
 # traps; the push-first probe forced through perf events), and the kernel's floor for perf events (the same two
-# probes, with rprof's sample fields TIME|RAW and clock, read by bench/perf_floor.c: no rprof).
+# probes, with rprof's sample fields TIME|RAW|TID|CPU and clock, read by bench/perf_floor.c: no rprof).
 # rprof's counts are checked against the calls the fixture made, and lost events are printed.
-# Usage: bench/placement_bench.sh [CALLS]   (as root; default 100000; REPEAT=3)
+# Usage: bench/placement_bench.sh [CALLS]   (as root; default 100000; REPEAT=3; FREE_ONLY=1 runs only what the
+# c:free against push-first comparison needs, and prints only it)
 source "$(dirname "$0")/lib.sh"
 CALLS=${1:-100000}
 REPEAT=${REPEAT:-3}
 command -v bpftrace >/dev/null || die "bpftrace is needed (apt-get install bpftrace)"
 command -v gcc >/dev/null || die "gcc is needed"
-command -v go >/dev/null || die "go is needed (apt-get install golang-go)"
+[ -n "${FREE_ONLY:-}" ] || command -v go >/dev/null || die "go is needed (apt-get install golang-go)"
 build_rprof
 mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing
 SRC=$ROOT/fixtures/pair_cost.c
 gcc -O2 -o "$WORK/pc_mov" "$SRC"
 gcc -O0 -fno-omit-frame-pointer -fcf-protection=none -o "$WORK/pc_push" "$SRC"
 gcc -O0 -fno-omit-frame-pointer -fcf-protection=full -o "$WORK/pc_cet" "$SRC"
-GOCACHE=$WORK/gocache GOPATH=$WORK/gopath GO111MODULE=off go build -o "$WORK/go_cost" "$ROOT/fixtures/go_cost/main.go" ||
-    die "go build failed"
+if [ -z "${FREE_ONLY:-}" ]; then
+    GOCACHE=$WORK/gocache GOPATH=$WORK/gopath GO111MODULE=off go build -o "$WORK/go_cost" "$ROOT/fixtures/go_cost/main.go" ||
+        die "go build failed"
+fi
 LIBC=$(ldd "$WORK/pc_mov" | awk '/libc.so/ {print $3}')
 gcc -O2 -o "$WORK/perf_floor" "$ROOT/bench/perf_floor.c" || die "building bench/perf_floor.c failed"
 
@@ -158,17 +161,23 @@ PY
 }
 
 # perf_floor BIN OFFSET CMD...: CMD with an entry and a return probe at BIN:OFFSET fetching sp (as rprof's), read
-# through per-CPU perf events with rprof's sample fields (TIME|RAW) and clock (CLOCK_MONOTONIC) by a bare reader
-# (bench/perf_floor.c): the kernel's cost of rprof's perf engine, without rprof.
+# through per-CPU perf events with rprof's sample fields (TIME|RAW|TID|CPU: 0x486) and clock (CLOCK_MONOTONIC) by
+# a bare reader (bench/perf_floor.c): the kernel's cost of rprof's perf engine, without rprof.
 perf_floor() {
     local bin=$1 off=$2 t=/sys/kernel/tracing
     shift 2
     echo "p:rprof_bench_pf/e $bin:$off sp=%sp" >>$t/uprobe_events
     echo "r:rprof_bench_pf/r $bin:$off sp=%sp" >>$t/uprobe_events
-    "$WORK/perf_floor" 0x404 1 "$(cat $t/events/rprof_bench_pf/e/id)" "$(cat $t/events/rprof_bench_pf/r/id)" -- "$@" || true
+    "$WORK/perf_floor" "${PF_SAMPLE:-0x486}" "${PF_CLOCK:-1}" "$(cat $t/events/rprof_bench_pf/e/id)" "$(cat $t/events/rprof_bench_pf/r/id)" -- "$@" || true
     echo "-:rprof_bench_pf/e" >>$t/uprobe_events
     echo "-:rprof_bench_pf/r" >>$t/uprobe_events
 }
+
+# perf_floor_minimal BIN OFFSET CMD...: perf_floor with the least a timing reader needs, TIME|RAW (no TID, CPU: what
+# the thread's process and the CPU cost when the sample carries them); perf_floor_untimed: RAW only, perf's
+# default clock (what the samples' times cost; rprof cannot do without them: they time each call).
+perf_floor_minimal() { PF_SAMPLE=0x404 perf_floor "$@"; }
+perf_floor_untimed() { PF_SAMPLE=0x400 PF_CLOCK=-1 perf_floor "$@"; }
 
 bt_timed() { echo "uprobe:$1 { @s[tid] = nsecs; } uretprobe:$1 /@s[tid]/ { @h = hist(nsecs - @s[tid]); delete(@s[tid]); }"; }
 
@@ -183,33 +192,39 @@ for c in mov cet push; do
 done
 echo "   libc free starts $(objdump -d --no-show-raw-insn --start-address=0x$(nm -D "$LIBC" | awk '$3 ~ /^free(@|$)/ {print $1; exit}') "$LIBC" |
     awk '/^ +[0-9a-f]+:/ { $1 = ""; sub(/^ +/, ""); sub(/ +[0-9a-f]+ <.*/, ""); gsub(/ +/, " "); print; if (++n == 2) exit }' | paste -sd';')"
-echo "   go main.work starts $(head_of "$WORK/go_cost" main.work)"
+[ -n "${FREE_ONLY:-}" ] || echo "   go main.work starts $(head_of "$WORK/go_cost" main.work)"
 
 for _ in $(seq "$REPEAT"); do
-    # 1. mov-first leaf
-    run none1 target "$WORK/pc_mov" call "$CALLS"
-    run rp1 target "$RPROF" probe -x "$WORK/pc_mov" target --csv -- "$WORK/pc_mov" call "$CALLS"
-    run rp1e target "$RPROF" probe -x "$WORK/pc_mov" target --at-entry --csv -- "$WORK/pc_mov" call "$CALLS"
-    run bt1 target bpftrace -q -e "$(bt_timed "$WORK/pc_mov:target")" -c "$WORK/pc_mov call $CALLS"
-    # 2. CET
-    run none2 target "$WORK/pc_cet" call "$CALLS"
-    run rp2 target "$RPROF" probe -x "$WORK/pc_cet" target --csv -- "$WORK/pc_cet" call "$CALLS"
-    run bt2 target bpftrace -q -e "$(bt_timed "$WORK/pc_cet:target")" -c "$WORK/pc_cet call $CALLS"
+    if [ -z "${FREE_ONLY:-}" ]; then
+        # 1. mov-first leaf
+        run none1 target "$WORK/pc_mov" call "$CALLS"
+        run rp1 target "$RPROF" probe -x "$WORK/pc_mov" target --csv -- "$WORK/pc_mov" call "$CALLS"
+        run rp1e target "$RPROF" probe -x "$WORK/pc_mov" target --at-entry --csv -- "$WORK/pc_mov" call "$CALLS"
+        run bt1 target bpftrace -q -e "$(bt_timed "$WORK/pc_mov:target")" -c "$WORK/pc_mov call $CALLS"
+        # 2. CET
+        run none2 target "$WORK/pc_cet" call "$CALLS"
+        run rp2 target "$RPROF" probe -x "$WORK/pc_cet" target --csv -- "$WORK/pc_cet" call "$CALLS"
+        run bt2 target bpftrace -q -e "$(bt_timed "$WORK/pc_cet:target")" -c "$WORK/pc_cet call $CALLS"
+    fi
     # 3. libc free
     run none3 free "$WORK/pc_mov" malloc "$CALLS"
     run rp3 free "$RPROF" probe c:free --csv -- "$WORK/pc_mov" malloc "$CALLS"
-    run bt3 free bpftrace -q -e "$(bt_timed "$LIBC:free")" -c "$WORK/pc_mov malloc $CALLS"
+    if [ -z "${FREE_ONLY:-}" ]; then run bt3 free bpftrace -q -e "$(bt_timed "$LIBC:free")" -c "$WORK/pc_mov malloc $CALLS"; fi
     run rp3r free env RPROF_PROBE_ENGINE=tracefs "$RPROF" probe c:free --csv -- "$WORK/pc_mov" malloc "$CALLS"
     run pf3 free perf_floor "$LIBC" "$FREE_OFF" "$WORK/pc_mov" malloc "$CALLS"
-    # 4. Go: rprof times it; counts only otherwise
-    run none4 main.work "$WORK/go_cost" "$CALLS"
-    run rp4 main.work "$RPROF" probe -x "$WORK/go_cost" main.work --csv -- "$WORK/go_cost" "$CALLS"
-    run rp4c main.work "$RPROF" probe -x "$WORK/go_cost" main.work --count -- "$WORK/go_cost" "$CALLS"
-    run bt4 main.work bpftrace -q -e "uprobe:$WORK/go_cost:\"main.work\" { @n = count(); }" -c "$WORK/go_cost $CALLS"
+    run pf3m free perf_floor_minimal "$LIBC" "$FREE_OFF" "$WORK/pc_mov" malloc "$CALLS"
+    run pf3n free perf_floor_untimed "$LIBC" "$FREE_OFF" "$WORK/pc_mov" malloc "$CALLS"
+    if [ -z "${FREE_ONLY:-}" ]; then
+        # 4. Go: rprof times it; counts only otherwise
+        run none4 main.work "$WORK/go_cost" "$CALLS"
+        run rp4 main.work "$RPROF" probe -x "$WORK/go_cost" main.work --csv -- "$WORK/go_cost" "$CALLS"
+        run rp4c main.work "$RPROF" probe -x "$WORK/go_cost" main.work --count -- "$WORK/go_cost" "$CALLS"
+        run bt4 main.work bpftrace -q -e "uprobe:$WORK/go_cost:\"main.work\" { @n = count(); }" -c "$WORK/go_cost $CALLS"
+    fi
     # 5. push-first
     run none5 target "$WORK/pc_push" call "$CALLS"
     run rp5 target "$RPROF" probe -x "$WORK/pc_push" target --csv -- "$WORK/pc_push" call "$CALLS"
-    run bt5 target bpftrace -q -e "$(bt_timed "$WORK/pc_push:target")" -c "$WORK/pc_push call $CALLS"
+    if [ -z "${FREE_ONLY:-}" ]; then run bt5 target bpftrace -q -e "$(bt_timed "$WORK/pc_push:target")" -c "$WORK/pc_push call $CALLS"; fi
     run fl5 target floor "$WORK/pc_push" "$PUSH_OFF" "$WORK/pc_push" call "$CALLS"
     run rp5p target env RPROF_PROBE_ENGINE=perf "$RPROF" probe -x "$WORK/pc_push" target --csv -- "$WORK/pc_push" call "$CALLS"
     run pf5 target perf_floor "$WORK/pc_push" "$PUSH_OFF" "$WORK/pc_push" call "$CALLS"
@@ -226,6 +241,7 @@ row() { # CASE NONE BT RP BAR
     [ -n "$bar" ] && bar="<= $bar: $(verdict "$r" "$bar")"
     printf '| %s | %s | %s | %s | %s | %s |\n' "$1" "$2" "$3" "$4" "$r" "$bar"
 }
+if [ -z "${FREE_ONLY:-}" ]; then
 echo
 echo "| case | no probes | bpftrace | rprof | rprof / bpftrace | bar |"
 echo "|---|---|---|---|---|---|"
@@ -239,6 +255,7 @@ row "5. push-first, -O0 (rprof: $(cost rp5))" "$(b none5)" "$(b bt5)" "$(b rp5)"
 echo
 echo "floor of the tracefs ring engine on case 5 (the same probes in a bare tracefs instance, no rprof): $(b fl5) ns;" \
     "rprof / floor $(ratio "$(b rp5)" "$(b fl5)"), floor / bpftrace $(ratio "$(b fl5)" "$(b bt5)")"
+fi
 echo
 echo "c:free against a push-first probe (bar <= 1.1x: $(verdict "$(ratio "$(b rp3)" "$(b rp5)")" 1.1)), ns per call pair:"
 echo "   rprof c:free $(b rp3) (perf events) / rprof push-first $(b rp5) (tracefs ring): $(ratio "$(b rp3)" "$(b rp5)")x"
@@ -246,7 +263,9 @@ echo "   rprof's own share: rprof c:free / perf-events floor on free $(b pf3): $
     "rprof push-first through perf events $(b rp5p) / perf-events floor on push-first $(b pf5): $(ratio "$(b rp5p)" "$(b pf5)")x"
 echo "   the engine: c:free through the ring (forced) $(b rp3r) / rprof push-first $(b rp5): $(ratio "$(b rp3r)" "$(b rp5)")x;" \
     "push-first through perf events / through the ring: $(ratio "$(b rp5p)" "$(b rp5)")x"
-echo "   the kernel: perf-events floor on free / ring floor on push-first $(b fl5): $(ratio "$(b pf3)" "$(b fl5)")x"
+echo "   the kernel: perf-events floor on free / ring floor on push-first $(b fl5): $(ratio "$(b pf3)" "$(b fl5)")x;" \
+    "with TIME|RAW only (no TID|CPU) $(b pf3m): $(ratio "$(b pf3m)" "$(b fl5)")x;" \
+    "RAW only (no time) $(b pf3n): $(ratio "$(b pf3n)" "$(b fl5)")x"
 echo
 if [ -s "$NOTES" ]; then
     echo "notes (counts that differ from the calls made, lost events, failed runs):"

@@ -24,11 +24,13 @@
 //! - [`annotate`]: `rprof annotate`, the source lines and instructions of hot functions (iced-x86).
 //! - [`probe`]: `rprof probe`, exact function counts and durations.
 //!
-//! `unsafe` code is denied everywhere but in [`perf`] and [`mapped`] (and the lint enforces it).
+//! `unsafe` code is denied everywhere but in [`perf`], [`mapped`] and [`dl`] (and the lint enforces it).
 #![deny(unsafe_code)]
 pub mod addr;
 pub mod annotate;
 pub mod buildid;
+#[allow(unsafe_code)]
+pub mod dl;
 pub mod elf_layout;
 #[allow(unsafe_code)]
 pub mod mapped;

@@ -70,6 +70,21 @@ fn assert_one_unfinished_warning(lines: &[String], data: &Path, samples: u64) {
     );
 }
 
+/// Assert that `perf report --stdio` reads the SIGKILLed recording `data` and prints `expect` (`what` names it).
+fn assert_perf_reports(data: &Path, expect: &str, what: &str) {
+    let out = Command::new("perf")
+        .args(["report", "--stdio", "-i"])
+        .arg(data)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains(expect),
+        "{what}: perf report on the killed file: {}{text}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// Check that `rprof record -F 999 -g -p PID` SIGKILLed after 2 s of the target's CPU time leaves a file that
 /// `rprof report` reads with one warning and at least half the samples of a run of the same length that was
 /// ended with SIGINT (records reach the file 4 times a second, so about 85% are expected), and that `perf
@@ -110,17 +125,7 @@ fn sigkilled_record_keeps_its_samples() {
     );
 
     if common::perf_tool("sigkilled_record_keeps_its_samples (perf report part)") {
-        let out = Command::new("perf")
-            .args(["report", "--stdio", "-i"])
-            .arg(&killed)
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success() && text.contains("# Samples:"),
-            "perf report on the killed file: {}{text}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_perf_reports(&killed, "# Samples:", "killed");
     }
 }
 
@@ -236,17 +241,7 @@ fn sigkilled_dwarf_and_system_wide_records_keep_their_samples() {
             script.lines().next().unwrap_or("")
         );
         if common::perf_tool(test) {
-            let out = Command::new("perf")
-                .args(["report", "--stdio", "-i"])
-                .arg(&data)
-                .output()
-                .unwrap();
-            let text = String::from_utf8_lossy(&out.stdout);
-            assert!(
-                out.status.success() && text.contains("of event 'cpu-clock"),
-                "{name}: perf report on the killed file: {}{text}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            assert_perf_reports(&data, "of event 'cpu-clock", name);
         }
     }
 }

@@ -3,31 +3,10 @@
 mod common;
 use common::{duration_ns, privileged, rprof};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// Build fixtures/go_timing with the system's Go into `dir`, or None (after a visible skip) without Go.
 fn build(dir: &Path) -> Option<PathBuf> {
-    let go = Path::new("/usr/bin/go");
-    if !go.exists() {
-        common::skip("probe_go", "no /usr/bin/go (apt-get install golang-go)");
-        return None;
-    }
-    let bin = dir.join("go_timing");
-    let out = Command::new(go)
-        .args(["build", "-o"])
-        .arg(&bin)
-        .arg(common::fixtures().join("go_timing/main.go"))
-        .env("GOCACHE", dir.join("gocache"))
-        .env("GOPATH", dir.join("gopath"))
-        .env("GO111MODULE", "off")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "go build: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Some(bin)
+    common::build_go(dir, "go_timing/main.go", "go_timing", "probe_go")
 }
 
 /// `key=N` in `text`.

@@ -4,7 +4,7 @@
 mod common;
 use common::{assert_success, privileged, rprof, skip};
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// A Python client and server that make one TCP connection on 127.0.0.1 and one on ::1, and close both.
@@ -73,6 +73,22 @@ fn python() -> Option<&'static str> {
         .find(|p| Path::new(p).exists())
 }
 
+/// The loopback workload of `test`: python3 and LOOPBACK written to a script in a fresh temporary directory (kept
+/// while the returned TempDir lives); None after a visible skip without root or python3.
+fn loopback(test: &str) -> Option<(tempfile::TempDir, &'static str, PathBuf)> {
+    if !privileged(test) {
+        return None;
+    }
+    let Some(python) = python() else {
+        skip(test, "python3 is not installed");
+        return None;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("loopback.py");
+    std::fs::write(&script, LOOPBACK).unwrap();
+    Some((dir, python, script))
+}
+
 /// bpftrace's state changes of `script` run by `python` (its own child, `cpid`), states mapped to names.
 fn bpftrace_changes(python: &str, script: &Path) -> Vec<Change> {
     let prog = "tracepoint:sock:inet_sock_set_state /pid == cpid/ { printf(\"T %d %d %s %s %s %s\\n\", \
@@ -114,16 +130,9 @@ fn bpftrace_changes(python: &str, script: &Path) -> Vec<Change> {
 /// (ntop of the same fields), on both engines.
 #[test]
 fn socket_states_and_addresses() {
-    if !privileged("socket_states_and_addresses") {
-        return;
-    }
-    let Some(python) = python() else {
-        skip("socket_states_and_addresses", "python3 is not installed");
+    let Some((_dir, python, script)) = loopback("socket_states_and_addresses") else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let script = dir.path().join("loopback.py");
-    std::fs::write(&script, LOOPBACK).unwrap();
     let script_s = script.to_str().unwrap();
     let ev = "sock:inet_sock_set_state";
     let have_bpftrace = Command::new("bpftrace").arg("--version").output().is_ok();
@@ -207,16 +216,9 @@ fn socket_states_and_addresses() {
 /// that lists the names it has.
 #[test]
 fn filter_by_enum_name() {
-    if !privileged("filter_by_enum_name") {
-        return;
-    }
-    let Some(python) = python() else {
-        skip("filter_by_enum_name", "python3 is not installed");
+    let Some((_dir, python, script)) = loopback("filter_by_enum_name") else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let script = dir.path().join("loopback.py");
-    std::fs::write(&script, LOOPBACK).unwrap();
     let script_s = script.to_str().unwrap();
     let spec = "t:sock:inet_sock_set_state(family, newstate) if newstate == TCP_SYN_SENT";
     for engine in [None, Some("perf")] {

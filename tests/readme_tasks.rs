@@ -159,28 +159,7 @@ fn build_fixtures(dir: &Path) -> bool {
     build_c(dir, "offcpu_sleep.c", FP);
     build_c(dir, "probe_fixture.c", FP);
     build_c(dir, "readme_overloads.cpp", &["-O0", "-g"]);
-    if !Path::new("/usr/bin/go").exists() {
-        skip(
-            "readme_common_tasks",
-            "no /usr/bin/go (apt-get install golang-go)",
-        );
-        return false;
-    }
-    let out = Command::new("/usr/bin/go")
-        .args(["build", "-o"])
-        .arg(dir.join("go_timing"))
-        .arg(fixtures().join("go_timing/main.go"))
-        .env("GOCACHE", dir.join("gocache"))
-        .env("GOPATH", dir.join("gopath"))
-        .env("GO111MODULE", "off")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "go build: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    true
+    build_go(dir, "go_timing/main.go", "go_timing", "readme_common_tasks").is_some()
 }
 
 /// Run `command` with `sh -c` in `dir`, the rprof under test first in PATH (at most 5 minutes); its exit

@@ -99,6 +99,7 @@ fn roundtrip_every_field() {
             0x5555_0000_2100,
         ],
         misc: PERF_RECORD_MISC_USER,
+        raw: Vec::new(),
     };
     let bytes = encode_sample(SAMPLE_TYPE, &sample);
     let (a, b) = bytes.split_at(20);

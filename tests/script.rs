@@ -222,7 +222,12 @@ fn script_layout_is_perf_scripts() {
     assert!(out.status.success(), "perf script failed");
     let theirs = String::from_utf8_lossy(&out.stdout);
     let (ours, theirs): (Vec<&str>, Vec<&str>) = (ours.lines().collect(), theirs.lines().collect());
-    assert_eq!(ours.len(), theirs.len(), "as many lines as perf script");
+    assert_eq!(
+        ours.len(),
+        theirs.len(),
+        "as many lines as perf script; the first sample that differs:\n{}",
+        first_differing_sample(&ours, &theirs)
+    );
     let mut fixture_frames = 0;
     for (a, b) in ours.iter().zip(&theirs) {
         if !a.starts_with('\t') {
@@ -238,6 +243,26 @@ fn script_layout_is_perf_scripts() {
     }
     assert!(ours[0].contains(" cpu-clock: "), "{}", ours[0]);
     assert!(fixture_frames >= 500, "{fixture_frames} fixture frames");
+}
+
+/// The first sample (a header line and its frame lines, up to a blank line) with a different number of lines in two
+/// perf-script texts, both sides shown: what to look at when the texts do not have as many lines.
+fn first_differing_sample(ours: &[&str], theirs: &[&str]) -> String {
+    let a: Vec<&[&str]> = ours.split(|l| l.is_empty()).collect();
+    let b: Vec<&[&str]> = theirs.split(|l| l.is_empty()).collect();
+    match a.iter().zip(&b).position(|(x, y)| x.len() != y.len()) {
+        Some(i) => format!(
+            "sample {i}:\n--- rprof script\n{}\n--- perf script\n{}",
+            a[i].join("\n"),
+            b[i].join("\n")
+        ),
+        None => format!(
+            "none of the first {} (rprof {}, perf {} samples)",
+            a.len().min(b.len()),
+            a.len(),
+            b.len()
+        ),
+    }
 }
 
 /// Check that `rprof script | head -1` ends quietly with success (a closed pipe is a normal end), and that a

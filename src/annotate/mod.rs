@@ -21,6 +21,7 @@ pub mod disasm;
 pub mod labels;
 mod output;
 mod source;
+mod stdio2;
 
 pub use output::write_annotation;
 pub use source::SourcePrefix;
@@ -36,6 +37,8 @@ pub struct AnnotateOptions {
     pub top: usize,
     /// Interleave the disassembly.
     pub asm: bool,
+    /// perf's second text layout (`--stdio2`): the disassembly with offsets as labels and drawn branches.
+    pub stdio2: bool,
     /// Source path rewrites (`--source-prefix OLD=NEW`), for builds made elsewhere.
     pub source_prefixes: Vec<SourcePrefix>,
     /// ANSI colours on the percentages.

@@ -12,18 +12,18 @@ use std::io::Write;
 
 /// Where an instruction's code comes from: a source line, inside a function inlined there or not.
 #[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
-struct Place {
+pub(super) struct Place {
     /// The inlined function the line belongs to (None: the annotated function's own code).
     inlined: Option<String>,
-    source: Option<SourceLine>,
+    pub(super) source: Option<SourceLine>,
 }
 
 /// One instruction with its samples.
-struct Row {
-    insn: Insn,
-    place: Place,
+pub(super) struct Row {
+    pub(super) insn: Insn,
+    pub(super) place: Place,
     samples: u64,
-    period: u64,
+    pub(super) period: u64,
 }
 
 /// Print the annotation of `sampled.functions[index]`.
@@ -55,6 +55,22 @@ pub fn write_annotation(
         .file_name()
         .unwrap_or_default()
         .to_string_lossy();
+    if opts.stdio2 {
+        let mut files = SourceFiles::new(opts.source_prefixes.clone())
+            .fetching(opts.debug.debuginfod.clone(), module.build_id.clone());
+        let path = module.path.display().to_string();
+        let f = super::stdio2::Function {
+            name: &function.name,
+            binary: &path,
+            start: function.start.0,
+            end: function.end.0,
+            event: &sampled.event,
+            samples,
+        };
+        return Ok(super::stdio2::write(
+            out, &f, &rows, &mut files, &pct, &paint,
+        )?);
+    }
     let what = if opts.asm {
         "Source code & Disassembly"
     } else {

@@ -10,6 +10,7 @@ use std::path::PathBuf;
 /// in perf annotate's layout: each line's (and with --asm each instruction's) share of the function's samples.
 #[derive(Args, Debug)]
 #[command(
+    args_override_self = true,
     after_help = "Examples:\n  rprof annotate\n  rprof annotate -i perf.data --asm divide_loop\n  \
                   rprof annotate 'rprof::report::*' --dso rprof\n  \
                   rprof annotate --source-prefix /build/src=$HOME/src hot_function"
@@ -21,15 +22,27 @@ pub struct AnnotateArgs {
     /// Functions to annotate: exact, demangled or glob names (`'ns::*'`). Default: the hottest few.
     #[arg(value_name = "SYMBOL")]
     pub symbols: Vec<String>,
+    /// A function to annotate (perf's spelling of SYMBOL); repeatable.
+    #[arg(short = 's', long = "symbol", value_name = "SYMBOL")]
+    pub symbol: Vec<String>,
     /// Only functions of this binary (its path or file name), to choose among duplicates.
-    #[arg(long = "dso", value_name = "BINARY")]
+    #[arg(
+        short = 'd',
+        long = "dso",
+        visible_alias = "dsos",
+        value_name = "BINARY"
+    )]
     pub dso: Option<String>,
     /// Interleave the disassembly (AT&T syntax, as objdump), with each instruction's share.
     #[arg(long = "asm")]
     pub asm: bool,
     /// Print to standard output as text (the only mode; accepted for perf's spelling).
-    #[arg(long = "stdio")]
+    #[arg(long = "stdio", conflicts_with = "stdio2")]
     pub stdio: bool,
+    /// perf's second text layout: the disassembly (as --asm) with branch targets labelled by their offset in
+    /// the function and branches drawn (`↓ jmp 44`, `→ call f`, `← ret`).
+    #[arg(long = "stdio2")]
+    pub stdio2: bool,
     /// How many of the hottest functions to annotate when none is named.
     #[arg(short = 'n', long = "top", default_value_t = 3)]
     pub top: usize,
@@ -49,10 +62,11 @@ pub struct AnnotateArgs {
 pub fn run(a: AnnotateArgs) -> anyhow::Result<u8> {
     let (debug, downloads) = a.debuginfod.sources(a.debug_dir.clone(), "annotate")?;
     let opts = AnnotateOptions {
-        symbols: a.symbols,
+        symbols: a.symbols.into_iter().chain(a.symbol).collect(),
         dso: a.dso,
         top: a.top,
-        asm: a.asm,
+        asm: a.asm || a.stdio2,
+        stdio2: a.stdio2,
         source_prefixes: a.source_prefix,
         color: match a.color.as_str() {
             "always" => true,

@@ -7,10 +7,14 @@ mod debuginfod;
 mod man;
 mod output;
 mod parse;
+mod perf_flags;
+mod perf_table;
 pub mod probe;
+mod probe_list;
 pub mod record;
 pub mod report;
 pub mod script;
+pub mod trace;
 
 /// rprof: where a program spends its time. Sampled CPU stacks as flame graphs, and exact per-function counts and
 /// durations through uprobes, kprobes and tracepoints.
@@ -34,6 +38,12 @@ pub enum Command {
     Annotate(annotate::AnnotateArgs),
     /// Count and time functions exactly with uprobes/uretprobes, kprobes and tracepoints.
     Probe(probe::ProbeArgs),
+    /// Every system call of a command or process with its return value and duration, as strace and perf trace
+    /// show them (rprof probe's engines).
+    Trace(trace::TraceArgs),
+    /// Count tracepoint hits over a command, a process or the whole system, as perf stat does (rprof probe
+    /// --count).
+    Stat(trace::StatArgs),
     /// Write the man pages (rprof.1, rprof-record.1, ...) into DIR, as docs/man/ keeps them.
     #[command(name = "generate-man", hide = true)]
     GenerateMan {
@@ -53,13 +63,34 @@ pub fn run() -> anyhow::Result<u8> {
         rprof::probe::supervise(std::path::Path::new(&args[2]), &args[3].to_string_lossy())?;
         return Ok(0);
     }
-    let cli = Cli::parse();
+    // The IFUNC helper (see rprof::symbols::ifunc): resolves a library's IFUNCs in a process of its own.
+    if args
+        .get(1)
+        .is_some_and(|a| a == rprof::symbols::ifunc::HELPER_ARG)
+    {
+        print!("{}", rprof::symbols::ifunc::helper(&args[2..])?);
+        return Ok(0);
+    }
+    // perf's flags that rprof does not define get rprof's answer before clap reads the rest.
+    let (args, notes) = match perf_flags::rewrite(args) {
+        Ok(rewritten) => rewritten,
+        Err(perf_flags::Refusal(message)) => {
+            eprintln!("{message}");
+            return Ok(2);
+        }
+    };
+    let cli = Cli::parse_from(args);
+    for note in notes {
+        eprintln!("{note}");
+    }
     match cli.command {
         Command::Record(a) => record::run(a),
         Command::Report(a) => report::run(a),
         Command::Script(a) => script::run(a),
         Command::Annotate(a) => annotate::run(a),
         Command::Probe(a) => probe::run(a),
+        Command::Trace(a) => trace::run_trace(a),
+        Command::Stat(a) => trace::run_stat(a),
         Command::GenerateMan { dir } => man::run(&dir),
     }
 }

@@ -47,44 +47,70 @@ pub fn value_name(s: &str) -> Result<String, String> {
     Ok(s.to_string())
 }
 
-/// `START,DONE`: the two probes of `--pair`, split at the first comma outside parentheses (each end may
-/// name values: `t:block:block_rq_issue(bytes, comm),t:block:block_rq_complete(error)`).
-pub fn pair(s: &str) -> Result<(String, String), String> {
-    let mut depth = 0i32;
-    let comma = s.char_indices().find(|&(_, c)| {
-        depth += match c {
-            '(' => 1,
-            ')' => -1,
-            _ => 0,
-        };
-        c == ',' && depth == 0
-    });
-    match comma.map(|(i, _)| (&s[..i], &s[i + 1..])) {
-        Some((a, b)) if !a.trim().is_empty() && !b.trim().is_empty() => {
-            Ok((a.trim().to_string(), b.trim().to_string()))
+/// The characters of `s` outside double quotes and parentheses, with their offsets.
+fn top_level(s: &str) -> impl Iterator<Item = (usize, char)> + '_ {
+    let (mut depth, mut quoted) = (0i32, false);
+    s.char_indices().filter(move |&(_, c)| {
+        match c {
+            '"' => quoted = !quoted,
+            '(' if !quoted => depth += 1,
+            ')' if !quoted => depth -= 1,
+            _ => {}
         }
-        _ => Err(format!(
-            "'{s}' is not START,DONE (e.g. usdt:python:import__find__load__start,usdt:python:import__find__load__done)"
-        )),
-    }
+        depth == 0 && !quoted
+    })
 }
 
-/// The parts of `--key`: (START's name, DONE's name) each.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct KeyParts(pub Vec<(String, String)>);
+/// `START,DONE`: the probes of `--pair`, split at the first comma outside parentheses and quotes (each end may
+/// name values: `t:block:block_rq_issue(bytes, comm),t:block:block_rq_complete(error)`). START may be several,
+/// split at each lone `|` (not `||`): `A | B if EXPR, DONE`; each may have its filter (`SPEC if EXPR`).
+pub fn pair(s: &str) -> Result<(Vec<String>, String), String> {
+    let bad = || {
+        format!(
+            "'{s}' is not START,DONE (e.g. usdt:python:import__find__load__start,usdt:python:import__find__load__done; \
+             several STARTs: 't:sched:sched_wakeup | t:sched:sched_wakeup_new,t:sched:sched_switch')"
+        )
+    };
+    let comma = top_level(s).find(|&(_, c)| c == ',').map(|(i, _)| i);
+    let (starts, done) = comma.map(|i| (&s[..i], &s[i + 1..])).ok_or_else(bad)?;
+    let bytes = starts.as_bytes();
+    let bars: Vec<usize> = top_level(starts)
+        .filter(|&(i, c)| {
+            c == '|' && bytes.get(i + 1) != Some(&b'|') && (i == 0 || bytes[i - 1] != b'|')
+        })
+        .map(|(i, _)| i)
+        .collect();
+    let mut parts = Vec::new();
+    let mut from = 0;
+    for i in bars.into_iter().chain(std::iter::once(starts.len())) {
+        parts.push(starts[from..i].trim().to_string());
+        from = i + 1;
+    }
+    if parts.iter().any(String::is_empty) || done.trim().is_empty() {
+        return Err(bad());
+    }
+    Ok((parts, done.trim().to_string()))
+}
 
-/// `--key NAME[,NAME]` or `START_NAME=DONE_NAME`: the values a keyed pair matches by.
+/// The parts of `--key`: (START's names, one of which each START has; DONE's name) each.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyParts(pub Vec<(Vec<String>, String)>);
+
+/// `--key NAME[,NAME]`, `START_NAME=DONE_NAME`, or with several STARTs naming it differently
+/// `NAME|NAME=DONE_NAME`: the values a keyed pair matches by.
 pub fn pair_key(s: &str) -> Result<KeyParts, String> {
+    let ident = |n: &str| !n.is_empty() && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
     s.split(',')
         .map(|part| {
             let (a, b) = part.split_once('=').unwrap_or((part, part));
-            let (a, b) = (a.trim(), b.trim());
-            let ident = |n: &str| !n.is_empty() && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-            match ident(a) && ident(b) {
-                true => Ok((a.to_string(), b.to_string())),
+            let starts: Vec<String> = a.split('|').map(|n| n.trim().to_string()).collect();
+            let b = b.trim();
+            match starts.iter().all(|n| ident(n)) && ident(b) && (starts.len() == 1 || a != b) {
+                true => Ok((starts, b.to_string())),
                 false => Err(format!(
                     "'{part}' is not a key part: write a field or argument name present in both events \
-                     (dev,sector), or START_NAME=DONE_NAME where they differ (pid=next_pid)"
+                     (dev,sector), START_NAME=DONE_NAME where they differ (pid=next_pid), or with several \
+                     STARTs the names they have, each START taking the first it has (pid|prev_pid=next_pid)"
                 )),
             }
         })
@@ -131,6 +157,17 @@ pub fn clock_event(s: &str) -> Result<Clock, String> {
     }
 }
 
+/// One `-e` of `rprof record`: a software clock, or an event named with its category or probe kind
+/// (`sched:sched_switch`, `u:BIN:FUNC`, `probe:FUNC`), which the recording resolves.
+pub fn record_event(s: &str) -> Result<String, String> {
+    match s.contains(':') {
+        true => Ok(s.to_string()),
+        false => clock_event(s).map(|_| s.to_string()).map_err(|e| {
+            format!("{e}; tracepoints are CATEGORY:EVENT (sched:sched_switch), user functions u:BINARY:FUNCTION")
+        }),
+    }
+}
+
 /// A list of CPUs, as `0,1` or `0-3` or `0-1,3`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CpuList(pub Vec<u32>);
@@ -141,6 +178,29 @@ pub fn cpu_list(s: &str) -> Result<CpuList, String> {
         Some(cpus) if !cpus.is_empty() => Ok(CpuList(cpus)),
         _ => Err("give CPUs as a list like 0,1 or 0-3 or 0-1,3".to_string()),
     }
+}
+
+/// A percentage, 0 to 100 (`0.5`).
+pub fn percent(s: &str) -> Result<f64, String> {
+    match s.trim().trim_end_matches('%').parse::<f64>() {
+        Ok(v) if (0.0..=100.0).contains(&v) => Ok(v),
+        _ => Err("give a percentage from 0 to 100, like 0.5".to_string()),
+    }
+}
+
+/// `-F`: a frequency above zero, or `max`: the kernel's limit (kernel.perf_event_max_sample_rate), as perf's.
+pub fn freq(s: &str) -> Result<u64, String> {
+    if s != "max" {
+        return above_zero(s).map_err(|_| "give a frequency in Hz above 0, or max".to_string());
+    }
+    let path = rprof::record::MAX_SAMPLE_RATE_PATH;
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|&v| v > 0)
+        .ok_or_else(|| {
+            format!("cannot read the kernel's limit from {path}: give a frequency in Hz")
+        })
 }
 
 /// A count above zero (a frequency or a period).
@@ -214,6 +274,30 @@ pub fn graph_spec(s: &str) -> Result<GraphSpec, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Check `--pair`'s split: STARTs at a lone `|` (not a filter's `||`, nor inside quotes or parentheses),
+    /// DONE after the first top-level comma; and `--key`'s names per START.
+    #[test]
+    fn pair_and_key() {
+        let (starts, done) =
+            pair("t:a:x | t:a:y if s == R || s == \"R+|\", t:a:z(f, g) if f == 1").unwrap();
+        assert_eq!(starts, ["t:a:x", "t:a:y if s == R || s == \"R+|\""]);
+        assert_eq!(done, "t:a:z(f, g) if f == 1");
+        assert!(pair("t:a:x | ,t:a:z").is_err());
+        assert!(pair("t:a:x").is_err());
+        let k = pair_key("pid|prev_pid=next_pid,dev").unwrap();
+        assert_eq!(
+            k.0,
+            [
+                (
+                    vec!["pid".to_string(), "prev_pid".to_string()],
+                    "next_pid".to_string()
+                ),
+                (vec!["dev".to_string()], "dev".to_string())
+            ]
+        );
+        assert!(pair_key("pid|prev_pid").is_err());
+    }
 
     /// Check that -g takes perf's words and threshold, and names what it does not take.
     #[test]

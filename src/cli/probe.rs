@@ -25,15 +25,25 @@ pub struct ProbeArgs {
     /// (parameter names from DWARF), `usdt:PROVIDER:NAME` (USDT probes of -x BINARY or `lib:`), whose arguments are
     /// arg0.. . bpftrace's probe names work too: uprobe:PATH:FUNC (u:, uretprobe:, ur:), tracepoint:CAT:EVENT,
     /// kprobe:FUNC (kretprobe:).
-    #[arg(required_unless_present = "pair", value_name = "PATTERN")]
+    /// An address probe, as perf's: `0xADDR` (a file offset of -x BINARY, which perf writes into uprobe_events
+    /// as it is) or `FUNC+OFF`, counted only (a return inside a function cannot be timed).
+    #[arg(required_unless_present_any = ["pair", "add", "funcs", "list"], value_name = "PATTERN")]
     pub patterns: Vec<String>,
+    /// A pattern or address to probe (perf's spelling; the same as giving it as PATTERN); repeatable.
+    #[arg(short = 'a', long = "add", value_name = "PATTERN")]
+    pub add: Vec<String>,
+    /// List the functions that can be probed in -x BINARY (else the kernel's), those FILTER (a glob)
+    /// matches, or without one all but `_*` and `*@plt` (as perf probe -F); probe nothing.
+    #[arg(short = 'F', long = "funcs", value_name = "FILTER", num_args = 0..=1, default_missing_value = "")]
+    pub funcs: Option<String>,
     /// The binary or shared library whose functions the patterns name.
     #[arg(short = 'x', long = "exe", value_name = "BINARY")]
     pub binary: Option<PathBuf>,
     /// Patterns are regular expressions (searched anywhere in the name; anchor with ^...$).
     #[arg(short = 'r', long)]
     pub regex: bool,
-    /// Print what would be probed, and probe nothing.
+    /// Print what the patterns would probe, and probe nothing. Without a pattern: the probe groups that exist
+    /// now (rprof's probes live only as long as their session).
     #[arg(short = 'l', long)]
     pub list: bool,
     /// Probe this process (all its threads, and those it creates later).
@@ -78,14 +88,26 @@ pub struct ProbeArgs {
     #[arg(long, value_name = "DURATION", value_parser = parse::duration_ns, conflicts_with = "count")]
     pub min_duration: Option<u64>,
     /// Time from one probe point to another (`--pair START,DONE`: user functions, USDT probes, tracepoints,
-    /// kernel functions; each may name its values, `t:block:block_rq_complete(error)`): on the same thread,
-    /// innermost first, or with --key by matching values on any thread or CPU.
+    /// kernel functions; each may name its values, `t:block:block_rq_complete(error)`, and have a filter,
+    /// `t:sock:inet_sock_set_state if newstate == TCP_CLOSE`): on the same thread, innermost first, or with
+    /// --key by matching values on any thread or CPU. Several STARTs: `A | B if EXPR,DONE`.
     #[arg(long, value_name = "START,DONE", value_parser = parse::pair, conflicts_with = "count")]
-    pub pair: Option<(String, String)>,
-    /// Pair START and DONE by these values instead of by thread: names present in both (`dev,sector`), or
-    /// `START_NAME=DONE_NAME` (`pid=next_pid`). Read on every CPU for every task.
+    pub pair: Option<(Vec<String>, String)>,
+    /// Pair START and DONE by these values instead of by thread: names present in both (`dev,sector`),
+    /// `START_NAME=DONE_NAME` (`pid=next_pid`), or for several STARTs the names each may have, the first it has
+    /// taken (`pid|prev_pid=next_pid`). Read on every CPU for every task.
     #[arg(long, value_name = "FIELDS", value_parser = parse::pair_key, requires = "pair")]
     pub key: Option<parse::KeyParts>,
+    /// Of several STARTs of one key before its DONE, time from the latest (each replaces the open one, as
+    /// bcc's maps do) or the first (later ones are dropped, counted).
+    #[arg(
+        long,
+        value_enum,
+        value_name = "WHICH",
+        default_value = "latest",
+        requires = "key"
+    )]
+    pub keep: KeepArg,
     /// Open STARTs a keyed pair keeps at most; a START beyond drops the oldest (counted).
     #[arg(long, value_name = "N", default_value = "10000", requires = "key")]
     pub max_open: usize,
@@ -175,7 +197,7 @@ impl ProbeArgs {
             Format::Table
         };
         let mut opts = ProbeOptions {
-            patterns: self.patterns,
+            patterns: self.patterns.into_iter().chain(self.add).collect(),
             binary: self.binary,
             regex: self.regex,
             list: self.list,
@@ -219,19 +241,34 @@ impl ProbeArgs {
         opts.calls.trace = self.trace;
         opts.calls.trace_rate = self.trace_rate.unwrap_or(0);
         opts.calls.min_duration = self.min_duration;
-        opts.pair = self.pair.map(|(start, done)| probe::PairOptions {
+        opts.pair = self.pair.map(|(starts, done)| probe::PairOptions {
+            starts,
             key: self.key.map(|k| k.0).unwrap_or_default(),
+            keep: match self.keep {
+                KeepArg::Latest => probe::Keep::Latest,
+                KeepArg::First => probe::Keep::First,
+            },
             max_open: self.max_open.max(1),
             max_age: Duration::from_nanos(self.max_age),
-            ..probe::PairOptions::new(&start, &done)
+            ..probe::PairOptions::new("", &done)
         });
         opts.trace_out = self.trace_out;
         opts
     }
 }
 
+/// `--keep`: which START of a key a keyed pair times from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum KeepArg {
+    Latest,
+    First,
+}
+
 /// Probe; returns the launched command's exit status (0 without one).
 pub fn run(args: ProbeArgs) -> anyhow::Result<u8> {
+    if args.funcs.is_some() || (args.list && args.patterns.is_empty() && args.add.is_empty()) {
+        return super::probe_list::run(&args);
+    }
     let debuginfod = args.debuginfod.clone();
     let (folded, svg) = (args.folded, args.flamegraph.clone());
     let title = format!("rprof probe {}", args.patterns.join(" "));
@@ -411,7 +448,7 @@ fn notice(n: &Notice) -> String {
             names,
             reason,
         } => format!(
-            "{count} Go function(s) ({}{}) are counted, not timed: {reason}",
+            "{count} function(s) ({}{}) are counted, not timed: {reason}",
             names.join(", "),
             if *count > names.len() { ", ..." } else { "" }
         ),

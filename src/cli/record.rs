@@ -1,9 +1,9 @@
 //! `rprof record` arguments (perf record's spelling) and their mapping onto [`rprof::record::RecordConfig`].
 use super::advice;
-use super::parse::{self, Clock, CpuList};
+use super::parse::{self, CpuList};
 use anyhow::Context;
 use clap::{ArgGroup, Args};
-use rprof::record::{self, CallGraph, Rate, RecordConfig, Target};
+use rprof::record::{self, CallGraph, EventSpec, Rate, RecordConfig, Target};
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -13,8 +13,9 @@ use std::time::Duration;
 /// Sample CPU stacks of a command, processes, threads or the whole system.
 #[derive(Args, Debug)]
 #[command(
+    args_override_self = true,
     group = ArgGroup::new("target").required(true).multiple(true).args(["pid", "tid", "all_cpus", "cpu", "cgroup", "command"]),
-    override_usage = "rprof record [OPTIONS] <-p PID[,PID] | -t TID | -a | -C CPUS | -G CGROUP | -- COMMAND [ARGS]...>\n       \
+    override_usage = "rprof record [OPTIONS] <-p PID[,PID] | -t TID | -a | -C CPUS | -G CGROUP | [--] COMMAND [ARGS]...>\n       \
                       rprof record [OPTIONS] <-p PID[,PID] | -t TID | -a | -C CPUS | -G CGROUP> -- COMMAND [ARGS]...   \
                       (the target while COMMAND runs)",
     after_help = "Examples:\n  rprof record -F 99 -g -p 1234\n  rprof record -g -- ./prog args\n  \
@@ -30,7 +31,7 @@ use std::time::Duration;
 )]
 pub struct RecordArgs {
     /// Sampling frequency in Hz.
-    #[arg(short = 'F', long = "freq", conflicts_with = "count", value_parser = parse::above_zero)]
+    #[arg(short = 'F', long = "freq", value_name = "HZ|max", conflicts_with = "count", value_parser = parse::freq)]
     pub freq: Option<u64>,
     /// Refuse a frequency above the kernel's limit (kernel.perf_event_max_sample_rate) instead of sampling at
     /// the limit with a warning.
@@ -70,9 +71,24 @@ pub struct RecordArgs {
     #[arg(short = 'G', long = "cgroup", value_name = "CGROUP",
           conflicts_with_all = ["pid", "tid"])]
     pub cgroup: Option<String>,
-    /// The sampling event: cpu-clock or task-clock.
-    #[arg(short = 'e', long = "event", default_value = "cpu-clock", value_parser = parse::clock_event)]
-    pub event: Clock,
+    /// The sampled event (repeat -e, or separate with commas, for several): cpu-clock (the default),
+    /// task-clock, a tracepoint CATEGORY:EVENT (sched:sched_switch, syscalls:sys_enter_openat, globs
+    /// allowed), a user function u:BINARY:FUNCTION (or probe:FUNCTION with -x BINARY) or a kernel function
+    /// kprobe:FUNCTION, probed for the recording's lifetime. Every hit of a tracepoint or probe is a sample
+    /// (period 1) unless -c or -F is given.
+    #[arg(short = 'e', long = "event", value_name = "EVENT", value_delimiter = ',', value_parser = parse::record_event)]
+    pub event: Vec<String>,
+    /// A filter on the event of the -e before it, run in the kernel (perf's --filter; the language of
+    /// `rprof probe`'s `if`): e.g. -e sched:sched_switch --filter 'prev_pid == 42'.
+    #[arg(long = "filter", value_name = "EXPR")]
+    pub filter: Vec<String>,
+    /// Raw fields of the samples (PERF_SAMPLE_RAW) and their CPU, as perf's -R (tracepoints and probes have
+    /// their fields anyway).
+    #[arg(short = 'R', long = "raw-samples")]
+    pub raw: bool,
+    /// The binary whose functions -e probe:FUNCTION names.
+    #[arg(short = 'x', long = "exec", value_name = "BINARY")]
+    pub exec: Option<PathBuf>,
     /// The recording file.
     #[arg(short = 'o', long = "output", default_value = "rprof.data")]
     pub output: PathBuf,
@@ -80,10 +96,14 @@ pub struct RecordArgs {
     #[arg(short = 'd', long = "duration", value_name = "SECONDS", value_parser = parse::seconds)]
     pub duration: Option<Duration>,
     /// Only user-mode samples and stacks.
-    #[arg(long = "user-only", conflicts_with = "kernel_only")]
+    #[arg(
+        long = "user-only",
+        visible_alias = "all-user",
+        conflicts_with = "kernel_only"
+    )]
     pub user_only: bool,
     /// Only kernel-mode samples and stacks.
-    #[arg(long = "kernel-only")]
+    #[arg(long = "kernel-only", visible_alias = "all-kernel")]
     pub kernel_only: bool,
     /// Ring buffer data pages per CPU (a power of two).
     #[arg(short = 'm', long = "mmap-pages", default_value = "128", value_parser = parse::pages)]
@@ -112,7 +132,7 @@ pub struct RecordArgs {
     /// Print nothing but errors (no closing summary and verdict).
     #[arg(short = 'q', long = "quiet")]
     pub quiet: bool,
-    /// The command to launch and sample, after `--`. With -p, -t, -a, -C or -G it runs while that target is
+    /// The command to launch and sample (after `--`, or as the first argument that is not an option, as in perf). With -p, -t, -a, -C or -G it runs while that target is
     /// sampled and recording stops when it exits (`-a -- sleep 5`), as in perf.
     #[arg(last = true)]
     pub command: Vec<OsString>,
@@ -150,7 +170,7 @@ pub fn config(a: &RecordArgs) -> RecordConfig {
         target,
         cpus: a.cpu.clone().map(|c| c.0),
         rate,
-        task_clock: a.event == Clock::Task,
+        task_clock: a.event.iter().all(|e| e == "task-clock") && !a.event.is_empty(),
         call_graph,
         output: a.output.clone(),
         user_only: a.user_only,
@@ -165,7 +185,43 @@ pub fn config(a: &RecordArgs) -> RecordConfig {
         off_cpu_stack_hz: a.off_cpu_stack_hz,
         strict_freq: a.strict_freq,
         companion,
+        events: event_specs(a, &std::env::args().collect::<Vec<_>>()),
+        rate_given: a.freq.is_some() || a.count.is_some(),
+        raw: a.raw,
+        binary: a.exec.clone(),
     }
+}
+
+/// The -e events with the --filter that follows each, as perf pairs them: from the command line `argv` as
+/// written (clap keeps no order between two options); with no filter, or when the order cannot be read,
+/// the events of clap with the filters given to the last one.
+fn event_specs(a: &RecordArgs, argv: &[String]) -> Vec<EventSpec> {
+    let mut specs: Vec<EventSpec> = Vec::new();
+    let mut words = argv.iter().skip(1).take_while(|w| *w != "--");
+    while let Some(w) = words.next() {
+        let (event, filter) = match w.as_str() {
+            "-e" | "--event" => (words.next().cloned(), None),
+            "--filter" => (None, words.next().cloned()),
+            w if w.starts_with("--event=") => (Some(w["--event=".len()..].to_string()), None),
+            w if w.starts_with("--filter=") => (None, Some(w["--filter=".len()..].to_string())),
+            w if w.starts_with("-e") && w.len() > 2 => (Some(w[2..].to_string()), None),
+            _ => (None, None),
+        };
+        for e in event.iter().flat_map(|e| e.split(',')) {
+            specs.push(EventSpec::new(e));
+        }
+        if let (Some(f), Some(last)) = (filter, specs.last_mut()) {
+            last.filter = Some(f);
+        }
+    }
+    if specs.iter().map(|s| &s.name).eq(a.event.iter()) {
+        return specs;
+    }
+    let mut specs: Vec<EventSpec> = a.event.iter().map(|e| EventSpec::new(e)).collect();
+    if let (Some(f), Some(last)) = (a.filter.last(), specs.last_mut()) {
+        last.filter = Some(f.clone());
+    }
+    specs
 }
 
 fn join(ids: &[i32]) -> String {

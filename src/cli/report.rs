@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 /// Read a recording (rprof's or `perf record`'s) and print a top table, folded stacks or a flame graph.
 #[derive(Args, Debug)]
 #[command(
+    args_override_self = true,
     after_help = "Examples:\n  rprof report\n  rprof report --folded | inferno-flamegraph > out.svg\n  \
                         rprof report -i perf.data --flamegraph out.svg\n  \
                         rprof report --pprof out.pb.gz && go tool pprof -top out.pb.gz\n  \
@@ -29,14 +30,20 @@ pub struct ReportArgs {
     #[arg(short = 'i', long = "input", default_value = "rprof.data")]
     pub input: PathBuf,
     /// Print folded stacks (`comm;outer;...;leaf COUNT`) for flamegraph.pl / inferno-flamegraph.
-    #[arg(long = "folded", conflicts_with_all = ["flamegraph", "pprof", "firefox"])]
+    #[arg(long = "folded", conflicts_with_all = ["flamegraph", "pprof", "firefox", "otlp"])]
     pub folded: bool,
     /// Write an SVG flame graph to this file.
-    #[arg(long = "flamegraph", value_name = "SVG", conflicts_with_all = ["pprof", "firefox"])]
+    #[arg(long = "flamegraph", value_name = "SVG", conflicts_with_all = ["pprof", "firefox", "otlp"])]
     pub flamegraph: Option<PathBuf>,
     /// Write a gzipped pprof profile (profile.proto) to this file, for `go tool pprof` and its viewers.
-    #[arg(long = "pprof", value_name = "FILE", conflicts_with = "firefox")]
+    #[arg(long = "pprof", value_name = "FILE", conflicts_with_all = ["firefox", "otlp"])]
     pub pprof: Option<PathBuf>,
+    /// Write an OpenTelemetry profiles request (OTLP protobuf, profiles v1development as PyPI's
+    /// opentelemetry-proto 1.45.2 has it) to this file: one profile per sample type, labelled by pid, tid and
+    /// comm, for `curl --data-binary @FILE -H 'Content-Type: application/x-protobuf'
+    /// http://COLLECTOR:4318/v1development/profiles`.
+    #[arg(long = "otlp", value_name = "FILE", conflicts_with = "firefox")]
+    pub otlp: Option<PathBuf>,
     /// Write a Firefox Profiler profile to this file (gzipped when it ends in .gz), with each thread's
     /// samples on a timeline; open it at https://profiler.firefox.com.
     #[arg(long = "firefox", value_name = "FILE")]
@@ -71,8 +78,16 @@ pub struct ReportArgs {
     #[arg(long = "tid", value_delimiter = ',')]
     pub tid: Vec<u32>,
     /// Only samples of these commands (comma-separated).
-    #[arg(long = "comm", value_delimiter = ',')]
+    #[arg(
+        short = 'c',
+        long = "comm",
+        visible_alias = "comms",
+        value_delimiter = ','
+    )]
     pub comm: Vec<String>,
+    /// Leave out rows under this share of the samples (in percent; of the total column with --children).
+    #[arg(long = "percent-limit", value_name = "PERCENT", default_value_t = 0.0, value_parser = parse::percent)]
+    pub percent_limit: f64,
     /// Append file:line to user frames (from DWARF).
     #[arg(long = "lines")]
     pub lines: bool,
@@ -152,6 +167,14 @@ pub fn run(a: ReportArgs) -> anyhow::Result<u8> {
         verdict(&a, &profile);
         return Ok(0);
     }
+    if let Some(path) = &a.otlp {
+        let start = started(&a.input, &profile);
+        write_export(&a, &profile, path, |out| {
+            report::write_otlp(&profile, start, out)
+        })?;
+        verdict(&a, &profile);
+        return Ok(0);
+    }
     if let Some(path) = &a.firefox {
         write_firefox(&a, &profile, path)?;
         verdict(&a, &profile);
@@ -172,7 +195,11 @@ pub fn run(a: ReportArgs) -> anyhow::Result<u8> {
 
 /// Whether the output is the table (no other output was asked for).
 fn table(a: &ReportArgs) -> bool {
-    !a.folded && a.flamegraph.is_none() && a.pprof.is_none() && a.firefox.is_none()
+    !a.folded
+        && a.flamegraph.is_none()
+        && a.pprof.is_none()
+        && a.firefox.is_none()
+        && a.otlp.is_none()
 }
 
 fn filter(a: &ReportArgs) -> Filter {
@@ -185,7 +212,7 @@ fn filter(a: &ReportArgs) -> Filter {
             (_, true) => SampleKinds::OffCpu,
             _ => SampleKinds::Both,
         },
-        exports: a.pprof.is_some() || a.firefox.is_some(),
+        exports: a.pprof.is_some() || a.firefox.is_some() || a.otlp.is_some(),
         threads: table(a)
             && a.sort
                 .0
@@ -208,6 +235,7 @@ fn table_options(a: &ReportArgs) -> TableOptions {
         keys: a.sort.0.clone(),
         off_cpu_only: a.off_cpu_only,
         call_graph: graph,
+        percent_limit: a.percent_limit,
     }
 }
 

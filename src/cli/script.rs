@@ -11,6 +11,7 @@ use std::path::PathBuf;
 /// module), and a blank line.
 #[derive(Args, Debug)]
 #[command(
+    args_override_self = true,
     after_help = "Examples:\n  rprof script -i perf.data | inferno-collapse-perf | inferno-flamegraph > out.svg\n  \
                   rprof script -F comm,tid,time,event,ip,sym,dso | stackcollapse-perf.pl\n  \
                   rprof script -F +pid,-period"
@@ -24,6 +25,14 @@ pub struct ScriptArgs {
     /// (comm,tid,cpu,time,period,event,ip,sym,symoff,dso,callchain).
     #[arg(short = 'F', long = "fields", value_parser = parse_fields, allow_hyphen_values = true)]
     pub fields: Option<Fields>,
+    /// Only the samples of these commands (comma-separated), as perf script's -c.
+    #[arg(
+        short = 'c',
+        long = "comms",
+        visible_alias = "comm",
+        value_delimiter = ','
+    )]
+    pub comms: Vec<String>,
     /// Do not show inlined functions as frames of their own.
     #[arg(long = "no-inline")]
     pub no_inline: bool,
@@ -48,6 +57,7 @@ pub fn run(a: ScriptArgs) -> anyhow::Result<u8> {
             lines: false,
             demangle: true,
         },
+        comms: a.comms,
     };
     let mut out = std::io::BufWriter::with_capacity(1 << 16, Stdout::lock());
     let summary = report::script(&a.input, &opts, &mut out)?;

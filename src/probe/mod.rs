@@ -9,6 +9,7 @@
 //! it writes reports to the writer it is given, and tells the caller the rest through [`Notice`]s.
 mod analysis;
 mod engine;
+mod listing;
 mod output;
 pub mod plan;
 mod session;
@@ -20,14 +21,17 @@ pub use analysis::{CallOptions, FoldedStacks, MAX_STACKS};
 pub use engine::cost::{ClassCost, Costs};
 pub use engine::group;
 pub use engine::sharing::Sharing;
-pub use engine::supervisor::{supervise, ARG as SUPERVISOR_ARG};
+pub use engine::supervisor::{supervise, Supervisor, ARG as SUPERVISOR_ARG};
+pub use listing::{groups_now, probeable_functions, ProbeGroupNow};
 pub use output::trace_events::MAX_KEY_TRACKS;
 pub use output::{human_ns, write_list, Format};
 pub use spec::fetch::FetchItem;
+pub use spec::filters::kernel_filter;
+pub use spec::library::find_library;
 pub use spec::pattern::Spec;
 pub use spec::resolve::{resolve_kernel, resolve_syscalls, resolve_tracepoints, resolve_user};
 pub use spec::usdt;
-pub use target::{PairKey, Target, TargetId, TargetKind, Targets};
+pub use target::{Keep, PairEnd, PairSpec, Target, TargetId, TargetKind, Targets};
 
 use crate::perf::PerfError;
 use crate::symbols::{DebugSources, SymbolError};
@@ -78,6 +82,8 @@ pub enum ProbeError {
         pattern: String,
         place: String,
     },
+    #[error("0 functions matched in {path}: it exports {names}; probe an implementation by name (`-l '*strlen*'` lists them)")]
+    IfuncUnresolved { names: String, path: PathBuf },
     #[error(transparent)]
     Pattern(#[from] spec::pattern::PatternError),
     #[error(transparent)]
@@ -225,11 +231,14 @@ impl Default for ProbeOptions {
 /// `--pair START,DONE`, and with `--key` how its open STARTs are matched and bounded.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PairOptions {
-    pub start: String,
+    /// The STARTs (`A | B if EXPR`: any of them opens a call), each `SPEC [if EXPR]`.
+    pub starts: Vec<String>,
     pub done: String,
-    /// `--key`: (START's value, DONE's value) for each part of the key; empty: DONE closes the innermost open
-    /// START of its thread.
-    pub key: Vec<(String, String)>,
+    /// `--key`: for each part of the key, START's value (the first of these names that each START has) and
+    /// DONE's; empty: DONE closes the innermost open START of its thread.
+    pub key: Vec<(Vec<String>, String)>,
+    /// `--keep`: a START of a key already open replaces it (latest) or is dropped (first).
+    pub keep: Keep,
     /// Open STARTs kept at most (keyed); a START beyond it drops the oldest, counted.
     pub max_open: usize,
     /// Open STARTs older than this are dropped, counted (keyed).
@@ -240,24 +249,25 @@ impl PairOptions {
     /// The default bounds: 10,000 open STARTs, 10 s.
     pub fn new(start: &str, done: &str) -> PairOptions {
         PairOptions {
-            start: start.to_string(),
+            starts: vec![start.to_string()],
             done: done.to_string(),
             key: Vec::new(),
+            keep: Keep::Latest,
             max_open: 10_000,
             max_age: Duration::from_secs(10),
         }
     }
 
-    /// As written: `--pair START,DONE --key A=B`.
+    /// As written: `--pair START | START,DONE --key A|B=C`.
     pub fn text(&self) -> String {
-        let mut text = format!("--pair {},{}", self.start, self.done);
+        let mut text = format!("--pair {},{}", self.starts.join(" | "), self.done);
         if !self.key.is_empty() {
             let parts: Vec<String> = self
                 .key
                 .iter()
-                .map(|(s, d)| match s == d {
-                    true => s.clone(),
-                    false => format!("{s}={d}"),
+                .map(|(s, d)| match s.as_slice() {
+                    [one] if one == d => d.clone(),
+                    _ => format!("{}={d}", s.join("|")),
                 })
                 .collect();
             text += &format!(" --key {}", parts.join(","));

@@ -46,22 +46,61 @@ pub enum TargetKind {
         semaphore: Option<u64>,
         args: Vec<ArgSource>,
     },
-    /// `--pair START,DONE`: two probe points (a user function's or kernel function's entry, a USDT probe, a
-    /// tracepoint) timed as one call: START opens it, DONE closes it, on the same thread innermost first, or
-    /// with a `key` the open START whose key values DONE's equal, on any thread or CPU.
-    Pair {
-        start: Box<TargetKind>,
-        done: Box<TargetKind>,
-        key: Vec<PairKey>,
-    },
+    /// `--pair START,DONE`: probe points timed as one call: a START opens it, DONE closes it, on the same thread
+    /// innermost first, or with a key the open START whose key values DONE's equal, on any thread or CPU.
+    Pair(Box<PairSpec>),
 }
 
-/// One part of a pair's key: where in the pair's fetches START's value and DONE's are.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PairKey {
-    pub start: usize,
-    pub done: usize,
+/// A pair's ends: one or more STARTs (`A | B if EXPR`), each with its own filter and key names, and the DONE.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PairSpec {
+    pub starts: Vec<PairEnd>,
+    pub done: PairEnd,
+    /// Matched by key values (`--key`), else by thread.
+    pub keyed: bool,
+    /// A START of a key already open: replaces it (latest, as bcc's maps do) or is dropped (first).
+    pub keep: Keep,
 }
+
+/// Which START of a key a keyed pair times from, when several come before its DONE.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Keep {
+    /// The latest: a START replaces the open one (bcc's maps).
+    #[default]
+    Latest,
+    /// The first: later STARTs of an open key are dropped (counted).
+    First,
+}
+
+/// One end of a pair: a user function's or kernel function's entry, a USDT probe or a tracepoint.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PairEnd {
+    pub kind: TargetKind,
+    /// Its values: these of the pair target's fetches.
+    pub fetches: std::ops::Range<usize>,
+    /// Its key values, in `--key` order: positions in the pair target's fetches.
+    pub key: Vec<usize>,
+    /// `END if EXPR`: which of its events are this end (all of it evaluated by rprof; the kernel's part
+    /// filters the event where every end on it has one).
+    pub filter: Option<crate::probe::spec::filters::TargetFilter>,
+}
+
+impl PairSpec {
+    /// The ends, STARTs first, each with its bit in [`crate::probe::plan::Role::Pair`]'s mask.
+    pub fn ends(&self) -> impl Iterator<Item = (u32, &PairEnd)> {
+        self.starts
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (1u32 << i, e))
+            .chain(std::iter::once((DONE_BIT, &self.done)))
+    }
+}
+
+/// The bit of a pair's DONE in [`crate::probe::plan::Role::Pair`]'s mask (STARTs are bits 0..).
+pub const DONE_BIT: u32 = 1 << 31;
+
+/// STARTs a pair may have (bits of [`crate::probe::plan::Role::Pair`]'s mask).
+pub const MAX_STARTS: usize = 16;
 
 impl TargetKind {
     /// The probed file and offset of a uprobe (user functions and USDT probes), with its semaphore.
@@ -101,12 +140,17 @@ pub struct Target {
 }
 
 impl Target {
-    /// The key of a keyed pair (empty for every other target).
-    pub fn pair_key(&self) -> &[PairKey] {
+    /// A pair's ends (None for every other target).
+    pub fn pair(&self) -> Option<&PairSpec> {
         match &self.kind {
-            TargetKind::Pair { key, .. } => key,
-            _ => &[],
+            TargetKind::Pair(p) => Some(p),
+            _ => None,
         }
+    }
+
+    /// A pair matched by key values.
+    pub fn is_keyed(&self) -> bool {
+        self.pair().is_some_and(|p| p.keyed)
     }
 
     /// A kernel function (its addresses, `caller` among them, are kernel addresses).

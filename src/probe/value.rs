@@ -315,12 +315,16 @@ impl FieldLoc {
 /// the event holds it: a string the event has as `__data_loc` is read so (an event probe's, a kprobe's), and a
 /// value whose field the event lacks, or holds only as a pointer (a syscall's string, read elsewhere), is not
 /// read from it.
-pub fn field_locs(format: &str, fetches: &[Fetch], on_return: bool) -> Vec<(usize, FieldLoc)> {
+pub fn field_locs(
+    format: &str,
+    fetches: &[Fetch],
+    wanted: &dyn Fn(usize, &Fetch) -> bool,
+) -> Vec<(usize, FieldLoc)> {
     let fields = crate::tracefs::parse_format(format);
     fetches
         .iter()
         .enumerate()
-        .filter(|(_, f)| f.on_return == on_return)
+        .filter(|&(i, f)| wanted(i, f))
         .filter_map(|(i, f)| {
             let field = fields.iter().find(|x| x.name == f.field)?;
             let kind = match f.kind {

@@ -1,18 +1,19 @@
 //! The attrs of `rprof record`: the one handed to the kernel, the one stored in the file, and the tasks they
 //! are opened on.
-use super::{CallGraph, Rate, RecordConfig, RecordError, Target};
+use super::events::SessionEvent;
+use super::{CallGraph, RecordConfig, RecordError, Target};
 use crate::perf::attr::sample;
 use crate::perf::{self, Attr, Workload};
 use crate::process::{self, ProcessError};
 
-/// The attr handed to the kernel: the sampling clock, which also carries the side-band records.
-pub(super) fn build_attr(cfg: &RecordConfig) -> Attr {
-    let attr = Attr::software_clock(cfg.task_clock);
-    let attr = match cfg.rate {
-        Rate::Frequency(hz) => attr.frequency(hz),
-        Rate::Period(p) => attr.period(p),
-    };
-    sampled_like_the_clock(cfg, attr).side_band()
+/// The attr handed to the kernel for one sampled event; the first event of the session also carries the
+/// side-band records.
+pub(super) fn build_attr(cfg: &RecordConfig, event: &SessionEvent, first: bool) -> Attr {
+    let attr = sampled_like_the_clock(cfg, event.attr(cfg));
+    match first {
+        true => attr.side_band(),
+        false => attr,
+    }
 }
 
 /// The `context-switches` event of `--off-cpu`: a sample with the stack of every thread leaving a CPU, and the
@@ -32,12 +33,17 @@ pub(super) fn switch_attr(cfg: &RecordConfig) -> Attr {
 fn sampled_like_the_clock(cfg: &RecordConfig, mut attr: Attr) -> Attr {
     let mut st = sample::IP | sample::TID | sample::TIME | sample::PERIOD;
     // As perf does: the CPU of each sample only when sampling CPUs rather than tasks (8 bytes a sample).
-    if matches!(cfg.target, Target::System | Target::Cgroup(_)) || cfg.cpus.is_some() {
+    if matches!(cfg.target, Target::System | Target::Cgroup(_)) || cfg.cpus.is_some() || cfg.raw {
         st |= sample::CPU;
     }
-    // Two events write into the rings and the file: each record says which.
-    if cfg.off_cpu {
+    // Several events write into the rings and the file: each record says which. Tracepoints and probes
+    // carry their fields (perf's samples of them always do).
+    let tracing = cfg.events.iter().any(|e| !e.is_clock());
+    if cfg.off_cpu || tracing || cfg.events.len() > 1 {
         st |= sample::IDENTIFIER;
+    }
+    if tracing || cfg.raw {
+        st |= sample::RAW;
     }
     match cfg.call_graph {
         CallGraph::None => {}

@@ -11,12 +11,14 @@ use crate::recording::{self, FileAttr, Meta, RecordingError, SampleId, Writer};
 mod attrs;
 mod buildids;
 mod dwarf;
+mod events;
 mod offcpu;
 mod rate;
 mod stream;
 mod summary;
 mod synth;
 use dwarf::DwarfState;
+pub use events::EventSpec;
 use offcpu::OffCpu;
 pub use offcpu::OffCpuStats;
 pub use rate::{max_sample_rate, LoweredRate, MAX_SAMPLE_RATE_PATH};
@@ -100,6 +102,15 @@ pub struct RecordConfig {
     pub off_cpu_stack_hz: Option<u64>,
     /// `--strict-freq`: refuse a frequency above `kernel.perf_event_max_sample_rate` instead of lowering it.
     pub strict_freq: bool,
+    /// `-e`: the events to sample (tracepoints, probe points, clocks), each with its `--filter`; empty: the
+    /// clock of `task_clock`.
+    pub events: Vec<EventSpec>,
+    /// `-c` or `-F` was given: tracepoints and probes use `rate` too (else every hit is a sample).
+    pub rate_given: bool,
+    /// `-R`: raw fields (PERF_SAMPLE_RAW) and the CPU in every sample (tracepoints have their fields anyway).
+    pub raw: bool,
+    /// `-x`: the binary whose functions `-e probe:FUNC` names.
+    pub binary: Option<PathBuf>,
 }
 
 impl Default for RecordConfig {
@@ -123,6 +134,10 @@ impl Default for RecordConfig {
             off_cpu_stack_hz: None,
             strict_freq: false,
             companion: None,
+            events: Vec::new(),
+            rate_given: false,
+            raw: false,
+            binary: None,
         }
     }
 }
@@ -240,17 +255,29 @@ struct Session {
     workload: Option<Workload>,
     /// `-G`: the cgroup.
     cgroup: Option<Cgroup>,
-    /// The sampling clock as given to the kernel and as stored in the file.
+    /// The first sampled event as given to the kernel and as stored in the file.
     kernel_attr: perf::Attr,
     file_attr: perf::Attr,
+    /// Each sampled event as given to the kernel (the first is `kernel_attr`).
+    attrs: Vec<perf::Attr>,
     /// `--off-cpu`: the context-switch event as given to the kernel.
     switch_attr: Option<perf::Attr>,
+    /// The sampled events (names, formats) and the probe points made for them, removed after the events
+    /// above are closed (fields drop in order).
+    resolved: events::Resolved,
 }
 
 impl Session {
     /// Prepare the command or open the cgroup, and open the events on the target.
     fn open(cfg: &RecordConfig, cpus: &[u32]) -> Result<Session, RecordError> {
-        let kernel_attr = attrs::build_attr(cfg);
+        let resolved = events::resolve(cfg)?;
+        let attrs: Vec<perf::Attr> = resolved
+            .events
+            .iter()
+            .enumerate()
+            .map(|(i, e)| attrs::build_attr(cfg, e, i == 0))
+            .collect();
+        let kernel_attr = attrs[0];
         let workload = match (&cfg.target, &cfg.companion) {
             (Target::Command(cmd), _) | (_, Some(cmd)) => {
                 Some(Workload::prepare(cmd, cfg.keep_workload)?)
@@ -262,7 +289,11 @@ impl Session {
             _ => None,
         };
         let switch_attr = cfg.off_cpu.then(|| attrs::switch_attr(cfg));
-        let mut specs = vec![(kernel_attr, Source::Clock)];
+        let mut specs: Vec<(perf::Attr, Source)> = attrs
+            .iter()
+            .enumerate()
+            .map(|(i, &a)| (a, Source::of_event(i)))
+            .collect();
         specs.extend(switch_attr.map(|a| (a, Source::Switches)));
         let events = match &cgroup {
             Some(cg) => {
@@ -278,13 +309,21 @@ impl Session {
                 &mut |_, _| Refused::Fail,
             )?,
         };
+        events.try_each(|ev, source| {
+            let filter = source
+                .event()
+                .and_then(|i| resolved.events[i].filter.as_deref());
+            filter.map_or(Ok(()), |f| ev.set_filter(f))
+        })?;
         Ok(Session {
             events,
             workload,
             cgroup,
             kernel_attr,
             file_attr: attrs::file_attr_for(cfg, kernel_attr),
+            attrs,
             switch_attr,
+            resolved,
         })
     }
 
@@ -295,16 +334,17 @@ impl Session {
             let ids = self.events.ids().iter().copied();
             ids.filter(|&id| infos.get(id) == Some(&source)).collect()
         };
-        let clock = if cfg.task_clock {
-            "task-clock"
-        } else {
-            "cpu-clock"
-        };
-        let mut file_attrs = vec![FileAttr {
-            attr: self.file_attr.to_bytes(),
-            ids: ids_of(Source::Clock),
-            name: clock.to_string(),
-        }];
+        let mut file_attrs: Vec<FileAttr> = self
+            .attrs
+            .iter()
+            .zip(&self.resolved.events)
+            .enumerate()
+            .map(|(i, (&attr, event))| FileAttr {
+                attr: attrs::file_attr_for(cfg, attr).to_bytes(),
+                ids: ids_of(Source::of_event(i)),
+                name: event.name.clone(),
+            })
+            .collect();
         if let Some(switch_attr) = self.switch_attr {
             file_attrs.push(FileAttr {
                 attr: attrs::file_attr_for(cfg, switch_attr).to_bytes(),
@@ -320,8 +360,13 @@ impl Session {
         let dwarf_mode = matches!(cfg.call_graph, CallGraph::Dwarf { .. });
         let sample_type = self.file_attr.get_sample_type();
         let info = self.kernel_attr.parse_info();
+        let mut writer = Writer::create(&cfg.output, self.file_attrs(cfg))?;
+        if let Some(tracing) = self.resolved.tracing_data() {
+            writer.set_tracing_data(tracing);
+        }
         Ok(Stream {
-            writer: Writer::create(&cfg.output, self.file_attrs(cfg))?,
+            writer,
+            identified: sample_type & perf::attr::sample::IDENTIFIER != 0,
             st: Collected::default(),
             dwarf: dwarf_mode.then(|| DwarfState::new(cfg.debug_dirs.clone())),
             offcpu: cfg.off_cpu.then(OffCpu::default),

@@ -18,6 +18,27 @@ pub(super) enum Source {
     Clock,
     /// The `context-switches` event and its switch records (`--off-cpu`).
     Switches,
+    /// Another sampled event (`-e`), by its index among them.
+    Event(u16),
+}
+
+impl Source {
+    /// The source of the `i`th sampled event (the first is the clock's place: it carries the side band).
+    pub(super) fn of_event(i: usize) -> Source {
+        match i {
+            0 => Source::Clock,
+            i => Source::Event(i as u16),
+        }
+    }
+
+    /// The index of a sampled event.
+    pub(super) fn event(self) -> Option<usize> {
+        match self {
+            Source::Clock => Some(0),
+            Source::Event(i) => Some(usize::from(i)),
+            Source::Switches => None,
+        }
+    }
 }
 
 /// Counters and facts gathered while streaming records.
@@ -93,6 +114,8 @@ pub(super) struct Stream {
     pub(super) file_sample_type: u64,
     /// `-G`: the processes of the cgroup met so far.
     pub(super) members: Option<Members>,
+    /// Records say which event wrote them (several events, IDENTIFIER in every sample type).
+    pub(super) identified: bool,
 }
 
 impl Stream {
@@ -147,14 +170,14 @@ impl Handler<Source> for Stream {
         infos: &EventInfos<Source>,
         rec: RawRecord<'_>,
     ) -> Result<(), RecordError> {
-        let source = match self.offcpu {
-            Some(_) => infos.of(&rec).copied().unwrap_or(Source::Clock),
-            None => Source::Clock,
+        let source = match self.identified {
+            true => infos.of(&rec).copied().unwrap_or(Source::Clock),
+            false => Source::Clock,
         };
         self.meet(&rec)?;
         let st = &mut self.st;
         match rec.kind {
-            record_type::SAMPLE => st.samples += (source == Source::Clock) as u64,
+            record_type::SAMPLE => st.samples += (source != Source::Switches) as u64,
             record_type::LOST => st.lost += body_u64(&rec, 8),
             record_type::LOST_SAMPLES => st.lost_samples += body_u64(&rec, 0),
             record_type::THROTTLE => st.throttled += 1,

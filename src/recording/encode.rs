@@ -3,7 +3,7 @@ use linux_perf_event_reader::constants::{
     PERF_RECORD_COMM, PERF_RECORD_MISC_COMM_EXEC, PERF_RECORD_MISC_KERNEL, PERF_RECORD_MISC_USER,
     PERF_RECORD_MMAP2, PERF_RECORD_SAMPLE, PERF_SAMPLE_ADDR, PERF_SAMPLE_CALLCHAIN,
     PERF_SAMPLE_CPU, PERF_SAMPLE_ID, PERF_SAMPLE_IDENTIFIER, PERF_SAMPLE_IP, PERF_SAMPLE_PERIOD,
-    PERF_SAMPLE_STREAM_ID, PERF_SAMPLE_TID, PERF_SAMPLE_TIME,
+    PERF_SAMPLE_RAW, PERF_SAMPLE_STREAM_ID, PERF_SAMPLE_TID, PERF_SAMPLE_TIME,
 };
 
 use super::{Mmap2, SampleFields, SampleId};
@@ -138,7 +138,7 @@ pub fn encode_mmap2(sample_type: u64, m: &Mmap2, id: &SampleId) -> Vec<u8> {
 }
 
 /// Encode a PERF_RECORD_SAMPLE with the fields that `sample_type` selects (IDENTIFIER, IP, TID, TIME, ID, CPU,
-/// PERIOD, CALLCHAIN are supported; ADDR is written as 0 and STREAM_ID as `id` to keep the layout; other bits
+/// PERIOD, CALLCHAIN, RAW are supported; ADDR is written as 0 and STREAM_ID as `id` to keep the layout; other bits
 /// such as READ, REGS_USER or STACK_USER must not be in the stored attr's `sample_type` and are ignored).
 /// A callchain too long for the 16-bit record size is cut at the outermost frames.
 pub fn encode_sample(sample_type: u64, s: &SampleFields) -> Vec<u8> {
@@ -179,6 +179,15 @@ pub fn encode_sample(sample_type: u64, s: &SampleFields) -> Vec<u8> {
         for &frame in chain {
             r.u64(frame);
         }
+    }
+    if sample_type & PERF_SAMPLE_RAW != 0 {
+        // The u32 size and the data end on 8 bytes, as the kernel pads them.
+        let room = MAX_RECORD_SIZE.saturating_sub(r.bytes.len() + 4);
+        let data = &s.raw[..s.raw.len().min(room)];
+        let padded = (4 + data.len()).next_multiple_of(8) - 4;
+        r.u32(padded as u32);
+        r.bytes.extend_from_slice(data);
+        r.bytes.resize(r.bytes.len() + padded - data.len(), 0);
     }
     r.finish()
 }

@@ -14,6 +14,8 @@ use super::{BuildIdEntry, FileAttr};
 use std::collections::HashMap;
 
 /// Feature bit numbers (HEADER_* in perf's header.h).
+/// HEADER_TRACING_DATA: the formats of the tracepoint events.
+pub(crate) const HEADER_TRACING_DATA: usize = 1;
 pub(crate) const HEADER_BUILD_ID: usize = 2;
 pub(crate) const HEADER_HOSTNAME: usize = 3;
 pub(crate) const HEADER_OSRELEASE: usize = 4;

@@ -14,10 +14,12 @@ mod event_update;
 mod features;
 mod header;
 mod reader;
+mod tracing_data;
 mod writer;
 
 pub use encode::{encode_comm, encode_finished_round, encode_mmap2, encode_sample};
 pub use reader::Reader;
+pub use tracing_data::{encode_tracing_data, TracingEvent};
 pub use writer::Writer;
 
 /// Errors of the recording stage.
@@ -256,6 +258,8 @@ pub struct SampleFields {
     pub callchain: Vec<u64>,
     /// The header misc bits (cpu mode, exact ip...).
     pub misc: u16,
+    /// PERF_SAMPLE_RAW: a tracepoint's record (its fields as the event's format lays them out).
+    pub raw: Vec<u8>,
 }
 
 impl SampleFields {
@@ -275,6 +279,7 @@ impl SampleFields {
                 None => Vec::new(),
             },
             misc,
+            raw: s.raw.map(|r| r.as_slice().into_owned()).unwrap_or_default(),
         }
     }
 }

@@ -484,6 +484,7 @@ mod tests {
             period: 1000,
             callchain: vec![time; 8],
             misc: 2,
+            raw: Vec::new(),
         };
         // Round r: CPU 0 has times [1000r, 1000r + 1000), then CPU 1 has [1000r - 990, 1000r + 10): each
         // round overlaps the one before, never the one before that (perf's FINISHED_ROUND contract).

@@ -18,7 +18,7 @@ use super::event_update::encode_name;
 use super::features::{
     encode_build_ids, encode_cmdline, encode_event_desc, encode_nrcpus, encode_ns_pids, put_string,
     HEADER_BUILD_ID, HEADER_CMDLINE, HEADER_EVENT_DESC, HEADER_HOSTNAME, HEADER_NRCPUS,
-    HEADER_OSRELEASE, HEADER_RPROF_NS_PIDS,
+    HEADER_OSRELEASE, HEADER_RPROF_NS_PIDS, HEADER_TRACING_DATA,
 };
 use super::{BuildIdEntry, FileAttr, Meta, RecordingError};
 use std::collections::BTreeMap;
@@ -87,6 +87,8 @@ pub struct Writer {
     last_flush: std::time::Instant,
     /// Host pid -> pid in its own namespace, for rprof's NS_PIDS section.
     ns_pids: BTreeMap<u32, u32>,
+    /// The HEADER_TRACING_DATA section (tracepoint formats), when the recording has tracepoint events.
+    tracing_data: Option<Vec<u8>>,
 }
 
 /// Make every attr `attr_len` bytes long (zero-extended, with its `size` field updated), where `attr_len`
@@ -158,6 +160,7 @@ impl Writer {
             data_size: 0,
             last_flush: std::time::Instant::now(),
             ns_pids: BTreeMap::new(),
+            tracing_data: None,
         };
         let mut head = Vec::new();
         let mut id_sections = Vec::new();
@@ -275,6 +278,12 @@ impl Writer {
         self.data_size
     }
 
+    /// Store `bytes` (see [`super::encode_tracing_data`]) as the HEADER_TRACING_DATA section when the
+    /// recording is finished: the formats of its tracepoint events.
+    pub fn set_tracing_data(&mut self, bytes: Vec<u8>) {
+        self.tracing_data = Some(bytes);
+    }
+
     /// Write the feature sections (BUILD_ID, HOSTNAME, OSRELEASE, NRCPUS, CMDLINE, EVENT_DESC, and rprof's
     /// NS_PIDS when a process was in another pid namespace) and the final header; returns the file size in
     /// bytes.
@@ -287,7 +296,12 @@ impl Writer {
         put_string(&mut hostname, &meta.hostname);
         let mut os_release = Vec::new();
         put_string(&mut os_release, &meta.os_release);
-        let mut sections = vec![
+        let mut sections = Vec::new();
+        // In bit order, as the section table is: TRACING_DATA (bit 1) comes first.
+        if let Some(tracing) = self.tracing_data.take() {
+            sections.push((HEADER_TRACING_DATA, tracing));
+        }
+        sections.extend([
             (HEADER_BUILD_ID, encode_build_ids(build_ids)),
             (HEADER_HOSTNAME, hostname),
             (HEADER_OSRELEASE, os_release),
@@ -300,7 +314,7 @@ impl Writer {
                 HEADER_EVENT_DESC,
                 encode_event_desc(&self.attrs, self.attr_len),
             ),
-        ];
+        ]);
         // In bit order, as the section table is: the highest bit comes last.
         if !self.ns_pids.is_empty() {
             sections.push((HEADER_RPROF_NS_PIDS, encode_ns_pids(&self.ns_pids)));

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 mod callgraph;
 mod exports;
 mod firefox;
+mod otlp;
 mod output;
 mod pprof;
 mod quality;
@@ -25,6 +26,7 @@ pub use crate::text::thousands;
 pub use callgraph::{CallGraph, CallOrder};
 pub use exports::{ExportLocation, ExportModule, Exports, TimedSample};
 pub use firefox::{write_firefox, FirefoxOptions};
+pub use otlp::{proto as otlp_proto, to_otlp, write_otlp};
 pub use output::{
     write_diff_flamegraph, write_diff_folded, write_flamegraph, write_flamegraph_lines,
     write_folded, OFF_CPU_FRAME,

@@ -28,6 +28,8 @@ use std::sync::Arc;
 pub struct ScriptOptions {
     pub fields: Fields,
     pub symbolizer: SymbolizerOptions,
+    /// Only the samples of these commands (perf script's -c/--comms); empty: all.
+    pub comms: Vec<String>,
 }
 
 /// What a run of [`script`] read.
@@ -49,6 +51,7 @@ type AddrKey = (u32, u64, u64, bool);
 struct Script<'o, W: Write> {
     out: &'o mut W,
     fields: Fields,
+    comms: Vec<String>,
     resolver: StackResolver,
     spaces: AddressSpaces,
     unwinder: Option<DwarfUnwinder>,
@@ -83,6 +86,7 @@ pub fn script(
     let mut s = Script {
         out,
         fields: opts.fields,
+        comms: opts.comms.clone(),
         resolver: resolver_for(&reader, opts.symbolizer.clone()),
         spaces: AddressSpaces::new(),
         unwinder: reader
@@ -124,6 +128,10 @@ impl<W: Write> Script<'_, W> {
                 }
             }
             Event::Sample(sample) => {
+                if !self.comms.is_empty() && !self.comms.iter().any(|c| **c == *self.comm(&sample))
+                {
+                    return Ok(());
+                }
                 self.samples += 1;
                 self.sample(sample)?;
             }

@@ -68,6 +68,9 @@ pub struct TableOptions {
     pub off_cpu_only: bool,
     /// Print each row's call graph.
     pub call_graph: Option<CallGraph>,
+    /// Leave out rows whose share (of the sorted column: self, or total with `sort_by_total`) is under this
+    /// percentage, as perf report's --percent-limit (0: none).
+    pub percent_limit: f64,
 }
 
 impl Default for TableOptions {
@@ -78,6 +81,7 @@ impl Default for TableOptions {
             keys: vec![SortKey::Comm, SortKey::Dso, SortKey::Sym],
             off_cpu_only: false,
             call_graph: None,
+            percent_limit: 0.0,
         }
     }
 }
@@ -237,6 +241,8 @@ pub fn write_table(p: &Profile, opts: &TableOptions, out: &mut impl Write) -> st
     };
     // Ties in a stable order that does not depend on the order frames were first seen.
     rows.sort_by(|a, b| order(&b.1).cmp(&order(&a.1)).then_with(|| a.2.cmp(&b.2)));
+    let total = p.period.max(1) as f64;
+    rows.retain(|(_, w, _)| order(w).0 as f64 * 100.0 / total >= opts.percent_limit);
     rows.truncate(if opts.limit == 0 {
         usize::MAX
     } else {

@@ -23,6 +23,7 @@ mod dies;
 mod dwarf;
 mod elf;
 mod fde;
+pub mod ifunc;
 mod kallsyms;
 mod kernel;
 mod listing;

@@ -136,10 +136,37 @@ pub fn function_params_in(
     elf_addr: u64,
     sources: &DebugSources,
 ) -> Result<Option<Vec<Param>>, SymbolError> {
+    Ok(with_dies(binary, sources, |dies| dies.params_at(elf_addr))?.flatten())
+}
+
+/// The members `members` through parameter `param` of the function at `elf_addr` (`req->len`: `["len"]`):
+/// None without DWARF for the function or parameter, an error text where the types do not allow the path.
+pub fn member_path_in(
+    binary: &Path,
+    elf_addr: u64,
+    param: &str,
+    members: &[&str],
+    sources: &DebugSources,
+) -> Result<Option<Result<MemberPath, String>>, SymbolError> {
+    let found = with_dies(binary, sources, |dies| {
+        let Some(ty) = dies.param_type_at(elf_addr, param)? else {
+            return Ok(None);
+        };
+        dies.member_path(ty, param, members).map(Some)
+    })?;
+    Ok(found.flatten())
+}
+
+/// Run `f` on the DWARF of `binary` (its own, else its separate debug file's); None when there is none.
+fn with_dies<T>(
+    binary: &Path,
+    sources: &DebugSources,
+    f: impl FnOnce(&mut Dies<R<'_>>) -> gimli::Result<T>,
+) -> Result<Option<T>, SymbolError> {
     let data = ElfData::read(binary)?;
     let file = data.parse(binary)?;
     if has_dwarf(&file) {
-        return params_in_file(&file, binary, elf_addr);
+        return in_file(&file, binary, f).map(Some);
     }
     let build_id = file.build_id().ok().flatten();
     let hints = DebugHints {
@@ -154,16 +181,16 @@ pub fn function_params_in(
     };
     let debug = ElfData::read(&debug_path)?;
     let debug_file = debug.parse(&debug_path)?;
-    params_in_file(&debug_file, &debug_path, elf_addr)
+    in_file(&debug_file, &debug_path, f).map(Some)
 }
 
 type R<'a> = gimli::EndianSlice<'a, gimli::RunTimeEndian>;
 
-fn params_in_file(
+fn in_file<T>(
     file: &object::File<'_>,
     path: &Path,
-    elf_addr: u64,
-) -> Result<Option<Vec<Param>>, SymbolError> {
+    f: impl FnOnce(&mut Dies<R<'_>>) -> gimli::Result<T>,
+) -> Result<T, SymbolError> {
     let corrupt = |e: gimli::Error| SymbolError::CorruptElf {
         path: path.to_path_buf(),
         reason: format!("DWARF: {e}"),
@@ -180,7 +207,7 @@ fn params_in_file(
     let dwarf = sections.borrow(|s| gimli::EndianSlice::new(s, endian));
     // A one-off lookup: every unit it reads is kept.
     let mut dies = Dies::new(dwarf, usize::MAX);
-    dies.params_at(elf_addr).map_err(corrupt)
+    f(&mut dies).map_err(corrupt)
 }
 
 /// The bytes of a DWARF section (decompressed when stored compressed); empty when missing, unreadable,
@@ -346,6 +373,8 @@ impl<'a> Dies<R<'a>> {
 }
 
 mod cxx;
+mod members;
+pub use members::MemberPath;
 #[cfg(test)]
 mod tests;
 mod types;

@@ -17,6 +17,9 @@ pub enum FieldDisplay {
         zero: Option<String>,
         /// The bits named (`__print_flags(REC->f & MASK, ...)`); others are left out.
         mask: Option<u64>,
+        /// A mark printed after the names when these bits are set: sched_switch's `+` for a preempted task
+        /// (`REC->prev_state & BIT ? "+" : ""`, the next argument), so `R+`.
+        suffix: Option<(u64, String)>,
     },
     /// `%pI4`: 4 bytes of an IPv4 address.
     Ipv4,
@@ -40,28 +43,48 @@ impl FieldDisplay {
                 names,
                 zero,
                 mask,
+                suffix,
             } => {
-                let value = value & mask.unwrap_or(u64::MAX);
-                if value == 0 {
-                    return zero
-                        .clone()
-                        .or_else(|| names.iter().find(|(v, _)| *v == 0).map(|(_, n)| n.clone()));
-                }
-                let mut left = value;
-                let mut parts: Vec<String> = Vec::new();
-                for (mask, name) in names {
-                    if *mask != 0 && left & mask == *mask {
-                        parts.push(name.clone());
-                        left &= !mask;
-                    }
-                }
-                if left != 0 {
-                    parts.push(format!("0x{left:x}"));
-                }
-                (!parts.is_empty() && left != value).then(|| parts.join(delim))
+                let mark = match suffix {
+                    Some((bits, mark)) if value & bits != 0 => mark.as_str(),
+                    _ => "",
+                };
+                let named = Self::flag_names(
+                    delim,
+                    names,
+                    zero.as_ref(),
+                    value & mask.unwrap_or(u64::MAX),
+                )?;
+                Some(format!("{named}{mark}"))
             }
             _ => None,
         }
+    }
+
+    /// The names of the set flags of `value` (already masked), joined by `delim`; `zero` for none.
+    fn flag_names(
+        delim: &str,
+        names: &[(u64, String)],
+        zero: Option<&String>,
+        value: u64,
+    ) -> Option<String> {
+        if value == 0 {
+            return zero
+                .cloned()
+                .or_else(|| names.iter().find(|(v, _)| *v == 0).map(|(_, n)| n.clone()));
+        }
+        let mut left = value;
+        let mut parts: Vec<String> = Vec::new();
+        for (mask, name) in names {
+            if *mask != 0 && left & mask == *mask {
+                parts.push(name.clone());
+                left &= !mask;
+            }
+        }
+        if left != 0 {
+            parts.push(format!("0x{left:x}"));
+        }
+        (!parts.is_empty() && left != value).then(|| parts.join(delim))
     }
 }
 
@@ -86,7 +109,14 @@ pub fn field_displays(format: &str) -> HashMap<String, FieldDisplay> {
     let args = split_top(rest.trim_start().trim_start_matches(',').trim_start(), ',');
     let specs = conversions(&fmt);
     for (i, arg) in args.iter().enumerate() {
-        if let Some((field, display)) = named_arg(arg) {
+        if let Some((field, mut display)) = named_arg(arg) {
+            if let (FieldDisplay::Flags { suffix, .. }, Some(next)) =
+                (&mut display, args.get(i + 1))
+            {
+                *suffix = flag_mark(next)
+                    .filter(|(f, ..)| *f == field)
+                    .map(|(_, b, m)| (b, m));
+            }
             out.entry(field).or_insert(display);
             continue;
         }
@@ -110,7 +140,20 @@ pub fn symbolic_names(format: &str) -> HashMap<String, Vec<(u64, String)>> {
     field_displays(format)
         .into_iter()
         .filter_map(|(field, d)| match d {
-            FieldDisplay::Symbolic(names) | FieldDisplay::Flags { names, .. } => {
+            FieldDisplay::Symbolic(names) => Some((field, names)),
+            // The name of no flag (`R`), and with the mark after it (`R+`: the preemption bit).
+            FieldDisplay::Flags {
+                mut names,
+                zero,
+                suffix,
+                ..
+            } => {
+                if let Some(zero) = zero {
+                    if let Some((bits, mark)) = suffix {
+                        names.push((bits, format!("{zero}{mark}")));
+                    }
+                    names.push((0, zero));
+                }
                 Some((field, names))
             }
             _ => None,
@@ -156,8 +199,25 @@ fn named_arg(arg: &str) -> Option<(String, FieldDisplay)> {
             names,
             zero,
             mask,
+            suffix: None,
         },
     ))
+}
+
+/// `REC->f & BITS ? "MARK" : ""`: a mark printed after a field's flags when those bits are set.
+fn flag_mark(arg: &str) -> Option<(String, u64, String)> {
+    let (cond, rest) = arg.split_once('?')?;
+    let field = rec_field(cond)?;
+    let bits = cond
+        .trim()
+        .strip_prefix("REC->")?
+        .trim_start_matches(|c: char| c.is_ascii_alphanumeric() || c == '_')
+        .trim()
+        .strip_prefix('&')
+        .and_then(eval)?;
+    let (mark, after) = string_literal(rest.trim())?;
+    let (none, _) = string_literal(after.trim().strip_prefix(':')?.trim())?;
+    (none.is_empty() && !mark.is_empty()).then_some((field, bits, mark))
 }
 
 /// The first `REC->NAME` of an expression.

@@ -30,7 +30,7 @@ impl ProbeFile {
 
     /// Whether a probe of kind `kind` (`p`, `r`, `e`) listed in this file is defined here (`dynamic_events`
     /// lists every kind; rprof writes only event probes there).
-    fn holds(self, kind: char) -> bool {
+    pub fn holds(self, kind: char) -> bool {
         self != ProbeFile::Dynamic || kind == 'e'
     }
 }

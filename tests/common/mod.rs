@@ -83,6 +83,33 @@ pub fn build_rust(dir: &Path, source: &str, flags: &[&str]) -> PathBuf {
 
 /// Frame pointers in every function. GCC 12 drops them from leaf functions at -O1 and above even with
 /// -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer, which hides a leaf's caller; -O0 keeps them.
+/// Build the Go program `fixtures/SOURCE` (a `main.go`) with Debian's golang-go into `dir/NAME`, with its own
+/// GOCACHE and GOPATH there (GOPATH mode), asserting the build succeeds; None (after a visible skip of `test`)
+/// without /usr/bin/go.
+pub fn build_go(dir: &Path, source: &str, name: &str, test: &str) -> Option<PathBuf> {
+    let go = Path::new("/usr/bin/go");
+    if !go.exists() {
+        skip(test, "no /usr/bin/go (apt-get install golang-go)");
+        return None;
+    }
+    let bin = dir.join(name);
+    let out = Command::new(go)
+        .args(["build", "-o"])
+        .arg(&bin)
+        .arg(fixtures().join(source))
+        .env("GOCACHE", dir.join("gocache"))
+        .env("GOPATH", dir.join("gopath"))
+        .env("GO111MODULE", "off")
+        .output()
+        .expect("run /usr/bin/go build");
+    assert!(
+        out.status.success(),
+        "go build of fixtures/{source}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(bin)
+}
+
 pub const FP: &[&str] = &["-O0", "-g", "-fno-omit-frame-pointer"];
 
 /// `rprof record -q -o DIR/NAME ARGS...`, asserting success; returns the recording's path.
@@ -358,4 +385,26 @@ pub fn duration_ns(text: &str) -> f64 {
         "s" => 1e9,
         _ => panic!("unit {unit}"),
     }
+}
+
+/// Decode an OTLP profiles request with PyPI's opentelemetry-proto (tools/otlp/decode.py, installed by
+/// tools/otlp/install.sh): its JSON summary, or None (after [`skip`]) when the decoder is not installed.
+pub fn otlp_decode(test: &str, path: &Path) -> Option<serde_json::Value> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new("python3")
+        .arg(root.join("tools/otlp/decode.py"))
+        .arg(path)
+        .env("PYTHONPATH", "/opt/rprof-tests/otlp-proto")
+        .output()
+        .expect("python3 runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    if err.contains("No module named 'opentelemetry'") || err.contains("No module named 'google'") {
+        skip(
+            test,
+            "opentelemetry-proto is not installed (bash tools/otlp/install.sh)",
+        );
+        return None;
+    }
+    assert!(out.status.success(), "decode.py {}: {err}", path.display());
+    Some(serde_json::from_slice(&out.stdout).expect("decode.py prints JSON"))
 }

@@ -235,6 +235,7 @@ pub fn write_spin_samples(
             period: 10_101_010,
             callchain,
             misc,
+            raw: Vec::new(),
         };
         let bytes = encode_sample(SAMPLE_TYPE, &s);
         // Exercise the two-part (ring wrap) path.

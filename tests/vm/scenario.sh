@@ -8,6 +8,10 @@ T=/sys/kernel/tracing
 EVENTS=$T/dynamic_events
 [ -e "$EVENTS" ] || EVENTS=$T/kprobe_events
 K=500          # exact number of open() calls the opener makes
+# Caps on each wait for rprof, in the guest's seconds: hang guards only. The guest's clock is the host's wall
+# clock, so a loaded host stretches every step; the host bounds the VM by its CPU time and idleness instead
+# (run.sh's qemu_watch, which stops a guest idle for 60 s, before any of these caps).
+CAP=600
 STEPS=""
 
 now() { cut -d' ' -f1 /proc/uptime; }
@@ -51,14 +55,14 @@ wait_group() {
     return 1
 }
 
-# start_rprof OUT ERR ARGS...: run rprof in the background with a 90 s watchdog; sets RPID and WPID.
+# start_rprof OUT ERR ARGS...: run rprof in the background with a $CAP s watchdog; sets RPID and WPID.
 start_rprof() {
     out=$1
     err=$2
     shift 2
     rprof "$@" > "$out" 2> "$err" &
     RPID=$!
-    (sleep 90; kill -9 "$RPID" 2>/dev/null) &
+    (sleep "$CAP"; kill -9 "$RPID" 2>/dev/null) &
     WPID=$!
 }
 
@@ -92,8 +96,8 @@ run_opener() {
     t0=$(now)
     /opener /tmp/target "$count" &
     opid=$!
-    start_rprof "$out" "$err" probe -p "$opid" -d 60 "$@"
-    if ! wait_group "$RPID" 30 "$err"; then
+    start_rprof "$out" "$err" probe -p "$opid" -d "$CAP" "$@"
+    if ! wait_group "$RPID" "$CAP" "$err"; then
         kill -9 "$opid"
         wait "$opid" 2>/dev/null
         finish_rprof
@@ -184,14 +188,14 @@ step_rprof_binary() {
 }
 
 # Step 1: `rprof probe -p PID --csv` counts exactly the K opens of the opener, with durations. rprof ends when the
-# opener exits: -d 60 is only a cap, so a slow VM (TCG on a loaded host) still sees every open.
+# opener exits: -d $CAP is only a cap, so a slow VM (TCG on a loaded host) still sees every open.
 step_open_count() {
     t0=$(now)
     echo hello > /tmp/target
     /opener /tmp/target "$K" &
     opid=$!
-    start_rprof /tmp/s1.csv /tmp/s1.err probe -p "$opid" -d 60 --csv "$OPENFN"
-    if ! wait_group "$RPID" 30 /tmp/s1.err; then
+    start_rprof /tmp/s1.csv /tmp/s1.err probe -p "$opid" -d "$CAP" --csv "$OPENFN"
+    if ! wait_group "$RPID" "$CAP" /tmp/s1.err; then
         kill -9 "$opid"
         wait "$opid" 2>/dev/null
         finish_rprof
@@ -235,7 +239,7 @@ step_glob() {
     /opener /tmp/target 50 &
     opid=$!
     start_rprof /tmp/s2.csv /tmp/s2.err probe -d 8 --csv 'vfs_*'
-    if ! wait_group "$RPID" 30 /tmp/s2.err; then
+    if ! wait_group "$RPID" "$CAP" /tmp/s2.err; then
         kill -9 "$opid"
         wait "$opid" 2>/dev/null
         finish_rprof
@@ -280,9 +284,9 @@ count_group() { grep -c "^[pr][0-9]*:rprof_$1/" "$T/kprobe_events"; }
 step_stale_cleanup() {
     t0=$(now)
     # A SIGKILLed rprof: its supervisor removes its probes within 2 s.
-    start_rprof /dev/null /tmp/s3s.err probe -d 60 "$OPENFN"
+    start_rprof /dev/null /tmp/s3s.err probe -d "$CAP" "$OPENFN"
     killed=$RPID
-    if ! wait_group "$killed" 30; then
+    if ! wait_group "$killed" "$CAP"; then
         finish_rprof
         log stale_cleanup /tmp/s3s.err
         result stale_cleanup fail "$t0" "rprof probe exited $RC without creating group rprof_$killed: $(oneline /tmp/s3s.err)"
@@ -298,9 +302,9 @@ step_stale_cleanup() {
     done
     supervised=$(count_group "$killed")
     # An rprof SIGKILLed with its supervisor: the next rprof removes its probes at start.
-    start_rprof /dev/null /tmp/s3a.err probe -d 60 "$OPENFN"
+    start_rprof /dev/null /tmp/s3a.err probe -d "$CAP" "$OPENFN"
     dead=$RPID
-    if ! wait_group "$dead" 30; then
+    if ! wait_group "$dead" "$CAP"; then
         finish_rprof
         log stale_cleanup /tmp/s3a.err
         result stale_cleanup fail "$t0" "rprof probe exited $RC without creating group rprof_$dead: $(oneline /tmp/s3a.err)"
@@ -312,7 +316,7 @@ step_stale_cleanup() {
     kill -9 "$dead"
     finish_rprof
     before=$(count_group "$dead")
-    timeout 60 rprof probe -d 1 "$OPENFN" > /dev/null 2> /tmp/s3b.err
+    timeout "$CAP" rprof probe -d 1 "$OPENFN" > /dev/null 2> /tmp/s3b.err
     rc=$?
     after=$(count_group "$dead")
     others=$(groups | tr '\n' ' ')
@@ -331,10 +335,10 @@ step_stale_cleanup() {
 # Step 4: a system-wide recording with call graphs holds kernel frames, and `rprof report --folded` names them.
 step_record_kernel() {
     t0=$(now)
-    /burner 60 &
+    /burner "$CAP" &
     bpid=$!
     sleep 0.5
-    timeout 60 rprof record -a -g -d 1 -o /tmp/r.data > /tmp/s4.out 2> /tmp/s4.err
+    timeout "$CAP" rprof record -a -g -d 1 -o /tmp/r.data > /tmp/s4.out 2> /tmp/s4.err
     rc=$?
     kill "$bpid"
     wait "$bpid" 2>/dev/null
@@ -343,7 +347,7 @@ step_record_kernel() {
         result record_kernel fail "$t0" "rprof record exited $rc: $(oneline /tmp/s4.err)"
         return
     fi
-    timeout 60 rprof report -i /tmp/r.data --folded > /tmp/s4.folded 2> /tmp/s4r.err
+    timeout "$CAP" rprof report -i /tmp/r.data --folded > /tmp/s4.folded 2> /tmp/s4r.err
     rc=$?
     lines=$(wc -l < /tmp/s4.folded)
     kernel='do_syscall_64|entry_SYSCALL_64|read_zero|ksys_read|vfs_read|__x64_sys_read'

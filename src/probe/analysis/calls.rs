@@ -106,8 +106,8 @@ impl Call {
 /// many distinct `--by` values it has, and its value histogram.
 #[derive(Clone, Debug, Default)]
 pub struct TargetCalls {
-    by: Option<usize>,
-    hist_of: Option<usize>,
+    by: Option<Slots>,
+    hist_of: Option<Slots>,
     keys: usize,
     pub hist: Histogram,
 }
@@ -146,9 +146,23 @@ pub struct TraceLine {
     pub hole_before: Option<Hole>,
 }
 
-fn index_of(fetches: &[Fetch], label: &Option<String>) -> Option<usize> {
+/// Where a value is among a target's fetches: every fetch of its label (a pair's STARTs may each have it; a
+/// call holds the one of the START that opened it).
+type Slots = Box<[usize]>;
+
+fn index_of(fetches: &[Fetch], label: &Option<String>) -> Option<Slots> {
     let label = label.as_deref()?;
-    fetches.iter().position(|f| f.label == label)
+    let slots: Slots = (0..fetches.len())
+        .filter(|&i| fetches[i].label == label)
+        .collect();
+    (!slots.is_empty()).then_some(slots)
+}
+
+/// The call's value in the first of `slots` that holds one.
+fn first(call: &Call, slots: &[usize]) -> Option<Value> {
+    slots
+        .iter()
+        .find_map(|&i| call.values.get(i).cloned().flatten())
 }
 
 impl Calls {
@@ -171,8 +185,8 @@ impl Calls {
         let fresh = Calls {
             opts: self.opts.clone(),
             per_target: self.per_target.map(|t| TargetCalls {
-                by: t.by,
-                hist_of: t.hist_of,
+                by: t.by.clone(),
+                hist_of: t.hist_of.clone(),
                 ..TargetCalls::default()
             }),
             epoch: self.epoch,
@@ -193,22 +207,16 @@ impl Calls {
 
     /// The call's `--by` value, when it has one (not `caller`): a fetched value, or the process context's.
     pub fn by_value(&self, call: &Call) -> Option<Value> {
-        match self.per_target[call.target].by {
-            Some(i) => call.values.get(i).cloned().flatten(),
+        match &self.per_target[call.target].by {
+            Some(slots) => first(call, slots),
             None => call.ctx.value(self.opts.by.as_deref()?),
         }
     }
 
     /// The `--by` key of a call.
     fn key(&self, call: &Call) -> Key {
-        let value = |i: usize| {
-            call.values
-                .get(i)
-                .cloned()
-                .flatten()
-                .map_or(Key::Missing, Key::Value)
-        };
-        match self.per_target[call.target].by {
+        let value = |slots: &[usize]| first(call, slots).map_or(Key::Missing, Key::Value);
+        match &self.per_target[call.target].by {
             Some(i) if self.opts.by.as_deref() == Some("caller") => match &call.caller {
                 Some(frames) => Key::Frames(Arc::clone(frames)),
                 None => value(i),
@@ -244,8 +252,8 @@ impl Calls {
             self.add_keyed(call);
         }
         let t = &mut self.per_target[call.target];
-        let hist_value = match (t.hist_of, &self.opts.hist_of) {
-            (Some(i), _) => call.values.get(i).cloned().flatten(),
+        let hist_value = match (&t.hist_of, &self.opts.hist_of) {
+            (Some(slots), _) => first(call, slots),
             (None, Some(name)) => call.ctx.value(name),
             (None, None) => None,
         };
@@ -292,19 +300,40 @@ impl Calls {
     }
 }
 
-/// `name(label=value, ...)`, ` = ret` and the duration, as `--trace` and the slow list show a call.
+/// The array `NAME` of an element label `NAME[i]` (`argv:str[N]`'s values).
+fn array_of(label: &str) -> Option<&str> {
+    let (array, index) = label.strip_suffix(']')?.rsplit_once('[')?;
+    index.parse::<u16>().ok().map(|_| array)
+}
+
+/// `name(label=value, ...)`, ` = ret` and the duration, as `--trace` and the slow list show a call; with
+/// `present_only` (a pair of several STARTs, whose call holds the values of the one that opened it), the
+/// entry's values that it holds only.
 pub fn describe(
     name: &str,
     fetches: &[Fetch],
     call: &Call,
     caller_name: &dyn Fn(&Arc<[FrameId]>) -> String,
+    present_only: bool,
 ) -> String {
     let mut s = String::new();
     let _ = write!(s, "{name}(");
     let mut first = true;
+    // A string array (`argv:str[N]`) ends at its first empty string: the NULL after the last one (its
+    // fetch faults) and whatever the memory past it holds.
+    let mut ended: Option<&str> = None;
     for (f, v) in fetches.iter().zip(&call.values) {
-        if f.on_return {
+        if f.on_return || (present_only && v.is_none()) {
             continue;
+        }
+        if let Some(array) = array_of(&f.label) {
+            if ended == Some(array) {
+                continue;
+            }
+            if matches!(v, Some(Value::Str(t)) if t.is_empty()) {
+                ended = Some(array);
+                continue;
+            }
         }
         if !first {
             s.push_str(", ");
@@ -418,7 +447,7 @@ mod tests {
         assert_eq!(c.slow[1].values[0], Some(Value::Int(5)));
         assert_eq!((c.trace_lines.len(), c.trace_skipped), (3, 7));
         assert_eq!(c.trace_skipped_total, 7);
-        let line = describe("f", &f, &c.slow[1], &|_| String::new());
+        let line = describe("f", &f, &c.slow[1], &|_| String::new(), false);
         assert_eq!(line, "f(arg0=5) = 0");
     }
 }

@@ -17,9 +17,10 @@ pub struct Ctx {
 }
 
 impl Ctx {
-    /// The value of context name `name` (`comm`, `pid`, `tid`, `cpu`).
+    /// The value of context name `name` (`comm`, `pid`, `tid`, `cpu`; a pair's `start.comm`... is its call's,
+    /// whose context is its START's).
     pub fn value(&self, name: &str) -> Option<Value> {
-        match name {
+        match name.strip_prefix("start.").unwrap_or(name) {
             "comm" => self.comm.as_ref().map(|c| Value::Str(c.as_ref().into())),
             "pid" => self.pid.map(|v| Value::UInt(v.into())),
             "tid" => self.tid.map(|v| Value::UInt(v.into())),

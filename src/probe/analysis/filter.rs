@@ -40,6 +40,20 @@ impl UserFilter {
         self.eval(&self.expr, &get)
     }
 
+    /// Whether values named like `fetches` (one each), with this context, pass.
+    pub fn keeps_values(
+        &self,
+        fetches: &[Fetch],
+        values: &[Option<Value>],
+        ctx: &super::context::Ctx,
+    ) -> bool {
+        let get = |name: &str| match fetches.iter().position(|f| f.label == name) {
+            Some(i) => values.get(i).cloned().flatten(),
+            None => ctx.value(name),
+        };
+        self.eval(&self.expr, &get)
+    }
+
     /// Whether an event with only a context passes.
     #[cfg(test)]
     pub fn keeps_ctx(&self, ctx: &super::context::Ctx) -> bool {

@@ -4,11 +4,13 @@
 //!
 //! Open STARTs are bounded: at most `max_open` (a START beyond drops the oldest) and none older than
 //! `max_age` (dropped as later events pass them). A second START of an open key replaces the first, as bcc's
-//! biolatency and runqlat do: the pair times the latest request of that key. A DONE without an open START is
-//! counted, never turned into a duration. Every drop is counted in [`KeyedCounts`].
+//! biolatency and runqlat do: the pair times the latest request of that key (or with `--keep first` is
+//! dropped: the pair times from the first). A DONE without an open START is
+//! counted, never turned into a duration. Every drop is counted in [`super::stats::KeyedCounts`]; a START
+//! that a hole (lost events) followed is never timed: whatever ends it, it counts as `timing_lost`.
 use super::calls::Call;
-use super::stats::{KeyedCounts, Stats};
-use crate::probe::target::TargetId;
+use super::stats::Stats;
+use crate::probe::target::{Keep, TargetId};
 use crate::probe::value::Value;
 use crate::resolve::FastMap;
 use std::collections::BTreeMap;
@@ -44,14 +46,34 @@ impl KeyedPairer {
         }
     }
 
-    /// A START of `call.target` with these key values at `call.time`.
-    pub fn start(&mut self, stats: &mut Stats, call: Call, key: Box<[Value]>) {
+    /// A START of `call.target` with these key values at `call.time`. Of an open key, it replaces the open
+    /// START (`Keep::Latest`) or is dropped (`Keep::First`). Either way the call keeps a process context: a
+    /// START in an interrupt (a socket's state change in softirq) takes the one of the START it replaces, and
+    /// a dropped START in a process gives its own to an open one that has none.
+    pub fn start(&mut self, stats: &mut Stats, mut call: Call, key: Box<[Value]>, keep: Keep) {
         stats.funcs[call.target].enter();
-        self.expire(&mut stats.keyed, call.time);
+        self.expire(stats, call.time);
         let key = (call.target, key);
-        if let Some((age, _)) = self.open.remove(&key) {
-            self.by_age.remove(&age);
-            stats.keyed.replaced += 1;
+        if let Some((age, open)) = self.open.get_mut(&key) {
+            let in_process = |c: &Call| c.ctx.tid.is_some();
+            match keep {
+                Keep::First => {
+                    if !in_process(open) && in_process(&call) {
+                        open.ctx = call.ctx;
+                    }
+                    stats.keyed.later += 1;
+                    return;
+                }
+                Keep::Latest => {
+                    if !in_process(&call) && in_process(open) {
+                        call.ctx = open.ctx.clone();
+                    }
+                    let age = *age;
+                    self.open.remove(&key);
+                    self.by_age.remove(&age);
+                    stats.keyed.replaced += 1;
+                }
+            }
         }
         if self.open.len() >= self.max_open {
             if let Some((_, oldest)) = self.by_age.pop_first() {
@@ -73,7 +95,7 @@ impl KeyedPairer {
         key: Box<[Value]>,
         time: u64,
     ) -> Option<Call> {
-        self.expire(&mut stats.keyed, time);
+        self.expire(stats, time);
         let Some((age, mut call)) = self.open.remove(&(target, key)) else {
             stats.keyed.done_alone += 1;
             return None;
@@ -89,8 +111,9 @@ impl KeyedPairer {
         Some(call)
     }
 
-    /// Drop the STARTs older than the age limit at `now`.
-    fn expire(&mut self, counts: &mut KeyedCounts, now: u64) {
+    /// Drop the STARTs older than the age limit at `now`: expired, or their timing lost when a hole came after
+    /// them.
+    fn expire(&mut self, stats: &mut Stats, now: u64) {
         let Some(limit) = now.checked_sub(self.max_age_ns) else {
             return;
         };
@@ -98,15 +121,30 @@ impl KeyedPairer {
             if entry.key().0 >= limit {
                 break;
             }
-            let key = entry.remove();
+            let ((time, _), key) = entry.remove_entry();
             self.open.remove(&key);
-            counts.expired += 1;
+            match time < self.hole_end {
+                true => stats.funcs[key.0].timing_lost += 1,
+                false => stats.keyed.expired += 1,
+            }
         }
     }
 
     /// STARTs still waiting for their DONE.
     pub fn open_calls(&self) -> usize {
         self.open.len()
+    }
+
+    /// Count the STARTs still open as `open` in their targets' statistics, or as `timing_lost` when a hole came
+    /// after them (their DONE may be among the events lost: with keys used once, a lost DONE leaves its START
+    /// open to the end).
+    pub fn count_open(&self, stats: &mut Stats) {
+        for ((target, _), (_, call)) in &self.open {
+            match call.time < self.hole_end {
+                true => stats.funcs[*target].timing_lost += 1,
+                false => stats.funcs[*target].open += 1,
+            }
+        }
     }
 }
 
@@ -123,7 +161,7 @@ mod tests {
     }
 
     fn start(p: &mut KeyedPairer, s: &mut Stats, k: &[i64], time: u64, tid: u32) {
-        p.start(s, Call::entry(t(0), tid, time), key(k));
+        p.start(s, Call::entry(t(0), tid, time), key(k), Keep::Latest);
     }
 
     /// Check that a DONE closes the START of its key whatever the thread, out of order between keys.
@@ -182,6 +220,40 @@ mod tests {
         );
         let f = &s.funcs[t(0)];
         assert_eq!((f.count, f.paired, f.timing_lost, f.max_ns), (2, 1, 1, 5));
+        // Keys used once: the DONE of a START before a hole is lost with it, and the START stays open.
+        start(&mut p, &mut s, &[2], 80, 1);
+        start(&mut p, &mut s, &[3], 90, 1);
+        p.hole_end = 85;
+        p.count_open(&mut s);
+        let f = &s.funcs[t(0)];
+        assert_eq!((f.timing_lost, f.open), (2, 1));
+    }
+
+    /// Check `Keep::First`: a later START of an open key is dropped (counted), the pair times from the first,
+    /// and a START in a process gives its context to an open call opened in an interrupt; `Keep::Latest`
+    /// keeps the replaced START's context when the new one has none.
+    #[test]
+    fn keep_first_and_context() {
+        let mut s = Stats::new(1);
+        let mut p = KeyedPairer::new(100, 1_000_000);
+        let in_irq = Call::entry(t(0), 9, 10);
+        let mut in_proc = Call::entry(t(0), 5, 20);
+        in_proc.ctx.tid = Some(5);
+        in_proc.ctx.pid = Some(5);
+        p.start(&mut s, in_irq.clone(), key(&[1]), Keep::First);
+        p.start(&mut s, in_proc.clone(), key(&[1]), Keep::First);
+        let c = p.done(&mut s, t(0), key(&[1]), 50).unwrap();
+        assert_eq!(
+            (c.dur, c.ctx.pid, s.keyed.later),
+            (Some((40, 40)), Some(5), 1)
+        );
+        p.start(&mut s, in_proc, key(&[2]), Keep::Latest);
+        p.start(&mut s, Call::entry(t(0), 9, 30), key(&[2]), Keep::Latest);
+        let c = p.done(&mut s, t(0), key(&[2]), 50).unwrap();
+        assert_eq!(
+            (c.dur, c.ctx.pid, s.keyed.replaced),
+            (Some((20, 20)), Some(5), 1)
+        );
     }
 
     /// Check that memory stays bounded when DONEs never come: the maps never pass the cap.

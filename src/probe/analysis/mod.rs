@@ -6,6 +6,7 @@ mod calls;
 mod context;
 mod filter;
 mod keyed;
+mod pair_hit;
 mod pairing;
 mod quantiles;
 mod sink;

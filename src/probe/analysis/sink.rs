@@ -56,8 +56,13 @@ pub struct Sink<'a> {
     comms: Comms,
     /// The part of each target's filter that rprof evaluates.
     filters: PerTarget<Option<UserFilter>>,
+    /// Targets with no return to time (an address inside a function, some Go functions): their entries are
+    /// counted as hits, never left open.
+    counted_only: PerTarget<bool>,
     /// Entries that filter rejected, whose returns are dropped with them: (thread, target) -> their SPs.
     rejected: FastMap<(u32, TargetId), Vec<Option<u64>>>,
+    /// The filters of pairs' ends: (pair, end's bit) -> the filter, evaluated whole by rprof.
+    pub(super) pair_filters: FastMap<(TargetId, u32), UserFilter>,
 }
 
 impl<'a> Sink<'a> {
@@ -94,7 +99,14 @@ impl<'a> Sink<'a> {
                 .iter()
                 .map(|(_, t)| t.filter.as_ref()?.user.as_ref().map(UserFilter::new))
                 .collect(),
+            counted_only: targets
+                .iter()
+                .map(|(_, t)| {
+                    matches!(t.go, Some(crate::probe::spec::go::GoFunction::CountOnly(_)))
+                })
+                .collect(),
             rejected: FastMap::default(),
+            pair_filters: super::pair_hit::end_filters(targets),
         }
     }
 
@@ -169,9 +181,8 @@ impl<'a> Sink<'a> {
                 return;
             }
         }
-        let keyed = hit
-            .target
-            .is_some_and(|t| !self.targets[t].pair_key().is_empty());
+        let keyed = hit.target.is_some_and(|t| self.targets[t].is_keyed());
+        let pair = matches!(hit.role, Role::Pair(_));
         let filtered = hit.target.is_some_and(|t| self.filters[t].is_some());
         let needs_pid = hit.target.is_none()
             || hit.stack.is_some()
@@ -193,15 +204,15 @@ impl<'a> Sink<'a> {
             },
         };
         let mut call = Call::entry(target, hit.tid, time);
-        if self.calls.is_some() || keyed || self.trace_out.is_some() || filtered {
+        if self.calls.is_some() || pair || self.trace_out.is_some() || filtered {
             call.ctx = self.context(&hit, pid);
             self.carry(&mut call, pid, hit.values, hit.stack.as_deref());
         }
         if filtered && !self.passes(&call, hit.role, hit.sp) {
             return;
         }
-        if keyed && matches!(hit.role, Role::Entry | Role::Return) {
-            self.keyed_hit(call, hit.role, hit.stack.as_deref(), pid);
+        if let Role::Pair(mask) = hit.role {
+            self.pair_hit(call, mask, hit.stack.as_deref(), pid);
             return;
         }
         if hit.role == Role::Value {
@@ -217,7 +228,9 @@ impl<'a> Sink<'a> {
             None => StackKey::Thread(hit.tid),
         };
         match hit.role {
-            Role::Entry if self.timed => self.pairer.entry(&mut self.stats, call, key, hit.sp),
+            Role::Entry if self.timed && !self.counted_only[target] => {
+                self.pairer.entry(&mut self.stats, call, key, hit.sp)
+            }
             Role::Return if self.timed => {
                 if let Some(mut closed) =
                     self.pairer.ret(&mut self.stats, key, target, time, hit.sp)
@@ -226,7 +239,7 @@ impl<'a> Sink<'a> {
                     self.done(&closed, pid, None);
                 }
             }
-            Role::Return | Role::Value => {}
+            Role::Return | Role::Value | Role::Pair(_) => {}
             Role::Entry | Role::Hit => {
                 self.stats.funcs[target].enter();
                 self.done(&call, pid, None);
@@ -261,7 +274,7 @@ impl<'a> Sink<'a> {
     }
 
     /// The process context of a hit in process `pid` (none but the CPU in an interrupt).
-    fn context(&mut self, hit: &Hit, pid: u32) -> Ctx {
+    pub(super) fn context(&mut self, hit: &Hit, pid: u32) -> Ctx {
         if hit.irq {
             return Ctx {
                 cpu: hit.cpu,
@@ -313,39 +326,8 @@ impl<'a> Sink<'a> {
         false
     }
 
-    /// A keyed pair's START or DONE: opens a call under its key values, or closes the one open under them.
-    fn keyed_hit(&mut self, call: Call, role: Role, stack: Option<&[u64]>, pid: u32) {
-        let t = &self.targets[call.target];
-        let side = |k: &crate::probe::target::PairKey| match role {
-            Role::Entry => k.start,
-            _ => k.done,
-        };
-        let key: Option<Box<[Value]>> = t
-            .pair_key()
-            .iter()
-            .map(|k| call.values.get(side(k)).cloned().flatten())
-            .collect();
-        let Some(key) = key else {
-            self.stats.keyed.no_key += 1;
-            return;
-        };
-        if let (Some(chain), Role::Entry) = (stack, role) {
-            self.stacks
-                .add(call.target, pid, self.spaces.get(pid), chain);
-        }
-        if role == Role::Entry {
-            self.keyed.start(&mut self.stats, call, key);
-            return;
-        }
-        let (target, time) = (call.target, call.time);
-        if let Some(mut closed) = self.keyed.done(&mut self.stats, target, key.clone(), time) {
-            closed.join_return(call.values);
-            self.done(&closed, pid, Some(&key));
-        }
-    }
-
     /// A call that ended (or a hit): per-call work and the trace-event file; `key`: a keyed pair's key.
-    fn done(&mut self, call: &Call, pid: u32, key: Option<&[Value]>) {
+    pub(super) fn done(&mut self, call: &Call, pid: u32, key: Option<&[Value]>) {
         if let Some(out) = self.trace_out.as_mut() {
             let by = self.calls.as_ref().and_then(|c| c.by_value(call));
             out.call(call, pid, &self.targets[call.target], key, by.as_ref());

@@ -141,8 +141,10 @@ impl FuncStats {
 /// cap, expired, or still open; every DONE is paired or alone.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct KeyedCounts {
-    /// STARTs replaced by a later START of the same key.
+    /// STARTs replaced by a later START of the same key (`--keep latest`).
     pub replaced: u64,
+    /// STARTs of a key already open, dropped (`--keep first`).
+    pub later: u64,
     /// STARTs dropped, oldest first, to keep the open ones under the cap.
     pub capped: u64,
     /// STARTs dropped for being older than the age limit.

@@ -305,7 +305,7 @@ fn durations(mut merge: OrderedMerge<Item>, tid: u32) -> Vec<u64> {
                         out.push(time.saturating_sub(t0));
                     }
                 }
-                Role::Hit | Role::Value => {}
+                Role::Hit | Role::Value | Role::Pair(_) => {}
             }
         }
     });

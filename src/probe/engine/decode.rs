@@ -394,7 +394,22 @@ pub fn event_types(
             types.flags_field = parse_field_offset(&format, "common_flags");
         }
         types.by_type.insert(id as u16, event_info(p, &format, raw));
-        let locs = field_locs(&format, fetches, p.role == Role::Return);
+        // A pair's event holds the values of the ends it is.
+        let ends: Vec<std::ops::Range<usize>> = match (p.role, p.members.as_slice()) {
+            (Role::Pair(mask), [m]) => targets[*m]
+                .pair()
+                .into_iter()
+                .flat_map(|pair| pair.ends())
+                .filter(|(bit, _)| mask & bit != 0)
+                .map(|(_, e)| e.fetches.clone())
+                .collect(),
+            _ => Vec::new(),
+        };
+        let wanted = |i: usize, f: &crate::probe::spec::fetch::Fetch| match p.role {
+            Role::Pair(_) => ends.iter().any(|r| r.contains(&i)),
+            role => f.on_return == (role == Role::Return),
+        };
+        let locs = field_locs(&format, fetches, &wanted);
         if !locs.is_empty() {
             types.fields.insert(id as u16, locs.into_boxed_slice());
         }

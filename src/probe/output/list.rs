@@ -10,14 +10,8 @@ pub fn write_list(
 ) -> std::io::Result<()> {
     for (id, t) in targets.iter() {
         let mut place = describe(&t.kind, placements[id].as_ref(), &t.name);
-        if let TargetKind::Pair { key, .. } = &t.kind {
-            if !key.is_empty() {
-                let parts: Vec<String> = key
-                    .iter()
-                    .map(|k| format!("{}={}", t.fetches[k.start].label, t.fetches[k.done].label))
-                    .collect();
-                place = format!("{place}, keyed by {}", parts.join(","));
-            }
+        if let TargetKind::Pair(p) = &t.kind {
+            place = format!("{place}{}", pair_details(t, p));
         }
         if !t.fetches.is_empty() {
             let args: Vec<String> = t
@@ -83,10 +77,51 @@ fn describe(kind: &TargetKind, placement: Option<&Placement>, name: &str) -> Str
             Some(sem) => format!("{}:0x{:x} (semaphore 0x{sem:x})", path.display(), offset.0),
             None => format!("{}:0x{:x}", path.display(), offset.0),
         },
-        (TargetKind::Pair { start, done, .. }, _) => format!(
-            "{} to {}",
-            describe(start, None, name),
-            describe(done, None, name)
-        ),
+        (TargetKind::Pair(p), _) => {
+            let starts: Vec<String> = p
+                .starts
+                .iter()
+                .map(|s| describe(&s.kind, None, name))
+                .collect();
+            format!(
+                "{} to {}",
+                starts.join(" or "),
+                describe(&p.done.kind, None, name)
+            )
+        }
     }
+}
+
+/// A pair's key (`, keyed by pid|prev_pid=next_pid, keep latest`) and its ends' filters.
+fn pair_details(t: &crate::probe::target::Target, p: &crate::probe::target::PairSpec) -> String {
+    let mut out = String::new();
+    if p.keyed {
+        let parts: Vec<String> = (0..p.done.key.len())
+            .map(|k| {
+                let mut starts: Vec<&str> = p
+                    .starts
+                    .iter()
+                    .map(|s| t.fetches[s.key[k]].label.as_str())
+                    .collect();
+                starts.dedup();
+                format!("{}={}", starts.join("|"), t.fetches[p.done.key[k]].label)
+            })
+            .collect();
+        let keep = match p.keep {
+            crate::probe::target::Keep::Latest => "latest",
+            crate::probe::target::Keep::First => "first",
+        };
+        out = format!(", keyed by {}, keep {keep}", parts.join(","));
+    }
+    let ends = p
+        .starts
+        .iter()
+        .enumerate()
+        .map(|(i, e)| (format!("START {}", i + 1), e));
+    for (which, e) in ends.chain(std::iter::once(("DONE".to_string(), &p.done))) {
+        if let Some(f) = &e.filter {
+            out = format!("{out}\t{which} {}", f.describe());
+        }
+    }
+    out
 }

@@ -216,7 +216,14 @@ fn line(call: &Call, targets: &Targets, stacks: &StackCounter) -> String {
         Some((d, _)) => human_ns(d),
         _ => "-".into(),
     };
-    let text = describe(&t.name, &t.fetches, call, &|f| caller_name(stacks, f));
+    let several = t.pair().is_some_and(|p| p.starts.len() > 1);
+    let text = describe(
+        &t.name,
+        &t.fetches,
+        call,
+        &|f| caller_name(stacks, f),
+        several,
+    );
     let id = |v: Option<u32>| v.map_or("-".to_string(), |v| v.to_string());
     let comm = call.ctx.comm.as_deref().unwrap_or("-");
     format!(

@@ -232,16 +232,19 @@ pub fn write_table(w: &mut dyn Write, report: &Report) -> io::Result<()> {
             continue;
         }
         let q = |x: f64| f.quantile(x).map_or("-".to_string(), human_ns);
-        let (min, max, avg) = if f.paired > 0 {
-            (human_ns(f.min_ns), human_ns(f.max_ns), human_ns(f.avg_ns()))
-        } else {
-            ("-".into(), "-".into(), "-".into())
+        // Nothing timed (a counted-only target, or every call still running): no time to show.
+        let timed = |ns: u64| match f.paired {
+            0 => "-".to_string(),
+            _ => human_ns(ns),
         };
         let mut line = format!(
-            "{line} {:>10} {:>10} {:>10} {avg:>10} {min:>10} {max:>10}",
+            "{line} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
             f.count,
-            human_ns(f.total_ns),
-            human_ns(f.self_ns),
+            timed(f.total_ns),
+            timed(f.self_ns),
+            timed(f.avg_ns()),
+            timed(f.min_ns),
+            timed(f.max_ns),
         );
         if keyed.is_none() {
             line.push_str(&format!(" {:>10} {:>10} {:>10}", q(0.5), q(0.9), q(0.99)));
@@ -386,6 +389,10 @@ fn rate(r: f64) -> String {
 fn keyed_line(k: &KeyedCounts) -> Option<String> {
     let parts: Vec<String> = [
         (k.replaced, "STARTs replaced by a later START of their key"),
+        (
+            k.later,
+            "later STARTs of an open key dropped (--keep first)",
+        ),
         (k.capped, "STARTs dropped at the --max-open cap"),
         (k.expired, "STARTs dropped after --max-age"),
         (k.done_alone, "DONEs without an open START"),
@@ -492,6 +499,7 @@ pub fn write_json(w: &mut dyn Write, report: &Report) -> io::Result<()> {
         "open_calls": report.open_calls,
         "keyed": {
             "replaced": report.totals.keyed.replaced,
+            "later": report.totals.keyed.later,
             "capped": report.totals.keyed.capped,
             "expired": report.totals.keyed.expired,
             "done_alone": report.totals.keyed.done_alone,

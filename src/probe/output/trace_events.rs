@@ -130,6 +130,14 @@ impl TraceOut {
                 }
             }
         }
+        if key.is_some() {
+            // On a key's track, who opened the call: its START's process (none for one in an interrupt).
+            for name in ["comm", "pid", "tid"] {
+                if let Some(v) = call.ctx.value(name) {
+                    args.entry(name.to_string()).or_insert_with(|| arg(&v));
+                }
+            }
+        }
         let (pid, tid) = match key {
             Some(key) => (KEYED_PID, self.key_track(target, key, by)),
             None => {
@@ -182,11 +190,13 @@ impl TraceOut {
     /// The track of a keyed pair's key: its own (named `pid=1234`), or past [`MAX_KEY_TRACKS`] the one of its
     /// `--by` value.
     fn key_track(&mut self, target: &Target, key: &[Value], by: Option<&Value>) -> u32 {
-        let names: Vec<String> = target
-            .pair_key()
+        let parts = target
+            .pair()
+            .map_or(&[][..], |p| p.starts[0].key.as_slice());
+        let names: Vec<String> = parts
             .iter()
             .zip(key)
-            .map(|(k, v)| format!("{}={v}", target.fetches[k.start].label))
+            .map(|(&k, v)| format!("{}={v}", target.fetches[k].label))
             .collect();
         let mut name = names.join(" ");
         if !self.keys.contains_key(&name) && self.keys.len() >= MAX_KEY_TRACKS {

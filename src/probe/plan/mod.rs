@@ -129,6 +129,9 @@ pub enum Role {
     /// Values for the next entry of its target on the same thread (a syscall's strings, read at its `syscall`
     /// instruction).
     Value,
+    /// Ends of a `--pair`: bit `i` START `i`, [`crate::probe::target::DONE_BIT`] the DONE (one event may be
+    /// several ends, told apart by their filters and keys).
+    Pair(u32),
 }
 
 /// What a perf event is opened on.
@@ -371,13 +374,37 @@ fn event_filter(
     };
     let target = match e.members.as_slice() {
         [m] => targets[*m].filter.as_ref().and_then(|f| match e.role {
-            Role::Entry | Role::Hit => f.kernel.as_deref(),
-            Role::Return => f.kernel_return.as_deref(),
-            Role::Value => None,
+            Role::Entry | Role::Hit => f.kernel.clone(),
+            Role::Return => f.kernel_return.clone(),
+            Role::Value | Role::Pair(_) => None,
         }),
         _ => None,
     };
-    and_text(target, own.as_deref())
+    let target = match (e.role, e.members.as_slice()) {
+        (Role::Pair(mask), [m]) => pair_filter(&targets[*m], mask),
+        _ => target,
+    };
+    and_text(target.as_deref(), own.as_deref())
+}
+
+/// The kernel's filter of an event that is these ends of a pair: any of their kernel parts (none where an end
+/// takes every event, or has no part the kernel evaluates).
+fn pair_filter(t: &Target, mask: u32) -> Option<String> {
+    let pair = t.pair()?;
+    let parts: Option<Vec<&str>> = pair
+        .ends()
+        .filter(|(bit, _)| mask & bit != 0)
+        .map(|(_, e)| e.filter.as_ref()?.kernel.as_deref())
+        .collect();
+    match parts?.as_slice() {
+        [one] => Some(one.to_string()),
+        many => Some(
+            many.iter()
+                .map(|p| format!("({p})"))
+                .collect::<Vec<_>>()
+                .join(" || "),
+        ),
+    }
 }
 
 /// Whether `t` is a syscall that can be read from [`RAW_SYSCALLS`] with the others: one with a number and no

@@ -33,7 +33,8 @@ pub fn place(t: &Target, at_entry: bool, emulates: Emulates) -> Option<Placement
             offset: 0,
             class: ProbeClass::SingleStepped,
             why: "code not read: assumed single-stepped".into(),
-            returns: None,
+            // Counted only (an address inside a function): no return probe.
+            returns: matches!(t.go, Some(GoFunction::CountOnly(_))).then(Vec::new),
         });
     };
     match (&t.go, &code.go) {

@@ -6,7 +6,7 @@ use super::{
     SP_FETCH,
 };
 use crate::probe::spec::fetch::FetchSource;
-use crate::probe::target::{PerTarget, Target, TargetId, TargetKind, Targets};
+use crate::probe::target::{PairSpec, PerTarget, Target, TargetId, TargetKind, Targets, DONE_BIT};
 use crate::probe::value::ValueKind;
 use crate::tracefs::{ProbeDef, ProbeLocation};
 use std::path::PathBuf;
@@ -217,37 +217,7 @@ impl Points<'_> {
                 defs.push(self.def(&name, false, &loc, fetch_args(t, false, false)));
                 push(self.event(name, Role::Hit, one, true));
             }
-            TargetKind::Pair { start, done, key } => {
-                let ends = [
-                    (start, format!("a{i}"), false),
-                    (done, format!("ar{i}"), true),
-                ];
-                for (end, name, is_done) in ends {
-                    let role = if is_done { Role::Return } else { Role::Entry };
-                    let fetch = fetch_args(t, is_done, false);
-                    let event = match &**end {
-                        TargetKind::Tracepoint { category, event } => Unplaced {
-                            group: category.clone(),
-                            ..self.event(event.clone(), role, one.clone(), false)
-                        },
-                        TargetKind::Kernel { symbol } => {
-                            let loc = ProbeLocation::Kernel {
-                                symbol: symbol.clone(),
-                            };
-                            defs.push(self.def(&name, false, &loc, fetch));
-                            self.event(name, role, one.clone(), false)
-                        }
-                        kind => {
-                            defs.push(self.def(&name, false, &uprobe_location(kind), fetch));
-                            self.event(name, role, one.clone(), true)
-                        }
-                    };
-                    push(Unplaced {
-                        everywhere: !key.is_empty(),
-                        ..event
-                    });
-                }
-            }
+            TargetKind::Pair(p) => self.pair(id, t, p, defs, events),
             TargetKind::Syscall { name } => self.syscall(id, t, name, defs, events),
             TargetKind::Tracepoint { category, event } => {
                 if self.event_probes && has_strings(t) {
@@ -261,6 +231,67 @@ impl Points<'_> {
                     });
                 }
             }
+        }
+    }
+
+    /// A pair's ends: an event per user or kernel function and USDT probe (`a<i>` its first START, `a<i>s<k>`
+    /// START k, `ar<i>` its DONE), and one per tracepoint, whatever ends it is (`sched_switch`: a START and the
+    /// DONE), its role naming them.
+    fn pair(
+        &self,
+        id: TargetId,
+        t: &Target,
+        p: &PairSpec,
+        defs: &mut Vec<ProbeDef>,
+        events: &mut Vec<Unplaced>,
+    ) {
+        let i = id.index();
+        let one = vec![id];
+        let mut tracepoints: Vec<(&str, &str, u32)> = Vec::new();
+        for (bit, end) in p.ends() {
+            let name = match (bit, bit.trailing_zeros()) {
+                (DONE_BIT, _) => format!("ar{i}"),
+                (_, 0) => format!("a{i}"),
+                (_, k) => format!("a{i}s{k}"),
+            };
+            let fetch: Vec<String> = t.fetches[end.fetches.clone()]
+                .iter()
+                .flat_map(|f| std::iter::once(f.arg()).chain(f.len_arg()))
+                .collect();
+            let event = match &end.kind {
+                TargetKind::Tracepoint { category, event } => {
+                    match tracepoints
+                        .iter_mut()
+                        .find(|(c, e, _)| c == category && e == event)
+                    {
+                        Some((_, _, mask)) => *mask |= bit,
+                        None => tracepoints.push((category, event, bit)),
+                    }
+                    continue;
+                }
+                TargetKind::Kernel { symbol } => {
+                    let loc = ProbeLocation::Kernel {
+                        symbol: symbol.clone(),
+                    };
+                    defs.push(self.def(&name, false, &loc, fetch));
+                    self.event(name, Role::Pair(bit), one.clone(), false)
+                }
+                kind => {
+                    defs.push(self.def(&name, false, &uprobe_location(kind), fetch));
+                    self.event(name, Role::Pair(bit), one.clone(), true)
+                }
+            };
+            events.push(Unplaced {
+                everywhere: p.keyed,
+                ..event
+            });
+        }
+        for (category, event, mask) in tracepoints {
+            events.push(Unplaced {
+                group: category.to_string(),
+                everywhere: p.keyed,
+                ..self.event(event.to_string(), Role::Pair(mask), one.clone(), false)
+            });
         }
     }
 

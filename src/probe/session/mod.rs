@@ -489,6 +489,7 @@ fn finish_sampled(s: &mut Setup<'_>, live: SampledLoop<'_>) -> Result<RunSummary
         }
     }
     sink.pairer.count_open(&mut sink.stats);
+    sink.keyed.count_open(&mut sink.stats);
     let parts = ReportParts {
         targets: s.targets,
         stats: &sink.stats,

@@ -36,6 +36,16 @@ pub fn resolve_fetches(
         if out.iter().any(|f| f.label == item.name) {
             continue;
         }
+        if item.path().is_path() || item.array.is_some() {
+            let first = out.len();
+            let mut n = 0;
+            let field = || {
+                n += 1;
+                format!("v{}", first + n - 1)
+            };
+            out.extend(path_fetches(target, item, debug, field).map_err(|e| spec_error(spec, e))?);
+            continue;
+        }
         let field = format!("v{}", out.len());
         match resolve_one(target, item, field, spec, formats, debug) {
             Ok(fetch) => out.push(fetch),
@@ -46,6 +56,44 @@ pub fn resolve_fetches(
         }
     }
     Ok(out)
+}
+
+/// The fetches of a value through pointers (`req->len`, `arg0->8`, `argv:str[4]`, `sp+8:str[4]`): user
+/// functions only (this is user memory, read by the uprobe).
+fn path_fetches(
+    target: &Target,
+    item: &FetchItem,
+    debug: &DebugSources,
+    field: impl FnMut() -> String,
+) -> Result<Vec<Fetch>, String> {
+    let TargetKind::User { path, addr, .. } = &target.kind else {
+        return Err(format!(
+            "`{}`: values through pointers are read by uprobes, in user functions; {} is a {}",
+            item.name,
+            target.name,
+            kind_name(&target.kind)
+        ));
+    };
+    if target.go.is_some() {
+        return Err(format!(
+            "`{}`: Go functions take arguments by position only",
+            item.name
+        ));
+    }
+    let base = item.path().base;
+    let reg = if base == "sp" {
+        "%sp".to_string()
+    } else if let Some(n) = base.strip_prefix("arg").and_then(|n| n.parse().ok()) {
+        abi_reg(n)?
+    } else {
+        let plain = FetchItem {
+            name: base.to_string(),
+            ty: None,
+            array: None,
+        };
+        named_param(path, addr.0, &target.name, &plain, debug)?.0
+    };
+    super::deref::user_path_fetches(path, addr.0, &target.name, item, &reg, debug, field)
 }
 
 pub(super) fn resolve_one(

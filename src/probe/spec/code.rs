@@ -155,6 +155,28 @@ fn is_direct_branch(insn: &Instruction) -> bool {
     ) && insn.near_branch_target() != 0
 }
 
+/// The instruction of `body` (code at `start`, decoded from its start) that covers offset `off`, as
+/// (its offset, its length, its text) when `off` falls inside it rather than at its start; None when `off` starts
+/// an instruction (or the decoding stops before it).
+pub fn inside_instruction(start: u64, body: &[u8], off: u64) -> Option<(u64, usize, String)> {
+    let mut text = String::new();
+    let mut formatter = iced_x86::GasFormatter::new();
+    for insn in Decoder::with_ip(64, body, start, DecoderOptions::NONE) {
+        let at = insn.ip() - start;
+        if insn.is_invalid() || at > off {
+            return None;
+        }
+        if at < off && off < at + insn.len() as u64 {
+            iced_x86::Formatter::format(&mut formatter, &insn, &mut text);
+            return Some((at, insn.len(), text));
+        }
+        if at == off {
+            return None;
+        }
+    }
+    None
+}
+
 /// The head from offset `from`: instructions up to and including the first that the kernel emulates or that can
 /// never be skipped (a branch, an undecodable byte, and with `uretprobe` a stack move or a store that may reach
 /// `[rsp]`), at most [`HEAD_MAX`].
@@ -349,6 +371,19 @@ mod tests {
         assert_eq!(code.head[1].offset, 3);
         // The je lands past these 10 bytes: outside the function given.
         assert!(code.targets.is_empty());
+    }
+
+    /// Check that an offset inside an instruction names that instruction, and one at an instruction's start
+    /// none.
+    #[test]
+    fn inside_instructions() {
+        // mov rax,[rip+0x2ec0]; test rdi,rdi; ret
+        let body = [0x48, 0x8b, 0x05, 0xc0, 0x2e, 0, 0, 0x48, 0x85, 0xff, 0xc3];
+        let (at, len, text) = inside_instruction(0x1000, &body, 4).unwrap();
+        assert_eq!((at, len), (0, 7));
+        assert!(text.starts_with("mov"), "{text}");
+        assert_eq!(inside_instruction(0x1000, &body, 7), None);
+        assert_eq!(inside_instruction(0x1000, &body, 10), None);
     }
 
     /// Check the classes of the usual first instructions.

@@ -67,30 +67,68 @@ impl FetchType {
 /// One value a spec asks for, as written: `arg1:str`, `len`, `ret`, `caller`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FetchItem {
+    /// As written: `len`, `arg0`, or a path through pointers (`req->len`, `arg0->8`, `sp+8`).
     pub name: String,
     pub ty: Option<FetchType>,
+    /// `:str[N]`: N strings from an array of `char *` (argv).
+    pub array: Option<u16>,
 }
 
 impl FetchItem {
     /// Parse `NAME` or `NAME:TYPE`.
     pub fn parse(s: &str) -> Result<FetchItem, String> {
-        let (name, ty) = match s.split_once(':') {
+        let (name, ty, array) = match s.split_once(':') {
             Some((n, t)) => {
-                let ty = FetchType::parse(t.trim()).ok_or_else(|| {
-                    format!("unknown type `{t}` for `{n}` (use str, s8..s64, u8..u64 or x8..x64)")
+                let (t, array) = match t.trim().strip_suffix(']').and_then(|t| t.split_once('[')) {
+                    Some(("str", count)) => {
+                        let parsed = count
+                            .trim()
+                            .parse::<u16>()
+                            .ok()
+                            .filter(|c| (1..=64).contains(c));
+                        let count =
+                            parsed.ok_or_else(|| format!("`{n}:str[{count}]`: N is 1..64"))?;
+                        ("str", Some(count))
+                    }
+                    Some((other, _)) => {
+                        return Err(format!(
+                            "`{n}:{other}[..]`: only str[N] reads an array (N strings)"
+                        ))
+                    }
+                    None => (t.trim(), None),
+                };
+                let ty = FetchType::parse(t).ok_or_else(|| {
+                    format!("unknown type `{t}` for `{n}` (use str, str[N], s8..s64, u8..u64 or x8..x64)")
                 })?;
-                (n.trim(), Some(ty))
+                (n.trim(), Some(ty), array)
             }
-            None => (s.trim(), None),
+            None => (s.trim(), None, None),
         };
-        if !is_ident(name) {
+        let path = super::deref::ValuePath::parse(name)?;
+        // A pair's value at one end: `start.sport`, `done.error`.
+        let bare = path
+            .base
+            .strip_prefix("start.")
+            .or_else(|| path.base.strip_prefix("done."))
+            .unwrap_or(path.base);
+        if !is_ident(bare) {
             return Err(format!(
-                "`{name}` is not a value name (use argN, a parameter name, ret or caller)"
+                "`{name}` is not a value name (use argN, a parameter name, ret or caller; a pair's start.NAME \
+                 or done.NAME)"
             ));
         }
         Ok(FetchItem {
             name: name.to_string(),
             ty,
+            array,
+        })
+    }
+
+    /// The value path written (`req->len`: base `req`, one member).
+    pub fn path(&self) -> super::deref::ValuePath<'_> {
+        super::deref::ValuePath::parse(&self.name).unwrap_or(super::deref::ValuePath {
+            base: &self.name,
+            steps: Vec::new(),
         })
     }
 
@@ -370,6 +408,7 @@ mod tests {
         FetchItem {
             name: name.into(),
             ty,
+            array: None,
         }
     }
 

@@ -124,6 +124,20 @@ impl Expr {
                 op: *op,
                 value: Literal::Int(value(name, n)?),
             },
+            // A quoted name of a field's values (`prev_state == "R+"`, a name that is no identifier); a string
+            // where the field has no such name.
+            Expr::Cmp {
+                name,
+                op,
+                value: Literal::Str(n),
+            } if *op != CmpOp::Glob => match value(name, n) {
+                Ok(v) => Expr::Cmp {
+                    name: name.clone(),
+                    op: *op,
+                    value: Literal::Int(v),
+                },
+                Err(_) => self.clone(),
+            },
             Expr::Cmp { .. } | Expr::Mask { .. } => self.clone(),
             Expr::Not(e) => Expr::Not(Box::new(e.resolve_names(value)?)),
             Expr::And(a, b) => Expr::And(

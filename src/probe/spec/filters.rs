@@ -41,6 +41,11 @@ impl TargetFilter {
         for c in expr.conjuncts() {
             match c.ftrace(&field) {
                 Some(text) => {
+                    // `a && (b || c)`: an `||` term keeps its parentheses among the `&&` terms.
+                    let text = match c {
+                        Expr::Or(..) => format!("({text})"),
+                        _ => text,
+                    };
                     kernel.push(text);
                     kernel_return.extend(c.ftrace(&task_only));
                 }
@@ -101,6 +106,32 @@ fn kernel_field(name: &str, fetches: &[Fetch], format: &[FormatField]) -> Option
     }
 }
 
+/// perf's `--filter` on a tracepoint or probe event of `rprof record`: probe's filter language over the
+/// event's own fields (`format`), every part of it run by the kernel (a recording keeps what the kernel lets
+/// through). The kernel's filter text, or why the expression cannot be that.
+pub fn kernel_filter(text: &str, format: &str) -> Result<String, String> {
+    let expr = super::filter::parse(text)?;
+    let fields = crate::tracefs::parse_format(format);
+    let fetches: Vec<Fetch> = fields
+        .iter()
+        .map(|f| Fetch::field(&f.name, &f.name, super::fields::natural_kind(f), false))
+        .collect();
+    let placed = TargetFilter::place(expr, &fetches, &fields);
+    match (placed.kernel, placed.user) {
+        (Some(kernel), None) => Ok(kernel),
+        (_, Some(user)) => Err(format!(
+            "`{}` is not a test the kernel can run on this event's fields ({})",
+            user.text(),
+            fields
+                .iter()
+                .map(|f| f.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+        (None, None) => Err("the filter is empty".to_string()),
+    }
+}
+
 /// The ftrace filter that keeps rprof's own threads (`tids`) out of an event: `common_pid != T && ...`.
 pub fn exclude_tasks(tids: &[u32]) -> Option<String> {
     let terms: Vec<String> = tids.iter().map(|t| format!("common_pid != {t}")).collect();
@@ -142,6 +173,15 @@ mod tests {
         assert_eq!(f.kernel.as_deref(), Some("v0 < 100 && comm == \"x\""));
         assert_eq!(f.kernel_return.as_deref(), Some("comm == \"x\""));
         assert_eq!(f.user, Some(parse("pid == 3").unwrap()));
+        let f = TargetFilter::place(
+            parse("comm == \"x\" && (arg0 < 1 || arg0 > 9)").unwrap(),
+            &fetches,
+            &[],
+        );
+        assert_eq!(
+            f.kernel.as_deref(),
+            Some("comm == \"x\" && ((v0 < 1) || (v0 > 9))")
+        );
         let f = TargetFilter::place(parse("arg0 < 1 || pid == 3").unwrap(), &fetches, &[]);
         assert_eq!((f.kernel, f.user.is_some()), (None, true));
         assert_eq!(

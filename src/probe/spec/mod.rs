@@ -1,13 +1,16 @@
 //! From the command line's specs to the session's [`Targets`]: what each pattern names ([`pattern`]), the
 //! values it fetches ([`fetch`]), the functions, syscalls, tracepoints, kernel functions and USDT probes it
 //! matches ([`resolve`], [`library`], [`usdt`]), and each target's fetch arguments ([`args`]).
+pub mod address;
 pub mod args;
 pub mod code;
+pub mod deref;
 pub mod fetch;
 pub mod fields;
 pub mod filter;
 pub mod filters;
 pub mod go;
+pub mod ifuncs;
 pub mod library;
 pub mod pair;
 pub mod pattern;
@@ -48,6 +51,7 @@ pub fn parse(opts: &ProbeOptions) -> Result<Vec<Parsed>, ProbeError> {
                 items.push(fetch::FetchItem {
                     name: name.to_string(),
                     ty: None,
+                    array: None,
                 });
             }
         }
@@ -69,9 +73,9 @@ pub fn needs_tracefs(opts: &ProbeOptions, specs: &[Parsed]) -> bool {
     let pair = opts
         .pair
         .iter()
-        .flat_map(|p| [&p.start, &p.done])
+        .flat_map(|p| p.starts.iter().chain([&p.done]))
         .any(|end| {
-            let spec = fetch::split_spec(end)
+            let spec = fetch::split_spec(filter::split_if(end).0)
                 .map(|s| pattern::parse_spec(s.pattern, opts.binary.is_some()));
             !matches!(spec, Ok(Ok(Spec::User { .. } | Spec::Usdt { .. })))
         });
@@ -139,12 +143,13 @@ fn every_field(format: Option<&str>) -> Vec<fetch::FetchItem> {
         .map(|f| fetch::FetchItem {
             name: f.name.clone(),
             ty: None,
+            array: None,
         })
         .collect()
 }
 
 /// Where the parts of `cond` run for target `t` (the event's format gives its fields' signedness).
-fn target_filter(
+pub(super) fn target_filter(
     t: &crate::probe::target::Target,
     cond: &filter::Expr,
     formats: args::Formats<'_>,

@@ -1,6 +1,7 @@
 //! Turning patterns into probe targets: symbols of a binary or library (one target per address, aliases
 //! folded), syscalls, tracepoints and kernel functions.
 use super::fetch::{ArgSource, FetchType};
+use super::ifuncs::{is_literal, row_name, Ifuncs};
 use super::library::find_library;
 use super::pattern::{shared_short_names, short_name, strip_rust_hash, NameMatcher, Spec};
 use crate::addr::{ElfAddr, FileOffset};
@@ -123,6 +124,9 @@ pub fn resolve_user(
     regex: bool,
     debug: &DebugSources,
 ) -> Result<Vec<Target>, ProbeError> {
+    if let Some(address) = super::address::parse(pattern).filter(|_| !regex) {
+        return super::address::resolve(path, pattern, &address, debug);
+    }
     let matcher = NameMatcher::new(pattern, regex)?;
     let path = std::fs::canonicalize(path).map_err(|error| ProbeError::Binary {
         path: path.to_path_buf(),
@@ -130,25 +134,9 @@ pub fn resolve_user(
     })?;
     let info = elf_info(&path)?;
     let symbols = function_symbols(&path, debug)?;
-    let shared = shared_short_names(symbols.iter().map(|s| (&*s.name, &*s.demangled, s.addr.0)));
-    // address -> (names that matched, other names at the address). A name is the short one, or the full one
-    // (parameters included) where functions at other addresses share the short one: C++ overloads.
-    let mut by_addr: BTreeMap<u64, (Vec<String>, Vec<String>)> = BTreeMap::new();
-    for s in &symbols {
-        let short = short_name(&s.name, &s.demangled);
-        let name = match shared.contains(short) {
-            true => strip_rust_hash(&s.demangled).to_string(),
-            false => short.to_string(),
-        };
-        let e = by_addr.entry(s.addr.0).or_default();
-        if matcher.matches_symbol(&s.name, &s.demangled) {
-            if !e.0.contains(&name) {
-                e.0.push(name);
-            }
-        } else if !e.1.contains(&name) {
-            e.1.push(name);
-        }
-    }
+    let ifuncs = Ifuncs::of(&path);
+    let by_addr = names_by_addr(&symbols, &matcher, &ifuncs, is_literal(pattern, regex));
+    let ifunc_rows = ifuncs.names_by_target();
     let mut out = Vec::new();
     for (addr, (mut matched, others)) in by_addr {
         if matched.is_empty() {
@@ -177,9 +165,14 @@ pub fn resolve_user(
                 n.clone(),
             )
         });
-        let name = matched.remove(0);
+        let mut name = matched.remove(0);
         let mut aliases = matched;
         aliases.extend(others);
+        // An implementation that IFUNCs resolve to is named by them, all of them (`memcpy/memmove`).
+        if let Some(names) = ifunc_rows.get(&addr.0).filter(|n| n.contains(&name)) {
+            aliases.retain(|a| !names.contains(a));
+            name = row_name(names, &matcher);
+        }
         out.push(Target {
             name,
             aliases,
@@ -196,6 +189,12 @@ pub fn resolve_user(
         });
     }
     if out.is_empty() {
+        if let Some(names) = ifuncs.unresolved_match(&matcher) {
+            return Err(ProbeError::IfuncUnresolved {
+                names,
+                path: path.clone(),
+            });
+        }
         return Err(ProbeError::NoMatch {
             what: "functions",
             pattern: pattern.to_string(),
@@ -205,6 +204,52 @@ pub fn resolve_user(
     let go = info.is_go.then(|| super::go::go_version(&path).flatten());
     attach_code(&path, &info.layout, &symbols, go, &mut out);
     Ok(out)
+}
+
+/// Names by address: (names that matched, other names at the address), IFUNC names at what they resolve to.
+/// A name is the short one, or the full one (parameters included) where functions at other addresses share the
+/// short one: C++ overloads. The IFUNCs' resolvers are left out unless `literal` names one.
+fn names_by_addr(
+    symbols: &[crate::symbols::FunctionSymbol],
+    matcher: &NameMatcher,
+    ifuncs: &Ifuncs,
+    literal: bool,
+) -> BTreeMap<u64, (Vec<String>, Vec<String>)> {
+    let shared = shared_short_names(symbols.iter().map(|s| (&*s.name, &*s.demangled, s.addr.0)));
+    let mut by_addr: BTreeMap<u64, (Vec<String>, Vec<String>)> = BTreeMap::new();
+    let mut add = |addr: u64, name: String, matched: bool| {
+        let e = by_addr.entry(addr).or_default();
+        let list = if matched { &mut e.0 } else { &mut e.1 };
+        if !list.contains(&name) {
+            list.push(name);
+        }
+    };
+    for s in symbols {
+        let short = short_name(&s.name, &s.demangled);
+        let name = match shared.contains(short) {
+            true => strip_rust_hash(&s.demangled).to_string(),
+            false => short.to_string(),
+        };
+        add(
+            s.addr.0,
+            name,
+            matcher.matches_symbol(&s.name, &s.demangled),
+        );
+    }
+    for f in &ifuncs.list {
+        if let Some(target) = f.target {
+            add(target.0, f.name.clone(), matcher.is_match(&f.name));
+        }
+    }
+    if !literal {
+        for r in ifuncs.resolvers() {
+            by_addr.remove(&r);
+        }
+    }
+    for (matched, others) in by_addr.values_mut() {
+        others.retain(|o| !matched.contains(o));
+    }
+    by_addr
 }
 
 /// Read and analyze the machine code of each user target (for probe placement), and for a Go binary (`go`: the

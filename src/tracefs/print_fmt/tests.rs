@@ -41,7 +41,8 @@ fn inet_sock_set_state() {
 }
 
 /// Check that sched_switch's prev_state names its flags within the mask of its print fmt, and is `R` (the
-/// ternary's other branch) when none is set, the preemption bit above the mask included.
+/// ternary's other branch) when none is set, `R+` with the preemption bit above the mask (the print fmt's
+/// next argument, `REC->prev_state & 0x100 ? "+" : ""`).
 #[test]
 fn sched_switch_prev_state() {
     let d = field_displays(&format(SCHED_SWITCH));
@@ -51,7 +52,7 @@ fn sched_switch_prev_state() {
     };
     assert_eq!((*mask, zero.as_deref()), (Some(0xff), Some("R")));
     assert_eq!(s.name(0).as_deref(), Some("R"));
-    assert_eq!(s.name(0x100).as_deref(), Some("R"));
+    assert_eq!(s.name(0x100).as_deref(), Some("R+"));
     assert_eq!(s.name(1).as_deref(), Some("S"));
     assert_eq!(s.name(2).as_deref(), Some("D"));
     assert_eq!(s.name(0x80).as_deref(), Some("I"));

@@ -1,0 +1,69 @@
+//! `rprof report --otlp`: the OTLP profiles request of a recording, decoded by PyPI's opentelemetry-proto (the
+//! reference reader of the schema), holds exactly the report's samples and stacks.
+mod common;
+use common::*;
+use std::collections::HashMap;
+
+/// Check that the OTLP request of a call-tree recording, read by opentelemetry-proto, has one profile per sample
+/// type whose folded stacks equal `rprof report --folded` exactly (samples), whose CPU time is the samples times
+/// the period, and whose start and duration place the samples at the time they were recorded.
+#[test]
+fn otlp_request_holds_the_reports_samples() {
+    if !privileged("otlp_request_holds_the_reports_samples") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let before = std::time::SystemTime::now();
+    let data = record_calltree(dir.path(), "r.data", "300");
+    let after = std::time::SystemTime::now();
+    let pb = dir.path().join("r.otlp");
+    let (_, err) = rprof_ok_stderr(&["report", "-i", &data, "--otlp", pb.to_str().unwrap()]);
+    assert!(err.contains("wrote"), "{err}");
+    let Some(otlp) = otlp_decode("otlp_request_holds_the_reports_samples", &pb) else {
+        return;
+    };
+    let folded = rprof_ok(&["report", "-i", &data, "--folded"]);
+    let expected: HashMap<String, u64> = parse_folded(&folded)
+        .into_iter()
+        .map(|(frames, n)| (frames.join(";"), n))
+        .collect();
+    assert_eq!(otlp["resource"]["service.name"], "calltree");
+    assert_eq!(otlp["scope"], "rprof");
+    let profiles = otlp["profiles"].as_array().unwrap();
+    let of = |t: &str| {
+        profiles
+            .iter()
+            .find(|p| p["type"] == t)
+            .unwrap_or_else(|| panic!("no {t} profile: {otlp}"))
+    };
+    let samples = of("samples");
+    let got: HashMap<String, u64> = samples["folded"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_u64().unwrap()))
+        .collect();
+    assert_eq!(got, expected);
+    let total = samples["total"].as_u64().unwrap();
+    assert!(total >= 100, "{total} samples for 300 ms at 999 Hz");
+    // -F 999: each sample stands for 1e9/999 ns of CPU.
+    let cpu = of("cpu");
+    assert_eq!(cpu["unit"], "nanoseconds");
+    assert_eq!(
+        cpu["total"].as_u64().unwrap(),
+        total * (1_000_000_000 / 999)
+    );
+    let ns = |t: std::time::SystemTime| {
+        t.duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
+    };
+    let start = cpu["time_unix_nano"].as_u64().unwrap();
+    let duration = cpu["duration_nano"].as_u64().unwrap();
+    // The file's mtime is a little after the last sample, so the start is a little late; never before the
+    // recording began, never after it ended.
+    assert!(
+        ns(before) <= start && start + duration <= ns(after) + 1_000_000_000,
+        "start {start} duration {duration}, recorded from {} to {}",
+        ns(before),
+        ns(after)
+    );
+}

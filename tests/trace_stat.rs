@@ -1,0 +1,172 @@
+//! `rprof trace` against strace, `rprof stat` against perf stat, on the same fixture.
+mod common;
+use common::*;
+use std::collections::BTreeMap;
+
+/// The number of calls the fixture printed (`calls N`).
+fn calls(stdout: &str) -> i64 {
+    stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("calls "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no 'calls N' in {stdout}"))
+}
+
+/// (syscall, how it returned: `ok` or the errno name) -> how many times.
+type Returns = BTreeMap<(String, String), u64>;
+
+/// rprof trace's lines: `... syscall:NAME(...) = RET [ERRNO]`.
+fn rprof_returns(text: &str) -> Returns {
+    let mut out = Returns::new();
+    for l in text.lines() {
+        // The lines of calls (the table after them names syscalls too, without a return).
+        let Some(call) = l
+            .split_whitespace()
+            .find(|w| w.starts_with("syscall:"))
+            .filter(|_| l.contains(" = "))
+        else {
+            continue;
+        };
+        let name = call["syscall:".len()..]
+            .split('(')
+            .next()
+            .unwrap()
+            .to_string();
+        let ret = l.rsplit_once(" = ").map(|(_, r)| r.trim()).unwrap_or("");
+        let how = match ret.split_whitespace().collect::<Vec<_>>().as_slice() {
+            [n, errno] if n.starts_with('-') => errno.to_string(),
+            _ => "ok".to_string(),
+        };
+        *out.entry((name, how)).or_default() += 1;
+    }
+    out
+}
+
+/// strace's lines: `NAME(ARGS) = RET [ERRNO (text)]` (with -f, `[pid N] ` first).
+fn strace_returns(text: &str) -> Returns {
+    let mut out = Returns::new();
+    for l in text.lines() {
+        let l = match l.strip_prefix("[pid") {
+            Some(rest) => rest.split_once("] ").map_or(rest, |r| r.1),
+            None => l,
+        };
+        let Some((name, _)) = l.split_once('(') else {
+            continue;
+        };
+        let Some((_, ret)) = l.rsplit_once(" = ") else {
+            continue;
+        };
+        let how = match ret.split_whitespace().collect::<Vec<_>>().as_slice() {
+            ["-1", errno, ..] => errno.to_string(),
+            _ => "ok".to_string(),
+        };
+        *out.entry((name.to_string(), how)).or_default() += 1;
+    }
+    out
+}
+
+/// Check that `rprof trace -- CMD` shows the syscalls strace shows on the same command, each returning the
+/// same way (the same errno names), but for the fixture's own calls, which are counted per run.
+#[test]
+fn trace_matches_strace() {
+    if !privileged("trace_matches_strace") {
+        return;
+    }
+    if std::process::Command::new("strace")
+        .arg("-V")
+        .output()
+        .is_err()
+    {
+        skip("trace_matches_strace", "strace is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = build_c(dir.path(), "record_event.c", FP);
+    let bin = bin.to_str().unwrap();
+    let missing = "/nonexistent/rprof-trace";
+    let out = rprof_ok(&["trace", "--", bin, "30", missing]);
+    let n_r = calls(&out) as u64;
+    let rprof = rprof_returns(&out);
+    let st = std::process::Command::new("strace")
+        .args(["-f", "-qq", "--", bin, "30", missing])
+        .output()
+        .unwrap();
+    let n_s = calls(&String::from_utf8_lossy(&st.stdout)) as u64;
+    let mut strace = strace_returns(&String::from_utf8_lossy(&st.stderr));
+    // exit_group does not return (strace shows `= ?`): no return to trace.
+    strace.retain(|(name, _), _| name != "exit_group");
+    // The fixture's own calls: an open of the missing file and a clock read each, counted per run.
+    let per_run = |r: &mut Returns, n: u64| {
+        for key in [("openat", "ENOENT"), ("clock_gettime", "ok")] {
+            let k = (key.0.to_string(), key.1.to_string());
+            let v = r.get(&k).copied().unwrap_or(0);
+            assert!(v >= n, "{k:?}: {v} < {n} calls");
+            r.insert(k, v - n);
+        }
+    };
+    let mut rprof = rprof;
+    per_run(&mut rprof, n_r);
+    per_run(&mut strace, n_s);
+    rprof.retain(|_, v| *v > 0);
+    strace.retain(|_, v| *v > 0);
+    assert_eq!(rprof, strace, "rprof trace vs strace -f");
+    assert!(out.contains("= -2 ENOENT"), "{out}");
+}
+
+/// perf stat -x, lines: (event, count).
+fn perf_counts(text: &str) -> BTreeMap<String, i64> {
+    text.lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            Some((f.get(2)?.to_string(), f.first()?.parse().ok()?))
+        })
+        .collect()
+}
+
+/// rprof stat's table: `EVENT COUNT`.
+fn rprof_counts(text: &str) -> BTreeMap<String, i64> {
+    text.lines()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            let (e, c) = (w.next()?, w.next()?);
+            Some((e.to_string(), c.parse().ok()?)).filter(|_| e.contains(':'))
+        })
+        .collect()
+}
+
+/// Check that `rprof stat -e 'syscalls:sys_enter_*' -- CMD` counts what `perf stat` counts on the same events,
+/// event by event (the fixture's per-call opens and clock reads taken out per run).
+#[test]
+fn stat_matches_perf_stat() {
+    if !privileged("stat_matches_perf_stat") || !perf_tool("stat_matches_perf_stat") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = build_c(dir.path(), "record_event.c", FP);
+    let bin = bin.to_str().unwrap();
+    let missing = "/nonexistent/rprof-stat";
+    let events = "syscalls:sys_enter_*";
+    let out = rprof_ok(&["stat", "-e", events, "--", bin, "30", missing]);
+    let mut rprof = rprof_counts(&out);
+    let n_r = calls(&out);
+    let perf = std::process::Command::new("perf")
+        .args(["stat", "-x,", "-e", events, "--", bin, "30", missing])
+        .output()
+        .unwrap();
+    let n_p = calls(&String::from_utf8_lossy(&perf.stdout));
+    let mut perf = perf_counts(&String::from_utf8_lossy(&perf.stderr));
+    // rprof's counters are on from the command's fork, perf's from its exec: the execve that starts the
+    // command is rprof's only.
+    assert_eq!(rprof.remove("syscalls:sys_enter_execve"), Some(1));
+    for (counts, n) in [(&mut rprof, n_r), (&mut perf, n_p)] {
+        for e in [
+            "syscalls:sys_enter_openat",
+            "syscalls:sys_enter_clock_gettime",
+        ] {
+            *counts.entry(e.to_string()).or_default() -= n;
+        }
+        counts.retain(|_, v| *v != 0);
+    }
+    assert!(!perf.is_empty());
+    assert_eq!(rprof, perf, "rprof stat vs perf stat");
+}
