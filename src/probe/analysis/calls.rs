@@ -4,6 +4,7 @@
 //! per function, [`MAX_SLOW`] listed slow calls, and a trace rate.
 use super::context::Ctx;
 use super::stats::{FuncStats, Histogram};
+use crate::probe::engine::holes::Hole;
 use crate::probe::spec::fetch::Fetch;
 use crate::probe::target::{PerTarget, TargetId};
 use crate::probe::value::Value;
@@ -131,6 +132,8 @@ pub struct Calls {
     window: (u64, u64),
     /// The time the first event came (trace times are relative to it).
     pub epoch: Option<u64>,
+    /// Events were lost since the last trace line: the next one says so first.
+    hole: Option<Hole>,
 }
 
 /// One `--trace` call, formatted when written (its caller's name may need the resolver).
@@ -139,6 +142,8 @@ pub struct TraceLine {
     pub call: Call,
     /// Calls skipped by the rate limit just before this one.
     pub skipped_before: u64,
+    /// Events were lost just before this line (the latest hole, its time relative to the epoch).
+    pub hole_before: Option<Hole>,
 }
 
 /// Where a value is among a target's fetches: every fetch of its label (a pair's STARTs may each have it; a
@@ -187,9 +192,17 @@ impl Calls {
             epoch: self.epoch,
             window: self.window,
             trace_header: self.trace_header,
+            hole: self.hole.take(),
             ..Calls::default()
         };
         std::mem::replace(self, fresh)
+    }
+
+    /// Events were lost: the next trace line follows a hole.
+    pub fn hole(&mut self, hole: Hole) {
+        if self.opts.trace {
+            self.hole = Some(hole);
+        }
     }
 
     /// The call's `--by` value, when it has one (not `caller`): a fetched value, or the process context's.
@@ -269,9 +282,15 @@ impl Calls {
             if rate == 0 || self.window.1 < rate {
                 self.window.1 += 1;
                 let skipped_before = std::mem::take(&mut self.trace_skipped);
+                let hole_before = self.hole.take().map(|h| Hole {
+                    after: h.after.saturating_sub(epoch),
+                    until: h.until.saturating_sub(epoch),
+                    ..h
+                });
                 self.trace_lines.push(TraceLine {
                     call: kept(),
                     skipped_before,
+                    hole_before,
                 });
             } else {
                 self.trace_skipped += 1;

@@ -14,6 +14,7 @@ pub use trace_events::TraceOut;
 
 use crate::probe::analysis::{Calls, StackCounter, Stats};
 use crate::probe::engine::cost::Costs;
+use crate::probe::engine::holes::LossSummary;
 use crate::probe::plan::Placement;
 use crate::probe::target::{PerTarget, Targets};
 use crate::probe::ProbeOptions;
@@ -34,6 +35,8 @@ pub struct ReportParts<'a> {
     pub calls: Option<&'a Calls>,
     /// The stacks that name callers and slow calls' frames.
     pub stacks: &'a StackCounter,
+    /// What the losses of the run cost (its last report).
+    pub loss: Option<LossSummary>,
 }
 
 /// The wall clock as `HH:MM:SS` (UTC).
@@ -67,7 +70,10 @@ pub fn write_report(
         timed: parts.timed,
         timestamp: opts.timestamps.then(clock),
         open_calls: parts.open_calls,
-        totals: Totals::of(parts.stats),
+        totals: Totals {
+            loss: parts.loss.unwrap_or_default(),
+            ..Totals::of(parts.stats)
+        },
         costs: parts.costs,
         net: opts.net,
     };

@@ -1,6 +1,6 @@
 //! Writing what per-call work gathered ([`Calls`]): the `--by` rows, `--hist VALUE` histograms, the slow calls
 //! of `--min-duration` and the `--trace` lines.
-use super::table::{human_ns, write_log2_hist, Row};
+use super::table::{human_ns, plural, write_log2_hist, Row};
 use crate::probe::analysis::{describe, Call, Calls, FuncStats, Key, StackCounter, MAX_KEYS};
 use crate::probe::target::{TargetId, Targets};
 use crate::resolve::FrameId;
@@ -187,6 +187,18 @@ pub fn write_trace(
     for t in std::mem::take(&mut calls.trace_lines) {
         if t.skipped_before > 0 {
             note(w, t.skipped_before)?;
+        }
+        if let Some(h) = t.hole_before {
+            let count = h.count.map_or("events".to_string(), |n| {
+                format!("{} {}", crate::text::thousands(n), plural(n, "event"))
+            });
+            writeln!(
+                w,
+                "--- {count} lost on CPU {} between {:.6} and {:.6}: calls open across it are not timed ---",
+                h.cpu,
+                h.after as f64 / 1e9,
+                h.until as f64 / 1e9
+            )?;
         }
         writeln!(w, "{}", line(&t.call, targets, stacks))?;
     }
