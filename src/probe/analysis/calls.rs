@@ -34,6 +34,19 @@ pub struct CallOptions {
     pub min_duration: Option<u64>,
     /// Rows per function shown with `--by` (the rest is summed into `[other: past --top N]`).
     pub top: usize,
+    /// How `--trace` lines look.
+    pub style: TraceStyle,
+}
+
+/// The layout of `--trace` lines.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TraceStyle {
+    /// rprof probe's: `TIME COMM PID TID DURATION func(name=value) = ret`.
+    #[default]
+    Probe,
+    /// perf trace's (`rprof trace`): `MS ( DUR ms): COMM/TID name(field: value, ...)   = ret`, errors as
+    /// `-1 ENOENT (No such file or directory)`; a syscall's entry fields are all fetched.
+    PerfTrace,
 }
 
 impl CallOptions {

@@ -56,6 +56,10 @@ pub fn write_report(
     opts: &ProbeOptions,
     parts: &ReportParts<'_>,
 ) -> io::Result<()> {
+    // perf trace's lines are the whole output, as perf trace's are (-s gives the table instead).
+    if opts.calls.trace && opts.calls.style == crate::probe::TraceStyle::PerfTrace {
+        return out.flush();
+    }
     let keyed = match (parts.calls, opts.calls.by.as_deref()) {
         (Some(calls), Some(_)) => Some(percall::keyed_rows(calls, parts.stacks)),
         _ => None,
