@@ -162,11 +162,11 @@ impl Worker {
         drop(samples);
         pb.time_nanos = (period.from * NS) as i64;
         pb.duration_nanos = ((until - period.from) * NS) as i64;
-        let bytes = prost::Message::encode_to_vec(&pb);
-        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-        gz.write_all(&bytes).map_err(PushError::Encode)?;
-        let gz = gz.finish().map_err(PushError::Encode)?;
         if self.cfg.url.is_some() {
+            let bytes = prost::Message::encode_to_vec(&pb);
+            let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+            gz.write_all(&bytes).map_err(PushError::Encode)?;
+            let gz = gz.finish().map_err(PushError::Encode)?;
             let query = pyroscope::query(&self.cfg.app, &self.cfg.labels, period.from, until, rate);
             let (request, body) =
                 pyroscope::request(query, &gz, period.from ^ u64::from(std::process::id()));
