@@ -22,11 +22,19 @@ fn spinner(dir: &Path) -> KillOnDrop {
 
 /// `rprof record -F 999 -g -p PID -o DATA`, once it said it is sampling; its stderr is drained after that.
 fn start_record(pid: u32, data: &Path, extra: &[&str]) -> Child {
-    let mut child = rprof()
+    let mut record = rprof();
+    record
         .args(["record", "-F", "999", "-g", "-o"])
         .arg(data)
         .args(extra)
-        .args(["-p", &pid.to_string()])
+        .args(["-p", &pid.to_string()]);
+    start_sampling(record)
+}
+
+/// Start `record` (an `rprof record` command) and return once it said it is sampling; its stderr is drained
+/// after that.
+fn start_sampling(mut record: Command) -> Child {
+    let mut child = record
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -566,18 +574,12 @@ fn sigkilled_tracepoint_record_keeps_its_hits() {
     }
     let dir = tempfile::tempdir().unwrap();
     let killed = dir.path().join("switches.data");
-    let mut rec = rprof()
+    let mut record = rprof();
+    record
         .args(["record", "-e", "sched:sched_switch", "-a", "-g", "-o"])
         .arg(&killed)
-        .args(["--", "sleep", "3600"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = rec.stderr.take().unwrap();
-    let line = read_line(&mut stderr);
-    assert!(line.contains("sampling"), "rprof record said: {line}");
-    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+        .args(["--", "sleep", "3600"]);
+    let mut rec = start_sampling(record);
     // The recorder writes its records 4 times a second: wait until the file holds a few hundred switches.
     let script = |data: &Path| rprof().args(["script", "-i"]).arg(data).output().unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
