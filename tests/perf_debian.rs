@@ -62,35 +62,6 @@ fn rprof_report(input: &str, stdin: Option<&[u8]>) -> (u64, Vec<String>) {
     (count, top)
 }
 
-/// Run `cmd` (its stdin fed from `stdin` on a thread), asserting success; returns its stdout.
-fn run_with_stdin(cmd: &mut Command, stdin: Option<&[u8]>) -> String {
-    let mut child = cmd
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let feeder = stdin.map(|bytes| {
-        let mut pipe = child.stdin.take().unwrap();
-        let bytes = bytes.to_vec();
-        std::thread::spawn(move || pipe.write_all(&bytes))
-    });
-    let out = child.wait_with_output().unwrap();
-    if let Some(feeder) = feeder {
-        feeder.join().unwrap().unwrap();
-    }
-    assert!(
-        out.status.success(),
-        "{cmd:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 /// Check the three forms of perf's output: `perf record -z` to a file, `perf record -o -` saved to a file, and
 /// `perf record -o -` piped into `rprof report -i -` (the stream also saved, for perf's count): rprof reads
 /// each with exactly perf's sample count, and the same two hottest functions (calltree's hot_a and hot_b).

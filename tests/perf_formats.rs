@@ -6,9 +6,6 @@
 //! perf 6.1's `perf report -D -i - < sleep.compressed.pipe.data | grep -c PERF_RECORD_SAMPLE` (8) for that one.
 mod common;
 
-use std::io::Write;
-use std::process::Stdio;
-
 /// The sample count of `rprof report`'s first line ("# N samples, ...").
 fn samples(report: &str) -> u64 {
     let line = report
@@ -59,22 +56,11 @@ fn crate_fixtures_read_with_their_sample_counts() {
 fn pipe_mode_reads_from_stdin() {
     for (name, expected) in FIXTURES.iter().filter(|f| f.0.contains("pipe")) {
         let bytes = std::fs::read(common::fixtures().join("perf-data").join(name)).unwrap();
-        let mut child = common::rprof()
-            .args(["report", "--stdio", "-i", "-"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut stdin = child.stdin.take().unwrap();
-        let writer = std::thread::spawn(move || stdin.write_all(&bytes));
-        let out = child.wait_with_output().unwrap();
-        writer.join().unwrap().unwrap();
-        assert_eq!(
-            samples(&String::from_utf8_lossy(&out.stdout)),
-            *expected,
-            "{name}"
+        let out = common::run_with_stdin(
+            common::rprof().args(["report", "--stdio", "-i", "-"]),
+            Some(&bytes),
         );
+        assert_eq!(samples(&out), *expected, "{name}");
     }
 }
 
