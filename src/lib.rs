@@ -39,6 +39,7 @@ pub mod merge;
 pub mod perf;
 pub mod probe;
 pub mod process;
+pub mod push;
 pub mod record;
 pub mod recording;
 pub mod regs;

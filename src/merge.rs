@@ -13,6 +13,9 @@ pub struct OrderedMerge<T> {
     items: Vec<(u64, T)>,
     newest_this_round: u64,
     newest_last_round: u64,
+    /// The newest times of the rounds before the last, newest last (`lag` of them).
+    older: std::collections::VecDeque<u64>,
+    lag: usize,
 }
 
 impl<T> Default for OrderedMerge<T> {
@@ -21,6 +24,8 @@ impl<T> Default for OrderedMerge<T> {
             items: Vec::new(),
             newest_this_round: 0,
             newest_last_round: 0,
+            older: std::collections::VecDeque::new(),
+            lag: 0,
         }
     }
 }
@@ -28,6 +33,16 @@ impl<T> Default for OrderedMerge<T> {
 impl<T> OrderedMerge<T> {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A merge that releases `lag` rounds later than it must: up to the newest time of the round `lag + 1`
+    /// rounds back. Items that come late but belong before what is read now (a hole in a ring, learnt a round
+    /// after the events that bound it) still take their place in the order.
+    pub fn with_lag(lag: usize) -> Self {
+        OrderedMerge {
+            lag,
+            ..Self::default()
+        }
     }
 
     /// Queue an item read in the current round. Items with equal times keep their arrival order.
@@ -38,13 +53,27 @@ impl<T> OrderedMerge<T> {
 
     /// End a round (every buffer has been read once): release, in time order, what is now safe.
     pub fn finish_round(&mut self, mut out: impl FnMut(u64, T)) {
-        let limit = self.newest_last_round;
+        self.older.push_back(self.newest_last_round);
+        let limit = match self.older.len() > self.lag {
+            true => self.older.pop_front().unwrap_or(0),
+            false => 0,
+        };
         self.items.sort_by_key(|(time, _)| *time);
         let safe = self.items.partition_point(|(time, _)| *time <= limit);
         for (time, item) in self.items.drain(..safe) {
             out(time, item);
         }
         self.newest_last_round = self.newest_this_round;
+    }
+
+    /// Release, in time order, every item timed before `limit` (a period of `rprof record --push` ends there and
+    /// every record before it has been read).
+    pub fn drain_before(&mut self, limit: u64, mut out: impl FnMut(u64, T)) {
+        self.items.sort_by_key(|(time, _)| *time);
+        let before = self.items.partition_point(|(time, _)| *time < limit);
+        for (time, item) in self.items.drain(..before) {
+            out(time, item);
+        }
     }
 
     /// Release everything (at the end, after the last read).
@@ -87,6 +116,29 @@ mod tests {
         );
         m.drain(|t, x| out.push((t, x)));
         assert_eq!(out.last(), Some(&(40, "a40")));
+    }
+
+    /// Check that a lagged merge releases a round later, so that an item pushed late at an older time still
+    /// comes out in order.
+    #[test]
+    fn lag_keeps_a_round_back() {
+        let mut m = OrderedMerge::with_lag(1);
+        let mut out = Vec::new();
+        m.push(10, "a10");
+        m.finish_round(|t, x| out.push((t, x)));
+        m.push(20, "a20");
+        m.finish_round(|t, x| out.push((t, x)));
+        assert!(
+            out.is_empty(),
+            "nothing is released before two rounds: {out:?}"
+        );
+        m.push(15, "late15");
+        m.push(30, "a30");
+        m.finish_round(|t, x| out.push((t, x)));
+        assert_eq!(out, vec![(10, "a10")]);
+        m.push(40, "a40");
+        m.finish_round(|t, x| out.push((t, x)));
+        assert_eq!(out, vec![(10, "a10"), (15, "late15"), (20, "a20")]);
     }
 
     /// Check that items with equal times come out in the order they were pushed, across rounds.

@@ -200,6 +200,16 @@ pub struct Salvaged {
 }
 
 impl Salvaged {
+    /// An error when no sample could be read at all: a damaged recording that would show an empty table.
+    pub fn check(&self) -> Result<(), RecordingError> {
+        match self.samples {
+            0 => Err(RecordingError::NothingRead {
+                warning: self.warning(),
+            }),
+            _ => Ok(()),
+        }
+    }
+
     /// The one warning line: what happened, how much was read, and what may be missing.
     pub fn warning(&self) -> String {
         let RecordingError::Incomplete {

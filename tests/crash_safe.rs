@@ -22,11 +22,19 @@ fn spinner(dir: &Path) -> KillOnDrop {
 
 /// `rprof record -F 999 -g -p PID -o DATA`, once it said it is sampling; its stderr is drained after that.
 fn start_record(pid: u32, data: &Path, extra: &[&str]) -> Child {
-    let mut child = rprof()
+    let mut record = rprof();
+    record
         .args(["record", "-F", "999", "-g", "-o"])
         .arg(data)
         .args(extra)
-        .args(["-p", &pid.to_string()])
+        .args(["-p", &pid.to_string()]);
+    start_sampling(record)
+}
+
+/// Start `record` (an `rprof record` command) and return once it said it is sampling; its stderr is drained
+/// after that.
+fn start_sampling(mut record: Command) -> Child {
+    let mut child = record
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -552,4 +560,64 @@ fn sigkilled_probe_on_the_pmu_leaves_nothing() {
             "{flag}: uprobe_events right after the SIGKILL"
         );
     }
+}
+
+/// Check that a recording at a tracepoint (`-e sched:sched_switch -a -g`) SIGKILLed once it holds switches
+/// is read by `rprof report` with the one unfinished warning, by `rprof script` with every hit named
+/// sched:sched_switch, and by `perf script` with the same hits and their fields: the tracepoints' formats,
+/// which perf writes at the end (HEADER_TRACING_DATA), rprof writes before the records and keeps a feature
+/// table pointing to them after the records as it goes.
+#[test]
+fn sigkilled_tracepoint_record_keeps_its_hits() {
+    if !privileged("sigkilled_tracepoint_record_keeps_its_hits") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let killed = dir.path().join("switches.data");
+    let mut record = rprof();
+    record
+        .args(["record", "-e", "sched:sched_switch", "-a", "-g", "-o"])
+        .arg(&killed)
+        .args(["--", "sleep", "3600"]);
+    let mut rec = start_sampling(record);
+    // The recorder writes its records 4 times a second: wait until the file holds a few hundred switches.
+    let script = |data: &Path| rprof().args(["script", "-i"]).arg(data).output().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while std::fs::metadata(&killed).map_or(0, |m| m.len()) < 64 << 10 && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    rec.kill().unwrap();
+    rec.wait().unwrap();
+    let (samples, lines) = report(&killed);
+    assert_one_unfinished_warning(&lines, &killed, samples);
+    let out = script(&killed);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let hits = text
+        .lines()
+        .filter(|l| l.contains(" sched:sched_switch:"))
+        .count() as u64;
+    eprintln!("SIGKILLed tracepoint recording: {samples} samples, {hits} switches in rprof script");
+    assert!(samples > 0, "no switch recorded before the SIGKILL");
+    assert_eq!(hits, samples, "every sample is a sched:sched_switch hit");
+    if !common::perf_tool("sigkilled_tracepoint_record_keeps_its_hits (perf script part)") {
+        return;
+    }
+    let out = Command::new("perf")
+        .args(["script", "-i"])
+        .arg(&killed)
+        .output()
+        .unwrap();
+    let perf = String::from_utf8_lossy(&out.stdout);
+    let perf_hits = perf
+        .lines()
+        .filter(|l| l.contains(" sched:sched_switch:") && l.contains("next_comm="))
+        .count() as u64;
+    assert_eq!(
+        perf_hits,
+        samples,
+        "perf script's switches with their fields: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

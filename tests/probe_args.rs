@@ -14,12 +14,13 @@ fn keyed(csv: &str, function: &str) -> HashMap<String, (u64, f64)> {
     let mut rdr = csv.lines().skip_while(|l| !l.starts_with("function,"));
     rdr.next();
     rdr.filter_map(|l| {
-        let f: Vec<&str> = l.rsplitn(7, ',').collect();
-        let (func, key) = f.get(6)?.split_once(',')?;
+        // ... count,total_us,self_us,avg_us,min_us,max_us,timing_lost
+        let f: Vec<&str> = l.rsplitn(8, ',').collect();
+        let (func, key) = f.get(7)?.split_once(',')?;
         if func != function {
             return None;
         }
-        Some((key.to_string(), (f[5].parse().ok()?, f[4].parse().ok()?)))
+        Some((key.to_string(), (f[6].parse().ok()?, f[5].parse().ok()?)))
     })
     .collect()
 }

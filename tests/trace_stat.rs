@@ -15,31 +15,38 @@ fn calls(stdout: &str) -> i64 {
 /// (syscall, how it returned: `ok` or the errno name) -> how many times.
 type Returns = BTreeMap<(String, String), u64>;
 
-/// rprof trace's lines: `... syscall:NAME(...) = RET [ERRNO]`.
+/// rprof trace's lines, perf trace's layout: `MS ( DUR ms): COMM/TID NAME(ARGS)   = RET [ERRNO (text)]`.
 fn rprof_returns(text: &str) -> Returns {
     let mut out = Returns::new();
     for l in text.lines() {
-        // The lines of calls (the table after them names syscalls too, without a return).
-        let Some(call) = l
-            .split_whitespace()
-            .find(|w| w.starts_with("syscall:"))
-            .filter(|_| l.contains(" = "))
+        let Some((_, call)) = l.split_once(" ms): ") else {
+            continue;
+        };
+        let Some(name) = call
+            .split_once(' ')
+            .and_then(|(_, c)| c.split_once('('))
+            .map(|(n, _)| n.to_string())
         else {
             continue;
         };
-        let name = call["syscall:".len()..]
-            .split('(')
-            .next()
-            .unwrap()
-            .to_string();
-        let ret = l.rsplit_once(" = ").map(|(_, r)| r.trim()).unwrap_or("");
+        let Some((_, ret)) = l.rsplit_once(" = ") else {
+            continue;
+        };
         let how = match ret.split_whitespace().collect::<Vec<_>>().as_slice() {
-            [n, errno] if n.starts_with('-') => errno.to_string(),
+            ["-1", errno, ..] => errno.to_string(),
             _ => "ok".to_string(),
         };
         *out.entry((name, how)).or_default() += 1;
     }
     out
+}
+
+/// The durations (ms) of rprof trace's lines.
+fn rprof_durations(text: &str) -> Vec<f64> {
+    text.lines()
+        .filter_map(|l| l.split_once(" (")?.1.split_once(" ms): "))
+        .filter_map(|(d, _)| d.trim().parse().ok())
+        .collect()
 }
 
 /// strace's lines: `NAME(ARGS) = RET [ERRNO (text)]` (with -f, `[pid N] ` first).
@@ -110,7 +117,17 @@ fn trace_matches_strace() {
     rprof.retain(|_, v| *v > 0);
     strace.retain(|_, v| *v > 0);
     assert_eq!(rprof, strace, "rprof trace vs strace -f");
-    assert!(out.contains("= -2 ENOENT"), "{out}");
+    // perf trace's form of an error, with the argument fields of the tracepoint.
+    let enoent = "= -1 ENOENT (No such file or directory)";
+    assert!(
+        out.lines()
+            .any(|l| l.contains(" openat(dfd: -100, filename: 0x") && l.ends_with(enoent)),
+        "{out}"
+    );
+    // Durations: each a time a syscall can take (none negative, none longer than the run).
+    let d = rprof_durations(&out);
+    assert!(d.len() as u64 >= 2 * n_r, "{} durations", d.len());
+    assert!(d.iter().all(|&ms| (0.0..10_000.0).contains(&ms)), "{d:?}");
 }
 
 /// perf stat -x, lines: (event, count).

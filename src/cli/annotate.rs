@@ -82,6 +82,7 @@ pub fn run(a: AnnotateArgs) -> anyhow::Result<u8> {
         downloads.finish();
     }
     if let Some(salvaged) = salvaged {
+        salvaged.check()?;
         eprintln!("rprof annotate: warning: {}", salvaged.warning());
     }
     Ok(0)

@@ -11,6 +11,7 @@ mod perf_flags;
 mod perf_table;
 pub mod probe;
 mod probe_list;
+mod push;
 pub mod record;
 pub mod report;
 pub mod script;

@@ -273,6 +273,11 @@ pub enum KeepArg {
 
 /// Probe; returns the launched command's exit status (0 without one).
 pub fn run(args: ProbeArgs) -> anyhow::Result<u8> {
+    run_with(args, |_| {})
+}
+
+/// `rprof probe` with its options adjusted by `adjust` (the faces over it: `rprof trace`).
+pub fn run_with(args: ProbeArgs, adjust: impl FnOnce(&mut ProbeOptions)) -> anyhow::Result<u8> {
     if args.funcs.is_some() || (args.list && args.patterns.is_empty() && args.add.is_empty()) {
         return super::probe_list::run(&args);
     }
@@ -280,6 +285,7 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<u8> {
     let (folded, svg) = (args.folded, args.flamegraph.clone());
     let title = format!("rprof probe {}", args.patterns.join(" "));
     let mut opts = args.options();
+    adjust(&mut opts);
     let (debug, _downloads) = debuginfod.sources(std::mem::take(&mut opts.debug.dirs), "probe")?;
     opts.debug = debug;
     // With --folded, standard output carries the folded stacks alone (what flamegraph.pl and inferno read, as

@@ -89,9 +89,9 @@ pub struct RecordArgs {
     /// The binary whose functions -e probe:FUNCTION names.
     #[arg(short = 'x', long = "exec", value_name = "BINARY")]
     pub exec: Option<PathBuf>,
-    /// The recording file.
-    #[arg(short = 'o', long = "output", default_value = "rprof.data")]
-    pub output: PathBuf,
+    /// The recording file (default rprof.data; with --push, none unless given).
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
     /// Stop after this many seconds.
     #[arg(short = 'd', long = "duration", value_name = "SECONDS", value_parser = parse::seconds)]
     pub duration: Option<Duration>,
@@ -136,6 +136,8 @@ pub struct RecordArgs {
     /// sampled and recording stops when it exits (`-a -- sleep 5`), as in perf.
     #[arg(last = true)]
     pub command: Vec<OsString>,
+    #[command(flatten)]
+    pub push: super::push::PushArgs,
 }
 
 /// Turn the arguments into a config. clap has checked each value and that one target was given.
@@ -172,7 +174,10 @@ pub fn config(a: &RecordArgs) -> RecordConfig {
         rate,
         task_clock: a.event.iter().all(|e| e == "task-clock") && !a.event.is_empty(),
         call_graph,
-        output: a.output.clone(),
+        output: a
+            .output
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("rprof.data")),
         user_only: a.user_only,
         kernel_only: a.kernel_only,
         duration: a.duration,
@@ -189,6 +194,8 @@ pub fn config(a: &RecordArgs) -> RecordConfig {
         rate_given: a.freq.is_some() || a.count.is_some(),
         raw: a.raw,
         binary: a.exec.clone(),
+        write_file: (a.push.push.is_none() && a.push.push_otlp.is_none()) || a.output.is_some(),
+        clock_monotonic: a.push.push.is_some(),
     }
 }
 
@@ -249,6 +256,10 @@ fn lowered_warning(l: &record::LoweredRate) -> String {
 
 /// Record; returns the launched command's exit status (0 without one).
 pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
+    if args.output.as_deref() == Some(std::path::Path::new("-")) {
+        // A pipe-mode stream on stdout: everything else written there goes to stderr, as with perf.
+        rprof::recording::claim_stdout()?;
+    }
     let cfg = config(&args);
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -281,9 +292,19 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
             eprint!("{line}");
         }
     };
-    let summary = record::record(&cfg, &stop, &mut on_start)?;
+    let mut pusher = match super::push::config(&args.push, &cfg)? {
+        Some(push) => Some(rprof::push::Pusher::start(push)?),
+        None => None,
+    };
+    let tap = pusher.as_mut().and_then(|p| p.tap());
+    let summary = record::record_with_tap(&cfg, &stop, &mut on_start, tap);
+    let pushed = pusher.map(|p| p.finish()).transpose()?;
+    let summary = summary?;
     if !args.quiet {
         eprintln!("{summary}");
+        if let Some(p) = &pushed {
+            eprintln!("{p}");
+        }
         for line in advice::record_verdict(&summary) {
             eprintln!("rprof record: {line}");
         }

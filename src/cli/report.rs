@@ -147,6 +147,7 @@ pub fn run(a: ReportArgs) -> anyhow::Result<u8> {
         downloads.finish();
     }
     if let Some(salvaged) = &profile.salvaged {
+        salvaged.check()?;
         eprintln!("rprof report: warning: {}", salvaged.warning());
     }
     let nothing = nothing_kept(&a, &profile);

@@ -65,6 +65,7 @@ pub fn run(a: ScriptArgs) -> anyhow::Result<u8> {
         downloads.finish();
     }
     if let Some(salvaged) = &summary.salvaged {
+        salvaged.check()?;
         eprintln!("rprof script: warning: {}", salvaged.warning());
     }
     Ok(0)

@@ -131,7 +131,9 @@ fn trace_words(a: &TraceArgs) -> Vec<String> {
 pub fn run_trace(a: TraceArgs) -> anyhow::Result<u8> {
     let mut words = trace_words(&a);
     words.extend(target_words(a.pid, a.duration));
-    probe::run(probe_args(words, a.command)?)
+    probe::run_with(probe_args(words, a.command)?, |o| {
+        o.calls.style = rprof::probe::TraceStyle::PerfTrace
+    })
 }
 
 /// `rprof stat`: returns the command's exit status.

@@ -75,6 +75,18 @@ struct CpuRing {
     file: File,
     reader: Reader,
     lost: Lost,
+    /// The time of the last event read from this ring (0: none yet).
+    last: u64,
+}
+
+/// A hole in one CPU's stream: the page read after it says events were lost (overwritten) before it, so the
+/// events lost were written after `after` (the last event read from that CPU, 0 if none) and before `before`
+/// (the first event of the flagged page).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Gap {
+    pub cpu: u32,
+    pub after: u64,
+    pub before: u64,
 }
 
 enum Reader {
@@ -121,6 +133,7 @@ impl FtraceRings {
                 file,
                 reader,
                 lost: Lost::default(),
+                last: 0,
             });
         }
         Ok(FtraceRings { rings, layout })
@@ -166,10 +179,20 @@ impl FtraceRings {
 
     /// Hand every event now in the rings to `f(cpu, timestamp, payload)`, one CPU after the other (each CPU's
     /// events in time order); the payload starts at the event's `common_type`. Returns the number of events.
-    pub fn read(&mut self, mut f: impl FnMut(u32, u64, &[u8])) -> Result<usize, PerfError> {
+    pub fn read(&mut self, f: impl FnMut(u32, u64, &[u8])) -> Result<usize, PerfError> {
+        self.read_gaps(f, |_| {})
+    }
+
+    /// As [`FtraceRings::read`], and hand each hole the pages announce (events lost before them: overwrite
+    /// mode flags the first page read after it) to `gap`, before the events that follow it.
+    pub fn read_gaps(
+        &mut self,
+        mut f: impl FnMut(u32, u64, &[u8]),
+        mut gap: impl FnMut(Gap),
+    ) -> Result<usize, PerfError> {
         let mut count = 0;
         for ring in &mut self.rings {
-            count += ring.drain(&self.layout, &mut f)?;
+            count += ring.drain(&self.layout, &mut f, &mut gap)?;
         }
         Ok(count)
     }
@@ -196,9 +219,21 @@ impl CpuRing {
         &mut self,
         layout: &PageLayout,
         f: &mut impl FnMut(u32, u64, &[u8]),
+        gap: &mut impl FnMut(Gap),
     ) -> Result<usize, PerfError> {
         let cpu = self.cpu;
-        let mut emit = |ts: u64, payload: &[u8]| f(cpu, ts, payload);
+        let last = &mut self.last;
+        let mut emit = |ts: u64, payload: &[u8], hole: bool| {
+            if hole {
+                gap(Gap {
+                    cpu,
+                    after: *last,
+                    before: ts,
+                });
+            }
+            *last = ts;
+            f(cpu, ts, payload)
+        };
         match &mut self.reader {
             Reader::Mapped(m) => m
                 .drain(&self.file, layout, &mut self.lost, &mut emit)
@@ -222,12 +257,14 @@ impl CpuRing {
     }
 }
 
-fn count_missed(lost: &mut Lost, missed: Missed) {
+/// Count what a page says was lost before it; true when it says events were.
+fn count_missed(lost: &mut Lost, missed: Missed) -> bool {
     match missed {
-        Missed::None => {}
+        Missed::None => return false,
         Missed::Unknown => lost.unknown += 1,
         Missed::Count(n) => lost.events += n,
     }
+    true
 }
 
 /// Read mode: one page per `read()`, until EAGAIN (or `max_pages`, the size of the buffer, so that a writer
@@ -238,10 +275,11 @@ fn read_pages(
     max_pages: usize,
     layout: &PageLayout,
     lost: &mut Lost,
-    emit: &mut impl FnMut(u64, &[u8]),
+    emit: &mut impl FnMut(u64, &[u8], bool),
 ) -> std::io::Result<usize> {
     let mut count = 0;
     let mut pages = 0;
+    let mut hole = false;
     while pages < max_pages {
         let n = match file.read(buf) {
             Ok(0) => break,
@@ -255,11 +293,11 @@ fn read_pages(
             lost.bad_pages += 1;
             continue;
         };
-        count_missed(lost, page.missed);
+        hole |= count_missed(lost, page.missed);
         for event in page.events() {
             match event {
                 Ok(e) => {
-                    emit(e.timestamp, e.payload);
+                    emit(e.timestamp, e.payload, std::mem::take(&mut hole));
                     count += 1;
                 }
                 Err(_) => lost.bad_pages += 1,
@@ -284,6 +322,8 @@ struct MappedRing {
     fresh: bool,
     /// `current` failed to parse: wait for the next sub-buffer.
     bad: bool,
+    /// A page said events were lost before it: the next event follows a hole.
+    hole: bool,
     overrun_at_open: u64,
 }
 
@@ -323,6 +363,7 @@ impl MappedRing {
             skip: 0,
             fresh: false,
             bad: false,
+            hole: false,
             overrun_at_open: 0,
         };
         ring.current = ring.reader_id();
@@ -383,7 +424,7 @@ impl MappedRing {
         file: &File,
         layout: &PageLayout,
         lost: &mut Lost,
-        emit: &mut impl FnMut(u64, &[u8]),
+        emit: &mut impl FnMut(u64, &[u8], bool),
     ) -> std::io::Result<usize> {
         let mut count = 0;
         let room = self.subbuf_size - layout.data_offset;
@@ -412,7 +453,7 @@ impl MappedRing {
             }
             if self.fresh && len > 0 {
                 self.fresh = false;
-                count_missed(lost, self.missed(id, layout, &header, len));
+                self.hole |= count_missed(lost, self.missed(id, layout, &header, len));
             }
             if !self.bad {
                 let data = Self::events_of(&self.data, self.subbuf_size, id, layout, len);
@@ -423,7 +464,7 @@ impl MappedRing {
                 while !self.bad {
                     match self.cursor.next(data) {
                         Ok(Some(e)) => {
-                            emit(e.timestamp, e.payload);
+                            emit(e.timestamp, e.payload, std::mem::take(&mut self.hole));
                             count += 1;
                         }
                         Ok(None) => break,
@@ -465,6 +506,16 @@ impl MappedRing {
         }
         Missed::Count(match layout.commit.size {
             4 => load_u32(&self.data, at, Ordering::Relaxed) as u64,
+            // Events are 4-byte aligned: the count after them may not be 8-byte aligned.
+            _ if !at.is_multiple_of(8) => {
+                let low = load_u32(&self.data, at, Ordering::Relaxed) as u64;
+                let high = load_u32(&self.data, at + 4, Ordering::Relaxed) as u64;
+                if cfg!(target_endian = "little") {
+                    low | high << 32
+                } else {
+                    high | low << 32
+                }
+            }
             _ => load_u64(&self.data, at),
         })
     }

@@ -13,7 +13,7 @@ pub mod workload;
 pub use attr::Attr;
 pub use event::PerfEvent;
 pub use event_set::{close_all, EventInfos, EventSet, Refused};
-pub use ftrace_ring::{FtraceRings, Lost, RingMode};
+pub use ftrace_ring::{FtraceRings, Gap, Lost, RingMode};
 pub use ring::{RawRecord, Ring};
 pub use run_loop::{Handler, StopSignals, StopWhen, Stopped};
 pub use uprobe_pmu::UprobePmu;

@@ -17,7 +17,7 @@ mod spec;
 pub mod target;
 mod value;
 
-pub use analysis::{CallOptions, FoldedStacks, MAX_STACKS};
+pub use analysis::{CallOptions, FoldedStacks, TraceStyle, MAX_STACKS};
 pub use engine::cost::{ClassCost, Costs};
 pub use engine::group;
 pub use engine::sharing::Sharing;

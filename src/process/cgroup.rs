@@ -154,9 +154,49 @@ pub fn ns_pid(pid: u32) -> Option<u32> {
     (innermost != pid).then_some(innermost)
 }
 
+/// The container id in a `/proc/PID/cgroup` file: the last run of 64 hex digits in a cgroup path (Docker's
+/// `docker-ID.scope` or `/docker/ID`, containerd's `cri-containerd-ID.scope`, Kubernetes' `.../ID`, Podman's
+/// `libpod-ID.scope`); None outside containers.
+pub fn parse_container_id(cgroup: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(cgroup);
+    let mut found = None;
+    for line in text.lines() {
+        let path = line.splitn(3, ':').nth(2).unwrap_or("");
+        for part in path.split(|c: char| !c.is_ascii_hexdigit()) {
+            if part.len() == 64 {
+                found = Some(part.to_ascii_lowercase());
+            }
+        }
+    }
+    found
+}
+
+/// The container id of process `pid` (see [`parse_container_id`]), None outside containers or once it is
+/// gone.
+pub fn container_id(pid: u32) -> Option<String> {
+    parse_container_id(&std::fs::read(format!("/proc/{pid}/cgroup")).ok()?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Check that container ids are found in the cgroup paths of Docker, containerd and Kubernetes, and that a
+    /// process outside containers has none.
+    #[test]
+    fn container_ids() {
+        let id = "3f4e5d6c7b8a99887766554433221100ffeeddccbbaa99887766554433221100";
+        let docker = format!("0::/system.slice/docker-{id}.scope\n");
+        assert_eq!(parse_container_id(docker.as_bytes()).as_deref(), Some(id));
+        let k8s = format!("12:cpu:/kubepods/burstable/pod1234-5678/{id}\n0::/\n");
+        assert_eq!(parse_container_id(k8s.as_bytes()).as_deref(), Some(id));
+        let cri = format!("0::/kubepods.slice/cri-containerd-{id}.scope\n");
+        assert_eq!(parse_container_id(cri.as_bytes()).as_deref(), Some(id));
+        assert_eq!(
+            parse_container_id(b"0::/user.slice/user-0.slice/session-3.scope\n"),
+            None
+        );
+    }
 
     /// Check that the cgroup2 mount is found in a v1/v2 hybrid's mountinfo, after the optional fields, with
     /// escaped characters undone, and that a system without cgroup2 has none.

@@ -4,7 +4,10 @@ use std::path::{Path, PathBuf};
 
 mod cgroup;
 mod space;
-pub use cgroup::{ns_pid, parse_cgroup2_mount, parse_nspids, parse_pid_list, Cgroup};
+pub use cgroup::{
+    container_id, ns_pid, parse_cgroup2_mount, parse_container_id, parse_nspids, parse_pid_list,
+    Cgroup,
+};
 pub use space::{AddressSpace, AddressSpaces, FileId, Mapping, TaskEvent};
 
 /// Errors reading /proc.

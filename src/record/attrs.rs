@@ -67,6 +67,9 @@ fn sampled_like_the_clock(cfg: &RecordConfig, mut attr: Attr) -> Attr {
     if matches!(cfg.call_graph, CallGraph::Dwarf { .. }) {
         attr = attr.callchain_user(false);
     }
+    if cfg.clock_monotonic {
+        attr = attr.clock_monotonic();
+    }
     match cfg.target {
         Target::Command(_) => attr.inherit().enable_on_exec(),
         Target::Pids(_) => attr.inherit(),

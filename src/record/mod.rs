@@ -14,6 +14,7 @@ mod dwarf;
 mod events;
 mod offcpu;
 mod rate;
+mod sink;
 mod stream;
 mod summary;
 mod synth;
@@ -22,6 +23,8 @@ pub use events::EventSpec;
 use offcpu::OffCpu;
 pub use offcpu::OffCpuStats;
 pub use rate::{max_sample_rate, LoweredRate, MAX_SAMPLE_RATE_PATH};
+use sink::Sink;
+pub use sink::Tap;
 use std::collections::HashSet;
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
@@ -111,6 +114,10 @@ pub struct RecordConfig {
     pub raw: bool,
     /// `-x`: the binary whose functions `-e probe:FUNC` names.
     pub binary: Option<PathBuf>,
+    /// Write the recording file `output` (false: the records only go to the tap of [`record_with_tap`]).
+    pub write_file: bool,
+    /// Time samples with CLOCK_MONOTONIC (which maps onto wall-clock time) instead of perf's local clock.
+    pub clock_monotonic: bool,
 }
 
 impl Default for RecordConfig {
@@ -138,6 +145,8 @@ impl Default for RecordConfig {
             rate_given: false,
             raw: false,
             binary: None,
+            write_file: true,
+            clock_monotonic: false,
         }
     }
 }
@@ -182,6 +191,16 @@ pub fn record(
     stop: &AtomicBool,
     on_start: &mut dyn FnMut(&Started),
 ) -> Result<RecordSummary, RecordError> {
+    record_with_tap(cfg, stop, on_start, None)
+}
+
+/// [`record`], with every record also handed to `tap` as it is written (dropped when recording ends).
+pub fn record_with_tap(
+    cfg: &RecordConfig,
+    stop: &AtomicBool,
+    on_start: &mut dyn FnMut(&Started),
+    tap: Option<Box<dyn Tap>>,
+) -> Result<RecordSummary, RecordError> {
     if cfg.user_only && cfg.kernel_only {
         return Err(RecordError::Config(
             "--user-only and --kernel-only exclude each other; pick one".into(),
@@ -198,8 +217,11 @@ pub fn record(
     // The output is created once the target is known to exist and before sampling starts: a bad -p leaves no
     // file behind, and an unwritable -o fails before anything is sampled. A previous recording there is kept
     // as FILE.old, as perf keeps it.
-    let previous = keep_previous(&cfg.output)?;
-    let mut stream = session.stream(cfg)?;
+    let previous = match cfg.write_file {
+        true => keep_previous(&cfg.output)?,
+        false => None,
+    };
+    let mut stream = session.stream(cfg, tap)?;
     let kernel = describe_existing(cfg, &mut stream, session.cgroup.as_ref())?;
     if !matches!(cfg.target, Target::Command(_)) {
         session.events.enable()?;
@@ -356,16 +378,24 @@ impl Session {
     }
 
     /// The stream of records into a new recording file.
-    fn stream(&self, cfg: &RecordConfig) -> Result<Stream, RecordError> {
+    fn stream(&self, cfg: &RecordConfig, tap: Option<Box<dyn Tap>>) -> Result<Stream, RecordError> {
         let dwarf_mode = matches!(cfg.call_graph, CallGraph::Dwarf { .. });
         let sample_type = self.file_attr.get_sample_type();
         let info = self.kernel_attr.parse_info();
-        let mut writer = Writer::create(&cfg.output, self.file_attrs(cfg))?;
-        if let Some(tracing) = self.resolved.tracing_data() {
-            writer.set_tracing_data(tracing);
-        }
+        let attrs = self.file_attrs(cfg);
+        let file = match cfg.write_file {
+            true => {
+                let tracing = self.resolved.tracing_data();
+                Some(Writer::create_with_tracing(
+                    &cfg.output,
+                    attrs.clone(),
+                    tracing,
+                )?)
+            }
+            false => None,
+        };
         Ok(Stream {
-            writer,
+            writer: Sink::new(file, tap, &attrs),
             identified: sample_type & perf::attr::sample::IDENTIFIER != 0,
             st: Collected::default(),
             dwarf: dwarf_mode.then(|| DwarfState::new(cfg.debug_dirs.clone())),
@@ -430,18 +460,25 @@ fn finish(
         members,
         ..
     } = stream;
-    for (&host, &ns) in &st.ns_pids {
-        writer.add_ns_pid(host, ns);
+    if let Some(file) = &mut writer.file {
+        for (&host, &ns) in &st.ns_pids {
+            file.add_ns_pid(host, ns);
+        }
     }
-    let mut build_ids = buildids::build_ids(&st.paths);
-    build_ids.extend(buildids::kernel_build_ids(cfg.no_buildid_cache, kernel));
-    let bytes = writer.finish(&meta(cfg, ncpus), &build_ids)?;
+    let bytes = writer.finish(&meta(cfg, ncpus), || {
+        let mut build_ids = buildids::build_ids(&st.paths);
+        build_ids.extend(buildids::kernel_build_ids(cfg.no_buildid_cache, kernel));
+        build_ids
+    })?;
     Ok(RecordSummary {
         samples: st.samples,
         lost: st.lost,
         lost_samples: st.lost_samples,
         throttled: st.throttled,
-        output: cfg.output.clone(),
+        output: match cfg.write_file {
+            true => cfg.output.clone(),
+            false => PathBuf::new(),
+        },
         bytes,
         dwarf: dwarf.map(|d| d.stats),
         off_cpu: offcpu.map(|o| o.stats),
@@ -479,7 +516,7 @@ fn synth_pids(cfg: &RecordConfig, cgroup: Option<&Cgroup>) -> Vec<i32> {
 /// Write the synthesized COMM/MMAP2 records of `pid` (see [`synth::process_records`]), noting its mapped
 /// files and feeding its mappings to the DWARF unwinder.
 fn synthesize_process(
-    writer: &mut Writer,
+    writer: &mut Sink,
     sample_type: u64,
     pid: i32,
     st: &mut Collected,

@@ -3,11 +3,12 @@
 //! and appended to the recording with a FINISHED_ROUND per round.
 use super::dwarf::DwarfState;
 use super::offcpu::OffCpu;
+use super::sink::Sink;
 use super::synth;
 use super::{RecordError, PROT_EXEC};
 use crate::merge::OrderedMerge;
 use crate::perf::{self, record_type, EventInfos, Handler, RawRecord};
-use crate::recording::{self, SampleFields, Writer};
+use crate::recording::{self, SampleFields};
 use linux_perf_event_reader::{EventRecord, RawData, RawEventRecord, RecordParseInfo, RecordType};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
@@ -104,7 +105,7 @@ impl Ordered {
 /// Where the records go: the recording, through the online DWARF unwinder in DWARF mode and the off-CPU
 /// accounting with `--off-cpu`.
 pub(super) struct Stream {
-    pub(super) writer: Writer,
+    pub(super) writer: Sink,
     pub(super) st: Collected,
     pub(super) dwarf: Option<DwarfState>,
     pub(super) offcpu: Option<OffCpu>,
@@ -220,7 +221,7 @@ impl Handler<Source> for Stream {
             self.writer
                 .write_record(&[&recording::encode_finished_round()])?;
         }
-        Ok(self.writer.flush_if_due()?)
+        Ok(self.writer.end_round(last)?)
     }
 }
 

@@ -46,15 +46,18 @@ const NS_PIDS_SHOWN: usize = 8;
 
 impl std::fmt::Display for RecordSummary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let wrote = match self.output.as_os_str().is_empty() {
+            true => "no recording file (pushed only)".to_string(),
+            false => format!(
+                "wrote {} ({})",
+                self.output.display(),
+                human_size(self.bytes)
+            ),
+        };
         write!(
             f,
-            "rprof record: {} samples, {} lost events, {} lost samples, throttled {} times; wrote {} ({})",
-            self.samples,
-            self.lost,
-            self.lost_samples,
-            self.throttled,
-            self.output.display(),
-            human_size(self.bytes)
+            "rprof record: {} samples, {} lost events, {} lost samples, throttled {} times; {wrote}",
+            self.samples, self.lost, self.lost_samples, self.throttled,
         )?;
         if let Some(old) = &self.previous {
             write!(f, "; the previous recording is now {}", old.display())?;

@@ -1,14 +1,14 @@
 //! The data section: read in chunks and walked record by record. Each record's header is checked (its size is
 //! valid and inside the section, its type is one this reader can follow), and its bytes stay in the buffer
-//! until it was returned; FINISHED_ROUNDs tell which bytes no record needs any more.
+//! until it was returned; FINISHED_ROUNDs tell which bytes no record needs any more. The bytes come from a
+//! [`RecordStream`], which decompresses `perf record -z`'s records and takes payloads out.
 use std::collections::VecDeque;
-use std::fs::File;
 use std::io::Read;
 
-/// PERF_RECORD_AUXTRACE and the compressed record types, which this reader refuses.
+use super::stream::RecordStream;
+
+/// PERF_RECORD_AUXTRACE, which this reader refuses.
 const PERF_RECORD_AUXTRACE: u32 = 71;
-const PERF_RECORD_COMPRESSED: u32 = 81;
-const PERF_RECORD_COMPRESSED2: u32 = 83;
 
 /// How many bytes of the data section are read at a time.
 pub(super) const CHUNK: u64 = 1 << 20;
@@ -17,10 +17,9 @@ pub(super) const CHUNK: u64 = 1 << 20;
 /// parsed there) until it has been returned; rounds tell which bytes no record needs any more.
 pub(super) struct DataSection {
     /// Positioned at the end of `buf`.
-    file: File,
-    /// The file offset of the data section, and how many of its bytes are there to read.
-    offset: u64,
-    len: u64,
+    stream: RecordStream,
+    /// Whether `stream` has ended.
+    ended: bool,
     /// The bytes of the data section from `buf_start` on.
     buf: Vec<u8>,
     buf_start: u64,
@@ -40,17 +39,20 @@ pub(super) enum Walked {
         size: usize,
     },
     End,
-    /// A truncated, invalid or unsupported record: why.
-    Damaged(String),
+    /// A truncated, invalid or unsupported record: why, and whether the section was cut short inside it (a
+    /// killed recorder) rather than corrupt.
+    Damaged {
+        reason: String,
+        cut: bool,
+    },
 }
 
 impl DataSection {
-    /// The data section of `len` bytes at `offset` in `file`, which is positioned there.
-    pub(super) fn new(file: File, offset: u64, len: u64) -> DataSection {
+    /// The records of `stream`.
+    pub(super) fn new(stream: RecordStream) -> DataSection {
         DataSection {
-            file,
-            offset,
-            len,
+            stream,
+            ended: false,
             buf: Vec::new(),
             buf_start: 0,
             walk_pos: 0,
@@ -70,7 +72,7 @@ impl DataSection {
         if end <= buf_end {
             return Ok(true);
         }
-        if end > self.len {
+        if self.ended {
             return Ok(false);
         }
         // Drop the bytes no record needs any more, when that frees at least half of the buffer (a file without
@@ -82,52 +84,48 @@ impl DataSection {
             self.buf.drain(..unused);
             self.buf_start = keep_from;
         }
-        let want = (end - buf_end).max(CHUNK).min(self.len - buf_end);
-        self.buf.reserve(want as usize);
-        let got = (&mut self.file).take(want).read_to_end(&mut self.buf)? as u64;
+        let want = (end - buf_end).max(CHUNK);
+        let got = (&mut self.stream).take(want).read_to_end(&mut self.buf)? as u64;
         if got < want {
-            // The file became shorter while being read: what is there is all there is.
-            self.len = buf_end + got;
+            // The end of the data section (or the file became shorter while being read).
+            self.ended = true;
         }
-        Ok(end <= self.len)
+        Ok(end <= buf_end + got)
     }
 
     /// Walk to the next record, checking its header: its size must be valid and inside the data section.
     pub(super) fn next(&mut self) -> std::io::Result<Walked> {
         let start = self.walk_pos;
-        if start >= self.len {
-            return Ok(Walked::End);
-        }
-        let at = self.offset + start;
-        let truncated = || {
-            Walked::Damaged(format!(
-                "the data section is truncated inside the record at byte {at}"
-            ))
+        let at = self.describe(start);
+        let truncated = || Walked::Damaged {
+            reason: format!("the data section is truncated inside the record at {at}"),
+            cut: true,
         };
         if !self.fill_to(start + 8)? {
-            return Ok(truncated());
+            if self.buf_start + self.buf.len() as u64 > start {
+                return Ok(truncated());
+            }
+            return Ok(match self.stream.damage() {
+                Some((reason, cut)) => Walked::Damaged {
+                    reason: reason.to_string(),
+                    cut,
+                },
+                None => Walked::End,
+            });
         }
         let header = self.record(start, 8);
         let record_type = u32::from_le_bytes([header[0], header[1], header[2], header[3]]);
         let size = usize::from(u16::from_le_bytes([header[6], header[7]]));
         if size < 8 {
-            let reason = format!("the record at byte {at} has an invalid size {size}");
-            return Ok(Walked::Damaged(reason));
+            let reason = format!("the record at {at} has an invalid size {size}");
+            return Ok(Walked::Damaged { reason, cut: false });
         }
         if !self.fill_to(start + size as u64)? {
             return Ok(truncated());
         }
-        match record_type {
-            PERF_RECORD_AUXTRACE => {
-                let reason = format!("AUXTRACE data (record at byte {at}) is not supported");
-                return Ok(Walked::Damaged(reason));
-            }
-            PERF_RECORD_COMPRESSED | PERF_RECORD_COMPRESSED2 => {
-                let reason =
-                    format!("compressed records (byte {at}) are not supported: record without -z");
-                return Ok(Walked::Damaged(reason));
-            }
-            _ => {}
+        if record_type == PERF_RECORD_AUXTRACE {
+            let reason = format!("AUXTRACE data (record at {at}) is not supported");
+            return Ok(Walked::Damaged { reason, cut: false });
         }
         self.walk_pos += size as u64;
         Ok(Walked::Record {
@@ -137,9 +135,37 @@ impl DataSection {
         })
     }
 
-    /// The file offset of `start` (relative to the data section).
+    /// The file offset of `start` (a position in the stream of records): for a record decompressed from a
+    /// compressed record, the offset of that record.
     pub(super) fn file_offset(&self, start: u64) -> u64 {
-        self.offset + start
+        self.stream.place(start).0
+    }
+
+    /// Where `start` is, for messages: "byte N", or the compressed record it was decompressed from.
+    fn describe(&self, start: u64) -> String {
+        match self.stream.place(start) {
+            (file, false) => format!("byte {file}"),
+            (file, true) => {
+                format!("a record decompressed from the compressed record at byte {file}")
+            }
+        }
+    }
+
+    /// The stream the records come from.
+    pub(super) fn stream(&self) -> &RecordStream {
+        &self.stream
+    }
+
+    /// Walk again from the start (the records walked so far, none of them queued, are still in the buffer).
+    pub(super) fn rewind(&mut self) {
+        debug_assert_eq!(self.buf_start, 0);
+        self.walk_pos = 0;
+    }
+
+    /// The bytes in the buffer from where the walk stands (after a damaged record: up to the end read).
+    pub(super) fn rest(&self) -> &[u8] {
+        let at = (self.walk_pos - self.buf_start) as usize;
+        self.buf.get(at..).unwrap_or_default()
     }
 
     /// The file offset where the walk stands: the end of the last whole record walked.

@@ -37,7 +37,7 @@ pub(super) fn encode_name(id: u64, name: &str) -> Vec<u8> {
 }
 
 /// The (id, name) of an EVENT_UPDATE record of type NAME (the whole record, header included).
-fn parse_name(record: &[u8]) -> Option<(u64, String)> {
+pub(super) fn parse_name(record: &[u8]) -> Option<(u64, String)> {
     let word = |at: usize| Some(u64::from_le_bytes(record.get(at..at + 8)?.try_into().ok()?));
     if word(8)? != UPDATE_NAME {
         return None;

@@ -251,6 +251,8 @@ pub(super) struct DataExtent {
     pub(super) keep_features: bool,
     /// The header was never completed.
     pub(super) unfinished: bool,
+    /// The file is shorter than its finished header says.
+    pub(super) truncated: bool,
 }
 
 impl DataExtent {
@@ -260,10 +262,17 @@ impl DataExtent {
         let truncated = section_end(data.0, data.1, file_len).is_none();
         // An unfinished recording: rprof's writer keeps the feature bits 0 and updates the data size as it goes
         // (so `perf report` can read a killed recording); perf leaves the data size 0 until it finishes.
-        let unfinished = data.1 == 0 || header.features == [0; 4];
+        // With tracepoints, rprof's writer keeps the TRACING_DATA bit (and a table after the records).
+        let tracing_only = header.features == [1 << super::features::HEADER_TRACING_DATA, 0, 0, 0];
+        let unfinished = data.1 == 0 || header.features == [0; 4] || tracing_only;
         let (len, problem) = if unfinished {
             let why = "its header was never completed, so it has no build ids or command line";
-            (available, Some(why.to_string()))
+            let len = match tracing_only && data.1 != 0 {
+                // The records end where the feature table is.
+                true => available.min(data.1),
+                false => available,
+            };
+            (len, Some(why.to_string()))
         } else if truncated {
             let why = format!(
                 "the file is truncated: its data section needs {} bytes after byte {}",
@@ -278,6 +287,7 @@ impl DataExtent {
             keep_features: problem.is_none(),
             problem,
             unfinished,
+            truncated: truncated && !unfinished,
         }
     }
 }

@@ -9,15 +9,20 @@ use std::path::PathBuf;
 
 mod convert;
 mod data_section;
+mod decoder;
 mod encode;
 mod event_update;
 mod features;
 mod header;
+mod pipe;
 mod reader;
+mod stream;
 mod tracing_data;
 mod writer;
 
+pub use decoder::Decoder;
 pub use encode::{encode_comm, encode_finished_round, encode_mmap2, encode_sample};
+pub use pipe::claim_stdout;
 pub use reader::Reader;
 pub use tracing_data::{encode_tracing_data, TracingEvent};
 pub use writer::Writer;
@@ -59,6 +64,19 @@ pub enum RecordingError {
         /// The file offset where the last whole record read ends.
         read_to: u64,
     },
+    /// A record of the data section or stream cannot be read (corrupt, cut short in a finished recording or
+    /// in a pipe-mode stream, or of a type rprof does not read). Returned after the events before it.
+    #[error("{path} has an unreadable record: {reason}; the events up to byte {read_to} were read; {fix}")]
+    Damaged {
+        path: PathBuf,
+        reason: String,
+        read_to: u64,
+        /// What to do about it.
+        fix: &'static str,
+    },
+    /// A recording that was not finished or is damaged, from which no sample could be read.
+    #[error("{warning}: no sample could be read from it: record again")]
+    NothingRead { warning: String },
 }
 
 /// One event attribute as stored in the file.

@@ -9,7 +9,9 @@
 //! A data section that is cut short (the file was truncated, or `rprof record` / `perf record` was killed
 //! before writing the final header) yields the records before the cut and then
 //! [`RecordingError::Incomplete`], which says where reading stopped; `rprof report` keeps what was read and
-//! prints it as one warning.
+//! prints it as one warning. Any other record that cannot be read (a corrupt zstd frame or record, an invalid
+//! size, a record running past the end of a complete data section, a pipe-mode stream cut inside a record)
+//! ends the reading with [`RecordingError::Damaged`]: an error naming the file, the offset and the fix.
 use std::collections::{HashMap, VecDeque};
 use std::fs::File;
 use std::io::{BufReader, Read, Seek, SeekFrom};
@@ -32,18 +34,41 @@ use super::features::{parse_ns_pids, HEADER_RPROF_NS_PIDS};
 use super::header::{
     attr_ids, check_attrs, check_header, parse_patched, read_feature_table, read_meta, DataExtent,
 };
+use super::stream::RecordStream;
 use super::writer::{FileHeader, HEADER_SIZE};
 use super::{BuildIdEntry, Event, Meta, RecordingError, Sampling, OFF_CPU_EVENT};
 use crate::merge::OrderedMerge;
 
 /// How a record finds its attr (as linux-perf-data does it).
-enum AttrLookup {
+pub(super) enum AttrLookup {
     /// One attr: every record belongs to it.
     Only,
     /// Several attrs whose records hold the sample id at the same place.
     SameLayout(RecordIdParseInfo),
     /// Several attrs, all with PERF_SAMPLE_IDENTIFIER (the id is first in a SAMPLE, last elsewhere).
     Identifier { sample_id_all: bool },
+}
+
+/// What was found about a recording besides its attrs.
+pub(super) struct Found {
+    pub(super) meta: Meta,
+    pub(super) build_ids: Vec<BuildIdEntry>,
+    pub(super) ns_pids: HashMap<u32, u32>,
+    /// See [`Reader`]'s fields of the same names.
+    pub(super) problems: Vec<String>,
+    pub(super) walk_problem_at: usize,
+    pub(super) unfinished: bool,
+    /// The file ends before its data section does (a killed recorder, a full disk): a record cut at its
+    /// end is a warning, not an error.
+    pub(super) short_file: bool,
+    /// A pipe-mode stream.
+    pub(super) pipe: bool,
+}
+
+/// Why a record cannot be read, and whether because the data was cut short there (else it is corrupt).
+pub(super) struct Damage {
+    pub(super) reason: String,
+    pub(super) cut: bool,
 }
 
 /// Reads a recording written by rprof or by `perf record`.
@@ -73,6 +98,10 @@ pub struct Reader {
     walk_problem_at: usize,
     /// The header was never completed (a data size of 0, or no feature bits).
     unfinished: bool,
+    /// The first record that cannot be read, unless it is where a short file ends: an error.
+    damage: Option<Damage>,
+    short_file: bool,
+    pipe: bool,
     done: bool,
 }
 
@@ -86,13 +115,40 @@ impl Reader {
 
     /// Open and validate the header, the attrs and the feature sections, and check the record framing of the
     /// data section. A bad header or attrs section is an error here; a truncated or corrupt data section or
-    /// feature section is reported by [`Reader::next_event`] after the events that could be read.
+    /// feature section is reported by [`Reader::next_event`] after the events that could be read. `-` is the
+    /// standard input (as in perf); a pipe-mode stream (`perf record -o -`) is read from a file or a pipe.
     pub fn open(path: &Path) -> Result<Reader, RecordingError> {
+        let path = match path == Path::new("-") {
+            true => Path::new("/dev/stdin"),
+            false => path,
+        };
         let read_err = |source| RecordingError::Read {
             path: path.to_path_buf(),
             source,
         };
-        let file = File::open(path).map_err(read_err)?;
+        let mut file = File::open(path).map_err(read_err)?;
+        let mut start = Vec::with_capacity(16);
+        (&mut file)
+            .take(16)
+            .read_to_end(&mut start)
+            .map_err(read_err)?;
+        if super::pipe::is_pipe_header(&start) {
+            return super::pipe::open(path, file);
+        }
+        if file.seek(SeekFrom::Start(0)).is_err() {
+            let why = "it is not a pipe-mode stream (`record -o -`), and a perf.data file cannot be read \
+                       from a pipe: give the file with -i FILE";
+            return Err(Self::corrupt(path, why));
+        }
+        Self::open_file(path, file)
+    }
+
+    /// Open a perf.data file (not pipe mode).
+    fn open_file(path: &Path, file: File) -> Result<Reader, RecordingError> {
+        let read_err = |source| RecordingError::Read {
+            path: path.to_path_buf(),
+            source,
+        };
         let file_len = file.metadata().map_err(read_err)?.len();
         let mut file = BufReader::with_capacity(1 << 16, file);
         let header = Self::read_header(path, &mut file, file_len)?;
@@ -110,7 +166,6 @@ impl Reader {
         let event_names = event_names(descs, &ids, || {
             names_at_start(file.get_ref(), header.data.0, extent.len)
         });
-        let attrs = attr_infos(descs, &event_names);
         let (meta, build_ids) = read_meta(&perf_file).unwrap_or_else(|reason| {
             problems.push(reason);
             (Meta::default(), Vec::new())
@@ -126,9 +181,33 @@ impl Reader {
         let mut file = file.into_inner();
         file.seek(SeekFrom::Start(header.data.0))
             .map_err(read_err)?;
-        Ok(Reader {
+        let data = DataSection::new(RecordStream::new(file, header.data.0, extent.len));
+        let found = Found {
+            meta,
+            build_ids,
+            ns_pids,
+            problems,
+            walk_problem_at,
+            unfinished: extent.unfinished,
+            short_file: extent.unfinished || extent.truncated,
+            pipe: false,
+        };
+        Ok(Self::assemble(path, data, descs, ids, event_names, found))
+    }
+
+    /// The reader of `data`, whose attrs are `descs` with the event ids `ids` and the names `event_names`.
+    pub(super) fn assemble(
+        path: &Path,
+        data: DataSection,
+        descs: &[AttributeDescription],
+        ids: Vec<Vec<u64>>,
+        event_names: Vec<String>,
+        found: Found,
+    ) -> Reader {
+        let attrs = attr_infos(descs, &event_names);
+        Reader {
             path: path.to_path_buf(),
-            data: DataSection::new(file, header.data.0, extent.len),
+            data,
             lookup: attr_lookup(&attrs, descs),
             attrs,
             id_to_attr: ids
@@ -139,16 +218,19 @@ impl Reader {
             pending: OrderedMerge::new(),
             ready: VecDeque::new(),
             walked_all: false,
-            meta,
-            build_ids,
-            ns_pids,
+            meta: found.meta,
+            build_ids: found.build_ids,
+            ns_pids: found.ns_pids,
             sampling: sampling_of(descs, &event_names),
             event_names,
-            problems,
-            walk_problem_at,
-            unfinished: extent.unfinished,
+            problems: found.problems,
+            walk_problem_at: found.walk_problem_at,
+            unfinished: found.unfinished,
+            damage: None,
+            short_file: found.short_file,
+            pipe: found.pipe,
             done: false,
-        })
+        }
     }
 
     /// Read and check the file header and the attrs section.
@@ -235,6 +317,12 @@ impl Reader {
             .any(|a| a.sample_type & PERF_SAMPLE_STACK_USER != 0)
     }
 
+    /// The payloads of the HEADER_TRACING_DATA records read so far (event formats, in perf's layout): those
+    /// of a pipe-mode stream's start once opened, and those in the data section as it is read.
+    pub fn tracing_data(&self) -> &[u8] {
+        self.data.stream().tracing_data()
+    }
+
     pub fn build_ids(&self) -> &[BuildIdEntry] {
         &self.build_ids
     }
@@ -263,19 +351,7 @@ impl Reader {
 
     /// The attr index of a kernel record (0 when its id is unknown, as linux-perf-data does).
     fn attr_index(&self, record_type: RecordType, body: &[u8]) -> usize {
-        let id = match &self.lookup {
-            AttrLookup::Only => return 0,
-            AttrLookup::SameLayout(info) => {
-                get_record_id::<LittleEndian>(record_type, RawData::Single(body), info)
-            }
-            AttrLookup::Identifier { sample_id_all } => get_record_identifier::<LittleEndian>(
-                record_type,
-                RawData::Single(body),
-                *sample_id_all,
-            ),
-        };
-        id.and_then(|id| self.id_to_attr.get(&id).copied())
-            .unwrap_or(0)
+        attr_index(&self.lookup, &self.id_to_attr, record_type, body)
     }
 
     /// Walk records into `pending` until a FINISHED_ROUND releases some into `ready`, or, at the end of the
@@ -289,8 +365,22 @@ impl Reader {
                     size,
                 } => (start, record_type, size),
                 Walked::End => break,
-                Walked::Damaged(reason) => {
-                    self.problems.insert(self.walk_problem_at, reason);
+                Walked::Damaged { reason, cut } => {
+                    let rest = self.data.rest();
+                    if self.pipe && rest.starts_with(b"[ perf record:") {
+                        // `perf record -o - > FILE 2>&1`: perf's own messages after the stream.
+                        self.problems.insert(self.walk_problem_at, format!(
+                            "{} bytes of perf's messages (\"{}\") follow the stream's last record and were \
+                             ignored (perf record -o - was run with 2>&1)",
+                            rest.len(),
+                            String::from_utf8_lossy(rest.split(|&b| b == b'\n').next().unwrap_or_default())
+                        ));
+                    } else if cut && self.short_file {
+                        // Where a killed recorder (or a full disk) stopped the file.
+                        self.problems.insert(self.walk_problem_at, reason);
+                    } else if self.damage.is_none() {
+                        self.damage = Some(Damage { reason, cut });
+                    }
                     break;
                 }
             };
@@ -335,6 +425,28 @@ impl Reader {
         }
     }
 
+    fn damaged(&self, damage: Damage, read_to: u64) -> RecordingError {
+        let fix = match (damage.cut, self.pipe) {
+            (true, true) => {
+                "the stream was cut inside a record (its recorder killed, or the pipe closed early): \
+                 record again, or record to a file (-o FILE), which a killed recorder leaves readable"
+            }
+            (true, false) => {
+                "its last record runs past the end of the data section its header gives (a bad copy?): \
+                 copy it again, or record again"
+            }
+            (false, _) => {
+                "the recording is corrupt from there on (a bad copy?): copy it again, or record again"
+            }
+        };
+        RecordingError::Damaged {
+            path: self.path.clone(),
+            reason: damage.reason,
+            read_to,
+            fix,
+        }
+    }
+
     /// The next event in time order (as perf orders them, by FINISHED_ROUND), or None at the end. Records of
     /// other types are skipped. After an error, returns None.
     pub fn next_event(&mut self) -> Result<Option<Event>, RecordingError> {
@@ -349,6 +461,9 @@ impl Reader {
                     continue;
                 }
                 self.done = true;
+                if let Some(damage) = self.damage.take() {
+                    return Err(self.damaged(damage, self.data.walked_to()));
+                }
                 if self.problems.is_empty() {
                     return Ok(None);
                 }
@@ -372,7 +487,8 @@ impl Reader {
                 Ok(None) => continue,
                 Err(reason) => {
                     self.done = true;
-                    return Err(self.incomplete(reason, self.data.file_offset(start)));
+                    let damage = Damage { reason, cut: false };
+                    return Err(self.damaged(damage, self.data.file_offset(start)));
                 }
             }
         }
@@ -380,8 +496,29 @@ impl Reader {
     }
 }
 
+/// The attr index of a kernel record (0 when its id is unknown, as linux-perf-data does).
+pub(super) fn attr_index(
+    lookup: &AttrLookup,
+    id_to_attr: &HashMap<u64, usize>,
+    record_type: RecordType,
+    body: &[u8],
+) -> usize {
+    let id = match lookup {
+        AttrLookup::Only => return 0,
+        AttrLookup::SameLayout(info) => {
+            get_record_id::<LittleEndian>(record_type, RawData::Single(body), info)
+        }
+        AttrLookup::Identifier { sample_id_all } => get_record_identifier::<LittleEndian>(
+            record_type,
+            RawData::Single(body),
+            *sample_id_all,
+        ),
+    };
+    id.and_then(|id| id_to_attr.get(&id).copied()).unwrap_or(0)
+}
+
 /// What the reader needs of each attr.
-fn attr_infos(descs: &[AttributeDescription], names: &[String]) -> Vec<AttrInfo> {
+pub(super) fn attr_infos(descs: &[AttributeDescription], names: &[String]) -> Vec<AttrInfo> {
     descs
         .iter()
         .enumerate()
@@ -401,7 +538,7 @@ fn attr_infos(descs: &[AttributeDescription], names: &[String]) -> Vec<AttrInfo>
 }
 
 /// How records find their attr (linux-perf-data has checked that records of several attrs can be told apart).
-fn attr_lookup(attrs: &[AttrInfo], descs: &[AttributeDescription]) -> AttrLookup {
+pub(super) fn attr_lookup(attrs: &[AttrInfo], descs: &[AttributeDescription]) -> AttrLookup {
     let first = &attrs[0].parse_info;
     if attrs.len() == 1 {
         AttrLookup::Only
@@ -418,7 +555,7 @@ fn attr_lookup(attrs: &[AttrInfo], descs: &[AttributeDescription]) -> AttrLookup
 }
 
 /// How the sampled event fired, from the first attr other than the off-CPU event.
-fn sampling_of(descs: &[AttributeDescription], names: &[String]) -> Option<Sampling> {
+pub(super) fn sampling_of(descs: &[AttributeDescription], names: &[String]) -> Option<Sampling> {
     let (desc, _) = descs
         .iter()
         .zip(names)
@@ -436,157 +573,5 @@ fn sampling_of(descs: &[AttributeDescription], names: &[String]) -> Option<Sampl
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::recording::data_section::CHUNK;
-    use crate::recording::{encode_finished_round, encode_sample, FileAttr, SampleFields, Writer};
-    use linux_perf_data::linux_perf_event_reader::constants::{
-        PERF_SAMPLE_CALLCHAIN, PERF_SAMPLE_CPU, PERF_SAMPLE_IP, PERF_SAMPLE_PERIOD,
-        PERF_SAMPLE_TID, PERF_SAMPLE_TIME,
-    };
-
-    /// A cpu-clock attr (PERF_ATTR_SIZE_VER0 bytes) with `sample_type`, period 1000 and sample_id_all.
-    fn attr_bytes(sample_type: u64) -> Vec<u8> {
-        let mut attr = vec![0u8; 64];
-        attr[0..4].copy_from_slice(&1u32.to_le_bytes()); // PERF_TYPE_SOFTWARE, config 0 = cpu-clock
-        attr[4..8].copy_from_slice(&64u32.to_le_bytes());
-        attr[16..24].copy_from_slice(&1000u64.to_le_bytes());
-        attr[24..32].copy_from_slice(&sample_type.to_le_bytes());
-        attr[40..48].copy_from_slice(&(1u64 << 18).to_le_bytes()); // sample_id_all
-        attr
-    }
-
-    /// Check that records two CPUs wrote out of order within and across rounds come out in time order, all
-    /// of them, over a data section several read chunks long (records stay valid across buffer compaction).
-    #[test]
-    fn rounds_come_out_in_time_order_across_chunks() {
-        let st = PERF_SAMPLE_IP
-            | PERF_SAMPLE_TID
-            | PERF_SAMPLE_TIME
-            | PERF_SAMPLE_CPU
-            | PERF_SAMPLE_PERIOD
-            | PERF_SAMPLE_CALLCHAIN;
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("rounds.data");
-        let attr = FileAttr {
-            attr: attr_bytes(st),
-            ids: vec![],
-            name: "cpu-clock".into(),
-        };
-        let mut w = Writer::create(&path, vec![attr]).unwrap();
-        let sample = |time: u64, cpu: u32| SampleFields {
-            ip: time,
-            pid: 7,
-            tid: 7 + cpu,
-            time,
-            id: 0,
-            cpu,
-            period: 1000,
-            callchain: vec![time; 8],
-            misc: 2,
-            raw: Vec::new(),
-        };
-        // Round r: CPU 0 has times [1000r, 1000r + 1000), then CPU 1 has [1000r - 990, 1000r + 10): each
-        // round overlaps the one before, never the one before that (perf's FINISHED_ROUND contract).
-        let rounds = 400u64;
-        for r in 1..=rounds {
-            for t in (1000 * r..1000 * r + 1000).step_by(20) {
-                w.write_record(&[&encode_sample(st, &sample(t, 0))])
-                    .unwrap();
-            }
-            for t in (1000 * r - 990..1000 * r + 10).step_by(20) {
-                w.write_record(&[&encode_sample(st, &sample(t, 1))])
-                    .unwrap();
-            }
-            w.write_record(&[&encode_finished_round()]).unwrap();
-        }
-        let data_size = w.data_size();
-        assert!(
-            data_size > 4 * CHUNK,
-            "{data_size} bytes span several chunks"
-        );
-        w.finish(&Meta::default(), &[]).unwrap();
-
-        let mut r = Reader::open(&path).unwrap();
-        let mut times = Vec::new();
-        while let Some(event) = r.next_event().unwrap() {
-            let Event::Sample(s) = event else {
-                panic!("only samples were written: {event:?}")
-            };
-            assert_eq!(
-                s.callchain,
-                vec![s.ip; 8],
-                "the record at time {:?}",
-                s.time
-            );
-            assert_eq!(s.tid - s.pid, s.cpu.unwrap());
-            times.push(s.time.unwrap());
-        }
-        assert_eq!(times.len() as u64, rounds * 100);
-        assert!(times.windows(2).all(|w| w[0] <= w[1]), "time order");
-    }
-
-    /// Check that the host -> namespace pids given to the writer come back from the reader (rprof's NS_PIDS
-    /// section, bit 250, after the standard sections), and that a file without them has none.
-    #[test]
-    fn ns_pids_round_trip_through_the_file() {
-        let dir = tempfile::tempdir().unwrap();
-        let attr = || FileAttr {
-            attr: attr_bytes(PERF_SAMPLE_IP | PERF_SAMPLE_TID),
-            ids: vec![],
-            name: "cpu-clock".into(),
-        };
-        let path = dir.path().join("ns.data");
-        // A data section of one record: an empty one is how an unfinished recording looks.
-        let mut w = Writer::create(&path, vec![attr()]).unwrap();
-        w.write_record(&[&encode_finished_round()]).unwrap();
-        w.add_ns_pid(4242, 1);
-        w.add_ns_pid(4250, 9);
-        let meta = Meta {
-            hostname: "host".into(),
-            cmdline: vec!["rprof".into(), "record".into()],
-            ..Meta::default()
-        };
-        w.finish(&meta, &[]).unwrap();
-        let r = Reader::open(&path).unwrap();
-        assert_eq!(r.ns_pids(), &HashMap::from([(4242, 1), (4250, 9)]));
-        assert_eq!(r.meta().hostname, "host");
-        assert_eq!(r.meta().cmdline, vec!["rprof", "record"]);
-
-        let plain = dir.path().join("plain.data");
-        let mut w = Writer::create(&plain, vec![attr()]).unwrap();
-        w.write_record(&[&encode_finished_round()]).unwrap();
-        w.finish(&meta, &[]).unwrap();
-        assert!(Reader::open(&plain).unwrap().ns_pids().is_empty());
-    }
-
-    /// Check that an attr whose size is not one linux-perf-data reads exactly (here below PERF_ATTR_SIZE_VER0)
-    /// is refused at open, naming the file and the attr.
-    #[test]
-    fn attr_size_that_is_not_read_exactly_is_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("attr.data");
-        let attr = FileAttr {
-            attr: attr_bytes(PERF_SAMPLE_IP | PERF_SAMPLE_TID),
-            ids: vec![],
-            name: "cpu-clock".into(),
-        };
-        Writer::create(&path, vec![attr])
-            .unwrap()
-            .finish(&Meta::default(), &[])
-            .unwrap();
-        let mut bytes = std::fs::read(&path).unwrap();
-        let attrs_at = u64::from_le_bytes(bytes[24..32].try_into().unwrap()) as usize;
-        assert!(Reader::open(&path).is_ok());
-        bytes[attrs_at + 4..attrs_at + 8].copy_from_slice(&60u32.to_le_bytes());
-        std::fs::write(&path, &bytes).unwrap();
-        let Err(e) = Reader::open(&path) else {
-            panic!("an attr of size 60 was accepted")
-        };
-        let msg = e.to_string();
-        assert!(
-            msg.contains("attr.data") && msg.contains("attr 0 has an invalid size 60"),
-            "{msg}"
-        );
-    }
-}
+#[path = "reader_tests.rs"]
+mod tests;

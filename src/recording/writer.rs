@@ -10,6 +10,11 @@
 //! that the file was not finished. The data section starts with a PERF_RECORD_EVENT_UPDATE naming each event,
 //! so that such a file still tells its events apart (the off-CPU event from the clock) without the EVENT_DESC
 //! section. [`Writer::finish`] appends the features and rewrites the header.
+//!
+//! With the path `-`, the recording is a pipe-mode stream on the standard output (as `perf record -o -`
+//! writes it): the 16-byte pipe header, a HEADER_ATTR record per attr, EVENT_DESC as a HEADER_FEATURE
+//! record, the names, FINISHED_INIT, the records, and at the end the other features as HEADER_FEATURE
+//! records and the build ids as HEADER_BUILD_ID records.
 use std::fs::File;
 use std::io::{BufWriter, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -20,7 +25,7 @@ use super::features::{
     HEADER_BUILD_ID, HEADER_CMDLINE, HEADER_EVENT_DESC, HEADER_HOSTNAME, HEADER_NRCPUS,
     HEADER_OSRELEASE, HEADER_RPROF_NS_PIDS, HEADER_TRACING_DATA,
 };
-use super::{BuildIdEntry, FileAttr, Meta, RecordingError};
+use super::{pipe, BuildIdEntry, FileAttr, Meta, RecordingError};
 use std::collections::BTreeMap;
 
 /// `sizeof(struct perf_file_header)`.
@@ -87,8 +92,15 @@ pub struct Writer {
     last_flush: std::time::Instant,
     /// Host pid -> pid in its own namespace, for rprof's NS_PIDS section.
     ns_pids: BTreeMap<u32, u32>,
+    /// A pipe-mode stream (`-o -`): no header to update, and the features go out as records.
+    pipe: bool,
+    /// Bytes written before the data section's records (the pipe mode's header and metadata records).
+    before_data: u64,
     /// The HEADER_TRACING_DATA section (tracepoint formats), when the recording has tracepoint events.
     tracing_data: Option<Vec<u8>>,
+    /// Where the copy of the tracing data before the data section is (file mode): the feature table that
+    /// [`Writer::flush`] keeps after the records points to it, so that perf reads a killed recording's formats.
+    tracing_at: Option<u64>,
 }
 
 /// Make every attr `attr_len` bytes long (zero-extended, with its `size` field updated), where `attr_len`
@@ -144,9 +156,26 @@ impl Writer {
     /// Create `path` now (so an unwritable path fails before sampling starts) and write the header
     /// placeholder, the event ids and the attrs. Attrs are stored with their own `size` (the largest one if
     /// they differ; smaller ones are zero-extended), less all-zero trailing fields past 128 bytes.
-    pub fn create(path: &Path, mut attrs: Vec<FileAttr>) -> Result<Writer, RecordingError> {
+    pub fn create(path: &Path, attrs: Vec<FileAttr>) -> Result<Writer, RecordingError> {
+        Self::create_with_tracing(path, attrs, None)
+    }
+
+    /// [`Writer::create`] for a recording with tracepoint events: `tracing` (see
+    /// [`super::encode_tracing_data`]) is written now, before the data section, and a HEADER_TRACING_DATA
+    /// feature table pointing to it is kept after the records at each flush (the header's only feature bit
+    /// until [`Writer::finish`]), so that a killed recording still has its formats for `perf script`.
+    pub fn create_with_tracing(
+        path: &Path,
+        mut attrs: Vec<FileAttr>,
+        tracing: Option<Vec<u8>>,
+    ) -> Result<Writer, RecordingError> {
         let attr_len = normalize_attrs(path, &mut attrs)?;
-        let file = File::create(path).map_err(|source| RecordingError::Create {
+        let pipe = path == Path::new("-");
+        let file = match pipe {
+            true => pipe::stdout_file(),
+            false => File::create(path),
+        };
+        let file = file.map_err(|source| RecordingError::Create {
             path: path.to_path_buf(),
             source,
         })?;
@@ -160,8 +189,19 @@ impl Writer {
             data_size: 0,
             last_flush: std::time::Instant::now(),
             ns_pids: BTreeMap::new(),
+            pipe,
+            before_data: 0,
             tracing_data: None,
+            tracing_at: None,
         };
+        w.tracing_data = tracing;
+        if pipe {
+            w.write_pipe_prologue()?;
+            w.write_names()?;
+            w.write(&pipe::encode_finished_init())?;
+            w.flush()?;
+            return Ok(w);
+        }
         let mut head = Vec::new();
         let mut id_sections = Vec::new();
         let mut offset = HEADER_SIZE;
@@ -179,8 +219,15 @@ impl Writer {
             head.extend_from_slice(&ids_offset.to_le_bytes());
             head.extend_from_slice(&ids_size.to_le_bytes());
         }
+        let mut features = [0; 4];
+        if let Some(tracing) = &w.tracing_data {
+            w.tracing_at = Some(HEADER_SIZE + head.len() as u64);
+            head.extend_from_slice(tracing);
+            head.resize(head.len().next_multiple_of(8), 0);
+            features[0] = 1 << HEADER_TRACING_DATA;
+        }
         w.data_offset = HEADER_SIZE + head.len() as u64;
-        let placeholder = w.header([0; 4]);
+        let placeholder = w.header(features);
         w.write(&placeholder)?;
         w.write(&head)?;
         w.write_names()?;
@@ -210,6 +257,45 @@ impl Writer {
             self.write_record(&[&record])?;
         }
         Ok(())
+    }
+
+    /// The pipe mode's header, a HEADER_ATTR record per attr, and EVENT_DESC as a HEADER_FEATURE record.
+    fn write_pipe_prologue(&mut self) -> Result<(), RecordingError> {
+        let mut head = pipe::encode_header();
+        for (index, a) in self.attrs.iter().enumerate() {
+            let record = pipe::encode_attr(&a.attr, &a.ids).ok_or_else(|| {
+                RecordingError::InvalidAttr {
+                    path: self.path.clone(),
+                    index,
+                    reason: format!(
+                        "its {} event ids do not fit in one pipe-mode record (record to a file with -o FILE)",
+                        a.ids.len()
+                    ),
+                }
+            })?;
+            head.extend_from_slice(&record);
+        }
+        let desc = encode_event_desc(&self.attrs, self.attr_len);
+        // Too many ids for one record: perf's EVENT_UPDATE names (written next) name the events instead.
+        head.extend(pipe::encode_feature(HEADER_EVENT_DESC, &desc).unwrap_or_default());
+        self.before_data = head.len() as u64;
+        self.write(&head)
+    }
+
+    /// End a pipe-mode stream: the features as HEADER_FEATURE records (rprof's NS_PIDS, which perf would
+    /// refuse there, is left out), the build ids as HEADER_BUILD_ID records. Returns the bytes written.
+    fn finish_pipe(mut self, sections: &[(usize, Vec<u8>)]) -> Result<u64, RecordingError> {
+        let mut tail = Vec::new();
+        for (bit, bytes) in sections {
+            match *bit {
+                HEADER_BUILD_ID => tail.extend(pipe::encode_build_id_records(bytes)),
+                HEADER_EVENT_DESC | HEADER_RPROF_NS_PIDS => {}
+                bit => tail.extend(pipe::encode_feature(bit, bytes).unwrap_or_default()),
+            }
+        }
+        self.write(&tail)?;
+        self.flush()?;
+        Ok(self.before_data + self.data_size + tail.len() as u64)
     }
 
     fn header(&self, features: [u64; 4]) -> [u8; HEADER_SIZE as usize] {
@@ -258,9 +344,26 @@ impl Writer {
         use std::os::unix::fs::FileExt;
         self.last_flush = std::time::Instant::now();
         let size = self.data_size.to_le_bytes();
+        let pipe = self.pipe;
+        // The feature table of an unfinished recording with tracepoints: its one section, the formats.
+        let table = match (self.tracing_at, &self.tracing_data) {
+            (Some(at), Some(tracing)) => {
+                let mut t = at.to_le_bytes().to_vec();
+                t.extend_from_slice(&(tracing.len() as u64).to_le_bytes());
+                Some((t, self.data_offset + self.data_size))
+            }
+            _ => None,
+        };
         self.out
             .flush()
-            .and_then(|_| self.out.get_ref().write_all_at(&size, DATA_SIZE_AT))
+            .and_then(|_| match &table {
+                Some((t, end)) => self.out.get_ref().write_all_at(t, *end),
+                None => Ok(()),
+            })
+            .and_then(|_| match pipe {
+                true => Ok(()),
+                false => self.out.get_ref().write_all_at(&size, DATA_SIZE_AT),
+            })
             .map_err(|source| RecordingError::Write {
                 path: self.path.clone(),
                 source,
@@ -298,7 +401,7 @@ impl Writer {
         put_string(&mut os_release, &meta.os_release);
         let mut sections = Vec::new();
         // In bit order, as the section table is: TRACING_DATA (bit 1) comes first.
-        if let Some(tracing) = self.tracing_data.take() {
+        if let Some(tracing) = self.tracing_data.take().filter(|_| !self.pipe) {
             sections.push((HEADER_TRACING_DATA, tracing));
         }
         sections.extend([
@@ -318,6 +421,9 @@ impl Writer {
         // In bit order, as the section table is: the highest bit comes last.
         if !self.ns_pids.is_empty() {
             sections.push((HEADER_RPROF_NS_PIDS, encode_ns_pids(&self.ns_pids)));
+        }
+        if self.pipe {
+            return self.finish_pipe(&sections);
         }
         let mut features = [0u64; 4];
         let mut table = Vec::new();

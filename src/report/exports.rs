@@ -53,7 +53,7 @@ pub struct TimedSample {
 
 /// The stacks of the kept samples as locations; `stacks` are the session's distinct stacks of frame ids (some
 /// pending), which `samples` index. Call after the resolver's `finish`.
-pub(super) fn build(
+pub(crate) fn build(
     resolver: &StackResolver,
     stacks: &[((u32, Vec<FrameId>), StackCount)],
     samples: Vec<TimedSample>,

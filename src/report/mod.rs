@@ -24,6 +24,7 @@ pub(crate) use crate::replay::{resolver_for, stream_events, track, QUEUED_BATCHE
 pub use crate::resolve::{folded_name, is_jit_like, FrameId, FrameInfo, Origin, StackResolver};
 pub use crate::text::thousands;
 pub use callgraph::{CallGraph, CallOrder};
+pub(crate) use exports::build as exports_of;
 pub use exports::{ExportLocation, ExportModule, Exports, TimedSample};
 pub use firefox::{write_firefox, FirefoxOptions};
 pub use otlp::{proto as otlp_proto, to_otlp, write_otlp};
@@ -31,7 +32,7 @@ pub use output::{
     write_diff_flamegraph, write_diff_folded, write_flamegraph, write_flamegraph_lines,
     write_folded, OFF_CPU_FRAME,
 };
-pub use pprof::{proto, to_pprof, write_pprof};
+pub use pprof::{proto, to_pprof, to_pprof_with, write_pprof, PprofLabels};
 pub use quality::{interval_points, samples_needed, Quality, UnnamedShare};
 pub use script::{script, Fields, ScriptOptions, ScriptSummary, FIELD_NAMES};
 pub use table::{frame_name, write_table, SortKey, TableOptions};

@@ -81,6 +81,8 @@ pub struct StackResolver {
     unnamed_offsets: std::collections::HashSet<(FrameId, u64)>,
     /// Read the kernel's symbols in the background from the first kernel address on (else when finishing).
     prefetch_kernel: bool,
+    /// Start loading each binary in the background when its first address comes (else only when finishing).
+    prefetch_files: bool,
 }
 
 impl StackResolver {
@@ -98,6 +100,24 @@ impl StackResolver {
             expanded: Vec::new(),
             unnamed_offsets: std::collections::HashSet::new(),
             prefetch_kernel: true,
+            prefetch_files: true,
+        }
+    }
+
+    /// Load no binary before [`StackResolver::finish`] (a caller that may never symbolize files: `rprof record
+    /// --push-unsymbolized` sends file offsets and build ids).
+    pub fn defer_files(&mut self) {
+        self.prefetch_files = false;
+    }
+
+    /// The kernel address a pending id stands for.
+    pub fn kernel_address(&self, id: FrameId) -> Option<u64> {
+        if id & PENDING == 0 {
+            return None;
+        }
+        match &self.pending[(id & !PENDING) as usize] {
+            Pending::Kernel(addr) => Some(*addr),
+            Pending::User(..) => None,
         }
     }
 
@@ -299,7 +319,7 @@ impl StackResolver {
         if let Some(&id) = self.pending_ids.get(&key) {
             return id;
         }
-        if let Some(module) = module {
+        if let (Some(module), true) = (module, self.prefetch_files) {
             self.symbolizer.prefetch(module);
         }
         let id = PENDING | self.pending.len() as FrameId;
@@ -372,6 +392,11 @@ impl StackResolver {
     /// The frame an id (not pending) stands for.
     pub fn frame(&self, id: FrameId) -> &FrameInfo {
         &self.frames[id as usize]
+    }
+
+    /// The frames made so far, indexed by id.
+    pub fn frames(&self) -> &[FrameInfo] {
+        &self.frames
     }
 
     /// All frames, indexed by id.

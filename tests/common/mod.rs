@@ -410,3 +410,32 @@ pub fn otlp_decode(test: &str, path: &Path) -> Option<serde_json::Value> {
     assert!(out.status.success(), "decode.py {}: {err}", path.display());
     Some(serde_json::from_slice(&out.stdout).expect("decode.py prints JSON"))
 }
+
+/// Run `cmd` (its stdin fed from `stdin` on a thread), asserting success; returns its stdout.
+pub fn run_with_stdin(cmd: &mut Command, stdin: Option<&[u8]>) -> String {
+    let mut child = cmd
+        .stdin(if stdin.is_some() {
+            std::process::Stdio::piped()
+        } else {
+            std::process::Stdio::null()
+        })
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let feeder = stdin.map(|bytes| {
+        let mut pipe = child.stdin.take().unwrap();
+        let bytes = bytes.to_vec();
+        std::thread::spawn(move || std::io::Write::write_all(&mut pipe, &bytes))
+    });
+    let out = child.wait_with_output().unwrap();
+    if let Some(feeder) = feeder {
+        feeder.join().unwrap().unwrap();
+    }
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}

@@ -27,7 +27,7 @@ fn by_arg0_counts_malloc_sizes_exactly() {
         }
         args.extend(["--", path(&f.c), "malloc", "8000"]);
         let out = ok(&args);
-        assert!(out.lines().any(|l| l == "function,arg0,count,total_us,self_us,avg_us,min_us,max_us"), "{out}");
+        assert!(out.lines().any(|l| l == "function,arg0,count,total_us,self_us,avg_us,min_us,max_us,timing_lost"), "{out}");
         let rows = keyed_counts(&out);
         for size in 64..72 {
             let n = rows.get(&("malloc".to_string(), size.to_string()));

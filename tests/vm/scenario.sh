@@ -213,14 +213,17 @@ step_open_count() {
     count=$(echo "$line" | cut -d, -f2)
     total=$(echo "$line" | cut -d, -f3)
     maxus=$(echo "$line" | cut -d, -f7)
+    lost=$(echo "$line" | cut -d, -f8)
     detail="rc=$RC opener_rc=$orc expected=$K line=$line"
     why=""
     if [ "$RC" -ne 0 ]; then
         why="stderr=$(oneline /tmp/s1.err)"
-    elif [ "$header" != "function,count,total_us,self_us,avg_us,min_us,max_us" ]; then
+    elif [ "$header" != "function,count,total_us,self_us,avg_us,min_us,max_us,timing_lost" ]; then
         why="bad_header=$header"
     elif [ "$count" != "$K" ]; then
         why="count=$count"
+    elif [ "$lost" != "0" ]; then
+        why="timing_lost=$lost"
     elif ! awk -v t="$total" -v m="$maxus" 'BEGIN { exit !(t > 0 && m > 0) }'; then
         why="durations_not_positive"
     fi

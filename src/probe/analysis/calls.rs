@@ -4,6 +4,7 @@
 //! per function, [`MAX_SLOW`] listed slow calls, and a trace rate.
 use super::context::Ctx;
 use super::stats::{FuncStats, Histogram};
+use crate::probe::engine::holes::Hole;
 use crate::probe::spec::fetch::Fetch;
 use crate::probe::target::{PerTarget, TargetId};
 use crate::probe::value::Value;
@@ -35,6 +36,19 @@ pub struct CallOptions {
     pub min_duration: Option<u64>,
     /// Rows per function shown with `--by` (the rest is summed into `[other: past --top N]`).
     pub top: usize,
+    /// How `--trace` lines look.
+    pub style: TraceStyle,
+}
+
+/// The layout of `--trace` lines.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TraceStyle {
+    /// rprof probe's: `TIME COMM PID TID DURATION func(name=value) = ret`.
+    #[default]
+    Probe,
+    /// perf trace's (`rprof trace`): `MS ( DUR ms): COMM/TID name(field: value, ...)   = ret`, errors as
+    /// `-1 ENOENT (No such file or directory)`; a syscall's entry fields are all fetched.
+    PerfTrace,
 }
 
 impl CallOptions {
@@ -133,6 +147,8 @@ pub struct Calls {
     window: (u64, u64),
     /// The time the first event came (trace times are relative to it).
     pub epoch: Option<u64>,
+    /// Events were lost since the last trace line: the next one says so first.
+    hole: Option<Hole>,
 }
 
 /// One `--trace` call, formatted when written (its caller's name may need the resolver).
@@ -141,6 +157,8 @@ pub struct TraceLine {
     pub call: Call,
     /// Calls skipped by the rate limit just before this one.
     pub skipped_before: u64,
+    /// Events were lost just before this line (the latest hole, its time relative to the epoch).
+    pub hole_before: Option<Hole>,
 }
 
 /// Where a value is among a target's fetches: every fetch of its label (a pair's STARTs may each have it; a
@@ -189,9 +207,17 @@ impl Calls {
             epoch: self.epoch,
             window: self.window,
             trace_header: self.trace_header,
+            hole: self.hole.take(),
             ..Calls::default()
         };
         std::mem::replace(self, fresh)
+    }
+
+    /// Events were lost: the next trace line follows a hole.
+    pub fn hole(&mut self, hole: Hole) {
+        if self.opts.trace {
+            self.hole = Some(hole);
+        }
     }
 
     /// The call's `--by` value, when it has one (not `caller`): a fetched value, or the process context's.
@@ -276,9 +302,15 @@ impl Calls {
             if rate == 0 || self.window.1 < rate {
                 self.window.1 += 1;
                 let skipped_before = std::mem::take(&mut self.trace_skipped);
+                let hole_before = self.hole.take().map(|h| Hole {
+                    after: h.after.saturating_sub(epoch),
+                    until: h.until.saturating_sub(epoch),
+                    ..h
+                });
                 self.trace_lines.push(TraceLine {
                     call: kept(),
                     skipped_before,
+                    hole_before,
                 });
             } else {
                 self.trace_skipped += 1;

@@ -6,9 +6,10 @@
 //! `max_age` (dropped as later events pass them). A second START of an open key replaces the first, as bcc's
 //! biolatency and runqlat do: the pair times the latest request of that key (or with `--keep first` is
 //! dropped: the pair times from the first). A DONE without an open START is
-//! counted, never turned into a duration. Every drop is counted in [`KeyedCounts`].
+//! counted, never turned into a duration. Every drop is counted in [`super::stats::KeyedCounts`]; a START
+//! that a hole (lost events) followed is never timed: whatever ends it, it counts as `timing_lost`.
 use super::calls::Call;
-use super::stats::{KeyedCounts, Stats};
+use super::stats::Stats;
 use crate::probe::target::{Keep, TargetId};
 use crate::probe::value::Value;
 use crate::resolve::FastMap;
@@ -27,6 +28,9 @@ pub struct KeyedPairer {
     /// (START time, sequence) -> key, oldest first.
     by_age: BTreeMap<(u64, u64), Key>,
     seq: u64,
+    /// The latest end of the holes released so far: a START before it may have lost its DONE (and a DONE after
+    /// it may close a later, lost START of the same key), so it is never timed.
+    pub hole_end: u64,
 }
 
 impl KeyedPairer {
@@ -38,6 +42,7 @@ impl KeyedPairer {
             open: FastMap::default(),
             by_age: BTreeMap::new(),
             seq: 0,
+            hole_end: 0,
         }
     }
 
@@ -47,7 +52,7 @@ impl KeyedPairer {
     /// a dropped START in a process gives its own to an open one that has none.
     pub fn start(&mut self, stats: &mut Stats, mut call: Call, key: Box<[Value]>, keep: Keep) {
         stats.funcs[call.target].enter();
-        self.expire(&mut stats.keyed, call.time);
+        self.expire(stats, call.time);
         let key = (call.target, key);
         if let Some((age, open)) = self.open.get_mut(&key) {
             let in_process = |c: &Call| c.ctx.tid.is_some();
@@ -90,20 +95,25 @@ impl KeyedPairer {
         key: Box<[Value]>,
         time: u64,
     ) -> Option<Call> {
-        self.expire(&mut stats.keyed, time);
+        self.expire(stats, time);
         let Some((age, mut call)) = self.open.remove(&(target, key)) else {
             stats.keyed.done_alone += 1;
             return None;
         };
         self.by_age.remove(&age);
+        if call.time < self.hole_end {
+            stats.funcs[target].timing_lost += 1;
+            return None;
+        }
         let dur = time.saturating_sub(call.time);
         stats.funcs[target].paired_call(dur, dur);
         call.dur = Some((dur, dur));
         Some(call)
     }
 
-    /// Drop the STARTs older than the age limit at `now`.
-    fn expire(&mut self, counts: &mut KeyedCounts, now: u64) {
+    /// Drop the STARTs older than the age limit at `now`: expired, or their timing lost when a hole came after
+    /// them.
+    fn expire(&mut self, stats: &mut Stats, now: u64) {
         let Some(limit) = now.checked_sub(self.max_age_ns) else {
             return;
         };
@@ -111,15 +121,30 @@ impl KeyedPairer {
             if entry.key().0 >= limit {
                 break;
             }
-            let key = entry.remove();
+            let ((time, _), key) = entry.remove_entry();
             self.open.remove(&key);
-            counts.expired += 1;
+            match time < self.hole_end {
+                true => stats.funcs[key.0].timing_lost += 1,
+                false => stats.keyed.expired += 1,
+            }
         }
     }
 
     /// STARTs still waiting for their DONE.
     pub fn open_calls(&self) -> usize {
         self.open.len()
+    }
+
+    /// Count the STARTs still open as `open` in their targets' statistics, or as `timing_lost` when a hole came
+    /// after them (their DONE may be among the events lost: with keys used once, a lost DONE leaves its START
+    /// open to the end).
+    pub fn count_open(&self, stats: &mut Stats) {
+        for ((target, _), (_, call)) in &self.open {
+            match call.time < self.hole_end {
+                true => stats.funcs[*target].timing_lost += 1,
+                false => stats.funcs[*target].open += 1,
+            }
+        }
     }
 }
 
@@ -178,6 +203,30 @@ mod tests {
         start(&mut p, &mut s, &[4], 1_051, 1);
         assert_eq!((s.keyed.expired, p.open_calls()), (2, 1));
         assert_eq!(s.keyed.done_alone, 1);
+    }
+
+    /// Check that a START open across a hole is counted, not timed, and a START after it pairs.
+    #[test]
+    fn never_pairs_across_a_hole() {
+        let mut s = Stats::new(1);
+        let mut p = KeyedPairer::new(100, u64::MAX);
+        start(&mut p, &mut s, &[1], 10, 1);
+        p.hole_end = 50;
+        assert!(p.done(&mut s, t(0), key(&[1]), 60).is_none());
+        start(&mut p, &mut s, &[1], 70, 1);
+        assert_eq!(
+            p.done(&mut s, t(0), key(&[1]), 75).unwrap().dur,
+            Some((5, 5))
+        );
+        let f = &s.funcs[t(0)];
+        assert_eq!((f.count, f.paired, f.timing_lost, f.max_ns), (2, 1, 1, 5));
+        // Keys used once: the DONE of a START before a hole is lost with it, and the START stays open.
+        start(&mut p, &mut s, &[2], 80, 1);
+        start(&mut p, &mut s, &[3], 90, 1);
+        p.hole_end = 85;
+        p.count_open(&mut s);
+        let f = &s.funcs[t(0)];
+        assert_eq!((f.timing_lost, f.open), (2, 1));
     }
 
     /// Check `Keep::First`: a later START of an open key is dropped (counted), the pair times from the first,

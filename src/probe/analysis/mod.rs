@@ -14,7 +14,7 @@ mod stacks;
 mod stats;
 
 pub use addrmap::AddrMap;
-pub use calls::{describe, Call, CallOptions, Calls, Key, MAX_KEYS};
+pub use calls::{describe, Call, CallOptions, Calls, Key, TraceStyle, MAX_KEYS};
 #[cfg(test)]
 pub(crate) use context::Ctx;
 pub use keyed::KeyedPairer;

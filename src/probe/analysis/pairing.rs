@@ -7,6 +7,11 @@
 //! longjmp, an exception, the kernel's 64 pending uretprobes limit, or a lost event. They are counted as
 //! unpaired, never turned into durations. Without SP (kernel functions, syscalls), the nearest open call of the
 //! same probe is taken, and those above it are unpaired.
+//!
+//! Where the stream has a hole (events lost, see [`crate::probe::engine::holes`]), a return after it may belong
+//! to an entry that was lost, and the return of an entry before it may be the one lost: an open call whose
+//! entry came before the end of a hole is never given a duration. It is counted as `timing_lost` whatever ends
+//! it (a return, a frame unwound past, its thread's exit, the end of the run).
 use super::calls::Call;
 use super::stats::Stats;
 use crate::probe::target::{PerTarget, TargetId};
@@ -51,6 +56,19 @@ pub struct Pairer {
     threads: FastMap<StackKey, Vec<OpenCall>>,
     /// `--net`: each target's probe bias and cost.
     net: Option<PerTarget<NetCost>>,
+    /// The latest end of the holes released so far: calls entered before it were open across a hole.
+    pub hole_end: u64,
+}
+
+/// Count an open call that ends without a duration: `timing_lost` when it was open across a hole (entered
+/// before `hole_end`, and open when the hole was released), else unpaired.
+fn count_dropped(stats: &mut Stats, call: &Call, hole_end: u64) {
+    let f = &mut stats.funcs[call.target];
+    if call.time < hole_end {
+        f.timing_lost += 1;
+    } else {
+        f.unpaired += 1;
+    }
 }
 
 /// A return event: its time, stack pointer and the values read at it.
@@ -66,6 +84,7 @@ impl Pairer {
         Pairer {
             threads: FastMap::default(),
             net,
+            hole_end: 0,
         }
     }
 
@@ -76,11 +95,11 @@ impl Pairer {
         let stack = self.threads.entry(key).or_default();
         if let Some(sp) = sp {
             // Open calls at a lower address than a new entry are frames that were unwound without returning.
-            drop_frames_below(stack, sp, stats);
+            drop_frames_below(stack, sp, stats, self.hole_end);
         }
         if stack.len() >= MAX_DEPTH {
             let old = stack.remove(0);
-            stats.funcs[old.call.target].unpaired += 1;
+            count_dropped(stats, &old.call, self.hole_end);
         }
         stack.push(OpenCall {
             sp,
@@ -136,15 +155,20 @@ impl Pairer {
         let Some(idx) = found else {
             // No entry: it came before probing began or was lost. Frames below the returning one are gone.
             if let Some(esp) = entry_sp {
-                drop_frames_below(stack, esp, stats);
+                drop_frames_below(stack, esp, stats, self.hole_end);
             }
             stats.orphan_returns += 1;
             return None;
         };
         for skipped in stack.drain(idx + 1..) {
-            stats.funcs[skipped.call.target].unpaired += 1;
+            count_dropped(stats, &skipped.call, self.hole_end);
         }
         let mut open = stack.pop().expect("idx is in the stack");
+        if open.call.time < self.hole_end {
+            // Open across a hole: this return may be another call's (the entry's own return lost).
+            stats.funcs[target].timing_lost += 1;
+            return None;
+        }
         open.call.join_return(ret.values);
         if !keep(&open.call) {
             let f = &mut stats.funcs[target];
@@ -175,7 +199,7 @@ impl Pairer {
     pub fn thread_exit(&mut self, stats: &mut Stats, tid: u32) {
         if let Some(stack) = self.threads.remove(&StackKey::Thread(tid)) {
             for c in stack {
-                stats.funcs[c.call.target].unpaired += 1;
+                count_dropped(stats, &c.call, self.hole_end);
             }
         }
     }
@@ -186,21 +210,24 @@ impl Pairer {
     }
 
     /// Count the calls still open as `open` in their targets' statistics (at the end of the run: every entry
-    /// is then paired, unpaired or open).
+    /// is then paired, unpaired, open, or lost its timing in a hole, as those open across one are counted).
     pub fn count_open(&self, stats: &mut Stats) {
         for c in self.threads.values().flatten() {
-            stats.funcs[c.call.target].open += 1;
+            match c.call.time < self.hole_end {
+                true => stats.funcs[c.call.target].timing_lost += 1,
+                false => stats.funcs[c.call.target].open += 1,
+            }
         }
     }
 }
 
 /// Pop the open calls on top of `stack` whose SP is below `sp` (frames unwound without returning: longjmp,
 /// exceptions, lost returns), counting each as unpaired.
-fn drop_frames_below(stack: &mut Vec<OpenCall>, sp: u64, stats: &mut Stats) {
+fn drop_frames_below(stack: &mut Vec<OpenCall>, sp: u64, stats: &mut Stats, hole_end: u64) {
     while let Some(top) = stack.last() {
         match top.sp {
             Some(top_sp) if top_sp < sp => {
-                stats.funcs[top.call.target].unpaired += 1;
+                count_dropped(stats, &top.call, hole_end);
                 stack.pop();
             }
             _ => break,
@@ -361,6 +388,32 @@ mod tests {
         assert_eq!(s.funcs[t(1)].total_ns, 50);
         // 200 - 10 (own bias) - 30 (the inner call's probes) = 160, of which 50 in the inner call.
         assert_eq!((s.funcs[t(0)].total_ns, s.funcs[t(0)].self_ns), (160, 110));
+    }
+
+    /// Check that no call open across a hole is timed: a lost return, then a lost entry at the same SP,
+    /// would otherwise pair the stale entry with the next call's return; every entry is still counted.
+    #[test]
+    fn never_pairs_across_a_hole() {
+        let mut s = Stats::new(1);
+        let mut p = Pairer::new(None);
+        enter(&mut p, &mut s, 1, 0, 100, Some(SP));
+        assert_eq!(
+            p.ret(&mut s, th(1), t(0), 110, Some(SP + 8)).unwrap().dur,
+            Some((10, 10))
+        );
+        enter(&mut p, &mut s, 1, 0, 200, Some(SP));
+        // Events lost from 205 to 5,000: the return at ~210 and the next entry (~4,990) among them.
+        p.hole_end = 5_000;
+        assert!(p.ret(&mut s, th(1), t(0), 5_010, Some(SP + 8)).is_none());
+        enter(&mut p, &mut s, 1, 0, 6_000, Some(SP));
+        let after = p.ret(&mut s, th(1), t(0), 6_020, Some(SP + 8)).unwrap();
+        assert_eq!(after.dur, Some((20, 20)));
+        enter(&mut p, &mut s, 1, 0, 7_000, Some(SP));
+        p.hole_end = 7_500;
+        p.count_open(&mut s);
+        let f = &s.funcs[t(0)];
+        assert_eq!((f.count, f.paired, f.timing_lost, f.max_ns), (4, 2, 2, 20));
+        assert_eq!(f.count, f.paired + f.unpaired + f.open + f.timing_lost);
     }
 
     /// Check that calls keyed by goroutine pair across threads: entered on thread 1, returned on thread 2.

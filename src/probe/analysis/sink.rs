@@ -10,6 +10,7 @@ use super::stacks::StackCounter;
 use super::stats::Stats;
 use crate::merge::OrderedMerge;
 use crate::probe::engine::decode::{Hit, Item, Values};
+use crate::probe::engine::holes::Hole;
 use crate::probe::output::TraceOut;
 use crate::probe::plan::Role;
 use crate::probe::target::{PerTarget, TargetId, Targets};
@@ -145,6 +146,7 @@ impl<'a> Sink<'a> {
                 }
             }
             Item::Comm { tid, comm } => self.comms.set(tid, comm),
+            Item::Hole(hole) => self.hole(hole),
             Item::Exit { pid, tid } => {
                 self.threads.remove(&tid);
                 self.comms.exit(tid);
@@ -155,6 +157,20 @@ impl<'a> Sink<'a> {
                     self.spaces.apply(TaskEvent::Exit { pid });
                 }
             }
+        }
+    }
+
+    /// Events were lost (released at the hole's start): calls open now or entered before its end are not timed
+    /// (see [`Pairer`]); the trace marks the place.
+    fn hole(&mut self, hole: Hole) {
+        self.stats.holes += 1;
+        self.pairer.hole_end = self.pairer.hole_end.max(hole.until);
+        self.keyed.hole_end = self.keyed.hole_end.max(hole.until);
+        if let Some(calls) = self.calls.as_mut() {
+            calls.hole(hole);
+        }
+        if let Some(out) = self.trace_out.as_mut() {
+            out.hole(&hole);
         }
     }
 

@@ -72,6 +72,9 @@ pub struct FuncStats {
     pub unpaired: u64,
     /// Entries whose return had not come when the run ended: still running (set for the last report).
     pub open: u64,
+    /// Entries open across a hole in the stream (events lost): their return may be among the lost events, or a
+    /// return after the hole another call's, so they are counted but never timed.
+    pub timing_lost: u64,
     /// Sum of the paired calls' durations.
     pub total_ns: u64,
     /// `total_ns` minus the time spent in probed callees.
@@ -126,6 +129,7 @@ impl FuncStats {
         self.paired += o.paired;
         self.unpaired += o.unpaired;
         self.open += o.open;
+        self.timing_lost += o.timing_lost;
         self.total_ns += o.total_ns;
         self.self_ns += o.self_ns;
         self.hist.merge(&o.hist);
@@ -155,8 +159,10 @@ pub struct KeyedCounts {
 #[derive(Clone, Debug, Default)]
 pub struct Stats {
     pub funcs: PerTarget<FuncStats>,
-    /// Events the kernel dropped (PERF_RECORD_LOST).
+    /// Events the kernel dropped (PERF_RECORD_LOST, the tracefs ring's counts).
     pub lost: u64,
+    /// Holes in the stream: places where events were lost.
+    pub holes: u64,
     /// Returns that came without a matching entry (calls already running when probing began, lost entries).
     pub orphan_returns: u64,
     /// Keyed pairing's drops and lone DONEs.
@@ -169,6 +175,7 @@ impl Stats {
         Stats {
             funcs: PerTarget::filled(n, FuncStats::default()),
             lost: 0,
+            holes: 0,
             orphan_returns: 0,
             keyed: KeyedCounts::default(),
         }
@@ -177,6 +184,11 @@ impl Stats {
     /// Total unpaired entries over all functions.
     pub fn unpaired(&self) -> u64 {
         self.funcs.values().map(|f| f.unpaired).sum()
+    }
+
+    /// Total calls whose timing was lost in a hole, over all functions.
+    pub fn timing_lost(&self) -> u64 {
+        self.funcs.values().map(|f| f.timing_lost).sum()
     }
 
     /// Total calls still running at the end over all functions.

@@ -4,6 +4,7 @@
 //! measured duration (the mean duration the engine reports for the calibration function, which does
 //! nothing).
 use super::decode::{decode, EventTypes, Item, PerfParse, ProbeInfo};
+use super::holes::Holes;
 use super::perf::pmu_sample_bits;
 use super::ring::RingEngine;
 use crate::merge::OrderedMerge;
@@ -156,7 +157,7 @@ impl Calibrator<'_> {
                 ring.calibrate_on(self.group, &events, in_kernel).ok()
             })?;
             let mut merge = OrderedMerge::new();
-            let _ = ring.read(&types, &mut merge);
+            let _ = ring.read(&types, &mut merge, &mut Holes::default());
             ring.calibrate_off(self.group, &events);
             measured.durations = durations(merge, own_tid());
             Some(measured)
@@ -185,8 +186,8 @@ impl Calibrator<'_> {
                 by_id,
             };
             let types = EventTypes::for_roles(&roles(&self.ids(site)), 4);
-            let (mut merge, mut lost) = (OrderedMerge::new(), 0);
-            set.read(|infos, rec| decode(rec, infos, &parse, &types, &mut merge, &mut lost));
+            let (mut merge, mut holes) = (OrderedMerge::new(), Holes::default());
+            set.read(|infos, rec| decode(rec, infos, &parse, &types, &mut merge, &mut holes));
             measured.durations = durations(merge, own_tid());
             Some(measured)
         })

@@ -1,6 +1,7 @@
 //! Decoding the records of a probe session: perf samples (their RAW data, or a uprobe PMU sample's thread
 //! and registers) and tracefs ring events alike become [`Item`]s in the time-ordered merge; the table of every
 //! probe event's fields, by type id, says what each event's data holds.
+use super::holes::{Hole, Holes};
 use crate::merge::OrderedMerge;
 use crate::perf::record_type::{
     EXIT as PERF_RECORD_EXIT, LOST as PERF_RECORD_LOST, SAMPLE as PERF_RECORD_SAMPLE,
@@ -118,6 +119,8 @@ pub enum Item {
         pid: u32,
         tid: u32,
     },
+    /// Events were lost (released at the hole's start, so that every call open across it is known).
+    Hole(Hole),
 }
 
 impl EventTypes {
@@ -206,19 +209,19 @@ pub struct PerfParse {
     pub by_id: bool,
 }
 
-/// Decode one perf record into the merge; adds the events LOST records count to `lost`.
+/// Decode one perf record into the merge; LOST records become holes (see [`Holes`]).
 pub fn decode(
     rec: RawRecord<'_>,
     infos: &EventInfos<ProbeInfo>,
     parse: &PerfParse,
     types: &EventTypes,
     merge: &mut OrderedMerge<Item>,
-    lost: &mut u64,
+    holes: &mut Holes,
 ) {
     if rec.kind == PERF_RECORD_SAMPLE {
-        decode_sample(rec, infos, parse, types, merge);
+        decode_sample(rec, infos, parse, types, merge, holes);
     } else {
-        decode_side_band(rec, parse, merge, lost);
+        decode_side_band(rec, parse, merge, holes);
     }
 }
 
@@ -230,6 +233,7 @@ fn decode_sample(
     parse: &PerfParse,
     types: &EventTypes,
     merge: &mut OrderedMerge<Item>,
+    holes: &mut Holes,
 ) {
     let (info, pmu) = match (&parse.samples, parse.by_id) {
         (Some(p), false) => (p, None),
@@ -245,6 +249,9 @@ fn decode_sample(
     let Some(time) = s.timestamp else {
         return;
     };
+    if let Some(cpu) = s.cpu {
+        holes.seen(cpu, time, rec.bytes.len());
+    }
     let stack = entry_stack(&s);
     let mut item = match (s.raw, pmu) {
         (Some(raw), _) => types.item(&raw.as_slice(), stack),
@@ -296,12 +303,19 @@ fn decode_side_band(
     rec: RawRecord<'_>,
     parse: &PerfParse,
     merge: &mut OrderedMerge<Item>,
-    lost: &mut u64,
+    holes: &mut Holes,
 ) {
     let raw = rec.event(&parse.any);
     let time = raw.timestamp().unwrap_or(0);
+    let cpu = raw.common_data().ok().and_then(|c| c.cpu);
+    if let (Some(cpu), false) = (cpu, rec.kind == PERF_RECORD_LOST) {
+        holes.seen(cpu, time, rec.bytes.len());
+    }
     match (rec.kind, raw.parse()) {
-        (PERF_RECORD_LOST, Ok(EventRecord::Lost(l))) => *lost += l.count,
+        (PERF_RECORD_LOST, Ok(EventRecord::Lost(l))) => {
+            let hole = holes.perf_lost(cpu.unwrap_or(u32::MAX), time, l.count);
+            merge.push(hole.after, Item::Hole(hole));
+        }
         (PERF_RECORD_EXIT, Ok(EventRecord::Exit(e))) => merge.push(
             e.timestamp,
             Item::Exit {

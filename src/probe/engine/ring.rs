@@ -5,6 +5,7 @@
 //! samples' RAW data. Writing an event costs the target about 0.2 us against 0.5 us or more for a perf sample;
 //! but the uprobe traps in every process that maps the file (see [`crate::probe::plan`]).
 use super::decode::{EventTypes, Item};
+use super::holes::Holes;
 use crate::merge::OrderedMerge;
 use crate::perf::ftrace_ring::{FtraceRings, RingMode};
 use crate::probe::{ProbeError, ProbeOptions, TaskTarget};
@@ -23,12 +24,16 @@ pub struct RingEngine {
     /// Events enabled in the instance, as (group, event).
     enabled: Vec<(String, String)>,
     /// Overruns and drops already reported, per CPU.
-    lost_seen: u64,
+    lost_seen: Vec<(u32, u64)>,
+    /// A page said events were lost since the counts were last read.
+    gaps: bool,
 }
 
 impl RingEngine {
     /// Create the instance `name` (the probe group's name) with the `mono` clock, rings of `--mmap-pages` per
-    /// CPU that drop new events when full (never overwrite: a missing entry or return is counted, not silent).
+    /// CPU that overwrite their oldest events when full: then the first page read after the loss says so
+    /// (`RB_MISSED_EVENTS`), which places the hole in time; with overwrite off, Linux (6.18) marks no page and
+    /// only counts the events it drops (see [`super::holes`]).
     pub fn create(
         tracefs: &Tracefs,
         name: &str,
@@ -37,7 +42,7 @@ impl RingEngine {
         let instance = Instance::create(tracefs, name)?;
         let kb_per_cpu = (opts.mmap_pages * crate::perf::ring::page_size() / 1024) as u64;
         instance.set_clock(CLOCK)?;
-        instance.set_option("overwrite", false)?;
+        instance.set_option("overwrite", true)?;
         instance.set_buffer_kb(kb_per_cpu)?;
         // Wake the reader when a CPU's ring is a quarter full (the poll timeout covers slow rates).
         instance.set_buffer_percent(25)?;
@@ -46,7 +51,8 @@ impl RingEngine {
             rings: None,
             force_read: opts.ring_read,
             enabled: Vec::new(),
-            lost_seen: 0,
+            lost_seen: Vec::new(),
+            gaps: false,
         })
     }
 
@@ -104,27 +110,65 @@ impl RingEngine {
             .unwrap_or_default()
     }
 
-    /// Read every CPU's ring once into the merge; returns the events read.
+    /// Read every CPU's ring once into the merge, with the holes its pages announce; returns the events read.
     pub fn read(
         &mut self,
         types: &EventTypes,
         merge: &mut OrderedMerge<Item>,
+        holes: &mut Holes,
     ) -> Result<usize, ProbeError> {
         let Some(rings) = self.rings.as_mut() else {
             return Ok(0);
         };
-        let n = rings.read(|cpu, time, data| {
-            if let Some(mut item) = types.item(data, None) {
-                if let Item::Hit(hit) = &mut item {
-                    hit.from_ring = true;
-                    hit.cpu = Some(cpu);
+        let mut gaps = Vec::new();
+        // Events and bytes read per CPU (the bytes with an 8-byte event header).
+        let mut per_cpu: Vec<(u32, u64, u64)> = Vec::new();
+        let n = rings.read_gaps(
+            |cpu, time, data| {
+                match per_cpu.iter_mut().find(|c| c.0 == cpu) {
+                    Some(c) => (c.1, c.2) = (c.1 + 1, c.2 + data.len() as u64 + 8),
+                    None => per_cpu.push((cpu, 1, data.len() as u64 + 8)),
                 }
-                merge.push(time, item);
-            }
-        })?;
+                push_event(types, merge, cpu, time, data);
+            },
+            |gap| gaps.push(gap),
+        )?;
+        for (cpu, events, bytes) in per_cpu {
+            holes.ring_read(cpu, events, bytes);
+        }
+        // At the time of the last event before it: the merge's stable sort keeps it after that event.
+        for gap in gaps {
+            self.gaps = true;
+            let hole = holes.ring_gap(gap);
+            merge.push(hole.after, Item::Hole(hole));
+        }
         Ok(n)
     }
 
+    /// Whether a page said events were lost since the last [`RingEngine::take_lost`].
+    pub fn gaps_seen(&self) -> bool {
+        self.gaps
+    }
+}
+
+/// One ring event into the merge.
+fn push_event(
+    types: &EventTypes,
+    merge: &mut OrderedMerge<Item>,
+    cpu: u32,
+    time: u64,
+    data: &[u8],
+) {
+    if let Some(mut item) = types.item(data, None) {
+        if let Item::Hit(hit) = &mut item {
+            hit.from_ring = true;
+            hit.cpu = Some(cpu);
+        }
+        merge.push(time, item);
+    }
+}
+
+impl RingEngine {
     /// The events the kernel wrote into the instance's buffers so far, by their own counters (those still in the
     /// buffers, read, overwritten or dropped).
     pub fn written(&self) -> u64 {
@@ -140,16 +184,30 @@ impl RingEngine {
         let _ = self.instance.set_tracing_on(false);
     }
 
-    /// Events the kernel dropped or overwrote (every CPU's `stats`) since the last call.
-    pub fn take_lost(&mut self) -> u64 {
-        let cpus = crate::perf::online_cpus().unwrap_or_default();
-        let total: u64 = cpus
-            .iter()
-            .filter_map(|&c| self.instance.cpu_stats(c).ok())
-            .map(|s| s.overrun + s.dropped_events)
-            .sum();
-        let new = total.saturating_sub(self.lost_seen);
-        self.lost_seen = total;
+    /// Events the kernel dropped or overwrote (every CPU's `stats`) since the last call, into `holes` per CPU;
+    /// returns their number.
+    pub fn take_lost(&mut self, holes: &mut Holes) -> u64 {
+        self.gaps = false;
+        let mut new = 0;
+        for cpu in crate::perf::online_cpus().unwrap_or_default() {
+            let Ok(s) = self.instance.cpu_stats(cpu) else {
+                continue;
+            };
+            let total = s.overrun + s.dropped_events;
+            let seen = match self.lost_seen.iter_mut().find(|(c, _)| *c == cpu) {
+                Some((_, seen)) => seen,
+                None => {
+                    self.lost_seen.push((cpu, 0));
+                    &mut self.lost_seen.last_mut().expect("pushed").1
+                }
+            };
+            let n = total.saturating_sub(*seen);
+            *seen = total;
+            if n > 0 {
+                holes.ring_lost(cpu, n);
+                new += n;
+            }
+        }
         new
     }
 

@@ -57,6 +57,9 @@ fn write_untimed(w: &mut dyn Write, f: &FuncStats) -> io::Result<()> {
     if f.open > 0 {
         parts.push(format!("{} still running at the end", f.open));
     }
+    if f.timing_lost > 0 {
+        parts.push(format!("{} open across lost events", f.timing_lost));
+    }
     if parts.len() == 1 {
         return Ok(());
     }

@@ -16,6 +16,7 @@ pub use trace_format::TraceFormat;
 
 use crate::probe::analysis::{Calls, StackCounter, Stats};
 use crate::probe::engine::cost::Costs;
+use crate::probe::engine::holes::LossSummary;
 use crate::probe::plan::Placement;
 use crate::probe::target::{PerTarget, Targets};
 use crate::probe::ProbeOptions;
@@ -36,6 +37,8 @@ pub struct ReportParts<'a> {
     pub calls: Option<&'a Calls>,
     /// The stacks that name callers and slow calls' frames.
     pub stacks: &'a StackCounter,
+    /// What the losses of the run cost (its last report).
+    pub loss: Option<LossSummary>,
 }
 
 /// The wall clock as `HH:MM:SS` (UTC).
@@ -55,6 +58,10 @@ pub fn write_report(
     opts: &ProbeOptions,
     parts: &ReportParts<'_>,
 ) -> io::Result<()> {
+    // perf trace's lines are the whole output, as perf trace's are (-s gives the table instead).
+    if opts.calls.trace && opts.calls.style == crate::probe::TraceStyle::PerfTrace {
+        return out.flush();
+    }
     let keyed = match (parts.calls, opts.calls.by.as_deref()) {
         (Some(calls), Some(_)) => Some(percall::keyed_rows(calls, parts.stacks)),
         _ => None,
@@ -69,7 +76,10 @@ pub fn write_report(
         timed: parts.timed,
         timestamp: opts.timestamps.then(clock),
         open_calls: parts.open_calls,
-        totals: Totals::of(parts.stats),
+        totals: Totals {
+            loss: parts.loss.unwrap_or_default(),
+            ..Totals::of(parts.stats)
+        },
         costs: parts.costs,
         net: opts.net,
     };

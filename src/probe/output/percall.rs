@@ -1,8 +1,11 @@
 //! Writing what per-call work gathered ([`Calls`]): the `--by` rows, `--hist VALUE` histograms, the slow calls
 //! of `--min-duration` and the `--trace` lines.
-use super::table::{human_ns, write_log2_hist, Row};
-use crate::probe::analysis::{describe, Call, Calls, FuncStats, Key, StackCounter, MAX_KEYS};
+use super::table::{human_ns, plural, write_log2_hist, Row};
+use crate::probe::analysis::{
+    describe, Call, Calls, FuncStats, Key, StackCounter, TraceStyle, MAX_KEYS,
+};
 use crate::probe::target::{TargetId, Targets};
+use crate::probe::value::{errno_name, Value};
 use crate::resolve::FrameId;
 use std::collections::HashMap;
 use std::io::{self, Write};
@@ -177,7 +180,9 @@ pub fn write_trace(
         )
     };
     let format = calls.opts.trace_format.clone();
-    if !calls.trace_lines.is_empty() && !calls.trace_header {
+    let style = calls.opts.style;
+    let header = format.is_some() || style == TraceStyle::Probe;
+    if !calls.trace_lines.is_empty() && !calls.trace_header && header {
         calls.trace_header = true;
         if let Some(f) = &format {
             writeln!(w, "{}", f.header())?;
@@ -193,12 +198,25 @@ pub fn write_trace(
         if t.skipped_before > 0 {
             note(w, t.skipped_before)?;
         }
-        match &format {
-            Some(f) => {
+        if let Some(h) = t.hole_before {
+            let count = h.count.map_or("events".to_string(), |n| {
+                format!("{} {}", crate::text::thousands(n), plural(n, "event"))
+            });
+            writeln!(
+                w,
+                "--- {count} lost on CPU {} between {:.6} and {:.6}: calls open across it are not timed ---",
+                h.cpu,
+                h.after as f64 / 1e9,
+                h.until as f64 / 1e9
+            )?;
+        }
+        match (&format, style) {
+            (Some(f), _) => {
                 let target = &targets[t.call.target];
                 writeln!(w, "{}", f.line(&t.call, &target.fetches, &target.name))?
             }
-            None => writeln!(w, "{}", line(&t.call, targets, stacks))?,
+            (None, TraceStyle::Probe) => writeln!(w, "{}", line(&t.call, targets, stacks))?,
+            (None, TraceStyle::PerfTrace) => writeln!(w, "{}", perf_trace_line(&t.call, targets))?,
         }
     }
     if end && calls.trace_skipped > 0 {
@@ -231,4 +249,60 @@ fn line(call: &Call, targets: &Targets, stacks: &StackCounter) -> String {
         id(call.ctx.pid),
         id(call.ctx.tid),
     )
+}
+
+/// The syscalls whose return perf trace shows in hex (addresses).
+const HEX_RETURNS: [&str; 4] = ["brk", "mmap", "mremap", "shmat"];
+
+/// A return value as perf trace shows it: an error as `-1 ENOENT (No such file or directory)`, an address
+/// in hex, else the number.
+fn perf_trace_return(syscall: &str, v: Option<&Value>) -> String {
+    let raw = match v {
+        Some(Value::Errno(r)) => *r,
+        Some(v) => return v.to_string(),
+        None => return "?".into(),
+    };
+    match errno_name(raw) {
+        Some(name) => {
+            let text = nix::errno::Errno::from_raw((-raw) as i32).desc();
+            format!("-1 {name} ({text})")
+        }
+        None if HEX_RETURNS.contains(&syscall) => format!("{raw:#x}"),
+        None => raw.to_string(),
+    }
+}
+
+/// perf trace's line (`rprof trace`): `MS ( DUR ms): COMM/TID name(field: value, ...)` padded to 70
+/// columns, then ` = RET`; a call without a return has no duration and no `= RET`.
+fn perf_trace_line(call: &Call, targets: &Targets) -> String {
+    let t = &targets[call.target];
+    let name = t.name.strip_prefix("syscall:").unwrap_or(&t.name);
+    let args: Vec<String> = t
+        .fetches
+        .iter()
+        .zip(&call.values)
+        .filter(|(f, _)| !f.on_return)
+        .map(|(f, v)| {
+            let shown = v.as_ref().map_or("?".to_string(), Value::to_string);
+            format!("{}: {shown}", f.label)
+        })
+        .collect();
+    let dur = match call.dur {
+        Some((d, _)) => format!("{:6.3} ms", d as f64 / 1e6),
+        None => " ".repeat(9),
+    };
+    let comm = call.ctx.comm.as_deref().unwrap_or("-");
+    let comm: String = comm.chars().take(14).collect();
+    let tid = call.ctx.tid.map_or("-".to_string(), |v| v.to_string());
+    let head = format!("{:10.3} ({dur}): {comm}/{tid} ", call.time as f64 / 1e6);
+    let text = format!("{name}({})", args.join(", "));
+    let ret = t
+        .fetches
+        .iter()
+        .zip(&call.values)
+        .find(|(f, _)| f.on_return && f.label == "ret");
+    match ret {
+        Some((_, v)) => format!("{head}{text:<69} = {}", perf_trace_return(name, v.as_ref())),
+        None => format!("{head}{text}"),
+    }
 }

@@ -1,6 +1,7 @@
 //! The per-function report of `rprof probe`: the table, funclatency-style histograms, CSV and JSON.
 use crate::probe::analysis::{bucket_range, FuncStats, Histogram, KeyedCounts, Stats};
 use crate::probe::engine::cost::{ClassCost, Costs};
+use crate::probe::engine::holes::LossSummary;
 use crate::probe::plan::{Placement, ProbeClass};
 use crate::probe::target::{PerTarget, Targets};
 use std::io::{self, Write};
@@ -13,14 +14,14 @@ pub enum Format {
     Table,
     /// One log2 histogram per function (funclatency's layout), after the table.
     Hist,
-    /// `function,count,total_us,self_us,avg_us,min_us,max_us`.
+    /// `function,count,total_us,self_us,avg_us,min_us,max_us,timing_lost`.
     Csv,
     /// One JSON object per report.
     Json,
 }
 
 /// The CSV header (parsed by other tools: keep it exact).
-pub const CSV_HEADER: &str = "function,count,total_us,self_us,avg_us,min_us,max_us";
+pub const CSV_HEADER: &str = "function,count,total_us,self_us,avg_us,min_us,max_us,timing_lost";
 
 /// One report: the rows of a run or an interval, and what is said under them.
 #[derive(Clone, Debug)]
@@ -43,7 +44,7 @@ pub struct Report<'a> {
 }
 
 /// What the report says of all rows: events lost, calls unpaired, returns without an entry.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Totals {
     pub lost: u64,
     pub unpaired: u64,
@@ -52,6 +53,12 @@ pub struct Totals {
     pub keyed: KeyedCounts,
     /// Calls still running at the end (counted, not timed).
     pub open: u64,
+    /// Calls open across a hole in the stream (counted, not timed).
+    pub timing_lost: u64,
+    /// Places where events were lost.
+    pub holes: u64,
+    /// What the losses cost and how to avoid them (the run's last report).
+    pub loss: LossSummary,
 }
 
 impl Totals {
@@ -62,6 +69,9 @@ impl Totals {
             orphan_returns: stats.orphan_returns,
             keyed: stats.keyed,
             open: stats.open(),
+            timing_lost: stats.timing_lost(),
+            holes: stats.holes,
+            loss: LossSummary::default(),
         }
     }
 }
@@ -303,12 +313,8 @@ fn write_costs(w: &mut dyn Write, report: &Report) -> io::Result<()> {
 fn write_footer(w: &mut dyn Write, report: &Report) -> io::Result<()> {
     let s = &report.totals;
     write_costs(w, report)?;
-    if s.lost > 0 {
-        writeln!(
-            w,
-            "LOST {} events (the ring buffers overflowed; raise --mmap-pages)",
-            s.lost
-        )?;
+    if s.lost > 0 || s.holes > 0 {
+        writeln!(w, "{}", lost_line(s, report.timed))?;
     }
     if let Some(line) = keyed_line(&s.keyed) {
         writeln!(w, "{line}")?;
@@ -333,6 +339,49 @@ fn write_footer(w: &mut dyn Write, report: &Report) -> io::Result<()> {
         )?;
     }
     Ok(())
+}
+
+/// `LOST 86,210 events in 412 holes (the ring buffers overflowed); 20,100 calls open across them counted, not
+/// timed; --mmap-pages 64 would have held the peak of 1.2M events/s`.
+fn lost_line(s: &Totals, timed: bool) -> String {
+    let n = crate::text::thousands;
+    let mut line = format!("LOST {} {}", n(s.lost), plural(s.lost, "event"));
+    if s.holes > 0 {
+        line.push_str(&format!(" in {} {}", n(s.holes), plural(s.holes, "hole")));
+    }
+    line.push_str(" (the ring buffers overflowed)");
+    if timed {
+        line.push_str(&format!(
+            "; {} {} open across them counted, not timed",
+            n(s.timing_lost),
+            plural(s.timing_lost, "call")
+        ));
+    }
+    let l = &s.loss;
+    let rate = format!("{} events/s", rate(l.peak_rate));
+    match (l.capacity, l.pages_needed) {
+        (Some(cap), _) if l.peak_rate > cap => line.push_str(&format!(
+            "; the peak of {rate} is more than rprof reads ({} events/s): no ring holds it, probe fewer \
+             functions",
+            self::rate(cap)
+        )),
+        (_, Some(pages)) => line.push_str(&format!(
+            "; --mmap-pages {pages} would have held the peak of {rate}"
+        )),
+        _ => line.push_str("; raise --mmap-pages"),
+    }
+    line
+}
+
+/// A rate for people: `812`, `45.1K`, `1.20M`.
+fn rate(r: f64) -> String {
+    if r >= 1e6 {
+        format!("{:.2}M", r / 1e6)
+    } else if r >= 1e3 {
+        format!("{:.1}K", r / 1e3)
+    } else {
+        format!("{r:.0}")
+    }
 }
 
 /// `KEYED 3 STARTs replaced by a later START of their key, 2 dropped at the --max-open cap, ...`: what keyed
@@ -380,14 +429,15 @@ pub fn write_csv(w: &mut dyn Write, report: &Report) -> io::Result<()> {
         };
         writeln!(
             w,
-            "{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{}",
             name,
             f.count,
             us(f.total_ns),
             us(f.self_ns),
             us(f.avg_ns()),
             us(f.min_ns),
-            us(f.max_ns)
+            us(f.max_ns),
+            f.timing_lost
         )?;
     }
     Ok(())
@@ -418,6 +468,7 @@ pub fn write_json(w: &mut dyn Write, report: &Report) -> io::Result<()> {
                         "paired": f.paired,
                         "unpaired": f.unpaired,
                         "open": f.open,
+                        "timing_lost": f.timing_lost,
                         "total_ns": f.total_ns,
                         "self_ns": f.self_ns,
                         "avg_ns": f.avg_ns(),
@@ -439,6 +490,10 @@ pub fn write_json(w: &mut dyn Write, report: &Report) -> io::Result<()> {
     let doc = serde_json::json!({
         "timestamp": report.timestamp,
         "lost": report.totals.lost,
+        "holes": report.totals.holes,
+        "timing_lost": report.totals.timing_lost,
+        "pages_needed": report.totals.loss.pages_needed,
+        "peak_events_per_s": report.totals.loss.peak_rate.round() as u64,
         "unpaired": report.totals.unpaired,
         "orphan_returns": report.totals.orphan_returns,
         "open_calls": report.open_calls,
@@ -536,9 +591,9 @@ mod tests {
         let text = String::from_utf8(out).unwrap();
         assert_eq!(
             text,
-            "function,count,total_us,self_us,avg_us,min_us,max_us\n\
-             outer,1,10000.000,2000.000,10000.000,10000.000,10000.000\n\
-             \"ns::f(int, char)\",2,8000.000,8000.000,4000.000,4000.000,4000.000\n"
+            "function,count,total_us,self_us,avg_us,min_us,max_us,timing_lost\n\
+             outer,1,10000.000,2000.000,10000.000,10000.000,10000.000,0\n\
+             \"ns::f(int, char)\",2,8000.000,8000.000,4000.000,4000.000,4000.000,0\n"
         );
     }
 

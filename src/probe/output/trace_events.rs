@@ -173,6 +173,20 @@ impl TraceOut {
         self.written += 1;
     }
 
+    /// Events were lost: a global instant event `events lost` at the hole's start, with its end and count;
+    /// the calls open across it are not in the file (they were not timed).
+    pub fn hole(&mut self, hole: &crate::probe::engine::holes::Hole) {
+        let mut args = json!({"cpu": hole.cpu, "until_us": hole.until as f64 / 1e3});
+        if let Some(n) = hole.count {
+            args["lost"] = json!(n);
+        }
+        let e = json!({
+            "name": "events lost", "ph": "i", "s": "g", "ts": hole.after as f64 / 1e3, "pid": 0, "tid": 0,
+            "args": args,
+        });
+        self.event(&e);
+    }
+
     /// The track of a keyed pair's key: its own (named `pid=1234`), or past [`MAX_KEY_TRACKS`] the one of its
     /// `--by` value.
     fn key_track(&mut self, target: &Target, key: &[Value], by: Option<&Value>) -> u32 {

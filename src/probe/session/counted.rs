@@ -105,6 +105,7 @@ impl Handler<()> for CountLoop<'_> {
             placements: self.placements,
             calls: None,
             stacks: &stacks,
+            loss: None,
         };
         Ok(output::write_report(self.out, self.opts, &parts)?)
     }

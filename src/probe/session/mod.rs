@@ -6,6 +6,7 @@ use super::analysis::{AddrMap, Calls, KeyedPairer, NetCost, Sink};
 use super::engine::cost::{calibration_sites, Calibrator, Costs, Measured};
 use super::engine::decode::{decode, event_types, EventTypes, Item, PerfParse, ProbeInfo};
 use super::engine::group::{self, ProbeGroup};
+use super::engine::holes::Holes;
 use super::engine::perf::{open_events, Opened};
 use super::engine::ring::RingEngine;
 use super::engine::sharing::sharing;
@@ -317,6 +318,10 @@ fn run_sampled(
     } = open_events(s.opts, s.tracefs, &plan.events, &ids, &s.tasks, s.pmu)?;
     let ring_base = ring.as_ref().map(RingEngine::written);
     if let Some(r) = ring.as_mut() {
+        // What the calibration overwrote is not the target's loss.
+        r.take_lost(&mut Holes::default());
+    }
+    if let Some(r) = ring.as_mut() {
         refused.extend(enable_ring(s, &plan, r, in_kernel)?);
     }
     report_refused(s, &refused);
@@ -353,7 +358,12 @@ fn run_sampled(
     (s.notice)(Notice::Started(started));
     let mut live = SampledLoop {
         sink,
-        merge: OrderedMerge::new(),
+        // Two rounds late: a hole is placed at the last event read before it, which a LOST record or a flagged
+        // page announces a round or two later (see `engine::holes`).
+        merge: OrderedMerge::with_lag(2),
+        holes: Holes::default(),
+        lost_synced: 0,
+        round_started: None,
         parse,
         types,
         ring,
@@ -475,11 +485,14 @@ fn finish_sampled(s: &mut Setup<'_>, live: SampledLoop<'_>) -> Result<RunSummary
         placements,
         read,
         ring_base,
+        mut holes,
+        lost_synced,
         ..
     } = live;
     if let Some(r) = ring.as_mut() {
-        sink.stats.lost += r.take_lost();
+        r.take_lost(&mut holes);
     }
+    sink.stats.lost += holes.lost - lost_synced;
     if s.opts.debug_cost != DebugCost::Off {
         let written = ring
             .as_ref()
@@ -498,6 +511,7 @@ fn finish_sampled(s: &mut Setup<'_>, live: SampledLoop<'_>) -> Result<RunSummary
         }
     }
     sink.pairer.count_open(&mut sink.stats);
+    sink.keyed.count_open(&mut sink.stats);
     let parts = ReportParts {
         targets: s.targets,
         stats: &sink.stats,
@@ -507,6 +521,7 @@ fn finish_sampled(s: &mut Setup<'_>, live: SampledLoop<'_>) -> Result<RunSummary
         placements,
         calls: sink.calls.as_ref(),
         stacks: &sink.stacks,
+        loss: Some(holes.summary(crate::perf::ring::page_size())),
     };
     output::write_report(out, s.opts, &parts)?;
     if sink.stats.lost > 0 && matches!(s.opts.format, Format::Csv | Format::Json) {
@@ -571,6 +586,23 @@ struct SampledLoop<'a> {
     read: u64,
     /// The tracefs ring's count of events written when the targets' events were enabled.
     ring_base: Option<u64>,
+    /// Where the streams had holes, and the rates read.
+    holes: Holes,
+    /// The part of `holes.lost` already added to the sink's statistics.
+    lost_synced: u64,
+    /// When the round's first record was read (rprof's time reading, for its reading rate).
+    round_started: Option<Instant>,
+}
+
+impl SampledLoop<'_> {
+    /// Add the events lost since the last call to the sink's statistics.
+    fn sync_lost(&mut self) {
+        if let Some(r) = self.ring.as_mut() {
+            r.take_lost(&mut self.holes);
+        }
+        self.sink.stats.lost += self.holes.lost - self.lost_synced;
+        self.lost_synced = self.holes.lost;
+    }
 }
 
 impl Handler<ProbeInfo> for SampledLoop<'_> {
@@ -584,8 +616,11 @@ impl Handler<ProbeInfo> for SampledLoop<'_> {
         if rec.kind == crate::perf::record_type::SAMPLE {
             self.read += 1;
         }
-        let lost = &mut self.sink.stats.lost;
-        decode(rec, infos, &self.parse, &self.types, &mut self.merge, lost);
+        if self.round_started.is_none() {
+            self.round_started = Some(Instant::now());
+        }
+        let holes = &mut self.holes;
+        decode(rec, infos, &self.parse, &self.types, &mut self.merge, holes);
         Ok(())
     }
 
@@ -595,13 +630,19 @@ impl Handler<ProbeInfo> for SampledLoop<'_> {
 
     /// Read the tracefs ring (the perf rings were read), then release what is in order.
     fn end_round(&mut self, _records: usize, last: bool) -> Result<(), ProbeError> {
+        let started = Instant::now();
         if let Some(r) = self.ring.as_mut() {
             if last {
                 r.disable();
             }
-            self.read += r.read(&self.types, &mut self.merge)? as u64;
+            self.read += r.read(&self.types, &mut self.merge, &mut self.holes)? as u64;
+            if r.gaps_seen() {
+                self.sync_lost();
+            }
         }
         self.sink.release(&mut self.merge, last);
+        let started = self.round_started.take().unwrap_or(started);
+        self.holes.end_round(started.elapsed());
         if let Some(calls) = self.sink.calls.as_mut() {
             if !calls.trace_lines.is_empty() && !last {
                 self.sink.stacks.finish();
@@ -615,9 +656,7 @@ impl Handler<ProbeInfo> for SampledLoop<'_> {
     /// The `-i` report of the interval that ended (the last one is reported at the end, with everything still
     /// in the buffers).
     fn tick(&mut self) -> Result<(), ProbeError> {
-        if let Some(r) = self.ring.as_mut() {
-            self.sink.stats.lost += r.take_lost();
-        }
+        self.sync_lost();
         let interval = self.sink.stats.take();
         let calls = self.sink.calls.as_mut().map(Calls::take);
         if calls.is_some() {
@@ -632,6 +671,7 @@ impl Handler<ProbeInfo> for SampledLoop<'_> {
             placements: self.placements,
             calls: calls.as_ref(),
             stacks: &self.sink.stacks,
+            loss: None,
         };
         Ok(output::write_report(self.out, self.opts, &parts)?)
     }

@@ -27,7 +27,9 @@ pub fn resolve(
     syscall: bool,
     on_return: bool,
 ) -> Result<Fetch, String> {
-    let (index, field) = match item.arg_index().filter(|_| syscall) {
+    // A field named like a position (arch_prctl's `arg2`) is that field.
+    let named = fields.iter().any(|f| f.name == item.name);
+    let (index, field) = match item.arg_index().filter(|_| syscall && !named) {
         Some(n) => (
             n,
             *fields.get(n).ok_or_else(|| {

@@ -112,9 +112,17 @@ pub fn targets(
                 e => e,
             })?;
         for mut t in found {
+            let perf_trace = opts.calls.style == crate::probe::TraceStyle::PerfTrace;
             let every = match (&t.kind, opts.calls.trace && items.is_empty()) {
                 (TargetKind::Tracepoint { category, event }, true) => {
                     every_field(formats(category, event).as_deref())
+                }
+                // perf trace's lines show a syscall's every argument, then what is asked for.
+                (TargetKind::Syscall { name }, _) if perf_trace => {
+                    let event = format!("sys_enter_{name}");
+                    let mut all = every_field(formats("syscalls", &event).as_deref());
+                    all.extend(items.iter().cloned());
+                    all
                 }
                 _ => Vec::new(),
             };

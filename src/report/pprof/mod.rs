@@ -40,8 +40,22 @@ pub fn write_pprof(p: &Profile, out: &mut impl Write) -> Result<(), ReportError>
     Ok(())
 }
 
+/// What a caller changes in the sample labels of [`to_pprof_with`].
+#[derive(Clone, Debug, Default)]
+pub struct PprofLabels {
+    /// Leave the `tid` label out: the samples of a process's threads merge (fewer samples in the file).
+    pub no_tid: bool,
+    /// More labels on each process's samples (`rprof record --push`: the container id).
+    pub by_pid: HashMap<u32, Vec<(String, String)>>,
+}
+
 /// The profile as pprof's message (see the module's documentation for what goes where).
 pub fn to_pprof(p: &Profile) -> Result<proto::Profile, ReportError> {
+    to_pprof_with(p, &PprofLabels::default())
+}
+
+/// [`to_pprof`] with the sample labels changed as `labels` says.
+pub fn to_pprof_with(p: &Profile, labels: &PprofLabels) -> Result<proto::Profile, ReportError> {
     let ex = p
         .exports
         .as_ref()
@@ -55,7 +69,7 @@ pub fn to_pprof(p: &Profile) -> Result<proto::Profile, ReportError> {
     let types = sample_types(&mut b, p);
     let (mut mapping, mapping_of_module) = mappings(&mut b, ex);
     let location = locations(&mut b, p, ex, &mapping_of_module, &mut mapping);
-    let (sample, duration) = samples(&mut b, p, ex, types.values.len());
+    let (sample, duration) = samples(&mut b, p, ex, types.values.len(), labels);
     Ok(proto::Profile {
         sample_type: types.values,
         sample,
@@ -183,13 +197,20 @@ fn samples(
     p: &Profile,
     ex: &Exports,
     value_count: usize,
+    extra: &PprofLabels,
 ) -> (Vec<proto::Sample>, u64) {
     // (stack, pid, tid, comm, off CPU) -> [samples, CPU ns, off-CPU ns]
     let mut groups: HashMap<(u32, u32, u32, u32, bool), [u64; 3]> = HashMap::new();
     let (mut first, mut last) = (u64::MAX, 0);
     for s in &ex.samples {
         let v = groups
-            .entry((s.stack, s.pid, s.tid, s.comm, s.off_cpu))
+            .entry((
+                s.stack,
+                s.pid,
+                if extra.no_tid { 0 } else { s.tid },
+                s.comm,
+                s.off_cpu,
+            ))
             .or_default();
         v[0] += 1;
         let slot = if s.off_cpu { 2 } else { 1 };
@@ -215,7 +236,20 @@ fn samples(
                     .map(|&l| l as u64 + 1)
                     .collect(),
                 value,
-                label: labels.of(b, pid, tid, &p.comms[comm as usize], off),
+                label: {
+                    let mut label = labels.of(b, pid, tid, &p.comms[comm as usize], off);
+                    if extra.no_tid {
+                        label.remove(1);
+                    }
+                    for (k, v) in extra.by_pid.get(&pid).into_iter().flatten() {
+                        label.push(proto::Label {
+                            key: b.string(k),
+                            str: b.string(v),
+                            ..Default::default()
+                        });
+                    }
+                    label
+                },
             }
         })
         .collect();

@@ -1,0 +1,47 @@
+#!/bin/bash
+# The cost of continuous profiling (`rprof record --push`), against a receiver on 127.0.0.1 that keeps every
+# profile (tests/push_receiver/receiver.py), while the machine runs what it runs:
+#   1. -F 19 -a -g pushing every 15 s for DURATION seconds (Parca's default rate): rprof's CPU time as % of
+#      one core, beside `perf record -F 19 -a -g` for the same time (perf writes a file, pushes nothing).
+#   2. -F 49 -a -g pushing every 2 s for 10 s: rprof's CPU seconds (the bar: at most 0.25 s).
+# CPU is user + system of the rprof process (all its threads), from bash's `times`.
+# The bytes of each pushed profile (what a fleet sends) are printed too.
+# Usage: bench/push_bench.sh [DURATION]   (default 60). Needs root, python3, perf.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+DURATION=${1:-60}
+build_rprof
+need_perf
+RCV="$WORK/push_rcv"
+rm -rf "$RCV" "$WORK/push_spool"
+mkdir -p "$RCV"
+python3 "$ROOT/tests/push_receiver/receiver.py" "$RCV" 0 &
+RCV_PID=$!
+trap 'kill $RCV_PID 2>/dev/null' EXIT
+for _ in $(seq 100); do [ -f "$RCV/port" ] && break; sleep 0.1; done
+URL="http://127.0.0.1:$(cat "$RCV/port")"
+
+pushed_bytes() { # "COUNT AVERAGE_BYTES" of the receiver's requests so far
+    python3 - "$RCV" <<'PY'
+import json, os, sys
+d = sys.argv[1]
+b = [json.load(open(os.path.join(d, f)))["bytes"] for f in os.listdir(d) if f.endswith(".json")]
+print(len(b), sum(b) // max(len(b), 1))
+PY
+}
+
+read -r W1 C1 < <(wall_and_cpu "$RPROF" record -q -F 19 -a -g --push "$URL" --every 15 \
+    --spool "$WORK/push_spool" -d "$DURATION")
+read -r N1 B1 < <(pushed_bytes)
+read -r W2 C2 < <(wall_and_cpu perf record -q -F 19 -a -g -o "$WORK/push_perf.data" -- sleep "$DURATION")
+rm -rf "$RCV"/*.json "$RCV"/*.pprof
+read -r W3 C3 < <(wall_and_cpu "$RPROF" record -q -F 49 -a -g --push "$URL" --every 2 \
+    --spool "$WORK/push_spool" -d 10)
+read -r N3 B3 < <(pushed_bytes)
+pct() { awk -v c="$1" -v w="$2" 'BEGIN { printf "%.2f", 100 * c / w }'; }
+echo "push_bench ($(nproc) CPUs, $(uname -r)):"
+printf '  rprof record -F 19 -a -g --push every 15 s, %ss: %ss CPU = %s%% of a core; %s profiles, %s bytes each\n' \
+    "$W1" "$C1" "$(pct "$C1" "$W1")" "$N1" "$B1"
+printf '  perf record  -F 19 -a -g (to a file),       %ss: %ss CPU = %s%% of a core\n' \
+    "$W2" "$C2" "$(pct "$C2" "$W2")"
+printf '  rprof record -F 49 -a -g --push every 2 s,   %ss: %ss CPU (bar: 0.25 s); %s profiles, %s bytes each\n' \
+    "$W3" "$C3" "$N3" "$B3"

@@ -1,0 +1,47 @@
+#!/bin/bash
+# Memory over time of continuous profiling while processes come and go (not a test: run it for an hour):
+# `rprof record -F 19 -a -g --push` every 15 s to a receiver on 127.0.0.1, while a new process (the call-tree
+# fixture, 50 ms of CPU, under a fresh pid each time) starts and ends every second. Prints rprof's RSS (KiB)
+# every INTERVAL seconds, then the first, the last and the largest after the first 5 minutes (flat within
+# 10% is the bar).
+# Usage: bench/push_soak.sh [MINUTES] [INTERVAL]   (default 60 minutes, every 60 s). Needs root, python3.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+MINUTES=${1:-60}
+INTERVAL=${2:-60}
+build_rprof
+build_calltree
+RCV="$WORK/soak_rcv"
+rm -rf "$RCV" "$WORK/soak_spool"
+mkdir -p "$RCV"
+python3 "$ROOT/tests/push_receiver/receiver.py" "$RCV" 0 &
+RCV_PID=$!
+for _ in $(seq 100); do [ -f "$RCV/port" ] && break; sleep 0.1; done
+URL="http://127.0.0.1:$(cat "$RCV/port")"
+# The receiver keeps only the last few hundred requests (an hour of them is thousands of files).
+( while kill -0 $RCV_PID 2>/dev/null; do
+      ls "$RCV" | grep -E '\.(json|pprof)$' | head -n -400 | sed "s|^|$RCV/|" | xargs -r rm -f
+      sleep 30
+  done ) &
+PRUNE_PID=$!
+( while :; do "$WORK/calltree" 50 >/dev/null; sleep 1; done ) &
+CHURN_PID=$!
+"$RPROF" record -q -F 19 -a -g --push "$URL" --every 15 --spool "$WORK/soak_spool" \
+    -d $((MINUTES * 60)) &
+RPROF_PID=$!
+trap 'kill $CHURN_PID $PRUNE_PID $RCV_PID $RPROF_PID 2>/dev/null' EXIT
+echo "minute rss_kib"
+START=$(date +%s)
+SAMPLES=()
+while kill -0 $RPROF_PID 2>/dev/null; do
+    sleep "$INTERVAL"
+    RSS=$(awk '/^VmRSS:/ { print $2 }' /proc/$RPROF_PID/status 2>/dev/null) || break
+    [ -n "$RSS" ] || break
+    T=$(( ($(date +%s) - START) / 60 ))
+    echo "$T $RSS"
+    SAMPLES+=("$T:$RSS")
+done
+wait $RPROF_PID || true
+printf '%s\n' "${SAMPLES[@]}" | awk -F: '
+    NR == 1 { first = $2 } { last = $2 } $1 >= 5 { if ($2 > max) max = $2; if (min == "" || $2 < min) min = $2 }
+    END { printf "first %d KiB, last %d KiB; after 5 min: min %d, max %d KiB (%.1f%% spread)\n",
+          first, last, min, max, min ? 100 * (max - min) / min : 0 }'

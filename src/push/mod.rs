@@ -1,0 +1,201 @@
+//! `rprof record --push URL`: continuous profiling. While recording goes on, each period's samples become
+//! one profile (symbolized, gzipped pprof) sent to a Pyroscope server's HTTP ingest API, through a spool on
+//! disk that keeps what the store could not take yet.
+//!
+//! Three threads, none of them the sampling one: the sampling thread only copies each record into a batch
+//! ([`tap`]); the profile thread resolves stacks and cuts periods ([`worker`], [`live`]); the sender thread
+//! sends the spool ([`send`], [`spool`]). The push is output: it sits beside report's pprof writer (which it
+//! uses) and is fed by record's loop; it never reaches the syscall layer.
+mod live;
+mod pyroscope;
+mod send;
+mod spool;
+mod tap;
+mod worker;
+
+use crate::record::Tap;
+use crate::symbols::SymbolizerOptions;
+pub use send::SendCounts;
+use std::path::PathBuf;
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+pub use worker::MadeCounts;
+
+/// How to authenticate to the store.
+#[derive(Clone, Debug, Default)]
+pub enum Auth {
+    #[default]
+    None,
+    Basic {
+        user: String,
+        password: String,
+    },
+    Bearer(String),
+}
+
+/// Everything the push needs.
+#[derive(Clone, Debug)]
+pub struct PushConfig {
+    /// The Pyroscope server (`http(s)://HOST:PORT`).
+    pub url: Option<String>,
+    /// An OTLP/HTTP profiles endpoint (`.../v1development/profiles`): each profile goes there too.
+    pub otlp_url: Option<String>,
+    /// The period of each profile (whole seconds).
+    pub every: Duration,
+    /// The application name.
+    pub app: String,
+    /// Labels of every profile (`host` among them).
+    pub labels: Vec<(String, String)>,
+    pub spool: PathBuf,
+    pub spool_max_bytes: u64,
+    /// How long the end of a run may try to empty the spool.
+    pub flush_timeout: Duration,
+    /// The longest one request may take.
+    pub timeout: Duration,
+    pub auth: Auth,
+    /// `X-Scope-OrgID`.
+    pub tenant: Option<String>,
+    /// Trust these CA certificates (PEM) instead of the bundled roots.
+    pub ca_file: Option<PathBuf>,
+    pub symbolizer: SymbolizerOptions,
+    /// Send file offsets, build ids and mappings instead of names (the store symbolizes).
+    pub unsymbolized: bool,
+}
+
+/// Errors of the push.
+#[derive(Debug, thiserror::Error)]
+pub enum PushError {
+    #[error("cannot use the spool directory {path}: {source} (choose another with --spool DIR)")]
+    Spool {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("the spool directory {path} is locked by another rprof ({errno}): give each rprof its own --spool DIR")]
+    SpoolBusy {
+        path: PathBuf,
+        errno: nix::errno::Errno,
+    },
+    #[error(
+        "cannot use the CA file {path}: {reason} (give a PEM file of CA certificates to --push-ca)"
+    )]
+    CaFile { path: PathBuf, reason: String },
+    #[error("cannot encode a profile: {0}")]
+    Encode(std::io::Error),
+    #[error(transparent)]
+    Recording(#[from] crate::recording::RecordingError),
+    #[error(transparent)]
+    Report(#[from] crate::report::ReportError),
+    #[error("the push thread could not start: {0}")]
+    Thread(std::io::Error),
+    #[error("the push thread failed: it panicked")]
+    Panicked,
+}
+
+/// What the push did, for the closing line.
+#[derive(Clone, Debug, Default)]
+pub struct PushSummary {
+    pub made: MadeCounts,
+    pub sent: SendCounts,
+    /// Profiles still in the spool at the end, and where.
+    pub spooled: usize,
+    pub spool: PathBuf,
+    /// Profiles dropped from the spool (oldest first) to keep it within its size.
+    pub dropped: u64,
+}
+
+impl std::fmt::Display for PushSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "rprof record: push: {} profiles made ({} samples, {} bytes sent each on average); pushed {}, \
+             retried {}, still spooled {} (in {}), dropped {}",
+            self.made.profiles,
+            self.made.samples,
+            self.made.bytes.checked_div(self.made.profiles).unwrap_or(0),
+            self.sent.pushed,
+            self.sent.retried,
+            self.spooled,
+            self.spool.display(),
+            self.dropped
+        )?;
+        if self.sent.rejected > 0 {
+            write!(f, ", rejected by the store {}", self.sent.rejected)?;
+        }
+        if self.made.late > 0 {
+            write!(
+                f,
+                "; {} samples came after their period and went into the next",
+                self.made.late
+            )?;
+        }
+        if let (Some(e), true) = (&self.sent.last_error, self.sent.failures > 0) {
+            write!(f, "; {} failed tries, the last: {e}", self.sent.failures)?;
+        }
+        Ok(())
+    }
+}
+
+/// A running push: its tap (for [`crate::record::record_with_tap`]) and its threads.
+pub struct Pusher {
+    tap: Option<tap::PushTap>,
+    worker: JoinHandle<Result<MadeCounts, PushError>>,
+    sender: JoinHandle<(SendCounts, u64)>,
+    spool: Arc<spool::Spool>,
+    path: PathBuf,
+}
+
+impl Pusher {
+    /// Open the spool and start the threads (the sender starts on what an earlier rprof left at once).
+    pub fn start(cfg: PushConfig) -> Result<Pusher, PushError> {
+        let cfg = Arc::new(cfg);
+        let spool = Arc::new(spool::Spool::open(&cfg.spool, cfg.spool_max_bytes)?);
+        let sender = send::Sender::new(Arc::clone(&cfg), Arc::clone(&spool))?;
+        let (wake_tx, wake_rx) = mpsc::channel();
+        let (tx, rx) = mpsc::sync_channel(tap::QUEUED_ROUNDS);
+        let worker = worker::Worker {
+            cfg: Arc::clone(&cfg),
+            spool: Arc::clone(&spool),
+            wake: wake_tx,
+        };
+        let sender = std::thread::Builder::new()
+            .name("rprof-push-send".into())
+            .spawn(move || sender.run(wake_rx))
+            .map_err(PushError::Thread)?;
+        let worker = std::thread::Builder::new()
+            .name("rprof-push".into())
+            .spawn(move || worker.run(rx))
+            .map_err(PushError::Thread)?;
+        Ok(Pusher {
+            tap: Some(tap::PushTap {
+                sender: tx,
+                records: Vec::new(),
+            }),
+            worker,
+            sender,
+            spool,
+            path: cfg.spool.clone(),
+        })
+    }
+
+    /// The tap to hand to the recorder (once).
+    pub fn tap(&mut self) -> Option<Box<dyn Tap>> {
+        self.tap.take().map(|t| Box::new(t) as Box<dyn Tap>)
+    }
+
+    /// Wait for the last profile and the final flush (the recorder has dropped the tap).
+    pub fn finish(mut self) -> Result<PushSummary, PushError> {
+        drop(self.tap.take());
+        let made = self.worker.join().map_err(|_| PushError::Panicked)?;
+        let (sent, dropped) = self.sender.join().map_err(|_| PushError::Panicked)?;
+        let made = made?;
+        Ok(PushSummary {
+            made,
+            sent,
+            spooled: self.spool.list().len(),
+            spool: self.path,
+            dropped,
+        })
+    }
+}

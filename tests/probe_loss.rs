@@ -1,0 +1,254 @@
+//! Lost events never become wrong durations: with rings of 64 pages, rprof loses events of a loop of short
+//! calls (fixtures/loss_loop.c: mid calls leaf twice, microseconds each) when it is stopped (SIGSTOP) while the
+//! fixture runs, and the durations it prints match those of a reference rprof with the same rings, run at the
+//! same time on a copy of the fixture, that loses nothing (median within 10%, P99 within 25%: both share the
+//! machine's load, which moves a median by more than 10% between runs one after the other); no call comes out
+//! longer than the longest mid call the fixture timed itself (microseconds, or the tens of milliseconds a busy
+//! machine preempts it for: the issue's fixed bar of 50 ms failed here in 6 of 8 runs on calls of 52 to 80 ms,
+//! with 10 to 30 ms calls all through the run, not only around the stops; a stale entry paired with a later
+//! return spans a hole, seconds in the issue); and the closing lines count the calls whose timing was dropped. The same for a keyed pair (`--pair --key`).
+mod common;
+use common::{assert_success, build_c, duration_ns, privileged, rprof};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::Child;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// The fixture's CPU time (ms): about 80,000 mid calls probed.
+const BUDGET_MS: &str = "1000";
+/// Data pages per ring, in both runs: the wakeups that read them (which the target's calls pay for) are the
+/// same; only the run stopped loses events.
+const PAGES: &str = "64";
+/// The fixture's CPU time a stop lasts: about 18,000 events of 40 bytes at its full rate (6 events a mid call
+/// of 13 us), 720 KB, where a 64-page ring holds 256 KB.
+const STOP_CPU: Duration = Duration::from_millis(80);
+
+/// One pair of runs at a time: two tests at once (four rprofs and fixtures) slow each fixture so much that
+/// a stop fills no ring, or the reference rprof falls behind.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn spawn(args: &[String]) -> Child {
+    rprof()
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run rprof")
+}
+
+/// The CPU time the process running `exe` has used so far, and its pid (None once no process runs it).
+fn cpu_of(exe: &Path, pid: &mut Option<u32>) -> Option<Duration> {
+    if pid.is_none() {
+        *pid = std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+            let n: u32 = e.file_name().to_str()?.parse().ok()?;
+            (std::fs::read_link(e.path().join("exe")).ok()? == exe).then_some(n)
+        });
+    }
+    let stat = std::fs::read_to_string(format!("/proc/{}/schedstat", (*pid)?)).ok()?;
+    Some(Duration::from_nanos(
+        stat.split_whitespace().next()?.parse().ok()?,
+    ))
+}
+
+/// Stop rprof `pid` four times, each time until the fixture `exe` has run for [`STOP_CPU`] (at most 5 s).
+fn stop_four_times(pid: u32, exe: &Path) {
+    let rprof = nix::unistd::Pid::from_raw(pid as i32);
+    let mut fixture = None;
+    for _ in 0..4 {
+        let Some(before) = cpu_of(exe, &mut fixture) else {
+            return;
+        };
+        let _ = nix::sys::signal::kill(rprof, nix::sys::signal::Signal::SIGSTOP);
+        let since = Instant::now();
+        while since.elapsed() < Duration::from_secs(5)
+            && cpu_of(exe, &mut fixture).is_some_and(|t| t < before + STOP_CPU)
+        {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let _ = nix::sys::signal::kill(rprof, nix::sys::signal::Signal::SIGCONT);
+        std::thread::sleep(Duration::from_millis(40));
+    }
+}
+
+/// Wait for rprof, with the stderr `reader` collected; returns stdout.
+fn finish(child: Child, reader: std::thread::JoinHandle<String>, args: &[String]) -> String {
+    let mut out = child.wait_with_output().expect("wait for rprof");
+    out.stderr = reader.join().expect("stderr reader").into_bytes();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    assert_success(&out, &args);
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Run `args(fixture)` twice at once, on two copies of the fixture (two files: a uprobe on one does not trap
+/// in the other): a reference, and a run stopped four times once it says it is set up. Returns both stdouts.
+fn run_pair(dir: &Path, args: impl Fn(&str) -> Vec<String>) -> (String, String) {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let built = build_c(dir, "loss_loop.c", &["-O1"]);
+    let (ref_bin, bin) = (dir.join("loss_ref"), dir.join("loss_stopped"));
+    for copy in [&ref_bin, &bin] {
+        std::fs::copy(&built, copy).expect("copy the fixture");
+    }
+    let bin: PathBuf = bin.canonicalize().unwrap();
+    let (ref_args, args) = (args(ref_bin.to_str().unwrap()), args(bin.to_str().unwrap()));
+    let reference = spawn(&ref_args);
+    let mut stopped = spawn(&args);
+    let pid = stopped.id();
+    let stderr = stopped.stderr.take().expect("piped stderr");
+    let (ready_tx, ready) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if line.contains("Ctrl-C to end") {
+                let _ = ready_tx.send(());
+            }
+            text.push_str(&line);
+            text.push('\n');
+        }
+        text
+    });
+    if ready.recv_timeout(Duration::from_secs(60)).is_ok() {
+        stop_four_times(pid, &bin);
+    }
+    let stopped = finish(stopped, reader, &args);
+    let reference = {
+        let out = reference.wait_with_output().expect("wait for rprof");
+        let ref_args: Vec<&str> = ref_args.iter().map(String::as_str).collect();
+        assert_success(&out, &ref_args);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    (reference, stopped)
+}
+
+/// The longest mid call the fixture timed itself (ns), from its `mid N longest_ns L` line.
+fn longest(out: &str) -> f64 {
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("mid ") && l.contains(" longest_ns "));
+    let ns = line.and_then(|l| l.split_whitespace().nth(3)?.parse().ok());
+    ns.unwrap_or_else(|| panic!("the fixture did not say its longest call:\n{out}"))
+}
+
+/// A duration rprof printed lies inside one of the fixture's own windows around a mid call: 1 us for the two
+/// ways of reading CLOCK_MONOTONIC (vDSO, the kernel's fast clock).
+fn within_longest(what: &str, ns: f64, out: &str) {
+    let own = longest(out);
+    assert!(
+        ns <= own + 1e3,
+        "{what} of {ns} ns, longer than the longest mid call the fixture timed itself ({own} ns):\n{out}"
+    );
+}
+
+/// (median, P99, max) of `func`'s table row, in ns.
+fn row(out: &str, func: &str) -> (f64, f64, f64) {
+    let cols: Vec<&str> = out
+        .lines()
+        // Not the fixture's own `mid N` line.
+        .find(|l| l.split_whitespace().next() == Some(func) && l.split_whitespace().count() >= 10)
+        .unwrap_or_else(|| panic!("no {func} row:\n{out}"))
+        .split_whitespace()
+        .collect();
+    // FUNC COUNT TOTAL SELF AVG MIN MAX P50 P90 P99 PROBE
+    (
+        duration_ns(cols[7]),
+        duration_ns(cols[9]),
+        duration_ns(cols[6]),
+    )
+}
+
+fn close(what: &str, lossy: f64, clean: f64, tolerance: f64, outs: (&str, &str)) {
+    assert!(
+        (lossy - clean).abs() <= tolerance * clean,
+        "{what}: {lossy} ns with losses against {clean} ns without (more than {:.0}% apart)\n\
+         with losses:\n{}\nwithout:\n{}",
+        tolerance * 100.0,
+        outs.0,
+        outs.1
+    );
+}
+
+/// Check that a run that loses events prints mid's median and P99 as a run that loses none, no call longer
+/// than the fixture's own longest, and counts the calls open across the holes.
+#[test]
+fn lost_events_never_make_wrong_durations() {
+    if !privileged("lost_events_never_make_wrong_durations") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (clean, lossy) = run_pair(dir.path(), |bin| {
+        let args = ["probe", "--mmap-pages", PAGES, "-x", bin, "mid", "leaf"];
+        let run = ["--", bin, BUDGET_MS];
+        args.iter().chain(&run).map(|a| a.to_string()).collect()
+    });
+    assert!(
+        !clean.contains("LOST"),
+        "the reference run lost events:\n{clean}"
+    );
+    let lost = lossy
+        .lines()
+        .find(|l| l.starts_with("LOST "))
+        .unwrap_or_else(|| panic!("the stopped run lost nothing:\n{lossy}"));
+    assert!(
+        lost.contains("open across them counted, not timed"),
+        "{lost}"
+    );
+    let (med, p99, max) = row(&lossy, "mid");
+    let (ref_med, ref_p99, ref_max) = row(&clean, "mid");
+    eprintln!(
+        "mid: median {med} / {ref_med} ns, P99 {p99} / {ref_p99} ns, max {max} / {ref_max} ns (fixture's own \
+         longest {} / {} ns), with / without losses; {lost}",
+        longest(&lossy),
+        longest(&clean)
+    );
+    within_longest("a mid call", max, &lossy);
+    within_longest("a leaf call", row(&lossy, "leaf").2, &lossy);
+    close("mid median", med, ref_med, 0.10, (&lossy, &clean));
+    close("mid P99", p99, ref_p99, 0.25, (&lossy, &clean));
+}
+
+/// The JSON report's first function: (p50, p99, max, timing_lost), and the run's lost events.
+fn keyed(out: &str) -> (f64, f64, f64, u64, u64) {
+    let doc: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    let f = &doc["functions"][0];
+    let n = |v: &serde_json::Value| v.as_f64().unwrap_or_else(|| panic!("{doc}"));
+    (
+        n(&f["p50_ns"]),
+        n(&f["p99_ns"]),
+        n(&f["max_ns"]),
+        f["timing_lost"].as_u64().unwrap(),
+        doc["lost"].as_u64().unwrap(),
+    )
+}
+
+/// Check the same for a keyed pair: req_start(id) to req_done(id) around each mid.
+#[test]
+fn lost_events_never_make_wrong_keyed_durations() {
+    if !privileged("lost_events_never_make_wrong_keyed_durations") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (clean, out) = run_pair(dir.path(), |bin| {
+        let args = ["probe", "--mmap-pages", PAGES, "-x", bin, "--json"];
+        let pair = ["--pair", "req_start,req_done", "--key", "arg0", "leaf"];
+        let run = ["--", bin, BUDGET_MS];
+        let all = args.iter().chain(&pair).chain(&run);
+        all.map(|a| a.to_string()).collect()
+    });
+    let (ref_med, ref_p99, _, ref_dropped, ref_lost) = keyed(&clean);
+    assert_eq!(
+        (ref_lost, ref_dropped),
+        (0, 0),
+        "the reference run lost events:\n{clean}"
+    );
+    let (med, p99, max, dropped, lost) = keyed(&out);
+    eprintln!(
+        "keyed: median {med} / {ref_med} ns, P99 {p99} / {ref_p99} ns, max {max} ns (fixture's own longest {} \
+         ns), with / without losses; {lost} events lost, {dropped} timings dropped",
+        longest(&out)
+    );
+    assert!(lost > 0, "the stopped run lost nothing:\n{out}");
+    assert!(dropped > 0, "no keyed call was open across a hole:\n{out}");
+    within_longest("a keyed call", max, &out);
+    close("keyed median", med, ref_med, 0.10, (&out, &clean));
+    close("keyed P99", p99, ref_p99, 0.25, (&out, &clean));
+}
