@@ -14,7 +14,16 @@ pub fn seconds(s: &str) -> Result<Duration, String> {
     }
 }
 
-/// `fp`, or `dwarf[,SIZE]` with SIZE in 8..=65528 bytes (rounded down to a multiple of 8; default 16384).
+/// `--hist-unit`: ns, us or ms (also nsecs, usecs, msecs) as nanoseconds per unit.
+pub fn hist_unit(s: &str) -> Result<u64, String> {
+    match s {
+        "ns" | "nsecs" => Ok(1),
+        "us" | "usecs" => Ok(1_000),
+        "ms" | "msecs" => Ok(1_000_000),
+        _ => Err(format!("unknown histogram unit '{s}': use ns, us or ms")),
+    }
+}
+
 /// A duration with a unit (`5ms`, `500us`, `2s`, `100ns`; a bare number is milliseconds, as funcslower's),
 /// in nanoseconds.
 pub fn duration_ns(s: &str) -> Result<u64, String> {
@@ -118,6 +127,7 @@ pub fn pair_key(s: &str) -> Result<KeyParts, String> {
         .map(KeyParts)
 }
 
+/// `fp`, or `dwarf[,SIZE]` with SIZE in 8..=65528 bytes (rounded down to a multiple of 8; default 16384).
 pub fn call_graph(s: &str) -> Result<CallGraph, String> {
     let (mode, size) = match s.split_once(',') {
         Some((m, sz)) => (m, Some(sz)),

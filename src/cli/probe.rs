@@ -65,6 +65,12 @@ pub struct ProbeArgs {
     /// a parameter name) a histogram of that value instead. Give patterns before it, or use `--hist=VALUE`.
     #[arg(long, num_args = 0..=1, default_missing_value = "", value_name = "VALUE", conflicts_with_all = ["csv", "json"])]
     pub hist: Option<String>,
+    /// The unit of the duration histograms: ns (default), us or ms (funclatency's -u and -m, biolatency's -m).
+    #[arg(long, value_name = "UNIT", default_value = "ns", value_parser = parse::hist_unit, overrides_with = "hist_unit")]
+    pub hist_unit: u64,
+    /// Print the duration histograms without the table before them, as biolatency and runqlat do.
+    #[arg(long, conflicts_with_all = ["csv", "json"])]
+    pub hist_only: bool,
     /// Split each function's row by a value: argN, ret, a parameter name (`NAME:str` for strings), or caller
     /// (argdist's -C). The top --top values are shown, the rest summed as `[other: past --top N]`; values
     /// past the first 10000 distinct ones of a function are summed as `[other: past 10000 values]`.
@@ -197,6 +203,8 @@ impl ProbeArgs {
             Format::Csv
         } else if self.json {
             Format::Json
+        } else if self.hist_only {
+            Format::HistOnly
         } else if self.hist.as_deref() == Some("") {
             Format::Hist
         } else {
@@ -244,6 +252,7 @@ impl ProbeArgs {
         opts.calls.by = label(by);
         opts.calls.hist_of = label(hist_of);
         opts.calls.top = self.top;
+        opts.calls.hist_unit = self.hist_unit;
         opts.calls.trace = self.trace || self.trace_format.is_some();
         opts.calls.trace_format = self.trace_format;
         opts.calls.trace_rate = self.trace_rate.unwrap_or(0);

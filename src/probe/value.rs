@@ -165,6 +165,14 @@ impl Value {
         }
     }
 
+    /// The value as one word, for a column of `--trace-format` (bcc's DISK): a device by its name alone.
+    pub fn word(&self) -> String {
+        match self {
+            Value::Dev(d) => block_device_name(*d).unwrap_or_else(|| self.to_string()),
+            v => v.plain(),
+        }
+    }
+
     /// The value as a number for histograms (strings have none; negative numbers count as 0).
     pub fn as_u64(&self) -> Option<u64> {
         match self {

@@ -38,6 +38,8 @@ pub struct CallOptions {
     pub top: usize,
     /// How `--trace` lines look.
     pub style: TraceStyle,
+    /// `--hist-unit`: the nanoseconds one unit of the duration histograms holds (0 and 1: nanoseconds).
+    pub hist_unit: u64,
 }
 
 /// The layout of `--trace` lines.
@@ -253,7 +255,11 @@ impl Calls {
         } else {
             Key::Other
         };
-        let row = self.keyed.entry((call.target, key)).or_default();
+        let unit = self.opts.hist_unit;
+        let row = self
+            .keyed
+            .entry((call.target, key))
+            .or_insert_with(|| FuncStats::with_hist_unit(unit));
         row.enter();
         if let Some((dur, own)) = call.dur {
             row.paired_call(dur, own);

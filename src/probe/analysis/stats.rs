@@ -7,16 +7,20 @@ use crate::probe::target::PerTarget;
 /// with 0 counted in bucket 1 (as bcc's `bpf_log2l` does).
 pub const BUCKETS: usize = 65;
 
-/// A log2 histogram of nanoseconds, in funclatency's bucket layout.
+/// A log2 histogram, in funclatency's bucket layout.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Histogram {
     pub buckets: [u64; BUCKETS],
+    /// Of durations: the nanoseconds one counted unit holds (1,000 for funclatency's `-u` usecs); values are
+    /// divided by it before they are bucketed. 0 and 1: as they are.
+    pub unit: u64,
 }
 
 impl Default for Histogram {
     fn default() -> Self {
         Histogram {
             buckets: [0; BUCKETS],
+            unit: 1,
         }
     }
 }
@@ -44,7 +48,7 @@ pub fn bucket_range(i: usize) -> (u64, u64) {
 impl Histogram {
     /// Count one value.
     pub fn record(&mut self, v: u64) {
-        self.buckets[bucket_of(v)] += 1;
+        self.buckets[bucket_of(v / self.unit.max(1))] += 1;
     }
 
     /// Number of values.
@@ -54,6 +58,9 @@ impl Histogram {
 
     /// Add another histogram's counts.
     pub fn merge(&mut self, other: &Histogram) {
+        if self.total() == 0 {
+            self.unit = other.unit;
+        }
         for (a, b) in self.buckets.iter_mut().zip(other.buckets.iter()) {
             *a += b;
         }
@@ -88,6 +95,13 @@ pub struct FuncStats {
 }
 
 impl FuncStats {
+    /// Empty statistics whose duration histogram counts in `unit` nanoseconds.
+    pub fn with_hist_unit(unit: u64) -> FuncStats {
+        let mut f = FuncStats::default();
+        f.hist.unit = unit;
+        f
+    }
+
     /// Count one entry.
     pub fn enter(&mut self) {
         self.count += 1;
@@ -167,6 +181,8 @@ pub struct Stats {
     pub orphan_returns: u64,
     /// Keyed pairing's drops and lone DONEs.
     pub keyed: KeyedCounts,
+    /// The unit of the duration histograms, in nanoseconds (`--hist-unit`).
+    pub hist_unit: u64,
 }
 
 impl Stats {
@@ -178,6 +194,15 @@ impl Stats {
             holes: 0,
             orphan_returns: 0,
             keyed: KeyedCounts::default(),
+            hist_unit: 1,
+        }
+    }
+
+    /// Bucket the duration histograms in `unit` nanoseconds (1,000: usecs).
+    pub fn set_hist_unit(&mut self, unit: u64) {
+        self.hist_unit = unit;
+        for f in self.funcs.values_mut() {
+            f.hist.unit = unit;
         }
     }
 
@@ -198,8 +223,9 @@ impl Stats {
 
     /// Take the counts so far and start a new interval from zero.
     pub fn take(&mut self) -> Stats {
-        let n = self.funcs.len();
-        std::mem::replace(self, Stats::new(n))
+        let mut next = Stats::new(self.funcs.len());
+        next.set_hist_unit(self.hist_unit);
+        std::mem::replace(self, next)
     }
 }
 

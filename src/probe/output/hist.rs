@@ -66,26 +66,43 @@ fn write_untimed(w: &mut dyn Write, f: &FuncStats) -> io::Result<()> {
     writeln!(w, "calls: {} ({})", f.count, parts.join(", "))
 }
 
-/// A histogram per timed function, as funclatency prints them.
-pub fn write_hists(w: &mut dyn Write, report: &Report) -> io::Result<()> {
+/// The name funclatency gives a histogram's unit of `unit` nanoseconds.
+fn unit_name(unit: u64) -> &'static str {
+    match unit {
+        1_000 => "usecs",
+        1_000_000 => "msecs",
+        1_000_000_000 => "secs",
+        _ => "nsecs",
+    }
+}
+
+/// A histogram per timed function, as funclatency prints them; `alone` (`--hist-only`): with no table before
+/// them, each headed by its `--by` value only (biolatency -D's `disk = sda`), and by its function only where
+/// there are several.
+pub fn write_hists(w: &mut dyn Write, report: &Report, alone: bool) -> io::Result<()> {
     if !report.timed {
         return Ok(());
     }
+    let several = report.rows.iter().any(|r| r.name != report.rows[0].name);
     for &Row { name, key, f, .. } in &report.rows {
         if f.paired == 0 {
             continue;
         }
         match (key, report.key_header) {
+            (Some(key), Some(header)) if alone && !several => writeln!(w, "\n{header} = {key}")?,
             // biolatency -D's `disk = 'sda'`: the row's value under its function.
             (Some(key), Some(header)) => writeln!(w, "\nFunction = {name}, {header} = {key}")?,
+            _ if alone && !several => writeln!(w)?,
             _ => writeln!(w, "\nFunction = {name}")?,
         }
-        write_log2_hist(w, &f.hist, "nsecs")?;
+        let unit = f.hist.unit.max(1);
+        let label = unit_name(unit);
+        write_log2_hist(w, &f.hist, label)?;
         writeln!(
             w,
-            "\navg = {} nsecs, total: {} nsecs, count: {}",
-            f.avg_ns(),
-            f.total_ns,
+            "\navg = {} {label}, total: {} {label}, count: {}",
+            f.avg_ns() / unit,
+            f.total_ns / unit,
             f.paired
         )?;
         write_untimed(w, f)?;

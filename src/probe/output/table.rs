@@ -14,6 +14,8 @@ pub enum Format {
     Table,
     /// One log2 histogram per function (funclatency's layout), after the table.
     Hist,
+    /// The histograms alone, as biolatency and runqlat print them (`--hist-only`).
+    HistOnly,
     /// `function,count,total_us,self_us,avg_us,min_us,max_us,timing_lost`.
     Csv,
     /// One JSON object per report.
@@ -169,7 +171,11 @@ pub fn write(w: &mut dyn Write, report: &Report, format: Format) -> io::Result<(
         Format::Table => write_table(w, report),
         Format::Hist => {
             write_table(w, report)?;
-            write_hists(w, report)
+            write_hists(w, report, false)
+        }
+        Format::HistOnly => {
+            write_hists(w, report, true)?;
+            write_footer(w, report)
         }
         Format::Csv => write_csv(w, report),
         Format::Json => write_json(w, report),

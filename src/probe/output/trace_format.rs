@@ -196,10 +196,10 @@ impl Column {
             "dur_ms" => dur.map(|d| fixed(d as f64 / 1e6, 2)),
             "event" => Some(event.to_string()),
             name => match name.strip_prefix("ctx.") {
-                Some(ctx) => call.ctx.value(ctx).map(|v| v.plain()),
+                Some(ctx) => call.ctx.value(ctx).map(|v| v.word()),
                 None => fetched(call, fetches, name)
                     .or_else(|| call.ctx.value(name))
-                    .map(|v| v.plain()),
+                    .map(|v| v.word()),
             },
         }
     }

@@ -426,6 +426,7 @@ fn new_sink<'a>(
         keyed,
         calls,
     );
+    sink.stats.set_hist_unit(opts.calls.hist_unit.max(1));
     // The process's threads at start (a thread that ends before its hits are read is still the target's).
     if let TaskTarget::Pid(p) = &opts.target {
         for &t in &s.tasks {
