@@ -103,9 +103,14 @@ fn rprof_tool_bg(args: &[&str]) -> Tracer {
     Tracer::start(rprof().arg("tool").args(args), "Ctrl-C to end")
 }
 
-/// A bpftrace program, in the background.
+/// A bpftrace program, in the background, once its probes are attached: bpftrace says `Attaching N probes`
+/// before it attaches them (an exec right after that line was missed), and runs BEGIN after.
 fn bpftrace_bg(program: &str) -> Tracer {
-    Tracer::start(Command::new("bpftrace").args(["-e", program]), "Attaching")
+    let program = format!("BEGIN {{ printf(\"rprof-test: attached\\n\"); }} {program}");
+    Tracer::start(
+        Command::new("bpftrace").args(["-e", &program]),
+        "rprof-test: attached",
+    )
 }
 
 /// Check `--list`: every tool, one line each; the two that wait for keyed state say so.
@@ -138,12 +143,8 @@ fn list_names_every_tool() {
         assert!(names.contains(&t), "{t} missing from --list:\n{out}");
     }
     for l in out.lines() {
-        let todo = l.starts_with("runqlat") || l.starts_with("tcplife");
-        assert_eq!(l.contains("not yet"), todo, "{l}");
+        assert!(!l.contains("not yet"), "every tool runs: {l}");
     }
-    let err = rprof().args(["tool", "runqlat"]).output().unwrap();
-    assert!(!err.status.success());
-    assert!(String::from_utf8_lossy(&err.stderr).contains("keyed"));
 }
 
 /// Check `--recipe`: the rprof probe command with the flags' filters, a list of ports, and the header notes as
@@ -725,4 +726,84 @@ fn ext4slower_lists_fsyncs() {
     let lines: Vec<&str> = out.lines().filter(|l| l.contains(" python3 ")).collect();
     assert_eq!(lines.len(), 5, "{out}");
     assert!(lines.iter().all(|l| l.contains(" S ")), "{out}");
+}
+
+/// Check runqlat -L on two busy loops pinned to one CPU (each preempted about every scheduler slice): each
+/// loop's histogram counts as many waits as the kernel counted involuntary switches for it (10%: a wait may
+/// start before the tool's first read or end after its last), in usecs as bcc's runqlat.
+#[test]
+fn runqlat_counts_each_threads_waits() {
+    let test = "runqlat_counts_each_threads_waits";
+    if !privileged(test) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = common::build_c(dir.path(), "preempted.c", &["-O2"]);
+    let (out, _) = tool(&["runqlat", "-L", "--", bin.to_str().unwrap(), "0", "1500"]);
+    let loops: Vec<(String, u64)> = out
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.strip_prefix("loop ")?.split_whitespace().collect();
+            Some((f[0].to_string(), f[1].parse().ok()?))
+        })
+        .collect();
+    assert_eq!(loops.len(), 2, "{out}");
+    for (tid, switches) in loops {
+        assert!(switches >= 100, "loop {tid}: only {switches} preemptions");
+        let at = out
+            .find(&format!("next_pid = {tid}\n"))
+            .unwrap_or_else(|| panic!("no histogram of thread {tid}:\n{out}"));
+        let block = &out[at..];
+        assert!(block.lines().nth(1).is_some_and(|l| l.contains("usecs")), "{block}");
+        let waits: u64 = block
+            .lines()
+            .find_map(|l| l.strip_prefix("avg = ")?.rsplit_once("count: ")?.1.parse().ok())
+            .unwrap_or_else(|| panic!("no count under thread {tid}'s histogram:\n{out}"));
+        assert!(
+            waits.abs_diff(switches) * 10 <= switches,
+            "thread {tid}: {waits} waits against {switches} involuntary switches:\n{out}"
+        );
+    }
+}
+
+/// Check tcplife -D: one line per curl connection to the servers' ports (127.0.0.1 and ::1), with curl's pid
+/// and name, the remote port, and a lifespan within the time curl ran.
+#[test]
+fn tcplife_lists_curls_sessions() {
+    let test = "tcplife_lists_curls_sessions";
+    if !privileged(test) || !have(test, "curl") {
+        return;
+    }
+    let (v4, v6) = (Server::start("127.0.0.1"), Server::start("::1"));
+    let ports = format!("{},{}", v4.1, v6.1);
+    let life = rprof_tool_bg(&["tcplife", "-D", &ports]);
+    let mut runs = Vec::new();
+    for (url, port) in [
+        (format!("http://127.0.0.1:{}/", v4.1), v4.1),
+        (format!("http://[::1]:{}/", v6.1), v6.1),
+    ] {
+        let start = std::time::Instant::now();
+        let c = Command::new("curl")
+            .args(["-s", "-o", "/dev/null", &url])
+            .spawn()
+            .unwrap();
+        let pid = c.id();
+        assert!(c.wait_with_output().unwrap().status.success(), "curl {url}");
+        runs.push((pid, port, start.elapsed().as_secs_f64() * 1e3));
+    }
+    let out = life.stop();
+    // PID COMM LADDR LPORT RADDR RPORT MS
+    let lines: Vec<Vec<&str>> = out
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .filter(|f| f.len() == 7 && f[0].parse::<u32>().is_ok())
+        .collect();
+    assert_eq!(lines.len(), 2, "one session per curl:\n{out}");
+    for (f, (pid, port, wall_ms)) in lines.iter().zip(runs) {
+        assert_eq!(f[0], pid.to_string(), "{out}");
+        assert_eq!(f[1], "curl", "{out}");
+        assert_eq!(f[5], port.to_string(), "{out}");
+        let ms: f64 = f[6].parse().unwrap();
+        assert!(ms > 0.0 && ms <= wall_ms, "lifespan {ms} ms, curl ran {wall_ms:.2} ms:\n{out}");
+    }
 }

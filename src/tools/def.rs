@@ -150,12 +150,8 @@ impl Tool {
 
 impl Block {
     fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
-        let words = || {
-            value
-                .split_whitespace()
-                .map(str::to_string)
-                .collect::<Vec<_>>()
-        };
+        // Words as a POSIX shell splits them: a value with spaces in single or double quotes.
+        let words = || shlex::split(value).ok_or_else(|| format!("unbalanced quotes in `{value}`"));
         match key {
             // An empty `probe:` in a flag leaves no probe patterns (a `--pair` in `args:` names the events).
             "probe" => {
@@ -164,8 +160,8 @@ impl Block {
                     probes.push(value.to_string());
                 }
             }
-            "args" => self.args.get_or_insert_with(Vec::new).extend(words()),
-            "+args" => self.more_args.extend(words()),
+            "args" => self.args.get_or_insert_with(Vec::new).extend(words()?),
+            "+args" => self.more_args.extend(words()?),
             "filter" => self.filters.push(value.to_string()),
             "trace" => self.trace = Some(value.to_string()),
             "cannot" => self.cannot.push(value.to_string()),
@@ -185,7 +181,7 @@ mod tests {
         let t = Tool::parse(
             "# c\nname: t\nabout: a tool\ncommon: -p -d\nprobe: syscall:openat(filename:str) ret\n\
              trace: {pid} {filename}\nflag -n NAME: by name\n  filter: comm ~ \"$NAME*\"\n\
-             flag -x: failed\n  filter: ret < 0\nwhen -n -x:\n  +args: --count\ncannot: PPID\n",
+             flag -x: failed\n  filter: ret < 0\nwhen -n -x:\n  +args: --count --pair 'a | b, c'\ncannot: PPID\n",
         )
         .unwrap();
         assert_eq!(t.common, ["-p", "-d"]);
@@ -193,7 +189,7 @@ mod tests {
         assert_eq!(t.flag("-n").unwrap().value.as_deref(), Some("NAME"));
         assert_eq!(t.flag("-x").unwrap().block.filters, ["ret < 0"]);
         assert_eq!(t.combos[0].0, ["-n", "-x"]);
-        assert_eq!(t.combos[0].1.more_args, ["--count"]);
+        assert_eq!(t.combos[0].1.more_args, ["--count", "--pair", "a | b, c"]);
         assert_eq!(t.base.cannot, ["PPID"]);
         assert!(Tool::parse("name: t\nabout: x\nbogus: 1\n").is_err());
     }
