@@ -646,8 +646,13 @@ fn block_tools_count_what_diskstats_counts() {
                 lines
                     .take_while(|l| l.contains(" -> "))
                     .map(|l| {
-                        let count = l.split(':').nth(1).and_then(|c| c.split_whitespace().next());
-                        count.and_then(|c| c.parse::<u64>().ok()).unwrap_or_else(|| panic!("{l}"))
+                        let count = l
+                            .split(':')
+                            .nth(1)
+                            .and_then(|c| c.split_whitespace().next());
+                        count
+                            .and_then(|c| c.parse::<u64>().ok())
+                            .unwrap_or_else(|| panic!("{l}"))
                     })
                     .sum::<u64>()
             }
@@ -754,10 +759,19 @@ fn runqlat_counts_each_threads_waits() {
             .find(&format!("next_pid = {tid}\n"))
             .unwrap_or_else(|| panic!("no histogram of thread {tid}:\n{out}"));
         let block = &out[at..];
-        assert!(block.lines().nth(1).is_some_and(|l| l.contains("usecs")), "{block}");
+        assert!(
+            block.lines().nth(1).is_some_and(|l| l.contains("usecs")),
+            "{block}"
+        );
         let waits: u64 = block
             .lines()
-            .find_map(|l| l.strip_prefix("avg = ")?.rsplit_once("count: ")?.1.parse().ok())
+            .find_map(|l| {
+                l.strip_prefix("avg = ")?
+                    .rsplit_once("count: ")?
+                    .1
+                    .parse()
+                    .ok()
+            })
             .unwrap_or_else(|| panic!("no count under thread {tid}'s histogram:\n{out}"));
         assert!(
             waits.abs_diff(switches) * 10 <= switches,
@@ -804,6 +818,41 @@ fn tcplife_lists_curls_sessions() {
         assert_eq!(f[1], "curl", "{out}");
         assert_eq!(f[5], port.to_string(), "{out}");
         let ms: f64 = f[6].parse().unwrap();
-        assert!(ms > 0.0 && ms <= wall_ms, "lifespan {ms} ms, curl ran {wall_ms:.2} ms:\n{out}");
+        assert!(
+            ms > 0.0 && ms <= wall_ms,
+            "lifespan {ms} ms, curl ran {wall_ms:.2} ms:\n{out}"
+        );
     }
+}
+
+/// Check execsnoop -a: each exec of a dynamically linked program with its argc and whole argv, as the shell
+/// that runs them was given them.
+#[test]
+fn execsnoop_a_shows_argv() {
+    let test = "execsnoop_a_shows_argv";
+    if !privileged(test) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let prog = dir.path().join("rprof-exec-a");
+    std::fs::copy("/bin/true", &prog).unwrap();
+    let p = prog.to_str().unwrap();
+    let script = format!("{p} one 'two words'; {p} three");
+    let (out, _) = tool(&["execsnoop", "-a", "--", "/bin/sh", "-c", &script]);
+    let lines: Vec<&str> = out
+        .lines()
+        .filter(|l| l.starts_with("rprof-exec-a "))
+        .collect();
+    let fields = |l: &str| -> (String, String) {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        (f[2].to_string(), f[3..].join(" "))
+    };
+    assert_eq!(
+        lines.iter().map(|l| fields(l)).collect::<Vec<_>>(),
+        [
+            ("3".to_string(), format!("{p} one two words")),
+            ("2".to_string(), format!("{p} three")),
+        ],
+        "{out}"
+    );
 }

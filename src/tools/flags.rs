@@ -60,7 +60,9 @@ impl Tool {
             });
         }
         // A `--pair` names its events in `args:`: the filters go where it says `$AND_FILTERS`.
-        let and_filters = filter.as_ref().map_or(String::new(), |f| format!(" && {f}"));
+        let and_filters = filter
+            .as_ref()
+            .map_or(String::new(), |f| format!(" && {f}"));
         let with_filters = |a: &String| a.replace("$AND_FILTERS", &and_filters);
         args.extend(b.args.iter().flatten().map(with_filters));
         args.extend(b.more_args.iter().map(with_filters));

@@ -88,7 +88,9 @@ pub fn write_report(
         return out.flush();
     }
     table::write(out, &report, opts.format)?;
-    if let (Some(calls), Format::Table | Format::Hist | Format::HistOnly) = (parts.calls, opts.format) {
+    if let (Some(calls), Format::Table | Format::Hist | Format::HistOnly) =
+        (parts.calls, opts.format)
+    {
         if let Some(label) = calls.opts.hist_of.as_deref() {
             percall::write_value_hists(out, calls, parts.targets, label)?;
         }

@@ -87,7 +87,8 @@ impl TraceFormat {
             let base = n.strip_prefix("ctx.").unwrap_or(n);
             !(SPECIAL.contains(n)
                 || crate::probe::spec::filters::is_context(base)
-                || labels.contains(n))
+                || labels.contains(n)
+                || labels.contains(&format!("{n}[0]").as_str()))
         })
     }
 
@@ -130,7 +131,7 @@ impl Column {
             s.split(',').all(|n| {
                 !n.is_empty()
                     && n.chars()
-                        .all(|c| c.is_ascii_alphanumeric() || "_.".contains(c))
+                        .all(|c| c.is_ascii_alphanumeric() || "_.+->".contains(c))
             })
         };
         if !ident(name) {
@@ -205,10 +206,24 @@ impl Column {
     }
 }
 
-/// The call's value labelled `name`, when it has one.
+/// The call's value labelled `name`, when it has one; a `:str[N]` array (`name[0]`, `name[1]`...) as its
+/// strings joined by spaces up to the first missing or empty one (bcc's ARGS).
 fn fetched(call: &Call, fetches: &[Fetch], name: &str) -> Option<Value> {
-    let i = fetches.iter().position(|f| f.label == name)?;
-    call.values.get(i).cloned().flatten()
+    if let Some(i) = fetches.iter().position(|f| f.label == name) {
+        return call.values.get(i).cloned().flatten();
+    }
+    let mut words = Vec::new();
+    for n in 0.. {
+        let label = format!("{name}[{n}]");
+        let Some(i) = fetches.iter().position(|f| f.label == label) else {
+            break;
+        };
+        match call.values.get(i).cloned().flatten() {
+            Some(v) if !v.plain().is_empty() => words.push(v.plain()),
+            _ => break,
+        }
+    }
+    (!words.is_empty()).then(|| Value::Str(words.join(" ").into()))
 }
 
 #[cfg(test)]
@@ -263,5 +278,33 @@ mod tests {
         assert!(TraceFormat::parse("{a b}").is_err());
         assert!(TraceFormat::parse("{x:<z}").is_err());
         assert!(TraceFormat::parse("a } b").is_err());
+    }
+
+    /// Check a `:str[N]` array as one column: its strings joined up to the first empty one, by a name with `+`.
+    #[test]
+    fn string_array_column() {
+        let f = TraceFormat::parse("{arg0->0:>2} {arg0+8|ARGS}").unwrap();
+        let s = |label: &str| Fetch::user_string(label, "x", None);
+        let fetches = vec![
+            Fetch::field(
+                "arg0->0",
+                "x",
+                crate::probe::value::ValueKind::Int {
+                    size: 8,
+                    signed: false,
+                },
+                false,
+            ),
+            s("arg0+8[0]"),
+            s("arg0+8[1]"),
+            s("arg0+8[2]"),
+        ];
+        let str_of = |t: &str| Some(Value::Str(t.into()));
+        let call = Call {
+            values: vec![Some(Value::Int(2)), str_of("ls"), str_of("-l"), str_of("")],
+            ..Call::entry(TargetId::new(0), 7, 0)
+        };
+        assert_eq!(f.unknown(&["arg0->0", "arg0+8[0]"]), None);
+        assert_eq!(f.line(&call, &fetches, "_dl_start"), " 2 ls -l");
     }
 }
