@@ -274,3 +274,52 @@ fn cgroup_missing_is_one_clear_line() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot be used with"));
 }
+
+/// Check `rprof stat -G CGROUP -a` (perf stat's): the getppid calls of a program started in the cgroup are
+/// counted exactly, and none of an identical program outside it, running at the same time.
+#[test]
+fn stat_counts_only_the_cgroups_events() {
+    const TEST: &str = "stat_counts_only_the_cgroups_events";
+    if !privileged(TEST) {
+        return;
+    }
+    let Some(cgroup) = TestCgroup::create("stat") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let bin = build_c(dir.path(), "getppid_n.c", &["-O2"]);
+    let bin = bin.to_str().unwrap();
+    let mut stat = KillOnDrop(
+        rprof()
+            .args([
+                "stat",
+                "-e",
+                "syscalls:sys_enter_getppid",
+                "-a",
+                "-G",
+                &cgroup.name,
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let started = read_line(stat.0.stderr.as_mut().unwrap());
+    assert!(started.contains("Ctrl-C to end"), "{started}");
+    let mut inside = cgroup.spawn_inside(&[bin, "1234"]);
+    let mut outside = Command::new(bin).arg("777").spawn().unwrap();
+    assert!(inside.wait().unwrap().success() && outside.wait().unwrap().success());
+    let pid = nix::unistd::Pid::from_raw(stat.0.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::SIGINT).unwrap();
+    let mut text = String::new();
+    use std::io::Read;
+    let mut stdout = stat.0.stdout.take().unwrap();
+    stdout.read_to_string(&mut text).unwrap();
+    assert!(stat.0.wait().unwrap().success(), "{text}");
+    let count = text
+        .lines()
+        .find_map(|l| l.strip_prefix("syscalls:sys_enter_getppid"))
+        .and_then(|c| c.trim().replace(',', "").parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("no count in:\n{text}"));
+    assert_eq!(count, 1234, "{text}");
+}

@@ -138,10 +138,10 @@ pub fn run_trace(a: TraceArgs) -> anyhow::Result<u8> {
 
 /// `rprof stat`: returns the command's exit status.
 pub fn run_stat(a: StatArgs) -> anyhow::Result<u8> {
-    if a.cgroup.is_some() {
+    if a.cgroup.is_some() && (a.pid.is_some() || !a.command.is_empty()) {
         anyhow::bail!(
-            "rprof stat -G: counting in a cgroup is not built yet; count system-wide (-a), or record the \
-             cgroup's events with `rprof record -G CGROUP -e EVENT` and count them with `rprof report`"
+            "rprof stat -G counts the cgroup's tasks on every CPU (perf's system-wide mode): drop -p and the \
+             command, and start the programs in the cgroup"
         );
     }
     if a.all_cpus && !a.command.is_empty() {
@@ -158,5 +158,6 @@ pub fn run_stat(a: StatArgs) -> anyhow::Result<u8> {
         });
     }
     words.extend(target_words(a.pid, a.duration));
-    probe::run(probe_args(words, a.command)?)
+    let cgroup = a.cgroup;
+    probe::run_with(probe_args(words, a.command)?, |o| o.cgroup = cgroup)
 }

@@ -116,6 +116,8 @@ pub enum ProbeError {
     },
     #[error(transparent)]
     Usdt(#[from] spec::usdt::UsdtError),
+    #[error(transparent)]
+    Process(#[from] crate::process::ProcessError),
 }
 
 /// What a `LIB:` that is a bpftrace probe type's short name meant, for [`ProbeError::NoLibrary`].
@@ -191,6 +193,9 @@ pub struct ProbeOptions {
     pub at_entry: bool,
     /// `--net`: durations minus the probe's bias (never below 0), and minus probed callees' whole cost.
     pub net: bool,
+    /// `rprof stat -G`: count only in the tasks of this cgroup (a path relative to the cgroup2 mount), on
+    /// every CPU. Counting (`--count` on counters) system-wide only.
+    pub cgroup: Option<String>,
 }
 
 impl Default for ProbeOptions {
@@ -224,6 +229,7 @@ impl Default for ProbeOptions {
             debug_cost: DebugCost::Off,
             at_entry: false,
             net: false,
+            cgroup: None,
         }
     }
 }

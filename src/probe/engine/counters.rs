@@ -9,7 +9,9 @@ use crate::probe::analysis::Stats;
 use crate::probe::plan::PlannedEvent;
 use crate::probe::target::{PerTarget, TargetId};
 use crate::probe::{ProbeError, TaskTarget};
+use crate::process::Cgroup;
 use crate::tracefs::Tracefs;
+use std::os::fd::AsFd;
 
 /// The counters of every target.
 pub struct Counters {
@@ -21,12 +23,13 @@ pub struct Counters {
 
 impl Counters {
     /// Open one counter per planned event (each stands for one target of the `targets` counted) on each task
-    /// (`inherit`, any CPU) or, system-wide, on each CPU. A probe the kernel refuses is skipped and returned.
+    /// (`inherit`, any CPU) or, system-wide, on each CPU (only while the tasks of `cgroup` run there, when
+    /// given). A probe the kernel refuses is skipped and returned.
     pub fn open(
         tracefs: &Tracefs,
         planned: &[PlannedEvent],
         targets: usize,
-        target: &TaskTarget,
+        (target, cgroup): (&TaskTarget, Option<&Cgroup>),
         tasks: &[i32],
         pmu: Option<UprobePmu>,
     ) -> Result<(Counters, Vec<Refusal>), ProbeError> {
@@ -54,7 +57,11 @@ impl Counters {
             }
             let mut evs = Vec::new();
             for &(pid, cpu) in &places {
-                match PerfEvent::open(&attr, pid, cpu) {
+                let opened = match cgroup {
+                    Some(cg) => PerfEvent::open_cgroup(&attr, cg.dir.as_fd(), cpu),
+                    None => PerfEvent::open(&attr, pid, cpu),
+                };
+                match opened {
                     Ok(ev) => {
                         if let Some(f) = &p.filter {
                             super::perf::set_filter(&ev, p, f, tracefs)?;

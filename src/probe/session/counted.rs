@@ -16,11 +16,17 @@ pub(super) fn run_counters(
     plan: &Plan,
     out: &mut dyn Write,
 ) -> Result<RunSummary, ProbeError> {
+    let cgroup = s
+        .opts
+        .cgroup
+        .as_deref()
+        .map(crate::process::Cgroup::open)
+        .transpose()?;
     let (mut counters, refused) = Counters::open(
         s.tracefs,
         &plan.events,
         s.targets.len(),
-        &s.opts.target,
+        (&s.opts.target, cgroup.as_ref()),
         &s.tasks,
         s.pmu,
     )?;

@@ -133,6 +133,16 @@ pub fn run(
     // Created before the events and the instance, removed after them (the kernel refuses to delete probes
     // that are open or enabled); dropped on errors and panics.
     let probes = ProbeGroup::create(tracefs, &s.group, &plan.defs)?;
+    if opts.cgroup.is_some()
+        && (plan.mode != Mode::Counters || opts.target != TaskTarget::SystemWide)
+    {
+        return Err(ProbeError::Spec {
+            spec: "-G".into(),
+            reason: "a cgroup is counted system-wide with counters only (rprof stat -G CGROUP -a -e EVENTS, \
+                     without -p, a command, values or stacks)"
+                .into(),
+        });
+    }
     let summary = match plan.mode {
         Mode::Counters => run_counters(&mut s, &plan, out),
         Mode::Sampled => run_sampled(&mut s, plan, out),
