@@ -1,15 +1,16 @@
 //! Lost events never become wrong durations: with rings of 64 pages, rprof loses events of a loop of short
 //! calls (fixtures/loss_loop.c: mid calls leaf twice, microseconds each) when it is stopped (SIGSTOP) while the
-//! fixture runs, and the durations it prints match those of a reference rprof with the same rings, run at the
-//! same time on a copy of the fixture, that loses nothing (median within 10%, P99 within 25%: both share the
-//! machine's load, which moves a median by more than 10% between runs one after the other); no call comes out
-//! longer than the longest mid call the fixture timed itself (microseconds, or the tens of milliseconds a busy
-//! machine preempts it for: the issue's fixed bar of 50 ms failed here in 6 of 8 runs on calls of 52 to 80 ms,
-//! with 10 to 30 ms calls all through the run, not only around the stops; a stale entry paired with a later
-//! return spans a hole, seconds in the issue); and the closing lines count the calls whose timing was dropped. The same for a keyed pair (`--pair --key`).
+//! fixture runs, and the durations it prints match those of a reference rprof that loses nothing, attached to
+//! the same process at the same time with the same probes (`--at-entry` on both: one uprobe per function, two
+//! consumers), so that both time the same calls (median within 10%, P99 within 25%, the issue's bar; they agree
+//! to a few percent whatever the machine's load, where two runs of separate processes differed by up to 50%
+//! beside busy loops); no call comes out longer than the longest mid call the fixture timed itself
+//! (microseconds, or the tens of milliseconds a busy machine preempts it for: a stale entry paired with a later
+//! return spans a hole, seconds in the issue); and the closing lines count the calls whose timing was dropped.
+//! The same for a keyed pair (`--pair --key`).
 mod common;
 use common::{assert_success, build_c, duration_ns, privileged, rprof};
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::sync::Mutex;
@@ -37,32 +38,23 @@ fn spawn(args: &[String]) -> Child {
         .expect("run rprof")
 }
 
-/// The CPU time the process running `exe` has used so far, and its pid (None once no process runs it).
-fn cpu_of(exe: &Path, pid: &mut Option<u32>) -> Option<Duration> {
-    if pid.is_none() {
-        *pid = std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
-            let n: u32 = e.file_name().to_str()?.parse().ok()?;
-            (std::fs::read_link(e.path().join("exe")).ok()? == exe).then_some(n)
-        });
-    }
-    let stat = std::fs::read_to_string(format!("/proc/{}/schedstat", (*pid)?)).ok()?;
-    Some(Duration::from_nanos(
-        stat.split_whitespace().next()?.parse().ok()?,
-    ))
-}
-
-/// Stop rprof `pid` four times, each time until the fixture `exe` has run for [`STOP_CPU`] (at most 5 s).
-fn stop_four_times(pid: u32, exe: &Path) {
+/// Stop rprof `pid` four times, each time until the fixture `fixture` has run for [`STOP_CPU`] (at most 5 s).
+fn stop_four_times(pid: u32, fixture: u32) {
     let rprof = nix::unistd::Pid::from_raw(pid as i32);
-    let mut fixture = None;
+    let cpu = || {
+        let stat = std::fs::read_to_string(format!("/proc/{fixture}/schedstat")).ok()?;
+        Some(Duration::from_nanos(
+            stat.split_whitespace().next()?.parse().ok()?,
+        ))
+    };
     for _ in 0..4 {
-        let Some(before) = cpu_of(exe, &mut fixture) else {
+        let Some(before) = cpu() else {
             return;
         };
         let _ = nix::sys::signal::kill(rprof, nix::sys::signal::Signal::SIGSTOP);
         let since = Instant::now();
         while since.elapsed() < Duration::from_secs(5)
-            && cpu_of(exe, &mut fixture).is_some_and(|t| t < before + STOP_CPU)
+            && cpu().is_some_and(|t| t < before + STOP_CPU)
         {
             std::thread::sleep(Duration::from_millis(5));
         }
@@ -80,21 +72,10 @@ fn finish(child: Child, reader: std::thread::JoinHandle<String>, args: &[String]
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// Run `args(fixture)` twice at once, on two copies of the fixture (two files: a uprobe on one does not trap
-/// in the other): a reference, and a run stopped four times once it says it is set up. Returns both stdouts.
-fn run_pair(dir: &Path, args: impl Fn(&str) -> Vec<String>) -> (String, String) {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let built = build_c(dir, "loss_loop.c", &["-O1"]);
-    let (ref_bin, bin) = (dir.join("loss_ref"), dir.join("loss_stopped"));
-    for copy in [&ref_bin, &bin] {
-        std::fs::copy(&built, copy).expect("copy the fixture");
-    }
-    let bin: PathBuf = bin.canonicalize().unwrap();
-    let (ref_args, args) = (args(ref_bin.to_str().unwrap()), args(bin.to_str().unwrap()));
-    let reference = spawn(&ref_args);
-    let mut stopped = spawn(&args);
-    let pid = stopped.id();
-    let stderr = stopped.stderr.take().expect("piped stderr");
+/// Start `rprof ARGS` and wait until it says it is set up (its stderr read on until it ends).
+fn start(args: &[String]) -> (Child, std::thread::JoinHandle<String>) {
+    let mut child = spawn(args);
+    let stderr = child.stderr.take().expect("piped stderr");
     let (ready_tx, ready) = std::sync::mpsc::channel();
     let reader = std::thread::spawn(move || {
         let mut text = String::new();
@@ -107,17 +88,43 @@ fn run_pair(dir: &Path, args: impl Fn(&str) -> Vec<String>) -> (String, String) 
         }
         text
     });
-    if ready.recv_timeout(Duration::from_secs(60)).is_ok() {
-        stop_four_times(pid, &bin);
-    }
+    assert!(
+        ready.recv_timeout(Duration::from_secs(60)).is_ok(),
+        "rprof never said it was set up"
+    );
+    (child, reader)
+}
+
+/// Start the fixture (waiting at its gate), attach `args(binary, pid)` twice to it, a reference and a run
+/// stopped four times once the fixture runs, and open the gate. Returns both stdouts, each after the fixture's
+/// own `mid N longest_ns L` line.
+fn run_pair(dir: &Path, args: impl Fn(&str, u32) -> Vec<String>) -> (String, String) {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let bin: PathBuf = build_c(dir, "loss_loop.c", &["-O1"])
+        .canonicalize()
+        .unwrap();
+    let mut fixture = std::process::Command::new(&bin)
+        .args([BUDGET_MS, "gate"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("run the fixture");
+    let args = args(bin.to_str().unwrap(), fixture.id());
+    let (reference, ref_reader) = start(&args);
+    let (stopped, reader) = start(&args);
+    fixture
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"x")
+        .expect("open the fixture's gate");
+    stop_four_times(stopped.id(), fixture.id());
+    let own = fixture.wait_with_output().expect("wait for the fixture");
+    assert!(own.status.success(), "the fixture failed");
+    let own = String::from_utf8_lossy(&own.stdout).into_owned();
     let stopped = finish(stopped, reader, &args);
-    let reference = {
-        let out = reference.wait_with_output().expect("wait for rprof");
-        let ref_args: Vec<&str> = ref_args.iter().map(String::as_str).collect();
-        assert_success(&out, &ref_args);
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
-    (reference, stopped)
+    let reference = finish(reference, ref_reader, &args);
+    (own.clone() + &reference, own + &stopped)
 }
 
 /// The longest mid call the fixture timed itself (ns), from its `mid N longest_ns L` line.
@@ -185,10 +192,19 @@ fn lost_events_never_make_wrong_durations() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let (clean, lossy) = run_pair(dir.path(), |bin| {
-        let args = ["probe", "--mmap-pages", PAGES, "-x", bin, "mid", "leaf"];
-        let run = ["--", bin, BUDGET_MS];
-        args.iter().chain(&run).map(|a| a.to_string()).collect()
+    let (clean, lossy) = run_pair(dir.path(), |bin, pid| {
+        let args = [
+            "probe",
+            "--mmap-pages",
+            PAGES,
+            "--at-entry",
+            "-x",
+            bin,
+            "mid",
+            "leaf",
+        ];
+        let run = ["-p".to_string(), pid.to_string()];
+        args.iter().map(|a| a.to_string()).chain(run).collect()
     });
     assert!(
         !clean.contains("LOST"),
@@ -237,12 +253,20 @@ fn lost_events_never_make_wrong_keyed_durations() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let (clean, out) = run_pair(dir.path(), |bin| {
-        let args = ["probe", "--mmap-pages", PAGES, "-x", bin, "--json"];
+    let (clean, out) = run_pair(dir.path(), |bin, pid| {
+        let args = [
+            "probe",
+            "--mmap-pages",
+            PAGES,
+            "--at-entry",
+            "-x",
+            bin,
+            "--json",
+        ];
         let pair = ["--pair", "req_start,req_done", "--key", "arg0", "leaf"];
-        let run = ["--", bin, BUDGET_MS];
-        let all = args.iter().chain(&pair).chain(&run);
-        all.map(|a| a.to_string()).collect()
+        let run = ["-p".to_string(), pid.to_string()];
+        let all = args.iter().chain(&pair).map(|a| a.to_string());
+        all.chain(run).collect()
     });
     let (ref_med, ref_p99, _, ref_dropped, ref_lost) = keyed(&clean);
     assert_eq!(
