@@ -84,11 +84,24 @@ impl Tracer {
         }
     }
 
-    /// End it with SIGINT (as Ctrl-C) and return everything it printed.
+    /// End it with SIGINT (as Ctrl-C) and return everything it printed. A tracer still running 10 s later
+    /// gets SIGTERM (bpftrace once ignored a SIGINT here and the test waited for it for minutes), then SIGKILL.
     fn stop(mut self) -> String {
+        use nix::sys::signal::Signal;
         std::thread::sleep(Duration::from_millis(500));
         let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
-        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT);
+        for signal in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGKILL] {
+            let _ = nix::sys::signal::kill(pid, signal);
+            let since = std::time::Instant::now();
+            while self.child.try_wait().ok().flatten().is_none()
+                && since.elapsed() < Duration::from_secs(10)
+            {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            if self.child.try_wait().ok().flatten().is_some() {
+                break;
+            }
+        }
         let _ = self.child.wait();
         for t in self.threads.drain(..) {
             let _ = t.join();
