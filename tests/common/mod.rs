@@ -297,16 +297,7 @@ fn stat_cpu_time(pid: u32, n: usize) -> Option<std::time::Duration> {
 /// Wait for `child` (spawned with its stdout and stderr piped) to end, as `wait_with_output` does: its output,
 /// and the CPU time (user + system) it and the children it waited for used, read from its zombie before it is
 /// reaped. CPU time, unlike wall time, is the same on a loaded machine.
-pub fn output_and_cpu_time(child: std::process::Child) -> (Output, std::time::Duration) {
-    let (out, cpu, _) = output_and_times(child);
-    (out, cpu)
-}
-
-/// As [`output_and_cpu_time`], and also how long its main thread waited, runnable, for a CPU (the run delay of
-/// /proc/PID/schedstat): wall time minus it is the time the process would have taken on an idle machine.
-pub fn output_and_times(
-    mut child: std::process::Child,
-) -> (Output, std::time::Duration, std::time::Duration) {
+pub fn output_and_cpu_time(mut child: std::process::Child) -> (Output, std::time::Duration) {
     use nix::sys::wait::{waitid, Id, WaitPidFlag};
     use std::io::Read;
     let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
@@ -322,18 +313,13 @@ pub fn output_and_times(
     waitid(Id::Pid(pid), WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT)
         .expect("wait for the command");
     let cpu = stat_cpu_time(child.id(), 4).expect("the command's zombie");
-    let run_delay = std::fs::read_to_string(format!("/proc/{}/schedstat", child.id()))
-        .ok()
-        .and_then(|s| s.split_whitespace().nth(1)?.parse().ok())
-        .map(std::time::Duration::from_nanos)
-        .expect("the command's zombie's schedstat");
     let status = child.wait().expect("reap the command");
     let output = Output {
         status,
         stdout,
         stderr,
     };
-    (output, cpu, run_delay)
+    (output, cpu)
 }
 
 /// Wait until process `pid` has used `work` more CPU time than it had at the call: sizes a sampling window by
