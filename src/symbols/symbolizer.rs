@@ -293,3 +293,47 @@ fn cause_of(error: &SymbolError) -> Unnamed {
         _ => Unnamed::Unreadable,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn module(path: std::path::PathBuf) -> ModuleKey {
+        ModuleKey {
+            path,
+            pid: std::process::id(),
+            build_id: None,
+        }
+    }
+
+    /// Check the bounds of `trim`: the per-process modules always go, the resolved offsets only past their cap,
+    /// the binaries (and the offsets resolved in them) only past theirs; a binary kept is not read again.
+    #[test]
+    fn trim_bounds_caches() {
+        let mut s = Symbolizer::new(SymbolizerOptions::default());
+        let exe = module(std::env::current_exe().unwrap());
+        for off in 0..10u64 {
+            s.user(&exe, FileOffset(0x1000 + off));
+        }
+        assert_eq!(s.sizes(), (1, 1, 10));
+        let t = s.trim(100, 10);
+        assert_eq!((t.modules, t.binaries, t.resolved), (1, 0, 0));
+        assert_eq!(s.sizes(), (0, 1, 10));
+        // The same file through a module of another process: the binary already read is found by identity.
+        let other = ModuleKey {
+            pid: 1,
+            ..exe.clone()
+        };
+        s.user(&other, FileOffset(0x1000));
+        assert_eq!(s.sizes(), (1, 1, 10));
+        let t = s.trim(5, 10);
+        assert_eq!((t.binaries, t.resolved), (0, 10));
+        assert_eq!(s.sizes(), (0, 1, 0));
+        s.user(&exe, FileOffset(0x1000));
+        s.user(&module("/bin/true".into()), FileOffset(0x1000));
+        assert_eq!(s.sizes(), (2, 2, 2));
+        let t = s.trim(100, 1);
+        assert_eq!((t.binaries, t.resolved), (2, 2));
+        assert_eq!(s.sizes(), (0, 0, 0));
+    }
+}
