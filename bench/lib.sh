@@ -2,7 +2,9 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-RPROF="$ROOT/target/release/rprof"
+# RPROF=/path/to/rprof runs that binary instead of building target/release/rprof.
+RPROF_GIVEN=${RPROF:-}
+RPROF="${RPROF:-$ROOT/target/release/rprof}"
 WORK="${BENCH_DIR:-$ROOT/target/bench}"
 TOOLS="$ROOT/target/bench-tools"
 mkdir -p "$WORK"
@@ -14,6 +16,7 @@ die() {
 
 # Build the release binary (incremental: cheap when it is up to date).
 build_rprof() {
+    [ -n "$RPROF_GIVEN" ] && { [ -x "$RPROF" ] || die "no $RPROF"; return; }
     (cd "$ROOT" && cargo build --release --quiet) || die "cargo build --release failed"
     [ -x "$RPROF" ] || die "no $RPROF after the build"
 }

@@ -21,6 +21,11 @@ use std::sync::Arc;
 const EXITS_BEFORE_RESET: u64 = 300;
 /// ... or this many distinct raw stacks.
 const STACKS_BEFORE_RESET: usize = 200_000;
+/// A restarted resolver keeps the symbolizer (binaries read, kernel symbols, resolved offsets: what costs CPU to
+/// make again) unless it holds more than this many resolved offsets...
+const MAX_RESOLVED: usize = 200_000;
+/// ... or this many binaries (each with its symbols and DWARF).
+const MAX_BINARIES: usize = 256;
 
 /// A raw stack as sampled, the key of the resolved-stack cache.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -302,7 +307,13 @@ impl Live {
         }
         self.counts.resets += 1;
         self.exits = 0;
-        self.resolver = StackResolver::new(self.opts.clone(), HashMap::new());
+        let mut symbolizer = std::mem::replace(
+            &mut self.resolver,
+            StackResolver::new(self.opts.clone(), HashMap::new()),
+        )
+        .into_symbolizer();
+        symbolizer.trim(MAX_RESOLVED, MAX_BINARIES);
+        self.resolver = StackResolver::with_symbolizer(symbolizer, HashMap::new());
         if self.unsymbolized {
             self.resolver.defer_files();
         }

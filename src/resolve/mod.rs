@@ -88,8 +88,17 @@ pub struct StackResolver {
 impl StackResolver {
     /// A resolver with a new symbolizer; `build_ids` are the recorded build ids by path (may be empty).
     pub fn new(opts: SymbolizerOptions, build_ids: HashMap<String, Vec<u8>>) -> StackResolver {
+        StackResolver::with_symbolizer(Symbolizer::new(opts), build_ids)
+    }
+
+    /// A resolver reusing a symbolizer (its binaries and kernel symbols) of an earlier one: see
+    /// [`StackResolver::into_symbolizer`].
+    pub fn with_symbolizer(
+        symbolizer: Symbolizer,
+        build_ids: HashMap<String, Vec<u8>>,
+    ) -> StackResolver {
         StackResolver {
-            symbolizer: Symbolizer::new(opts),
+            symbolizer,
             build_ids,
             frames: Vec::new(),
             frame_ids: FastMap::default(),
@@ -136,6 +145,11 @@ impl StackResolver {
     }
 
     /// The symbolizer (to say which kernel the addresses come from, or start loading it early).
+    /// The symbolizer, for a resolver started afresh that keeps the binaries already loaded.
+    pub fn into_symbolizer(self) -> Symbolizer {
+        self.symbolizer
+    }
+
     pub fn symbolizer(&mut self) -> &mut Symbolizer {
         &mut self.symbolizer
     }

@@ -61,6 +61,11 @@ impl<K: Hash + Eq, T> FileCache<K, T> {
         &mut self.values[id.0 as usize]
     }
 
+    /// How many values were made.
+    pub fn len(&self) -> usize {
+        self.values.len()
+    }
+
     /// Every value made so far.
     pub fn values_mut(&mut self) -> impl Iterator<Item = &mut T> {
         self.values.iter_mut()

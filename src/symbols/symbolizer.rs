@@ -30,6 +30,14 @@ enum BinaryKey {
 ///
 /// Binaries are parsed once each (shared between processes mapping the same file) and kept for the life of
 /// the symbolizer; there is no eviction.
+/// What [`Symbolizer::trim`] dropped.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Trimmed {
+    pub modules: usize,
+    pub binaries: usize,
+    pub resolved: usize,
+}
+
 pub struct Symbolizer {
     opts: SymbolizerOptions,
     kernel: KernelNames,
@@ -115,6 +123,32 @@ impl Symbolizer {
     /// Drop the DWARF of every binary opened so far (see `Binary::release_dwarf`): for a caller that has
     /// looked up the addresses it needs (the answers are kept), before it goes on to other work. A later lookup
     /// of a new address loads the binary's DWARF again.
+    /// Bound what the symbolizer keeps across the periods of a long session (`rprof record --push`): the
+    /// per-process modules are forgotten (they are found again from the binaries, which are cached by file
+    /// identity, not by process); the resolved offsets are dropped past `max_resolved`, and the binaries
+    /// (with everything that points into them) past `max_binaries`. The kernel's symbols stay.
+    pub fn trim(&mut self, max_resolved: usize, max_binaries: usize) -> Trimmed {
+        let mut t = Trimmed {
+            modules: self.modules.len(),
+            ..Trimmed::default()
+        };
+        self.modules = HashMap::new();
+        if self.resolved.len() > max_resolved || self.binaries.len() > max_binaries {
+            t.resolved = self.resolved.len();
+            self.resolved = HashMap::new();
+        }
+        if self.binaries.len() > max_binaries {
+            t.binaries = self.binaries.len();
+            self.binaries = FileCache::new();
+        }
+        t
+    }
+
+    /// How many (modules, binaries, resolved offsets) are kept.
+    pub fn sizes(&self) -> (usize, usize, usize) {
+        (self.modules.len(), self.binaries.len(), self.resolved.len())
+    }
+
     pub fn release_dwarf(&mut self) {
         for slot in self.binaries.values_mut() {
             if let Slot::Ready(Ok(binary)) = slot {
@@ -257,5 +291,49 @@ fn cause_of(error: &SymbolError) -> Unnamed {
             Unnamed::FileGone
         }
         _ => Unnamed::Unreadable,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn module(path: std::path::PathBuf) -> ModuleKey {
+        ModuleKey {
+            path,
+            pid: std::process::id(),
+            build_id: None,
+        }
+    }
+
+    /// Check the bounds of `trim`: the per-process modules always go, the resolved offsets only past their cap,
+    /// the binaries (and the offsets resolved in them) only past theirs; a binary kept is not read again.
+    #[test]
+    fn trim_bounds_caches() {
+        let mut s = Symbolizer::new(SymbolizerOptions::default());
+        let exe = module(std::env::current_exe().unwrap());
+        for off in 0..10u64 {
+            s.user(&exe, FileOffset(0x1000 + off));
+        }
+        assert_eq!(s.sizes(), (1, 1, 10));
+        let t = s.trim(100, 10);
+        assert_eq!((t.modules, t.binaries, t.resolved), (1, 0, 0));
+        assert_eq!(s.sizes(), (0, 1, 10));
+        // The same file through a module of another process: the binary already read is found by identity.
+        let other = ModuleKey {
+            pid: 1,
+            ..exe.clone()
+        };
+        s.user(&other, FileOffset(0x1000));
+        assert_eq!(s.sizes(), (1, 1, 10));
+        let t = s.trim(5, 10);
+        assert_eq!((t.binaries, t.resolved), (0, 10));
+        assert_eq!(s.sizes(), (0, 1, 0));
+        s.user(&exe, FileOffset(0x1000));
+        s.user(&module("/bin/true".into()), FileOffset(0x1000));
+        assert_eq!(s.sizes(), (2, 2, 2));
+        let t = s.trim(100, 1);
+        assert_eq!((t.binaries, t.resolved), (2, 2));
+        assert_eq!(s.sizes(), (0, 0, 0));
     }
 }
