@@ -146,9 +146,21 @@ mod tests {
     fn dwarf_rings_hold_perfs_samples() {
         assert_eq!(default_mmap_pages(CallGraph::Fp), 128);
         assert_eq!(default_mmap_pages(CallGraph::None), 128);
-        assert_eq!(default_mmap_pages(CallGraph::Dwarf { stack_size: 8192 }), 128);
-        assert_eq!(default_mmap_pages(CallGraph::Dwarf { stack_size: 1024 }), 128);
-        assert_eq!(default_mmap_pages(CallGraph::Dwarf { stack_size: 16384 }), 256);
-        assert_eq!(default_mmap_pages(CallGraph::Dwarf { stack_size: 65528 }), 1024);
+        assert_eq!(
+            default_mmap_pages(CallGraph::Dwarf { stack_size: 8192 }),
+            128
+        );
+        assert_eq!(
+            default_mmap_pages(CallGraph::Dwarf { stack_size: 1024 }),
+            128
+        );
+        assert_eq!(
+            default_mmap_pages(CallGraph::Dwarf { stack_size: 16384 }),
+            256
+        );
+        assert_eq!(
+            default_mmap_pages(CallGraph::Dwarf { stack_size: 65528 }),
+            1024
+        );
     }
 }

@@ -222,7 +222,11 @@ mod tests {
         // The target stops for a second, then 100 events 10 us apart, drained in a round of no time.
         h.ring_read(0, 100, 4000, (3_000_000_000, 3_000_990_000));
         h.end_round(Duration::ZERO);
-        assert!((h.peak_rate - 1e6).abs() < 1e3, "the drain is no peak: {}", h.peak_rate);
+        assert!(
+            (h.peak_rate - 1e6).abs() < 1e3,
+            "the drain is no peak: {}",
+            h.peak_rate
+        );
         // A window shorter than MIN_ROUND waits for more events.
         let mut h = Holes::default();
         h.ring_read(0, 50, 2000, (0, 49_000));
