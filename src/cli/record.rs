@@ -105,9 +105,10 @@ pub struct RecordArgs {
     /// Only kernel-mode samples and stacks.
     #[arg(long = "kernel-only", visible_alias = "all-kernel")]
     pub kernel_only: bool,
-    /// Ring buffer data pages per CPU (a power of two).
-    #[arg(short = 'm', long = "mmap-pages", default_value = "128", value_parser = parse::pages)]
-    pub mmap_pages: usize,
+    /// Ring buffer data pages per CPU (a power of two) [default: 128, as perf; with --call-graph dwarf, as many
+    /// more as hold as many samples as perf's ring holds with its 8 KiB stack copies: 256 for dwarf,16384].
+    #[arg(short = 'm', long = "mmap-pages", value_parser = parse::pages)]
+    pub mmap_pages: Option<usize>,
     /// Root of separate debug files (for .debug_frame in DWARF mode).
     #[arg(long = "debug-dir", default_value = "/usr/lib/debug")]
     pub debug_dir: Vec<PathBuf>,
@@ -181,7 +182,9 @@ pub fn config(a: &RecordArgs) -> RecordConfig {
         user_only: a.user_only,
         kernel_only: a.kernel_only,
         duration: a.duration,
-        mmap_pages: a.mmap_pages,
+        mmap_pages: a
+            .mmap_pages
+            .unwrap_or_else(|| record::default_mmap_pages(call_graph)),
         cmdline: std::env::args().collect(),
         debug_dirs: a.debug_dir.clone(),
         no_buildid_cache: a.no_buildid_cache,

@@ -118,3 +118,49 @@ pub(super) fn tasks(
         Target::Cgroup(_) => vec![],
     })
 }
+
+/// The ring's data pages per CPU when none are asked for: perf's 128 (512 KiB), and with DWARF stacks as many
+/// more as make the ring hold as many samples as perf's does with its default 8 KiB stack copy (perf 6.1 keeps
+/// 512 KiB whatever the copy size; rprof's default copy is 16 KiB, so its samples are twice perf's and a ring
+/// of the same size filled twice as fast: 48 samples lost on a loaded machine where perf lost none).
+pub fn default_mmap_pages(call_graph: CallGraph) -> usize {
+    const PERF_PAGES: usize = 128;
+    const PERF_STACK: usize = 8192;
+    // A DWARF sample beside its stack copy: header, ip, tid, time, cpu, period, kernel callchain, registers.
+    const SAMPLE: usize = 512;
+    match call_graph {
+        CallGraph::Dwarf { stack_size } => (PERF_PAGES * (stack_size as usize + SAMPLE))
+            .div_ceil(PERF_STACK + SAMPLE)
+            .next_power_of_two()
+            .max(PERF_PAGES),
+        CallGraph::None | CallGraph::Fp => PERF_PAGES,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Check that a DWARF ring holds as many samples as perf's 512 KiB holds of its 8 KiB copies.
+    #[test]
+    fn dwarf_rings_hold_perfs_samples() {
+        assert_eq!(default_mmap_pages(CallGraph::Fp), 128);
+        assert_eq!(default_mmap_pages(CallGraph::None), 128);
+        assert_eq!(
+            default_mmap_pages(CallGraph::Dwarf { stack_size: 8192 }),
+            128
+        );
+        assert_eq!(
+            default_mmap_pages(CallGraph::Dwarf { stack_size: 1024 }),
+            128
+        );
+        assert_eq!(
+            default_mmap_pages(CallGraph::Dwarf { stack_size: 16384 }),
+            256
+        );
+        assert_eq!(
+            default_mmap_pages(CallGraph::Dwarf { stack_size: 65528 }),
+            1024
+        );
+    }
+}

@@ -9,6 +9,7 @@ use crate::process::{self, Cgroup, ProcessError};
 use crate::recording::{self, FileAttr, Meta, RecordingError, SampleId, Writer};
 
 mod attrs;
+pub use attrs::default_mmap_pages;
 mod buildids;
 mod dwarf;
 mod events;

@@ -9,9 +9,12 @@
 //! a return around a hole (see [`crate::probe::analysis::Pairer`]).
 //!
 //! The same accounting gives the ring size that would have held what was written between two reads: the bytes
-//! each CPU's ring received in a round (read, or lost at the round's mean event size), at their peak.
+//! each CPU's ring received in a round (read, or lost at the round's mean event size), at their peak. The peak
+//! rate is measured on the events' own timestamps (events read over the span of time they were written in), not
+//! on the wall time between reads: the last drain after the target stopped reads a full ring at once, which
+//! divided by a short round would give a rate the target never reached.
 use crate::resolve::FastMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A hole in one CPU's stream: events were lost after `after` and before `until` (event times, ns).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,30 +33,31 @@ pub struct Holes {
     last: FastMap<u32, u64>,
     /// This round, per CPU: events read, bytes read, events lost.
     round: FastMap<u32, (u64, u64, u64)>,
-    round_start: Instant,
+    /// The window the peak rate is measured over: events read, and the times of its first and last.
+    window: (u64, u64, u64),
     /// Events lost (LOST records and the tracefs ring's counts).
     pub lost: u64,
     /// Holes found.
     pub holes: u64,
     /// The most bytes one CPU's ring received in one round (read or lost).
     pub peak_bytes: u64,
-    /// The highest rate seen over a round, all CPUs (events written a second: read or lost), and the round's
-    /// length.
+    /// The highest rate events were written at, all CPUs, over a window of at least [`MIN_ROUND`] of event
+    /// time (the events read in it over the span of their timestamps).
     pub peak_rate: f64,
     /// Events read and the time spent reading and applying them (rprof's own throughput).
     pub read: u64,
     pub busy: Duration,
 }
 
-/// Rounds shorter than this give no rate (their clock reading is mostly noise).
-const MIN_ROUND: Duration = Duration::from_micros(200);
+/// A rate is measured over at least this much event time (rounds read in less are added together).
+const MIN_ROUND: u64 = 200_000;
 
 impl Default for Holes {
     fn default() -> Self {
         Holes {
             last: FastMap::default(),
             round: FastMap::default(),
-            round_start: Instant::now(),
+            window: (0, u64::MAX, 0),
             lost: 0,
             holes: 0,
             peak_bytes: 0,
@@ -72,13 +76,22 @@ impl Holes {
         let r = self.round.entry(cpu).or_default();
         r.0 += 1;
         r.1 += bytes as u64;
+        self.timed(time, time);
     }
 
-    /// `events` of `bytes` were read from CPU `cpu`'s tracefs ring this round.
-    pub fn ring_read(&mut self, cpu: u32, events: u64, bytes: u64) {
+    /// `events` of `bytes`, written from `first` to `last` (ns), were read from CPU `cpu`'s tracefs ring this
+    /// round.
+    pub fn ring_read(&mut self, cpu: u32, events: u64, bytes: u64, (first, last): (u64, u64)) {
         let r = self.round.entry(cpu).or_default();
         r.0 += events;
         r.1 += bytes;
+        self.timed(first, last);
+    }
+
+    /// Widen the rate window to events written from `first` to `last`.
+    fn timed(&mut self, first: u64, last: u64) {
+        self.window.1 = self.window.1.min(first);
+        self.window.2 = self.window.2.max(last);
     }
 
     /// A LOST record of `count` events, written at `time` into CPU `cpu`'s ring: the hole since the last record
@@ -115,12 +128,9 @@ impl Holes {
 
     /// The end of a round that took `spent` to read and apply: update the peaks.
     pub fn end_round(&mut self, spent: Duration) {
-        let now = Instant::now();
-        let length = now.duration_since(self.round_start);
-        self.round_start = now;
         self.busy += spent;
         // The rate counts the events read only: the tracefs ring's lost counts come in batches (read from
-        // its `stats` when a page says events were lost), which would make a short round's rate absurd.
+        // its `stats` when a page says events were lost), and have no times.
         let mut events = 0;
         for (read, bytes, lost) in self.round.values() {
             let mean = bytes.checked_div(*read).unwrap_or(64);
@@ -128,8 +138,14 @@ impl Holes {
             events += read;
             self.read += read;
         }
-        if length >= MIN_ROUND && events > 0 {
-            self.peak_rate = self.peak_rate.max(events as f64 / length.as_secs_f64());
+        self.window.0 += events;
+        let (read, first, last) = self.window;
+        // Rounds are added together until their events span MIN_ROUND: a round of a few events would give
+        // noise. The events of a round are written between its first and last (a read drains the rings).
+        if last > first && last - first >= MIN_ROUND {
+            let rate = read.saturating_sub(1) as f64 / ((last - first) as f64 / 1e9);
+            self.peak_rate = self.peak_rate.max(rate);
+            self.window = (0, u64::MAX, 0);
         }
         self.round.clear();
     }
@@ -188,6 +204,37 @@ mod tests {
             other.after, 0,
             "a ring never read: the hole starts at the beginning"
         );
+    }
+
+    /// Check that the peak rate comes from the events' timestamps: a final drain of a full ring read in a
+    /// moment after the target stopped is not a burst (the wall time between reads was the old measure).
+    #[test]
+    fn peak_rate_from_event_times() {
+        let mut h = Holes::default();
+        // 1000 events written 1 us apart (1M events/s) over 1 ms, read in two rounds.
+        for t in 0..500 {
+            h.seen(0, 1_000_000 + t * 1000, 40);
+        }
+        h.end_round(Duration::from_micros(10));
+        h.ring_read(1, 500, 20_000, (1_500_000, 1_999_000));
+        h.end_round(Duration::from_micros(10));
+        assert!((h.peak_rate - 1e6).abs() < 1e3, "{}", h.peak_rate);
+        // The target stops for a second, then 100 events 10 us apart, drained in a round of no time.
+        h.ring_read(0, 100, 4000, (3_000_000_000, 3_000_990_000));
+        h.end_round(Duration::ZERO);
+        assert!(
+            (h.peak_rate - 1e6).abs() < 1e3,
+            "the drain is no peak: {}",
+            h.peak_rate
+        );
+        // A window shorter than MIN_ROUND waits for more events.
+        let mut h = Holes::default();
+        h.ring_read(0, 50, 2000, (0, 49_000));
+        h.end_round(Duration::ZERO);
+        assert_eq!(h.peak_rate, 0.0);
+        h.ring_read(0, 151, 6040, (50_000, 200_000));
+        h.end_round(Duration::ZERO);
+        assert!((h.peak_rate - 1e6).abs() < 1e3, "{}", h.peak_rate);
     }
 
     /// Check that the pages needed hold the bytes read and lost in the busiest ring's round.

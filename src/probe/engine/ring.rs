@@ -121,20 +121,24 @@ impl RingEngine {
             return Ok(0);
         };
         let mut gaps = Vec::new();
-        // Events and bytes read per CPU (the bytes with an 8-byte event header).
-        let mut per_cpu: Vec<(u32, u64, u64)> = Vec::new();
+        // Events and bytes read per CPU (the bytes with an 8-byte event header), and their first and last time.
+        let mut per_cpu: Vec<(u32, u64, u64, (u64, u64))> = Vec::new();
         let n = rings.read_gaps(
             |cpu, time, data| {
+                let bytes = data.len() as u64 + 8;
                 match per_cpu.iter_mut().find(|c| c.0 == cpu) {
-                    Some(c) => (c.1, c.2) = (c.1 + 1, c.2 + data.len() as u64 + 8),
-                    None => per_cpu.push((cpu, 1, data.len() as u64 + 8)),
+                    Some(c) => {
+                        (c.1, c.2) = (c.1 + 1, c.2 + bytes);
+                        c.3 = (c.3 .0.min(time), c.3 .1.max(time));
+                    }
+                    None => per_cpu.push((cpu, 1, bytes, (time, time))),
                 }
                 push_event(types, merge, cpu, time, data);
             },
             |gap| gaps.push(gap),
         )?;
-        for (cpu, events, bytes) in per_cpu {
-            holes.ring_read(cpu, events, bytes);
+        for (cpu, events, bytes, times) in per_cpu {
+            holes.ring_read(cpu, events, bytes, times);
         }
         // At the time of the last event before it: the merge's stable sort keeps it after that event.
         for gap in gaps {
