@@ -17,6 +17,7 @@ mod output;
 mod pprof;
 mod quality;
 mod script;
+mod tracepoint_fields;
 mod script_fields;
 mod table;
 pub use crate::replay::Salvaged;

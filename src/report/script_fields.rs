@@ -1,5 +1,6 @@
 //! The fields of `rprof script` (`-F`, perf script's names and rules).
 
+
 /// Which fields each sample shows (`-F`, perf script's names).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Fields {
@@ -19,6 +20,8 @@ pub struct Fields {
     pub dso: bool,
     /// Every frame of the stack (else the sampled IP alone, on the header line).
     pub callchain: bool,
+    /// A tracepoint sample's fields, as its event's `print fmt` shows them.
+    pub trace: bool,
 }
 
 impl Default for Fields {
@@ -38,6 +41,7 @@ impl Default for Fields {
             symoff: true,
             dso: true,
             callchain: true,
+            trace: true,
         }
     }
 }
@@ -56,6 +60,7 @@ pub const FIELD_NAMES: &[&str] = &[
     "symoff",
     "dso",
     "callchain",
+    "trace",
 ];
 
 impl Fields {
@@ -73,6 +78,7 @@ impl Fields {
             symoff: false,
             dso: false,
             callchain: false,
+            trace: false,
         }
     }
 
@@ -90,6 +96,7 @@ impl Fields {
             "symoff" => &mut self.symoff,
             "dso" => &mut self.dso,
             "callchain" => &mut self.callchain,
+            "trace" => &mut self.trace,
             _ => return None,
         })
     }
@@ -135,6 +142,19 @@ impl Fields {
 
     pub(super) fn frames(&self) -> bool {
         self.ip || self.sym || self.dso
+    }
+
+    /// perf script's default for a tracepoint sample (when `-F` was not given): `comm,tid,cpu,time,event,
+    /// trace`, and the frames when the sample has a callchain.
+    pub(super) fn tracepoint_default(has_chain: bool) -> Fields {
+        Fields {
+            period: false,
+            ip: has_chain,
+            sym: has_chain,
+            symoff: has_chain,
+            dso: has_chain,
+            ..Fields::default()
+        }
     }
 }
 
