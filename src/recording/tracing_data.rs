@@ -127,7 +127,9 @@ impl<'a> Cursor<'a> {
 /// and printk formats after them, in either byte order), with the `ID:` of each.
 pub fn decode_tracing_data(bytes: &[u8]) -> Result<Vec<DecodedEvent>, String> {
     if !bytes.starts_with(b"\x17\x08\x44tracing") {
-        return Err("the tracing data does not start with perf's magic (\\x17\\x08Dtracing)".into());
+        return Err(
+            "the tracing data does not start with perf's magic (\\x17\\x08Dtracing)".into(),
+        );
     }
     let mut c = Cursor {
         bytes,
@@ -141,7 +143,9 @@ pub fn decode_tracing_data(bytes: &[u8]) -> Result<Vec<DecodedEvent>, String> {
     for name in ["header_page", "header_event"] {
         let label = c.string(name)?;
         if label != name {
-            return Err(format!("the tracing data has `{label}` where `{name}` belongs"));
+            return Err(format!(
+                "the tracing data has `{label}` where `{name}` belongs"
+            ));
         }
         c.file(8, name)?;
     }
@@ -198,11 +202,22 @@ mod tests {
     /// section cut short is an error naming where.
     #[test]
     fn round_trip() {
-        let format = |name: &str, id: u32| format!("name: {name}\nID: {id}\nformat:\n\tfield:int x;\toffset:8;\tsize:4;\tsigned:1;\n\nprint fmt: \"x=%d\", REC->x\n");
+        let format = |name: &str, id: u32| {
+            format!("name: {name}\nID: {id}\nformat:\n\tfield:int x;\toffset:8;\tsize:4;\tsigned:1;\n\nprint fmt: \"x=%d\", REC->x\n")
+        };
         let events = [
-            TracingEvent { system: "sched".into(), format: format("sched_switch", 372) },
-            TracingEvent { system: "syscalls".into(), format: format("sys_enter_openat", 782) },
-            TracingEvent { system: "sched".into(), format: "name: no_id\n".into() },
+            TracingEvent {
+                system: "sched".into(),
+                format: format("sched_switch", 372),
+            },
+            TracingEvent {
+                system: "syscalls".into(),
+                format: format("sys_enter_openat", 782),
+            },
+            TracingEvent {
+                system: "sched".into(),
+                format: "name: no_id\n".into(),
+            },
         ];
         let bytes = encode_tracing_data("page", "event", 4096, &events);
         let decoded = decode_tracing_data(&bytes).unwrap();

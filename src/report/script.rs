@@ -177,7 +177,10 @@ impl<W: Write> Script<'_, W> {
             &mut sample,
             &mut DwarfStats::default(),
         );
-        let printer = self.trace.get(usize::from(sample.attr)).and_then(Option::as_ref);
+        let printer = self
+            .trace
+            .get(usize::from(sample.attr))
+            .and_then(Option::as_ref);
         let f = match (printer.is_some(), self.default_fields) {
             (true, true) => Fields::tracepoint_default(!sample.callchain.is_empty()),
             _ => self.fields,

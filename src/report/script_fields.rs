@@ -1,6 +1,5 @@
 //! The fields of `rprof script` (`-F`, perf script's names and rules).
 
-
 /// Which fields each sample shows (`-F`, perf script's names).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Fields {

@@ -104,11 +104,6 @@ impl EventPrinter {
         EventPrinter { fields, pieces }
     }
 
-    /// Whether the `print fmt` is rendered (else the samples are `field=value` pairs).
-    pub fn renders_print_fmt(&self) -> bool {
-        self.pieces.is_some()
-    }
-
     /// The text of a sample's fields (`raw`: its PERF_SAMPLE_RAW data).
     pub fn render(&self, raw: &[u8]) -> String {
         self.pieces
@@ -263,7 +258,10 @@ fn spec(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) -> Option<Spec> {
         s.precision = Some(digits(chars));
     }
     let mut length = String::new();
-    while let Some(&c) = chars.peek().filter(|c| matches!(c, 'h' | 'l' | 'z' | 'L' | 'j' | 't')) {
+    while let Some(&c) = chars
+        .peek()
+        .filter(|c| matches!(c, 'h' | 'l' | 'z' | 'L' | 'j' | 't'))
+    {
         length.push(c);
         chars.next();
     }
@@ -292,7 +290,10 @@ fn parse_arg(
         let field = rec_field(t)?;
         return Some(Arg::Named(index(&field)?, displays.get(&field)?.clone()));
     }
-    if let Some(inner) = t.strip_prefix("__get_str(").and_then(|r| r.strip_suffix(')')) {
+    if let Some(inner) = t
+        .strip_prefix("__get_str(")
+        .and_then(|r| r.strip_suffix(')'))
+    {
         let f = index(inner.trim())?;
         return fields[f].is_data_loc().then_some(Arg::Str(f));
     }
@@ -331,7 +332,11 @@ fn cast_type(ty: &str) -> Option<(u32, bool)> {
         return Some((64, false));
     }
     let unsigned = ty.starts_with("unsigned") || ty.starts_with('u') || ty.starts_with("__u");
-    let bits = match ty.trim_start_matches("unsigned").trim_start_matches("signed").trim() {
+    let bits = match ty
+        .trim_start_matches("unsigned")
+        .trim_start_matches("signed")
+        .trim()
+    {
         "" | "int" | "u32" | "s32" | "__u32" | "__s32" => 32,
         "long" | "long int" | "long long" | "long long int" | "u64" | "s64" | "__u64" | "__s64"
         | "size_t" => 64,
@@ -421,7 +426,11 @@ fn convert(spec: &Spec, val: &Val) -> Option<String> {
         }
         'u' => ("", v.to_string()),
         'x' | 'p' => (
-            if (spec.alt || spec.conv == 'p') && v != 0 { "0x" } else { "" },
+            if (spec.alt || spec.conv == 'p') && v != 0 {
+                "0x"
+            } else {
+                ""
+            },
             format!("{v:x}"),
         ),
         'X' => (if spec.alt && v != 0 { "0X" } else { "" }, format!("{v:X}")),

@@ -69,7 +69,7 @@ fn record(size: usize, parts: &[(usize, &[u8])]) -> Vec<u8> {
 #[test]
 fn sched_switch_as_perf() {
     let p = EventPrinter::new(SCHED_SWITCH);
-    assert!(p.renders_print_fmt());
+    assert!(p.pieces.is_some());
     let raw = |state: u64| {
         record(
             64,
@@ -140,13 +140,20 @@ fn falls_back_to_pairs() {
     let fmt = "name: x\nID: 9\nformat:\n\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\
                \tfield:int a;\toffset:8;\tsize:4;\tsigned:1;\n\tfield:char c[4];\toffset:12;\tsize:4;\tsigned:0;\n\
                \tfield:unsigned long p;\toffset:16;\tsize:8;\tsigned:0;\n\n";
-    let raw = record(24, &[(8, &(-5i32).to_le_bytes()), (12, b"ab"), (16, &255u64.to_le_bytes())]);
+    let raw = record(
+        24,
+        &[
+            (8, &(-5i32).to_le_bytes()),
+            (12, b"ab"),
+            (16, &255u64.to_le_bytes()),
+        ],
+    );
     let helper = format!("{fmt}print fmt: \"%s\", __print_hex(REC->c, 4)\n");
     let p = EventPrinter::new(&helper);
-    assert!(!p.renders_print_fmt());
+    assert!(!p.pieces.is_some());
     assert_eq!(p.render(&raw), "a=-5 c=ab p=0xff");
     let wide = EventPrinter::new(&format!("{fmt}print fmt: \"a=%ld\", REC->a\n"));
-    assert!(wide.renders_print_fmt());
+    assert!(wide.pieces.is_some());
     assert_eq!(wide.render(&raw), "a=-5 c=ab p=0xff");
     let narrow = EventPrinter::new(&format!("{fmt}print fmt: \"a=%d p=%lu\", REC->a, REC->p\n"));
     assert_eq!(narrow.render(&raw), "a=-5 p=255");
