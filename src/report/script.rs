@@ -198,37 +198,7 @@ impl<W: Write> Script<'_, W> {
             buf.extend_from_slice(comm.as_bytes());
             buf.push(b' ');
         }
-        match (f.pid, f.tid) {
-            (true, true) => {
-                task_id(&mut buf, sample.pid, 5);
-                buf.push(b'/');
-                let at = buf.len();
-                task_id(&mut buf, sample.tid, 0);
-                let width = buf.len() - at;
-                pad(&mut buf, 5usize.saturating_sub(width));
-                buf.push(b' ');
-            }
-            (true, false) => {
-                task_id(&mut buf, sample.pid, 5);
-                buf.push(b' ');
-            }
-            (false, true) => {
-                task_id(&mut buf, sample.tid, 5);
-                buf.push(b' ');
-            }
-            (false, false) => {}
-        }
-        if let (true, Some(cpu)) = (f.cpu, sample.cpu) {
-            buf.push(b'[');
-            number(&mut buf, cpu.into(), 0, 3);
-            buf.extend_from_slice(b"] ");
-        }
-        if let (true, Some(time)) = (f.time, sample.time) {
-            number(&mut buf, time / 1_000_000_000, 5, 0);
-            buf.push(b'.');
-            number(&mut buf, time % 1_000_000_000 / 1000, 0, 6);
-            buf.extend_from_slice(b": ");
-        }
+        ids_and_time(&mut buf, &sample, &f);
         if f.period {
             number(&mut buf, sample.period, 10, 0);
             buf.push(b' ');
@@ -365,6 +335,41 @@ impl<W: Write> Script<'_, W> {
 /// `n` spaces.
 fn pad(buf: &mut Vec<u8>, n: usize) {
     buf.resize(buf.len() + n, b' ');
+}
+
+/// The pid/tid, `[CPU]` and time columns of a sample's header line, as `-F` asks.
+fn ids_and_time(buf: &mut Vec<u8>, sample: &Sample, f: &Fields) {
+    match (f.pid, f.tid) {
+        (true, true) => {
+            task_id(buf, sample.pid, 5);
+            buf.push(b'/');
+            let at = buf.len();
+            task_id(buf, sample.tid, 0);
+            let width = buf.len() - at;
+            pad(buf, 5usize.saturating_sub(width));
+            buf.push(b' ');
+        }
+        (true, false) => {
+            task_id(buf, sample.pid, 5);
+            buf.push(b' ');
+        }
+        (false, true) => {
+            task_id(buf, sample.tid, 5);
+            buf.push(b' ');
+        }
+        (false, false) => {}
+    }
+    if let (true, Some(cpu)) = (f.cpu, sample.cpu) {
+        buf.push(b'[');
+        number(buf, cpu.into(), 0, 3);
+        buf.extend_from_slice(b"] ");
+    }
+    if let (true, Some(time)) = (f.time, sample.time) {
+        number(buf, time / 1_000_000_000, 5, 0);
+        buf.push(b'.');
+        number(buf, time % 1_000_000_000 / 1000, 0, 6);
+        buf.extend_from_slice(b": ");
+    }
 }
 
 /// A pid or tid as perf prints it (`%5d`: -1 for none), right-aligned in `width` columns.

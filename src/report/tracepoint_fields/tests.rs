@@ -150,7 +150,7 @@ fn falls_back_to_pairs() {
     );
     let helper = format!("{fmt}print fmt: \"%s\", __print_hex(REC->c, 4)\n");
     let p = EventPrinter::new(&helper);
-    assert!(!p.pieces.is_some());
+    assert!(p.pieces.is_none());
     assert_eq!(p.render(&raw), "a=-5 c=ab p=0xff");
     let wide = EventPrinter::new(&format!("{fmt}print fmt: \"a=%ld\", REC->a\n"));
     assert!(wide.pieces.is_some());
