@@ -21,8 +21,9 @@ pub struct ScriptArgs {
     #[arg(short = 'i', long = "input", default_value = "rprof.data")]
     pub input: PathBuf,
     /// Fields to print, as perf script's -F: a list of comm,tid,pid,time,cpu,period,event,ip,sym,symoff,dso,
-    /// callchain (exactly those; `ip` brings the callchain, as in perf), or +FIELD/-FIELD to edit the default
-    /// (comm,tid,cpu,time,period,event,ip,sym,symoff,dso,callchain).
+    /// callchain,trace (exactly those; `ip` brings the callchain, as in perf; `trace` is a tracepoint's
+    /// fields), or +FIELD/-FIELD to edit the default (comm,tid,cpu,time,period,event,ip,sym,symoff,dso,
+    /// callchain,trace; for tracepoint samples perf's comm,tid,cpu,time,event,trace and the frames of a stack).
     #[arg(short = 'F', long = "fields", value_parser = parse_fields, allow_hyphen_values = true)]
     pub fields: Option<Fields>,
     /// Only the samples of these commands (comma-separated), as perf script's -c.

@@ -102,6 +102,7 @@ fn read_simple_sample(attr: &AttrInfo, misc: u16, body: &[u8]) -> Result<Sample,
         user_stack: None,
         off_cpu: attr.off_cpu,
         attr: attr.index,
+        raw: Vec::new(),
     })
 }
 
@@ -267,6 +268,7 @@ fn sample_event(attr: &AttrInfo, s: SampleRecord<'_>) -> Event {
         user_stack,
         off_cpu: attr.off_cpu,
         attr: attr.index,
+        raw: s.raw.map(|r| r.as_slice().into_owned()).unwrap_or_default(),
     })
 }
 

@@ -24,7 +24,7 @@ pub use decoder::Decoder;
 pub use encode::{encode_comm, encode_finished_round, encode_mmap2, encode_sample};
 pub use pipe::claim_stdout;
 pub use reader::Reader;
-pub use tracing_data::{encode_tracing_data, TracingEvent};
+pub use tracing_data::{decode_tracing_data, encode_tracing_data, DecodedEvent, TracingEvent};
 pub use writer::Writer;
 
 /// Errors of the recording stage.
@@ -172,6 +172,9 @@ pub struct Sample {
     pub off_cpu: bool,
     /// The index of the sample's event attr in the file ([`reader::Reader::event_names`] names it).
     pub attr: u16,
+    /// PERF_SAMPLE_RAW: a tracepoint's record, its fields as the event's format lays them out (empty
+    /// without).
+    pub raw: Vec<u8>,
 }
 
 /// The event name of off-CPU samples in a recording (perf's `--off-cpu` uses the same name and meaning): each

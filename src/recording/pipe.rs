@@ -94,6 +94,7 @@ pub(super) fn open(path: &Path, file: File) -> Result<Reader, RecordingError> {
         unfinished: false,
         short_file: false,
         pipe: true,
+        tracing: Vec::new(),
     };
     Ok(Reader::assemble(path, data, descs, ids, names, found))
 }

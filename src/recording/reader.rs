@@ -63,6 +63,8 @@ pub(super) struct Found {
     pub(super) short_file: bool,
     /// A pipe-mode stream.
     pub(super) pipe: bool,
+    /// The HEADER_TRACING_DATA feature section (a pipe-mode stream has it as a record instead).
+    pub(super) tracing: Vec<u8>,
 }
 
 /// Why a record cannot be read, and whether because the data was cut short there (else it is corrupt).
@@ -92,6 +94,10 @@ pub struct Reader {
     sampling: Option<Sampling>,
     /// The name of each attr's event (EVENT_DESC), by attr index.
     event_names: Vec<String>,
+    /// The tracepoint id (`config`) of each attr of PERF_TYPE_TRACEPOINT, by attr index.
+    tracepoint_ids: Vec<Option<u64>>,
+    /// See [`Found::tracing`].
+    tracing: Vec<u8>,
     /// What to report after the last good record (truncated or corrupt data section, bad feature sections),
     /// and where in that list a damaged record found by the walk goes.
     problems: Vec<String>,
@@ -191,6 +197,10 @@ impl Reader {
             unfinished: extent.unfinished,
             short_file: extent.unfinished || extent.truncated,
             pipe: false,
+            tracing: perf_file
+                .feature_section_data(Feature::TRACING_DATA)
+                .map(<[u8]>::to_vec)
+                .unwrap_or_default(),
         };
         Ok(Self::assemble(path, data, descs, ids, event_names, found))
     }
@@ -223,6 +233,14 @@ impl Reader {
             ns_pids: found.ns_pids,
             sampling: sampling_of(descs, &event_names),
             event_names,
+            tracepoint_ids: descs
+                .iter()
+                .map(|d| match d.attr.type_ {
+                    PerfEventType::Tracepoint(id) => Some(id),
+                    _ => None,
+                })
+                .collect(),
+            tracing: found.tracing,
             problems: found.problems,
             walk_problem_at: found.walk_problem_at,
             unfinished: found.unfinished,
@@ -319,8 +337,18 @@ impl Reader {
 
     /// The payloads of the HEADER_TRACING_DATA records read so far (event formats, in perf's layout): those
     /// of a pipe-mode stream's start once opened, and those in the data section as it is read.
+    /// A perf.data file has them in its HEADER_TRACING_DATA feature section.
     pub fn tracing_data(&self) -> &[u8] {
-        self.data.stream().tracing_data()
+        match self.tracing.is_empty() {
+            true => self.data.stream().tracing_data(),
+            false => &self.tracing,
+        }
+    }
+
+    /// The tracepoint id (the `ID:` of its format) of each attr of a tracepoint event, by
+    /// [`super::Sample::attr`]; None for the other events.
+    pub fn tracepoint_ids(&self) -> &[Option<u64>] {
+        &self.tracepoint_ids
     }
 
     pub fn build_ids(&self) -> &[BuildIdEntry] {

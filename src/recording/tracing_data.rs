@@ -6,7 +6,8 @@
 //! long, the page size (u32); `header_page\0` and `header_event\0`, each with a u64 size and tracefs's file of
 //! that name; the ftrace events (a u32 count: none); the event systems (a u32 count, then each system's name
 //! with its NUL, a u32 count of its events, and each event's `format` file with a u64 size); kallsyms and
-//! ftrace_printk (u32 sizes: empty) and the saved command lines (a u64 size: empty).
+//! ftrace_printk (u32 sizes: empty) and the saved command lines (a u64 size: empty). [`decode_tracing_data`]
+//! reads it back, and perf's own (tools/perf/util/trace-event-read.c).
 
 /// A tracepoint event's format, as tracefs gives it (`events/SYSTEM/EVENT/format`, whose `ID:` is the attr's
 /// `config`).
@@ -62,6 +63,112 @@ pub fn encode_tracing_data(
     out
 }
 
+/// One event format of a HEADER_TRACING_DATA section, as [`decode_tracing_data`] reads it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DecodedEvent {
+    /// Its system (`sched`, `syscalls`; `ftrace` for the ftrace formats).
+    pub system: String,
+    /// The `ID:` of the format: a tracepoint attr's `config`; None if the format has no `ID:` line.
+    pub id: Option<u64>,
+    /// The `format` file's text.
+    pub format: String,
+}
+
+/// A cursor over the section's bytes, in the byte order the section says.
+struct Cursor<'a> {
+    bytes: &'a [u8],
+    at: usize,
+    big: bool,
+}
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: usize, what: &str) -> Result<&'a [u8], String> {
+        let end = self.at.checked_add(n).filter(|&e| e <= self.bytes.len());
+        let end = end.ok_or_else(|| {
+            format!(
+                "the tracing data ends at byte {} inside {what} ({n} bytes wanted)",
+                self.bytes.len()
+            )
+        })?;
+        let out = &self.bytes[self.at..end];
+        self.at = end;
+        Ok(out)
+    }
+
+    fn number(&mut self, n: usize, what: &str) -> Result<u64, String> {
+        let b = self.take(n, what)?;
+        let fold = |acc: u64, &x: &u8| acc << 8 | u64::from(x);
+        Ok(match self.big {
+            true => b.iter().fold(0, fold),
+            false => b.iter().rev().fold(0, fold),
+        })
+    }
+
+    /// A NUL-terminated string.
+    fn string(&mut self, what: &str) -> Result<String, String> {
+        let rest = &self.bytes[self.at..];
+        let len = rest
+            .iter()
+            .position(|&b| b == 0)
+            .ok_or_else(|| format!("the tracing data ends inside {what} (no NUL)"))?;
+        self.at += len + 1;
+        Ok(String::from_utf8_lossy(&rest[..len]).into_owned())
+    }
+
+    /// A file: its size (of `size_len` bytes), then its bytes.
+    fn file(&mut self, size_len: usize, what: &str) -> Result<String, String> {
+        let size = self.number(size_len, what)?;
+        let size = usize::try_from(size).map_err(|_| format!("{what} has a bad size {size}"))?;
+        Ok(String::from_utf8_lossy(self.take(size, what)?).into_owned())
+    }
+}
+
+/// The event formats of a HEADER_TRACING_DATA section (rprof's, or perf's with its ftrace formats, kallsyms
+/// and printk formats after them, in either byte order), with the `ID:` of each.
+pub fn decode_tracing_data(bytes: &[u8]) -> Result<Vec<DecodedEvent>, String> {
+    if !bytes.starts_with(b"\x17\x08\x44tracing") {
+        return Err(
+            "the tracing data does not start with perf's magic (\\x17\\x08Dtracing)".into(),
+        );
+    }
+    let mut c = Cursor {
+        bytes,
+        at: 10,
+        big: false,
+    };
+    let _version = c.string("the version")?;
+    c.big = c.take(1, "the byte order")?[0] != 0;
+    let _long_size = c.take(1, "the size of a long")?;
+    let _page_size = c.number(4, "the page size")?;
+    for name in ["header_page", "header_event"] {
+        let label = c.string(name)?;
+        if label != name {
+            return Err(format!(
+                "the tracing data has `{label}` where `{name}` belongs"
+            ));
+        }
+        c.file(8, name)?;
+    }
+    let mut out = Vec::new();
+    let event = |system: &str, format: String| DecodedEvent {
+        system: system.to_string(),
+        id: format
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("ID:")?.trim().parse().ok()),
+        format,
+    };
+    for _ in 0..c.number(4, "the count of ftrace formats")? {
+        out.push(event("ftrace", c.file(8, "an ftrace format")?));
+    }
+    for _ in 0..c.number(4, "the count of event systems")? {
+        let system = c.string("a system name")?;
+        for _ in 0..c.number(4, "a system's count of events")? {
+            out.push(event(&system, c.file(8, "an event format")?));
+        }
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -89,5 +196,47 @@ mod tests {
         expected.extend_from_slice(b"yy");
         expected.extend_from_slice(&[0; 16]);
         assert!(bytes.ends_with(&expected));
+    }
+
+    /// Check that what encode writes decodes back: each event's system, format and `ID:`, and that a
+    /// section cut short is an error naming where.
+    #[test]
+    fn round_trip() {
+        let format = |name: &str, id: u32| {
+            format!("name: {name}\nID: {id}\nformat:\n\tfield:int x;\toffset:8;\tsize:4;\tsigned:1;\n\nprint fmt: \"x=%d\", REC->x\n")
+        };
+        let events = [
+            TracingEvent {
+                system: "sched".into(),
+                format: format("sched_switch", 372),
+            },
+            TracingEvent {
+                system: "syscalls".into(),
+                format: format("sys_enter_openat", 782),
+            },
+            TracingEvent {
+                system: "sched".into(),
+                format: "name: no_id\n".into(),
+            },
+        ];
+        let bytes = encode_tracing_data("page", "event", 4096, &events);
+        let decoded = decode_tracing_data(&bytes).unwrap();
+        let view: Vec<(&str, Option<u64>, &str)> = decoded
+            .iter()
+            .map(|e| (e.system.as_str(), e.id, e.format.as_str()))
+            .collect();
+        let f372 = format("sched_switch", 372);
+        let f782 = format("sys_enter_openat", 782);
+        assert_eq!(
+            view,
+            vec![
+                ("sched", Some(372), f372.as_str()),
+                ("sched", None, "name: no_id\n"),
+                ("syscalls", Some(782), f782.as_str()),
+            ]
+        );
+        let cut = decode_tracing_data(&bytes[..bytes.len() - 40]).unwrap_err();
+        assert!(cut.contains("ends"), "{cut}");
+        assert!(decode_tracing_data(b"nonsense").is_err());
     }
 }

@@ -19,6 +19,7 @@ mod quality;
 mod script;
 mod script_fields;
 mod table;
+mod tracepoint_fields;
 pub use crate::replay::Salvaged;
 pub(crate) use crate::replay::{resolver_for, stream_events, track, QUEUED_BATCHES};
 pub use crate::resolve::{folded_name, is_jit_like, FrameId, FrameInfo, Origin, StackResolver};

@@ -12,6 +12,7 @@
 //! comes through the one [`StackResolver`], and the text of each distinct return address is made once and
 //! kept (memory follows the distinct addresses, not the samples).
 pub use super::script_fields::{Fields, FIELD_NAMES};
+use super::tracepoint_fields::{EventPrinter, TraceEvents};
 use super::{resolver_for, stream_events, track, ReportError, Salvaged, StackResolver};
 use crate::process::AddressSpaces;
 use crate::recording::{CpuMode, Event, Reader, Sample};
@@ -58,6 +59,10 @@ struct Script<'o, W: Write> {
     comm_of_tid: FastMap<u32, Arc<str>>,
     /// The event names, padded to one width as perf pads them.
     events: Vec<String>,
+    /// The printer of each attr's tracepoint fields (from the recording's formats), by attr index.
+    trace: Vec<Option<EventPrinter>>,
+    /// `-F` was not given: tracepoint samples take perf's default fields for them.
+    default_fields: bool,
     /// The frame lines of each address, made once.
     lines: FastMap<AddrKey, Box<[u8]>>,
     /// The text of the sample being printed.
@@ -83,9 +88,17 @@ pub fn script(
         .iter()
         .map(|n| format!("{n:>width$}"))
         .collect();
+    let formats = TraceEvents::from_tracing_data(reader.tracing_data());
+    let trace = reader
+        .tracepoint_ids()
+        .iter()
+        .map(|id| id.and_then(|id| formats.get(id)).cloned())
+        .collect();
     let mut s = Script {
         out,
         fields: opts.fields,
+        trace,
+        default_fields: opts.fields == Fields::default(),
         comms: opts.comms.clone(),
         resolver: resolver_for(&reader, opts.symbolizer.clone()),
         spaces: AddressSpaces::new(),
@@ -142,6 +155,10 @@ impl<W: Write> Script<'_, W> {
 
     /// The command of a sample's thread, named as report names it.
     fn comm(&self, sample: &Sample) -> Arc<str> {
+        if sample.tid == u32::MAX {
+            // A sample of no task (sched_switch from a task being reaped): perf's `:-1`.
+            return Arc::from(":-1");
+        }
         match self
             .comm_of_tid
             .get(&sample.tid)
@@ -160,7 +177,14 @@ impl<W: Write> Script<'_, W> {
             &mut sample,
             &mut DwarfStats::default(),
         );
-        let f = self.fields;
+        let printer = self
+            .trace
+            .get(usize::from(sample.attr))
+            .and_then(Option::as_ref);
+        let f = match (printer.is_some(), self.default_fields) {
+            (true, true) => Fields::tracepoint_default(!sample.callchain.is_empty()),
+            _ => self.fields,
+        };
         let chain = f.callchain && f.frames() && !sample.callchain.is_empty();
         // The sample's text is made in one buffer (formatting through `write!` costs more than the rest).
         let mut buf = std::mem::take(&mut self.buf);
@@ -174,37 +198,7 @@ impl<W: Write> Script<'_, W> {
             buf.extend_from_slice(comm.as_bytes());
             buf.push(b' ');
         }
-        match (f.pid, f.tid) {
-            (true, true) => {
-                number(&mut buf, sample.pid.into(), 5, 0);
-                buf.push(b'/');
-                let at = buf.len();
-                number(&mut buf, sample.tid.into(), 0, 0);
-                let width = buf.len() - at;
-                pad(&mut buf, 5usize.saturating_sub(width));
-                buf.push(b' ');
-            }
-            (true, false) => {
-                number(&mut buf, sample.pid.into(), 5, 0);
-                buf.push(b' ');
-            }
-            (false, true) => {
-                number(&mut buf, sample.tid.into(), 5, 0);
-                buf.push(b' ');
-            }
-            (false, false) => {}
-        }
-        if let (true, Some(cpu)) = (f.cpu, sample.cpu) {
-            buf.push(b'[');
-            number(&mut buf, cpu.into(), 0, 3);
-            buf.extend_from_slice(b"] ");
-        }
-        if let (true, Some(time)) = (f.time, sample.time) {
-            number(&mut buf, time / 1_000_000_000, 5, 0);
-            buf.push(b'.');
-            number(&mut buf, time % 1_000_000_000 / 1000, 0, 6);
-            buf.extend_from_slice(b": ");
-        }
+        ids_and_time(&mut buf, &sample, &f);
         if f.period {
             number(&mut buf, sample.period, 10, 0);
             buf.push(b' ');
@@ -216,6 +210,9 @@ impl<W: Write> Script<'_, W> {
                 .map_or("[unknown]", String::as_str);
             buf.extend_from_slice(name.as_bytes());
             buf.extend_from_slice(b": ");
+        }
+        if let (true, Some(printer)) = (f.trace, printer) {
+            buf.extend_from_slice(printer.render(&sample.raw).as_bytes());
         }
         let kernel = sample.cpu_mode == CpuMode::Kernel;
         if !f.frames() {
@@ -338,6 +335,52 @@ impl<W: Write> Script<'_, W> {
 /// `n` spaces.
 fn pad(buf: &mut Vec<u8>, n: usize) {
     buf.resize(buf.len() + n, b' ');
+}
+
+/// The pid/tid, `[CPU]` and time columns of a sample's header line, as `-F` asks.
+fn ids_and_time(buf: &mut Vec<u8>, sample: &Sample, f: &Fields) {
+    match (f.pid, f.tid) {
+        (true, true) => {
+            task_id(buf, sample.pid, 5);
+            buf.push(b'/');
+            let at = buf.len();
+            task_id(buf, sample.tid, 0);
+            let width = buf.len() - at;
+            pad(buf, 5usize.saturating_sub(width));
+            buf.push(b' ');
+        }
+        (true, false) => {
+            task_id(buf, sample.pid, 5);
+            buf.push(b' ');
+        }
+        (false, true) => {
+            task_id(buf, sample.tid, 5);
+            buf.push(b' ');
+        }
+        (false, false) => {}
+    }
+    if let (true, Some(cpu)) = (f.cpu, sample.cpu) {
+        buf.push(b'[');
+        number(buf, cpu.into(), 0, 3);
+        buf.extend_from_slice(b"] ");
+    }
+    if let (true, Some(time)) = (f.time, sample.time) {
+        number(buf, time / 1_000_000_000, 5, 0);
+        buf.push(b'.');
+        number(buf, time % 1_000_000_000 / 1000, 0, 6);
+        buf.extend_from_slice(b": ");
+    }
+}
+
+/// A pid or tid as perf prints it (`%5d`: -1 for none), right-aligned in `width` columns.
+fn task_id(buf: &mut Vec<u8>, id: u32, width: usize) {
+    match id {
+        u32::MAX => {
+            pad(buf, width.saturating_sub(2));
+            buf.extend_from_slice(b"-1");
+        }
+        id => number(buf, id.into(), width, 0),
+    }
 }
 
 /// `n` in decimal, right-aligned in `width` columns with spaces, with at least `zeros` digits (`%*lu`,

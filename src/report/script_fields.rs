@@ -19,6 +19,8 @@ pub struct Fields {
     pub dso: bool,
     /// Every frame of the stack (else the sampled IP alone, on the header line).
     pub callchain: bool,
+    /// A tracepoint sample's fields, as its event's `print fmt` shows them.
+    pub trace: bool,
 }
 
 impl Default for Fields {
@@ -38,6 +40,7 @@ impl Default for Fields {
             symoff: true,
             dso: true,
             callchain: true,
+            trace: true,
         }
     }
 }
@@ -56,6 +59,7 @@ pub const FIELD_NAMES: &[&str] = &[
     "symoff",
     "dso",
     "callchain",
+    "trace",
 ];
 
 impl Fields {
@@ -73,6 +77,7 @@ impl Fields {
             symoff: false,
             dso: false,
             callchain: false,
+            trace: false,
         }
     }
 
@@ -90,6 +95,7 @@ impl Fields {
             "symoff" => &mut self.symoff,
             "dso" => &mut self.dso,
             "callchain" => &mut self.callchain,
+            "trace" => &mut self.trace,
             _ => return None,
         })
     }
@@ -135,6 +141,19 @@ impl Fields {
 
     pub(super) fn frames(&self) -> bool {
         self.ip || self.sym || self.dso
+    }
+
+    /// perf script's default for a tracepoint sample (when `-F` was not given): `comm,tid,cpu,time,event,
+    /// trace`, and the frames when the sample has a callchain.
+    pub(super) fn tracepoint_default(has_chain: bool) -> Fields {
+        Fields {
+            period: false,
+            ip: has_chain,
+            sym: has_chain,
+            symoff: has_chain,
+            dso: has_chain,
+            ..Fields::default()
+        }
     }
 }
 

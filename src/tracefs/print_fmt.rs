@@ -221,7 +221,7 @@ fn flag_mark(arg: &str) -> Option<(String, u64, String)> {
 }
 
 /// The first `REC->NAME` of an expression.
-fn rec_field(expr: &str) -> Option<String> {
+pub(crate) fn rec_field(expr: &str) -> Option<String> {
     let at = expr.find("REC->")? + 5;
     let name: String = expr[at..]
         .chars()
@@ -242,7 +242,7 @@ fn pair(text: &str) -> Option<(u64, String)> {
 }
 
 /// A C string literal at the start of `text` (adjacent literals joined), and the text after it.
-fn string_literal(text: &str) -> Option<(String, &str)> {
+pub(crate) fn string_literal(text: &str) -> Option<(String, &str)> {
     let mut rest = text.strip_prefix('"')?;
     let mut out = String::new();
     loop {
@@ -291,14 +291,14 @@ fn outside_strings(text: &str) -> impl Iterator<Item = (usize, char, i32)> + '_ 
 }
 
 /// The offset of the bracket that closes the one `text` starts with.
-fn matching(text: &str) -> Option<usize> {
+pub(crate) fn matching(text: &str) -> Option<usize> {
     outside_strings(text)
         .find(|&(_, c, depth)| depth == 0 && matches!(c, ')' | '}' | ']'))
         .map(|(i, _, _)| i)
 }
 
 /// `text` split at each `sep` outside brackets and string literals.
-fn split_top(text: &str, sep: char) -> Vec<&str> {
+pub(crate) fn split_top(text: &str, sep: char) -> Vec<&str> {
     let mut out = Vec::new();
     let mut start = 0;
     for (i, c, depth) in outside_strings(text) {
