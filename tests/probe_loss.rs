@@ -95,10 +95,10 @@ fn start(args: &[String]) -> (Child, std::thread::JoinHandle<String>) {
     (child, reader)
 }
 
-/// Start the fixture (waiting at its gate), attach `args(binary, pid)` twice to it, a reference and a run
-/// stopped four times once the fixture runs, and open the gate. Returns both stdouts, each after the fixture's
-/// own `mid N longest_ns L` line.
-fn run_pair(dir: &Path, args: impl Fn(&str, u32) -> Vec<String>) -> (String, String) {
+/// Start the fixture (waiting at its gate), attach `rprof probe --mmap-pages PAGES --at-entry -x FIXTURE
+/// PROBES -p PID` twice to it, a reference and a run stopped four times once the fixture runs, and open the
+/// gate. Returns both stdouts, each after the fixture's own `mid N longest_ns L` line.
+fn run_pair(dir: &Path, probes: &[&str]) -> (String, String) {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let bin: PathBuf = build_c(dir, "loss_loop.c", &["-O1"])
         .canonicalize()
@@ -109,7 +109,12 @@ fn run_pair(dir: &Path, args: impl Fn(&str, u32) -> Vec<String>) -> (String, Str
         .stdout(std::process::Stdio::piped())
         .spawn()
         .expect("run the fixture");
-    let args = args(bin.to_str().unwrap(), fixture.id());
+    let bin_arg = bin.to_str().unwrap();
+    let pid = fixture.id().to_string();
+    let head = ["probe", "--mmap-pages", PAGES, "--at-entry", "-x", bin_arg];
+    let args: Vec<String> = (head.iter().chain(probes).chain(&["-p", pid.as_str()]))
+        .map(|a| a.to_string())
+        .collect();
     let (reference, ref_reader) = start(&args);
     let (stopped, reader) = start(&args);
     fixture
@@ -192,20 +197,7 @@ fn lost_events_never_make_wrong_durations() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let (clean, lossy) = run_pair(dir.path(), |bin, pid| {
-        let args = [
-            "probe",
-            "--mmap-pages",
-            PAGES,
-            "--at-entry",
-            "-x",
-            bin,
-            "mid",
-            "leaf",
-        ];
-        let run = ["-p".to_string(), pid.to_string()];
-        args.iter().map(|a| a.to_string()).chain(run).collect()
-    });
+    let (clean, lossy) = run_pair(dir.path(), &["mid", "leaf"]);
     assert!(
         !clean.contains("LOST"),
         "the reference run lost events:\n{clean}"
@@ -253,21 +245,17 @@ fn lost_events_never_make_wrong_keyed_durations() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let (clean, out) = run_pair(dir.path(), |bin, pid| {
-        let args = [
-            "probe",
-            "--mmap-pages",
-            PAGES,
-            "--at-entry",
-            "-x",
-            bin,
+    let (clean, out) = run_pair(
+        dir.path(),
+        &[
             "--json",
-        ];
-        let pair = ["--pair", "req_start,req_done", "--key", "arg0", "leaf"];
-        let run = ["-p".to_string(), pid.to_string()];
-        let all = args.iter().chain(&pair).map(|a| a.to_string());
-        all.chain(run).collect()
-    });
+            "--pair",
+            "req_start,req_done",
+            "--key",
+            "arg0",
+            "leaf",
+        ],
+    );
     let (ref_med, ref_p99, _, ref_dropped, ref_lost) = keyed(&clean);
     assert_eq!(
         (ref_lost, ref_dropped),
