@@ -144,12 +144,12 @@ impl StackResolver {
         self.prefetch_kernel = false;
     }
 
-    /// The symbolizer (to say which kernel the addresses come from, or start loading it early).
     /// The symbolizer, for a resolver started afresh that keeps the binaries already loaded.
     pub fn into_symbolizer(self) -> Symbolizer {
         self.symbolizer
     }
 
+    /// The symbolizer (to say which kernel the addresses come from, or start loading it early).
     pub fn symbolizer(&mut self) -> &mut Symbolizer {
         &mut self.symbolizer
     }

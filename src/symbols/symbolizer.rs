@@ -26,10 +26,6 @@ enum BinaryKey {
     Gone(Vec<u8>),
 }
 
-/// Resolves addresses to names, caching each (binary, address) once.
-///
-/// Binaries are parsed once each (shared between processes mapping the same file) and kept for the life of
-/// the symbolizer; there is no eviction.
 /// What [`Symbolizer::trim`] dropped.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Trimmed {
@@ -38,6 +34,10 @@ pub struct Trimmed {
     pub resolved: usize,
 }
 
+/// Resolves addresses to names, caching each (binary, address) once.
+///
+/// Binaries are parsed once each (shared between processes mapping the same file) and kept for the life of
+/// the symbolizer, unless [`Symbolizer::trim`] drops them past its cap.
 pub struct Symbolizer {
     opts: SymbolizerOptions,
     kernel: KernelNames,
@@ -120,9 +120,6 @@ impl Symbolizer {
         symbolized
     }
 
-    /// Drop the DWARF of every binary opened so far (see `Binary::release_dwarf`): for a caller that has
-    /// looked up the addresses it needs (the answers are kept), before it goes on to other work. A later lookup
-    /// of a new address loads the binary's DWARF again.
     /// Bound what the symbolizer keeps across the periods of a long session (`rprof record --push`): the
     /// per-process modules are forgotten (they are found again from the binaries, which are cached by file
     /// identity, not by process); the resolved offsets are dropped past `max_resolved`, and the binaries
@@ -149,6 +146,9 @@ impl Symbolizer {
         (self.modules.len(), self.binaries.len(), self.resolved.len())
     }
 
+    /// Drop the DWARF of every binary opened so far (see `Binary::release_dwarf`): for a caller that has
+    /// looked up the addresses it needs (the answers are kept), before it goes on to other work. A later lookup
+    /// of a new address loads the binary's DWARF again.
     pub fn release_dwarf(&mut self) {
         for slot in self.binaries.values_mut() {
             if let Slot::Ready(Ok(binary)) = slot {
