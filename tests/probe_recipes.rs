@@ -161,16 +161,20 @@ fn runqlat_matches_schedstat_run_delay() {
         .expect("the fixture reports its run delay");
     let f: Vec<&str> = line.split_whitespace().collect();
     let (tid, delay) = (f[1], f[3].parse::<f64>().unwrap());
+    let switched: u64 = f[6].parse().unwrap();
     let report = json_report(&stdout);
     let r = row(&report, tid).unwrap_or_else(|| panic!("no row for thread {tid} in {report}"));
     let total = r["total_ns"].as_f64().unwrap();
     let paired = r["paired"].as_u64().unwrap();
     // A sleep can end before its thread is switched out (its vCPU held up in between): that wakeup finds the
     // thread still running, waits for nothing, and has no switch-in (the next wakeup of the key replaces it).
-    // Beside two busy loops, 1 of 400 went unpaired with none replaced (cause not found): 99% are asked for.
+    // The sleeps that left the CPU are the thread's voluntary context switches: each has one wakeup and one
+    // switch-in, and every one of them is paired. (Wakeups in interrupt context while rprof's thread was on the
+    // CPU, and switches from rprof's thread to the sleeper, were once filtered out as rprof's own events: 1-7
+    // of 400 went unpaired under load.)
     assert!(
-        paired >= 396,
-        "{paired} wakeups paired for 400 sleeps (keyed: {})",
+        paired >= switched && switched >= 300,
+        "{paired} wakeups paired for {switched} sleeps that left the CPU, of 400 (keyed: {})",
         report["keyed"]
     );
     assert!(

@@ -38,6 +38,9 @@ pub struct Capabilities {
     /// rprof's own threads (and its supervisor's): kept out of every event that watches every task, in the
     /// kernel, so that rprof never counts its own work.
     pub own_tasks: Vec<u32>,
+    /// The fields naming a task of each tracepoint probed (`(category, event)`: `next_pid`...): an event of
+    /// rprof's thread about another task is kept (see [`crate::probe::spec::filters::exclude_tasks`]).
+    pub task_fields: std::collections::HashMap<(String, String), Vec<String>>,
 }
 
 /// The instructions a kernel emulates at a uprobe beyond relative branches and `nop` (0x90), which every
@@ -369,7 +372,10 @@ fn event_filter(
 ) -> Option<String> {
     use crate::probe::spec::filters::{and_text, exclude_tasks};
     let own = match opts.target == TaskTarget::SystemWide || e.everywhere {
-        true => exclude_tasks(&caps.own_tasks),
+        true => {
+            let fields = caps.task_fields.get(&(e.group.clone(), e.event.clone()));
+            exclude_tasks(&caps.own_tasks, fields.map_or(&[], Vec::as_slice))
+        }
         false => None,
     };
     let target = match e.members.as_slice() {
@@ -385,6 +391,23 @@ fn event_filter(
         _ => target,
     };
     and_text(target.as_deref(), own.as_deref())
+}
+
+/// The tracepoints that `targets` probe, as counted targets or a pair's ends: `(category, event)`.
+pub fn tracepoints(targets: &Targets) -> Vec<(String, String)> {
+    let mut all = Vec::new();
+    for (_, t) in targets.iter() {
+        let kinds: Vec<&TargetKind> = match t.pair() {
+            Some(p) => p.ends().map(|(_, e)| &e.kind).collect(),
+            None => vec![&t.kind],
+        };
+        for kind in kinds {
+            if let TargetKind::Tracepoint { category, event } = kind {
+                all.push((category.clone(), event.clone()));
+            }
+        }
+    }
+    all
 }
 
 /// The kernel's filter of an event that is these ends of a pair: any of their kernel parts (none where an end

@@ -60,6 +60,7 @@ fn caps() -> Capabilities {
         emulates: Emulates::for_kernel(6, 18),
         event_probes: false,
         own_tasks: Vec::new(),
+        task_fields: Default::default(),
     }
 }
 

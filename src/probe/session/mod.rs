@@ -112,6 +112,13 @@ pub fn run(
         emulates: plan::running_kernel_emulates(),
         event_probes: false,
         own_tasks: own_tasks(supervisor.as_ref()),
+        task_fields: plan::tracepoints(targets)
+            .into_iter()
+            .filter_map(|(c, e)| {
+                let format = crate::tracefs::parse_format(&tracefs.event_format(&c, &e).ok()?);
+                Some(((c, e), super::spec::filters::task_fields(&format)))
+            })
+            .collect(),
     };
     let mut s = Setup {
         opts,
