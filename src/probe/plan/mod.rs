@@ -374,7 +374,7 @@ fn event_filter(
     let own = match opts.target == TaskTarget::SystemWide || e.everywhere {
         true => {
             let fields = caps.task_fields.get(&(e.group.clone(), e.event.clone()));
-            exclude_tasks(&caps.own_tasks, fields.map_or(&[], Vec::as_slice))
+            exclude_tasks(&caps.own_tasks, fields.map_or(&[], Vec::as_slice), e.user)
         }
         false => None,
     };

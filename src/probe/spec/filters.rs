@@ -163,7 +163,9 @@ const IN_INTERRUPT: u32 = 0x08 | 0x10 | 0x40;
 /// A timer's wakeup of another task, or a packet's state change in softirq, is charged to rprof's thread when
 /// rprof happened to be on the CPU; the switch from rprof's thread to another task is that task's switch-in.
 /// Both are about other tasks (runqlat lost 1-7 of 400 wakeups and 1-4 switch-ins that way under load).
-pub fn exclude_tasks(tids: &[u32], task_fields: &[String]) -> Option<String> {
+/// A user probe (`user`) runs in the task it probes, from the int3 trap, whose events the kernel flags as
+/// NMI: it has no interrupt part.
+pub fn exclude_tasks(tids: &[u32], task_fields: &[String], user: bool) -> Option<String> {
     if tids.is_empty() {
         return None;
     }
@@ -171,10 +173,10 @@ pub fn exclude_tasks(tids: &[u32], task_fields: &[String]) -> Option<String> {
         let terms: Vec<String> = tids.iter().map(|t| format!("{field} != {t}")).collect();
         format!("({})", terms.join(" && "))
     };
-    let mut keep = vec![
-        not_ours("common_pid"),
-        format!("common_flags & {IN_INTERRUPT:#x}"),
-    ];
+    let mut keep = vec![not_ours("common_pid")];
+    if !user {
+        keep.push(format!("common_flags & {IN_INTERRUPT:#x}"));
+    }
     keep.extend(task_fields.iter().map(|f| not_ours(f)));
     Some(keep.join(" || "))
 }
@@ -237,13 +239,17 @@ mod tests {
         let f = TargetFilter::place(parse("arg0 < 1 || pid == 3").unwrap(), &fetches, &[]);
         assert_eq!((f.kernel, f.user.is_some()), (None, true));
         assert_eq!(
-            exclude_tasks(&[5, 6], &[]).as_deref(),
+            exclude_tasks(&[5, 6], &[], false).as_deref(),
             Some("(common_pid != 5 && common_pid != 6) || common_flags & 0x58")
         );
         assert_eq!(
-            exclude_tasks(&[5], &["prev_pid".into(), "next_pid".into()]).as_deref(),
+            exclude_tasks(&[5], &["prev_pid".into(), "next_pid".into()], false).as_deref(),
             Some("(common_pid != 5) || common_flags & 0x58 || (prev_pid != 5) || (next_pid != 5)")
         );
-        assert_eq!(exclude_tasks(&[], &["pid".into()]), None);
+        assert_eq!(exclude_tasks(&[], &["pid".into()], false), None);
+        assert_eq!(
+            exclude_tasks(&[5], &[], true).as_deref(),
+            Some("(common_pid != 5)")
+        );
     }
 }
