@@ -6,11 +6,14 @@
 //!
 //! # What happens if the file changes underneath
 //!
-//! The map is `MAP_PRIVATE` and read-only. Nothing in rprof writes to it, but another process may write to the
-//! file while it is mapped:
+//! The map is shared (`MAP_SHARED`) and read-only, on a descriptor opened read-only. Not private: the kernel
+//! writes the breakpoint of every uprobe on a file into each private map of it that may execute (`uprobe_mmap`
+//! and uprobe registration treat any `MAP_PRIVATE` file map without `noexec` as code), so a private map of a
+//! binary that another rprof (or perf, or bpftrace) probes read `int3` where the function starts: probe
+//! placement then classed an emulated `push` as single-stepped. A shared read-only map shows the file's bytes.
+//! Nothing in rprof writes to it, but another process may write to the file while it is mapped:
 //! - **Truncated** (`cp new old`, `> old`): touching a page past the new end raises SIGBUS, which kills rprof.
-//! - **Rewritten in place**: the map shows the new bytes (Linux shares the page cache with a private map until
-//!   a page is written to, which never happens here). A `&[u8]` whose bytes change is outside what Rust
+//! - **Rewritten in place**: the map shows the new bytes (it is the page cache). A `&[u8]` whose bytes change is outside what Rust
 //!   promises; in practice the readers here (object, gimli) check every offset and length they read
 //!   from the bytes, so changed bytes give wrong or missing symbols or a parse error, never an access outside
 //!   the map.
@@ -69,7 +72,7 @@ pub enum MapError {
 }
 
 impl MappedFile {
-    /// Open `path` and map it read-only (private, pages read on first touch).
+    /// Open `path` and map it read-only (shared, pages read on first touch).
     pub fn open(path: &Path) -> Result<MappedFile, MapError> {
         let open_err = |source| MapError::Open {
             path: path.to_path_buf(),
@@ -87,18 +90,19 @@ impl MappedFile {
             path: path.to_path_buf(),
             source: std::io::Error::from(std::io::ErrorKind::FileTooLarge),
         })?;
-        // SAFETY: `map_copy_read_only` is unsafe because the mapped bytes can change or vanish (SIGBUS) if
-        // another process writes to or truncates the file while it is mapped; the module documentation explains
-        // why this is accepted (perf does the same) and what is done about it. The map is private and read-only
-        // (PROT_READ, MAP_PRIVATE): nothing in this process can write through it, and it is unmapped only when
-        // the last clone of this `MappedFile` is dropped, after every borrow of its bytes has ended. Its length is
-        // the file's size from `fstat` on this descriptor, so no page past the end of the file is mapped.
-        let map = unsafe { MmapOptions::new().len(map_len).map_copy_read_only(&file) }.map_err(
-            |source| MapError::Map {
+        // SAFETY: `map` is unsafe because the mapped bytes can change or vanish (SIGBUS) if another process
+        // writes to or truncates the file while it is mapped; the module documentation explains why this is
+        // accepted (perf does the same) and what is done about it. The map is read-only (PROT_READ, MAP_SHARED
+        // on a descriptor opened read-only): nothing in this process can write through it, and it is unmapped
+        // only when the last clone of this `MappedFile` is dropped, after every borrow of its bytes has ended.
+        // Its length is the file's size from `fstat` on this descriptor, so no page past the end of the file is
+        // mapped.
+        let map = unsafe { MmapOptions::new().len(map_len).map(&file) }.map_err(|source| {
+            MapError::Map {
                 path: path.to_path_buf(),
                 source,
-            },
-        )?;
+            }
+        })?;
         Ok(MappedFile {
             inner: Arc::new(Backing::Map {
                 map,
@@ -131,8 +135,9 @@ impl MappedFile {
         };
         // SAFETY: MADV_DONTNEED is unsafe in general because it discards a private mapping's own pages (those
         // written to, copy-on-write): the memory would then read back as the file's bytes (or zeros for
-        // anonymous memory) under live borrows. This map is private and read-only (see `open`): nothing ever
-        // writes to it, so it has no pages of its own, only the file's pages from the page cache. Dropping
+        // anonymous memory) under live borrows. This map is shared and read-only (see `open`): it has no pages
+        // of its own (not even the copies a uprobe's breakpoint makes in a private map), only the file's pages
+        // from the page cache. Dropping
         // them from the page tables changes no byte any borrow can see: the next access faults the same page
         // of the file in again. (If the file is changed underneath, the bytes may change or a truncated page
         // raise SIGBUS on that access, as for any first access: see the module documentation.) The range lies

@@ -213,3 +213,27 @@ fn stated_cost_matches_the_target() {
         }
     }
 }
+
+/// Check that a function another rprof already probes is placed as it is when nothing probes it: rprof reads
+/// the code through a map of the file that the kernel's uprobes do not write their breakpoints into (a private
+/// map showed `int3` where a live probe sat, and a second rprof classed `push` as single-stepped).
+#[test]
+fn placement_ignores_probes_of_another_rprof() {
+    if !privileged("placement_ignores_probes_of_another_rprof") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = fixture(dir.path(), &["-O1"]);
+    let specs = ["empty_emul", "free_like", "writes_arg"];
+    let alone: Vec<String> = specs.iter().map(|s| placement(&bin, s)).collect();
+    assert!(alone[0].contains("+0x0 (push: emulated)"), "{}", alone[0]);
+    let mut first = rprof();
+    first
+        .args(["probe", "-x", &bin])
+        .args(specs)
+        .args(["-d", "60"]);
+    let other = common::tracer::Tracer::start(&mut first, "Ctrl-C to end");
+    let beside: Vec<String> = specs.iter().map(|s| placement(&bin, s)).collect();
+    other.stop();
+    assert_eq!(beside, alone);
+}
