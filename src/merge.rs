@@ -64,6 +64,16 @@ impl<T> OrderedMerge<T> {
             out(time, item);
         }
         self.newest_last_round = self.newest_this_round;
+        self.shrink();
+    }
+
+    /// Give back the room a burst made (rounds that held many items), once the queue holds under a quarter
+    /// of it: the queue's room is the largest backlog met so far, which would otherwise only grow.
+    fn shrink(&mut self) {
+        const KEEP: usize = 4096;
+        if self.items.capacity() > KEEP && self.items.len() * 4 < self.items.capacity() {
+            self.items.shrink_to((self.items.len() * 2).max(KEEP));
+        }
     }
 
     /// Release, in time order, every item timed before `limit` (a period of `rprof record --push` ends there and
@@ -139,6 +149,20 @@ mod tests {
         m.push(40, "a40");
         m.finish_round(|t, x| out.push((t, x)));
         assert_eq!(out, vec![(10, "a10"), (15, "late15"), (20, "a20")]);
+    }
+
+    /// Check that the queue gives back the room of a burst once it has released it.
+    #[test]
+    fn room_of_a_burst_is_given_back() {
+        let mut m = OrderedMerge::new();
+        for t in 0..100_000 {
+            m.push(t, ());
+        }
+        m.finish_round(|_, _| {});
+        m.push(100_000, ());
+        m.finish_round(|_, _| {});
+        assert_eq!(m.len(), 1);
+        assert!(m.items.capacity() <= 4096, "{}", m.items.capacity());
     }
 
     /// Check that items with equal times come out in the order they were pushed, across rounds.
