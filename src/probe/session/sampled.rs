@@ -1,0 +1,415 @@
+//! Timing (or sampled counting): probe events read from the tracefs ring and/or perf rings, merged in time
+//! order and handed to the pairing sink; the report at each `-i` tick and at the end.
+use super::ring::{enable_ring, open_ring, target_pids};
+use super::{calibrate, exit_code, no_usable, pid_list, report_refused, start, stop_when, Setup};
+use crate::merge::OrderedMerge;
+use crate::perf::{self, EventInfos, Handler, RawRecord};
+use crate::probe::analysis::{AddrMap, Calls, KeyedPairer, NetCost, Sink};
+use crate::probe::engine::cost::Costs;
+use crate::probe::engine::decode::{decode, event_types, EventTypes, Item, PerfParse, ProbeInfo};
+use crate::probe::engine::holes::Holes;
+use crate::probe::engine::perf::{open_events, Opened};
+use crate::probe::engine::ring::RingEngine;
+use crate::probe::output::{self, ReportParts, TraceOut};
+use crate::probe::plan::{Placement, Plan};
+use crate::probe::target::{PerTarget, TargetId};
+use crate::probe::{
+    DebugCost, Format, Notice, ProbeError, ProbeOptions, RunSummary, Started, TaskTarget,
+};
+use std::collections::HashSet;
+use std::io::Write;
+use std::os::fd::BorrowedFd;
+use std::time::Instant;
+
+/// Timing (or sampled counting): the tracefs ring and/or perf events.
+pub(super) fn run_sampled(
+    s: &mut Setup<'_>,
+    mut plan: Plan,
+    out: &mut dyn Write,
+) -> Result<RunSummary, ProbeError> {
+    let mut ring = open_ring(s, &mut plan);
+    for f in &plan.forced_shared {
+        (s.notice)(Notice::SharedFileForced {
+            path: f.path.clone(),
+            others: f.others,
+        });
+    }
+    let (types, ids) = event_types(s.tracefs, &plan.events, s.targets)?;
+    // Who filters the ring by task: the kernel, or (only the target maps the probed files) the sink.
+    let in_kernel = plan.ring_filter_in_kernel();
+    // The ring's cost is measured before its tasks are set (the calibration runs on this thread).
+    let ring_costs = match ring.as_mut() {
+        Some(r) => {
+            r.open_rings()?;
+            Some(calibrate(s, &plan, |c, report| {
+                c.ring(r, in_kernel, report)
+            }))
+        }
+        None => None,
+    };
+    let Opened {
+        mut events,
+        parse,
+        mut refused,
+    } = open_events(s.opts, s.tracefs, &plan.events, &ids, &s.tasks, s.pmu)?;
+    let ring_base = ring.as_ref().map(RingEngine::written);
+    if let Some(r) = ring.as_mut() {
+        // What the calibration overwrote is not the target's loss.
+        r.take_lost(&mut Holes::default());
+    }
+    if let Some(r) = ring.as_mut() {
+        refused.extend(enable_ring(s, &plan, r, in_kernel)?);
+    }
+    report_refused(s, &refused);
+    let refused: HashSet<TargetId> = refused
+        .iter()
+        .flat_map(|r| r.targets.iter().copied())
+        .collect();
+    let probed = s.targets.len() - refused.len();
+    if probed == 0 {
+        return Err(no_usable(s.opts));
+    }
+    let costs = match ring_costs {
+        Some(c) => c,
+        None => calibrate(s, &plan, |c, report| c.perf(parse.by_id, report)),
+    };
+    let mut sink = new_sink(s, &plan.placements, &costs)?;
+    if ring.is_some() && !in_kernel {
+        sink.only_processes(target_pids(s));
+    }
+    // Enabled before a launched command execs: its execve is seen entering.
+    events.enable()?;
+    start(s)?;
+    let engine = describe_engine(&plan, ring.as_ref().map(RingEngine::mode));
+    let started = Started {
+        targets: probed,
+        probe_points: plan.probe_points(),
+        perf_events: events.len(),
+        engine,
+        counting: s.opts.count_only,
+        costs,
+        values: plan.value_ways.iter().map(|(_, w)| w.clone()).collect(),
+        setup: s.started.elapsed(),
+    };
+    (s.notice)(Notice::Started(started));
+    let mut live = SampledLoop {
+        sink,
+        // Two rounds late: a hole is placed at the last event read before it, which a LOST record or a flagged
+        // page announces a round or two later (see `engine::holes`).
+        merge: OrderedMerge::with_lag(2),
+        holes: Holes::default(),
+        lost_synced: 0,
+        round_started: None,
+        parse,
+        types,
+        ring,
+        opts: s.opts,
+        placements: &plan.placements,
+        out,
+        costs,
+        read: 0,
+        ring_base,
+    };
+    let pids = pid_list(&s.opts.target);
+    perf::run_loop::run(
+        &mut events,
+        &s.signals,
+        stop_when(s.opts, s.workload.as_mut(), &pids),
+        &mut live,
+    )?;
+    let summary = finish_sampled(s, live)?;
+    drop(events);
+    Ok(summary)
+}
+
+/// The sink of a session, with the mappings of the processes that exist already (from /proc).
+fn new_sink<'a>(
+    s: &Setup<'a>,
+    placements: &PerTarget<Option<Placement>>,
+    costs: &Costs,
+) -> Result<Sink<'a>, ProbeError> {
+    let opts = s.opts;
+    let net = opts.net.then(|| {
+        placements.map(|p| {
+            let cost = p
+                .as_ref()
+                .and_then(|p| costs.of(p.class))
+                .unwrap_or_default();
+            NetCost {
+                bias_ns: cost.bias_ns.unwrap_or(0),
+                cost_ns: cost.cost_ns,
+            }
+        })
+    });
+    let timed = !opts.count_only && s.targets.iter().any(|(_, t)| t.can_time());
+    let calls = opts.calls.any().then(|| {
+        let fetches = s
+            .targets
+            .iter()
+            .map(|(_, t)| t.fetches.as_slice())
+            .collect();
+        Calls::new(opts.calls.clone(), &fetches)
+    });
+    let keyed = match &opts.pair {
+        Some(p) => KeyedPairer::new(p.max_open, p.max_age.as_nanos() as u64),
+        None => KeyedPairer::new(1, u64::MAX),
+    };
+    let mut sink = Sink::new(
+        s.targets,
+        AddrMap::new(s.targets, placements),
+        timed,
+        net,
+        keyed,
+        calls,
+    );
+    sink.stats.set_hist_unit(opts.calls.hist_unit.max(1));
+    // The process's threads at start (a thread that ends before its hits are read is still the target's).
+    if let TaskTarget::Pid(p) = &opts.target {
+        for &t in &s.tasks {
+            sink.add_thread(t as u32, *p as u32);
+        }
+    }
+    if sink.needs_mappings() || opts.stacks {
+        match &opts.target {
+            TaskTarget::Pid(p) => sink.spaces.synthesize(*p as u32),
+            TaskTarget::SystemWide => {
+                for pid in crate::process::all_pids() {
+                    sink.spaces.synthesize(pid as u32);
+                }
+            }
+            TaskTarget::Command(_) => {}
+        }
+    }
+    if let Some(w) = &s.workload {
+        sink.add_thread(w.pid() as u32, w.pid() as u32);
+        sink.launcher = Some(w.pid() as u32);
+    }
+    if let Some(path) = &opts.trace_out {
+        let out = TraceOut::create(path).map_err(|error| ProbeError::TraceOut {
+            path: path.clone(),
+            error,
+        })?;
+        sink.trace_out = Some(out);
+    }
+    Ok(sink)
+}
+
+/// The header line's engine part: `engine: tracefs ring (mapped)`, `engine: perf`, or both with what each reads.
+fn describe_engine(plan: &Plan, ring_mode: Option<&str>) -> String {
+    let ring = plan.events.iter().filter(|p| p.ring()).count();
+    let perf = plan.events.len() - ring;
+    let ring_name = format!("tracefs ring ({})", ring_mode.unwrap_or("read"));
+    let perf_name = if plan.uses_pmu() {
+        "perf (uprobe PMU)"
+    } else {
+        "perf"
+    };
+    match (ring, perf) {
+        (0, _) => format!("engine: {perf_name}"),
+        (_, 0) => format!("engine: {ring_name}"),
+        _ => format!("engines: {ring_name} for {ring} events, {perf_name} for {perf} (files other processes map)"),
+    }
+}
+
+/// The end of a sampled session: what the ring lost, the last trace lines, the report, the stacks; then the
+/// removal begins (the ring first).
+fn finish_sampled(s: &mut Setup<'_>, live: SampledLoop<'_>) -> Result<RunSummary, ProbeError> {
+    let SampledLoop {
+        mut sink,
+        out,
+        mut ring,
+        costs,
+        placements,
+        read,
+        ring_base,
+        mut holes,
+        lost_synced,
+        ..
+    } = live;
+    if let Some(r) = ring.as_mut() {
+        r.take_lost(&mut holes);
+    }
+    sink.stats.lost += holes.lost - lost_synced;
+    if s.opts.debug_cost != DebugCost::Off {
+        let written = ring
+            .as_ref()
+            .zip(ring_base)
+            .map(|(r, base)| r.written().saturating_sub(base));
+        (s.notice)(Notice::Delivered { read, written });
+    }
+    if let Some(calls) = sink.calls.as_mut() {
+        sink.stacks.finish();
+        output::write_trace(out, calls, s.targets, &sink.stacks, true)?;
+        if calls.trace_skipped_total > 0 {
+            (s.notice)(Notice::TraceLimited {
+                skipped: calls.trace_skipped_total,
+                rate: calls.opts.trace_rate,
+            });
+        }
+    }
+    sink.pairer.count_open(&mut sink.stats);
+    sink.keyed.count_open(&mut sink.stats);
+    let parts = ReportParts {
+        targets: s.targets,
+        stats: &sink.stats,
+        timed: sink.timed,
+        open_calls: sink.pairer.open_calls() + sink.keyed.open_calls(),
+        costs,
+        placements,
+        calls: sink.calls.as_ref(),
+        stacks: &sink.stacks,
+        loss: Some(holes.summary(crate::perf::ring::page_size())),
+    };
+    output::write_report(out, s.opts, &parts)?;
+    if sink.stats.lost > 0 && matches!(s.opts.format, Format::Csv | Format::Json) {
+        (s.notice)(Notice::Lost(sink.stats.lost));
+    }
+    if sink.unresolved > 0 {
+        (s.notice)(Notice::Unresolved(sink.unresolved));
+    }
+    if sink.foreign.hits > 0 {
+        (s.notice)(Notice::OtherProcesses {
+            hits: sink.foreign.hits,
+            processes: sink.foreign.processes(),
+        });
+    }
+    if let Some(trace) = sink.trace_out.take() {
+        let (path, calls, overflowed) =
+            (trace.path().to_path_buf(), trace.written, trace.overflowed);
+        trace.finish().map_err(|error| ProbeError::TraceOut {
+            path: path.clone(),
+            error,
+        })?;
+        (s.notice)(Notice::TraceWritten {
+            path,
+            calls,
+            overflowed,
+        });
+    }
+    let folded = match (s.opts.stacks, s.opts.folded) {
+        (true, true) => Some(sink.stacks.folded(s.targets)),
+        (true, false) => {
+            sink.stacks.write(out, s.targets)?;
+            out.flush()?;
+            None
+        }
+        (false, _) => None,
+    };
+    (s.notice)(Notice::Removing);
+    if let Some(r) = ring {
+        if let Err(e) = r.close() {
+            (s.notice)(Notice::NotRemoved(e.to_string()));
+        }
+    }
+    Ok(RunSummary {
+        exit_code: exit_code(s),
+        folded,
+    })
+}
+
+/// The loop's handler for sampled events: records are decoded into the merge, released in time order into
+/// the sink, and each tick writes the interval's report.
+struct SampledLoop<'a> {
+    sink: Sink<'a>,
+    merge: OrderedMerge<Item>,
+    parse: PerfParse,
+    types: EventTypes,
+    ring: Option<RingEngine>,
+    opts: &'a ProbeOptions,
+    placements: &'a PerTarget<Option<Placement>>,
+    out: &'a mut dyn Write,
+    costs: Costs,
+    /// Probe events read from the rings (perf samples and tracefs ring events).
+    read: u64,
+    /// The tracefs ring's count of events written when the targets' events were enabled.
+    ring_base: Option<u64>,
+    /// Where the streams had holes, and the rates read.
+    holes: Holes,
+    /// The part of `holes.lost` already added to the sink's statistics.
+    lost_synced: u64,
+    /// When the round's first record was read (rprof's time reading, for its reading rate).
+    round_started: Option<Instant>,
+}
+
+impl SampledLoop<'_> {
+    /// Add the events lost since the last call to the sink's statistics.
+    fn sync_lost(&mut self) {
+        if let Some(r) = self.ring.as_mut() {
+            r.take_lost(&mut self.holes);
+        }
+        self.sink.stats.lost += self.holes.lost - self.lost_synced;
+        self.lost_synced = self.holes.lost;
+    }
+}
+
+impl Handler<ProbeInfo> for SampledLoop<'_> {
+    type Error = ProbeError;
+
+    fn record(
+        &mut self,
+        infos: &EventInfos<ProbeInfo>,
+        rec: RawRecord<'_>,
+    ) -> Result<(), ProbeError> {
+        if rec.kind == crate::perf::record_type::SAMPLE {
+            self.read += 1;
+        }
+        if self.round_started.is_none() {
+            self.round_started = Some(Instant::now());
+        }
+        let holes = &mut self.holes;
+        decode(rec, infos, &self.parse, &self.types, &mut self.merge, holes);
+        Ok(())
+    }
+
+    fn extra_fds(&self) -> Vec<BorrowedFd<'_>> {
+        self.ring.as_ref().map(RingEngine::fds).unwrap_or_default()
+    }
+
+    /// Read the tracefs ring (the perf rings were read), then release what is in order.
+    fn end_round(&mut self, _records: usize, last: bool) -> Result<(), ProbeError> {
+        let started = Instant::now();
+        if let Some(r) = self.ring.as_mut() {
+            if last {
+                r.disable();
+            }
+            self.read += r.read(&self.types, &mut self.merge, &mut self.holes)? as u64;
+            if r.gaps_seen() {
+                self.sync_lost();
+            }
+        }
+        self.sink.release(&mut self.merge, last);
+        let started = self.round_started.take().unwrap_or(started);
+        self.holes.end_round(started.elapsed());
+        if let Some(calls) = self.sink.calls.as_mut() {
+            if !calls.trace_lines.is_empty() && !last {
+                self.sink.stacks.finish();
+                output::write_trace(self.out, calls, self.sink.targets, &self.sink.stacks, false)?;
+                self.out.flush()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The `-i` report of the interval that ended (the last one is reported at the end, with everything still
+    /// in the buffers).
+    fn tick(&mut self) -> Result<(), ProbeError> {
+        self.sync_lost();
+        let interval = self.sink.stats.take();
+        let calls = self.sink.calls.as_mut().map(Calls::take);
+        if calls.is_some() {
+            self.sink.stacks.finish();
+        }
+        let parts = ReportParts {
+            targets: self.sink.targets,
+            stats: &interval,
+            timed: self.sink.timed,
+            open_calls: self.sink.pairer.open_calls() + self.sink.keyed.open_calls(),
+            costs: self.costs,
+            placements: self.placements,
+            calls: calls.as_ref(),
+            stacks: &self.sink.stacks,
+            loss: None,
+        };
+        Ok(output::write_report(self.out, self.opts, &parts)?)
+    }
+}
