@@ -4,6 +4,7 @@
 mod hist;
 mod list;
 mod percall;
+mod structured;
 mod table;
 pub mod trace_events;
 mod trace_format;
