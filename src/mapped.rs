@@ -221,6 +221,20 @@ unsafe impl gimli::StableDeref for MappedFile {}
 // SAFETY: see above: clones share one `Arc<Backing>`, so they deref to the same bytes at the same address.
 unsafe impl gimli::CloneStableDeref for MappedFile {}
 
+/// Give the heap's free pages back to the kernel, as [`MappedFile::release`] gives a file's: glibc keeps what
+/// is freed in its arenas (one per thread that allocated), so a long session (`rprof record --push`) that drops
+/// its caches would otherwise keep their pages resident. Costs a walk over the free chunks (about a
+/// millisecond here); call it between periods, not per sample.
+pub fn release_free_heap() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: malloc_trim only hands free memory of the allocator's arenas back to the kernel (MADV_DONTNEED
+    // on free chunks, shrinking the top of each heap); it takes each arena's lock, so it is safe beside other
+    // threads allocating, and no live allocation moves or changes.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::MappedFile;

@@ -22,8 +22,9 @@ const EXITS_BEFORE_RESET: u64 = 300;
 /// ... or this many distinct raw stacks.
 const STACKS_BEFORE_RESET: usize = 200_000;
 /// A restarted resolver keeps the symbolizer (binaries read, kernel symbols, resolved offsets: what costs CPU to
-/// make again) unless it holds more than this many resolved offsets...
-const MAX_RESOLVED: usize = 200_000;
+/// make again) unless it holds more than this many resolved offsets (each a few hundred bytes of names and
+/// paths; a host running builds met ~400 new ones per 15 s period, so 200,000 let them pile up for hours)...
+const MAX_RESOLVED: usize = 50_000;
 /// ... or this many binaries (each with its symbols and DWARF).
 const MAX_BINARIES: usize = 256;
 
@@ -303,6 +304,7 @@ impl Live {
     /// held get their raw stacks resolved again by the new one.
     pub(super) fn bound_memory(&mut self) {
         if self.exits < EXITS_BEFORE_RESET && self.stacks.len() < STACKS_BEFORE_RESET {
+            crate::mapped::release_free_heap();
             return;
         }
         self.counts.resets += 1;
@@ -340,7 +342,13 @@ impl Live {
             });
         }
         self.held = held;
+        // A process whose exit came before its last samples (rings are read one after the other) was counted
+        // again: keep only the container ids of the processes still mapped or with samples held.
+        let (spaces, held) = (&self.spaces, &self.held);
+        self.containers
+            .retain(|pid, _| spaces.get(*pid).is_some() || held.iter().any(|s| s.pid == *pid));
         self.comm_of_tid.shrink_to_fit();
         self.containers.shrink_to_fit();
+        crate::mapped::release_free_heap();
     }
 }

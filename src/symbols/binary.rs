@@ -13,7 +13,6 @@ use crate::addr::{ElfAddr, FileOffset};
 use crate::mapped::MappedFile;
 use object::Object;
 use std::cell::OnceCell;
-use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 /// Everything read from a binary and its debug file.
@@ -91,8 +90,7 @@ pub(crate) fn load_data(
         }
         dwarf = dwarf.or(found.dwarf);
     }
-    let mut seen = HashSet::new();
-    symbols.retain(|s| seen.insert((s.name.clone(), s.addr)));
+    dedup_symbols(&mut symbols);
     // An IRELATIVE PLT slot is named after the IFUNC at its addend: its exported name (the name callers use,
     // `strnlen` rather than the debug file's `__strnlen_ifunc`), else the function there; best alias first.
     let ifuncs = dynamic_ifuncs(&file);
@@ -118,6 +116,28 @@ pub(crate) fn load_data(
         stripped,
         fdes,
     })
+}
+
+/// Drop the repeats of a (name, address) (a function in .symtab, .dynsym and the debug file's .symtab), keeping
+/// each first one in place: by sorting indexes, not hashing the names (libc's debug file has tens of thousands).
+fn dedup_symbols(symbols: &mut Vec<RawSymbol>) {
+    let mut order: Vec<usize> = (0..symbols.len()).collect();
+    order.sort_unstable_by(|&a, &b| {
+        let (x, y) = (&symbols[a], &symbols[b]);
+        x.addr
+            .cmp(&y.addr)
+            .then_with(|| x.name.cmp(&y.name))
+            .then(a.cmp(&b))
+    });
+    let mut keep = vec![true; symbols.len()];
+    for pair in order.windows(2) {
+        let (first, next) = (&symbols[pair[0]], &symbols[pair[1]]);
+        if first.addr == next.addr && first.name == next.name {
+            keep[pair[1]] = false;
+        }
+    }
+    let mut kept = keep.into_iter();
+    symbols.retain(|_| kept.next().unwrap_or(true));
 }
 
 /// What a separate debug file adds to a binary.
@@ -207,26 +227,24 @@ fn alias_rank(s: &RawSymbol) -> (bool, bool, bool, usize, bool, usize) {
 impl SymbolTable {
     /// Sort and bound the symbols: a symbol ends at `addr + size`, or, when its size is 0, at the next symbol or
     /// the end of its section.
-    pub fn new(symbols: &[RawSymbol]) -> SymbolTable {
-        let mut sorted: Vec<&RawSymbol> = symbols.iter().collect();
-        sorted.sort_by(|a, b| {
-            a.addr
-                .cmp(&b.addr)
-                .then_with(|| alias_rank(b).cmp(&alias_rank(a)))
-        });
-        sorted.dedup_by_key(|s| s.addr);
+    pub fn new(symbols: Vec<RawSymbol>) -> SymbolTable {
+        // Rank each symbol once (not in every comparison), then move the names into the table.
+        let mut sorted: Vec<_> = symbols.into_iter().map(|s| (alias_rank(&s), s)).collect();
+        sorted.sort_by(|(ra, a), (rb, b)| a.addr.cmp(&b.addr).then_with(|| rb.cmp(ra)));
+        sorted.dedup_by_key(|(_, s)| s.addr);
+        let starts: Vec<u64> = sorted.iter().map(|(_, s)| s.addr).collect();
         let mut entries = Vec::with_capacity(sorted.len());
-        for (i, s) in sorted.iter().enumerate() {
+        for (i, (_, s)) in sorted.into_iter().enumerate() {
             let end = if s.size > 0 {
                 s.addr.saturating_add(s.size)
             } else {
-                let next = sorted.get(i + 1).map_or(u64::MAX, |n| n.addr);
+                let next = starts.get(i + 1).copied().unwrap_or(u64::MAX);
                 next.min(s.section_end)
             };
             entries.push(Entry {
                 start: s.addr,
                 end,
-                name: Box::from(s.name.as_str()),
+                name: s.name.into_boxed_str(),
                 demangled: OnceCell::new(),
             });
         }
@@ -287,7 +305,7 @@ impl Binary {
     /// The lookup table (symbols and PLT entries) and DWARF of what [`load`] read.
     fn from_loaded(mut loaded: Loaded) -> Binary {
         loaded.symbols.append(&mut loaded.plt);
-        let symbols = SymbolTable::new(&loaded.symbols);
+        let symbols = SymbolTable::new(std::mem::take(&mut loaded.symbols));
         let dwarf = loaded.dwarf.clone().and_then(Dwarf::from_data);
         Binary {
             info: loaded.info,
@@ -419,11 +437,38 @@ mod tests {
         }
     }
 
+    /// Check that repeats of a (name, address) go and the first of each stays, in order.
+    #[test]
+    fn dedup_keeps_first_in_order() {
+        let mut table = vec![
+            sym("b", 0x200, 0, 0x1000),
+            sym("a", 0x100, 0x10, 0x1000),
+            sym("b", 0x200, 8, 0x1000),
+            sym("a2", 0x100, 0x10, 0x1000),
+            sym("a", 0x100, 0, 0x1000),
+            sym("b", 0x300, 0, 0x1000),
+        ];
+        super::dedup_symbols(&mut table);
+        let kept: Vec<_> = table
+            .iter()
+            .map(|s| (s.name.as_str(), s.addr, s.size))
+            .collect();
+        assert_eq!(
+            kept,
+            [
+                ("b", 0x200, 0),
+                ("a", 0x100, 0x10),
+                ("a2", 0x100, 0x10),
+                ("b", 0x300, 0)
+            ]
+        );
+    }
+
     /// Check that sized symbols stop at their size, unsized ones at the next symbol or section end, and
     /// that the best alias wins.
     #[test]
     fn bounds_and_aliases() {
-        let table = SymbolTable::new(&[
+        let table = SymbolTable::new(vec![
             sym("b", 0x200, 0, 0x1000),
             sym("a", 0x100, 0x10, 0x1000),
             sym("__a_alias", 0x100, 0x10, 0x1000),

@@ -31,11 +31,12 @@ impl FileId {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct CacheId(u32);
 
-/// Values made once per key (a file's identity with what is expected of it), kept for the cache's life and
-/// reached by a small [`CacheId`].
+/// Values made once per key (a file's identity with what is expected of it), kept until [`FileCache::retain`]
+/// drops them and reached by a small [`CacheId`] (never reused).
 pub(crate) struct FileCache<K, T> {
     ids: HashMap<K, CacheId>,
-    values: Vec<T>,
+    /// None: dropped by [`FileCache::retain`].
+    values: Vec<Option<T>>,
 }
 
 impl<K: Hash + Eq, T> FileCache<K, T> {
@@ -52,23 +53,49 @@ impl<K: Hash + Eq, T> FileCache<K, T> {
             return id;
         }
         let id = CacheId(self.values.len() as u32);
-        self.values.push(make());
+        self.values.push(Some(make()));
         self.ids.insert(key, id);
         id
     }
 
+    /// The value of an id that [`FileCache::id`] gave and [`FileCache::retain`] kept (panics otherwise: the
+    /// callers drop their ids of what they drop).
     pub fn get(&mut self, id: CacheId) -> &mut T {
-        &mut self.values[id.0 as usize]
+        self.values[id.0 as usize]
+            .as_mut()
+            .expect("a cache id of a value kept")
     }
 
-    /// How many values were made.
+    /// Whether the value of `id` is kept.
+    pub fn contains(&self, id: CacheId) -> bool {
+        self.values.get(id.0 as usize).is_some_and(Option::is_some)
+    }
+
+    /// How many values are kept.
     pub fn len(&self) -> usize {
-        self.values.len()
+        self.ids.len()
     }
 
-    /// Every value made so far.
+    /// Every value kept.
     pub fn values_mut(&mut self) -> impl Iterator<Item = &mut T> {
-        self.values.iter_mut()
+        self.values.iter_mut().flatten()
+    }
+
+    /// Keep the values of the ids that `keep` accepts; the others are dropped (their key made again later).
+    pub fn retain(&mut self, mut keep: impl FnMut(CacheId) -> bool) {
+        let values = &mut self.values;
+        self.ids.retain(|_, id| {
+            let kept = keep(*id);
+            if !kept {
+                values[id.0 as usize] = None;
+            }
+            kept
+        });
+    }
+
+    /// The index of an id (for tables kept beside the cache).
+    pub fn index(id: CacheId) -> usize {
+        id.0 as usize
     }
 }
 

@@ -15,6 +15,12 @@ pub(crate) struct PerfMaps {
 }
 
 impl PerfMaps {
+    /// Forget the perf maps read (a long session, between periods): a process's map is read again at its
+    /// next JIT address, and an exited process's is not kept (nor found by a new process of its pid).
+    pub fn forget(&mut self) {
+        self.maps = HashMap::new();
+    }
+
     /// Host pid -> pid in the process's own pid namespace (a container), for finding its perf-PID.map.
     pub fn set_ns_pids(&mut self, ns_pids: HashMap<u32, u32>) {
         self.ns_pids = ns_pids;

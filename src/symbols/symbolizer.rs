@@ -49,6 +49,10 @@ pub struct Symbolizer {
     /// What each (binary, file offset) resolved to.
     resolved: HashMap<(CacheId, u64), Symbolized>,
     perf_maps: PerfMaps,
+    /// How many times [`Symbolizer::trim`] ran, and when (in those terms) each binary was last used, by the
+    /// index of its id.
+    trims: u32,
+    last_used: Vec<u32>,
 }
 
 impl Symbolizer {
@@ -62,6 +66,8 @@ impl Symbolizer {
             pool: Pool::new(),
             resolved: HashMap::new(),
             perf_maps: PerfMaps::default(),
+            trims: 0,
+            last_used: Vec::new(),
         }
     }
 
@@ -121,22 +127,41 @@ impl Symbolizer {
     }
 
     /// Bound what the symbolizer keeps across the periods of a long session (`rprof record --push`): the
-    /// per-process modules are forgotten (they are found again from the binaries, which are cached by file
-    /// identity, not by process); the resolved offsets are dropped past `max_resolved`, and the binaries
-    /// (with everything that points into them) past `max_binaries`. The kernel's symbols stay.
+    /// per-process modules and perf maps are forgotten (modules are found again from the binaries, which are
+    /// cached by file identity, not by process); a binary no address was looked up in since the trim before
+    /// this one is dropped (a build's compilers and scripts come and go), with the offsets resolved in it; the
+    /// resolved offsets are dropped past `max_resolved`, and the binaries (with everything that points into
+    /// them) past `max_binaries`. The kernel's symbols stay.
     pub fn trim(&mut self, max_resolved: usize, max_binaries: usize) -> Trimmed {
         let mut t = Trimmed {
             modules: self.modules.len(),
             ..Trimmed::default()
         };
         self.modules = HashMap::new();
+        self.perf_maps.forget();
+        let (trims, last_used) = (self.trims, &self.last_used);
+        let before = self.binaries.len();
+        self.binaries.retain(|id| {
+            let used = last_used.get(FileCache::<BinaryKey, Slot<Opened>>::index(id));
+            used.is_some_and(|&used| trims.saturating_sub(used) < 2)
+        });
+        if self.binaries.len() < before {
+            t.binaries = before - self.binaries.len();
+            let binaries = &self.binaries;
+            let resolved_before = self.resolved.len();
+            self.resolved.retain(|(id, _), _| binaries.contains(*id));
+            t.resolved = resolved_before - self.resolved.len();
+            self.resolved.shrink_to_fit();
+        }
+        self.trims += 1;
         if self.resolved.len() > max_resolved || self.binaries.len() > max_binaries {
-            t.resolved = self.resolved.len();
+            t.resolved += self.resolved.len();
             self.resolved = HashMap::new();
         }
         if self.binaries.len() > max_binaries {
-            t.binaries = self.binaries.len();
+            t.binaries += self.binaries.len();
             self.binaries = FileCache::new();
+            self.last_used = Vec::new();
         }
         t
     }
@@ -203,11 +228,21 @@ impl Symbolizer {
 
     /// The binary of a module in the cache (started opening on the pool), or why it has none.
     fn module(&mut self, module: &ModuleKey) -> Result<CacheId, Unnamed> {
-        if let Some(known) = self.modules.get(module) {
-            return *known;
+        let id = match self.modules.get(module) {
+            Some(known) => *known,
+            None => {
+                let id = self.open_module(module);
+                self.modules.insert(module.clone(), id);
+                id
+            }
+        };
+        if let Ok(id) = id {
+            let i = FileCache::<BinaryKey, Slot<Opened>>::index(id);
+            if self.last_used.len() <= i {
+                self.last_used.resize(i + 1, 0);
+            }
+            self.last_used[i] = self.trims;
         }
-        let id = self.open_module(module);
-        self.modules.insert(module.clone(), id);
         id
     }
 
@@ -335,5 +370,33 @@ mod tests {
         let t = s.trim(100, 1);
         assert_eq!((t.binaries, t.resolved), (2, 2));
         assert_eq!(s.sizes(), (0, 0, 0));
+    }
+
+    /// Check that a binary no address was looked up in since the trim before the last one is dropped, with
+    /// the offsets resolved in it, and read again when an address needs it.
+    #[test]
+    fn trim_drops_unused_binaries() {
+        let mut s = Symbolizer::new(SymbolizerOptions::default());
+        let exe = module(std::env::current_exe().unwrap());
+        let other = module("/bin/true".into());
+        s.user(&exe, FileOffset(0x1000));
+        s.user(&other, FileOffset(0x1000));
+        s.trim(100, 10);
+        s.user(&exe, FileOffset(0x1001));
+        assert_eq!(
+            s.trim(100, 10).binaries,
+            0,
+            "both used since the trim before"
+        );
+        assert_eq!(s.sizes(), (0, 2, 3));
+        let t = s.trim(100, 10);
+        assert_eq!(
+            (t.binaries, t.resolved),
+            (1, 1),
+            "/bin/true unused for two trims"
+        );
+        assert_eq!(s.sizes(), (0, 1, 2));
+        s.user(&other, FileOffset(0x1000));
+        assert_eq!(s.sizes(), (1, 2, 3), "read again");
     }
 }

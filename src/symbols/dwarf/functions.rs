@@ -88,6 +88,11 @@ impl Functions {
         Ok(Functions { ranges })
     }
 
+    /// The bytes the index holds (what the unit cache counts against its budget).
+    pub fn bytes(&self) -> usize {
+        self.ranges.len() * std::mem::size_of::<(u64, u64, UnitOffset)>()
+    }
+
     /// The innermost function whose code holds `addr` (a nested function rather than its parent).
     pub fn at(&self, addr: u64) -> Option<UnitOffset> {
         let i = self.ranges.partition_point(|r| r.0 <= addr);

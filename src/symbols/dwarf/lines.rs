@@ -56,6 +56,12 @@ impl Lines {
         Lines { sequences }
     }
 
+    /// The bytes the table holds (what the unit cache counts against its budget).
+    pub fn bytes(&self) -> usize {
+        let rows: usize = self.sequences.iter().map(|s| s.rows.len()).sum();
+        rows * std::mem::size_of::<Row>() + self.sequences.len() * std::mem::size_of::<Sequence>()
+    }
+
     /// The file index and line of the code at `addr`.
     pub fn at(&self, addr: u64) -> Option<(u64, u32)> {
         let i = self.sequences.partition_point(|s| s.start <= addr);

@@ -5,7 +5,7 @@
 //! a lookup reads only the DIEs under the function holding the address: the inlined subroutines whose ranges
 //! hold it, and their names (through abstract origins and specifications, in other units when LTO put them
 //! there: [`Dies`] parses a bounded number of units and follows references without a context over the whole
-//! file). The line table is read only when lines are asked for. At most [`UNITS_KEPT`] units' indexes are kept,
+//! file). The line table is read only when lines are asked for. A bounded number of units' indexes (see [`UNITS_KEPT`]) are kept,
 //! and the mapped pages of the sections are released each time a unit is indexed (see
 //! [`MappedFile::release`]): callers that look addresses up in order (report does) visit each unit once.
 //!
@@ -38,9 +38,13 @@ pub(crate) struct DwarfFrame {
     pub source: Option<SourceLine>,
 }
 
-/// How many units' indexes (functions, and line tables when asked for) are kept; the least recently used is
-/// dropped.
-const UNITS_KEPT: usize = 4;
+/// How many units' indexes (functions, and line tables when asked for) are kept: the least recently used is
+/// dropped past [`UNITS_KEPT`] of them, or past [`UNITS_BUDGET`] bytes when more than [`UNITS_KEPT_MIN`] are
+/// kept. A long session (`rprof record --push`) meets new addresses of the same units period after period:
+/// with 4 units kept, libc's were indexed again and again (65 indexes of 26 units in 10 s).
+const UNITS_KEPT: usize = 64;
+const UNITS_KEPT_MIN: usize = 4;
+const UNITS_BUDGET: usize = 1 << 20;
 
 /// How many parsed units (headers, abbreviations, line program headers) [`Dies`] keeps: the indexed units and
 /// the ones their names refer into.
@@ -70,7 +74,7 @@ pub(crate) struct Dwarf {
     /// The file the sections are mapped from, and the part of it that holds the sections used in place.
     data: MappedFile,
     mapped: Range<usize>,
-    /// Indexed units, the most recently used last; at most [`UNITS_KEPT`].
+    /// Indexed units, the most recently used last; bounded by [`UNITS_KEPT`] and [`UNITS_BUDGET`].
     units: Vec<UnitIndex>,
 }
 
@@ -228,9 +232,7 @@ impl Dwarf {
             None => Functions::of(self.dies.unit_ref(unit).ok()?).ok()?,
         };
         self.release_pages();
-        if self.units.len() == UNITS_KEPT {
-            self.units.remove(0);
-        }
+        self.make_room(functions.bytes());
         self.units.push(UnitIndex {
             unit,
             dwo,
@@ -240,6 +242,24 @@ impl Dwarf {
             call_files: FileNames::default(),
         });
         Some(self.units.len() - 1)
+    }
+}
+
+impl UnitIndex {
+    fn bytes(&self) -> usize {
+        self.functions.bytes() + self.lines.as_ref().map_or(0, Lines::bytes)
+    }
+}
+
+impl Dwarf {
+    /// Drop the least recently used units until one more of `bytes` fits (see [`UNITS_KEPT`]).
+    fn make_room(&mut self, bytes: usize) {
+        let mut held: usize = bytes + self.units.iter().map(UnitIndex::bytes).sum::<usize>();
+        while self.units.len() >= UNITS_KEPT
+            || (self.units.len() >= UNITS_KEPT_MIN && held > UNITS_BUDGET)
+        {
+            held -= self.units.remove(0).bytes();
+        }
     }
 }
 
