@@ -221,7 +221,14 @@ fn script_layout_is_perf_scripts() {
         .expect("run perf script");
     assert!(out.status.success(), "perf script failed");
     let theirs = String::from_utf8_lossy(&out.stdout);
-    let (ours, theirs): (Vec<&str>, Vec<&str>) = (ours.lines().collect(), theirs.lines().collect());
+    // rprof shows functions inlined at an address (`20ca3 __mmap64 (inlined)`, in ld.so when a sample lands in
+    // its start-up mmap) where perf 6.1's script shows none without --inline (docs/script.md): their lines are
+    // left out of the comparison; every other line is compared.
+    let ours: Vec<&str> = ours
+        .lines()
+        .filter(|l| !l.ends_with(" (inlined)"))
+        .collect();
+    let theirs: Vec<&str> = theirs.lines().collect();
     assert_eq!(
         ours.len(),
         theirs.len(),

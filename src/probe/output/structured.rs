@@ -4,6 +4,7 @@ use crate::probe::analysis::{bucket_range, Histogram};
 use crate::probe::plan::ProbeClass;
 use std::io::{self, Write};
 
+/// A CSV field, quoted (with its quotes doubled) when it holds a comma, a quote or a line break.
 fn csv_field(s: &str) -> String {
     if s.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", s.replace('"', "\"\""))
@@ -132,6 +133,7 @@ fn hist_pairs(h: &Histogram) -> Vec<[u64; 3]> {
         .collect()
 }
 
+/// Nanoseconds as microseconds with 3 decimals (`12.345`).
 fn us(ns: u64) -> String {
     format!("{}.{:03}", ns / 1000, ns % 1000)
 }

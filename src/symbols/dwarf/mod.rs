@@ -5,8 +5,8 @@
 //! a lookup reads only the DIEs under the function holding the address: the inlined subroutines whose ranges
 //! hold it, and their names (through abstract origins and specifications, in other units when LTO put them
 //! there: [`Dies`] parses a bounded number of units and follows references without a context over the whole
-//! file). The line table is read only when lines are asked for. A bounded number of units' indexes (see [`UNITS_KEPT`]) are kept,
-//! and the mapped pages of the sections are released each time a unit is indexed (see
+//! file). The line table is read only when lines are asked for. A bounded number of units' indexes (see
+//! [`UNITS_KEPT`]) are kept, and the mapped pages of the sections are released each time a unit is indexed (see
 //! [`MappedFile::release`]): callers that look addresses up in order (report does) visit each unit once.
 //!
 //! This replaces addr2line, which parses each unit it answers for whole (functions and line table) and makes a
