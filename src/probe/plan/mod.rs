@@ -393,7 +393,7 @@ fn event_filter(
     and_text(target.as_deref(), own.as_deref())
 }
 
-/// The tracepoints that `targets` probe, as counted targets or a pair's ends: `(category, event)`.
+/// The tracepoints that `targets` probe, as counted targets or a pair's ends: `(category, event)`, each once.
 pub fn tracepoints(targets: &Targets) -> Vec<(String, String)> {
     let mut all = Vec::new();
     for (_, t) in targets.iter() {
@@ -407,6 +407,8 @@ pub fn tracepoints(targets: &Targets) -> Vec<(String, String)> {
             }
         }
     }
+    all.sort();
+    all.dedup();
     all
 }
 

@@ -247,6 +247,15 @@ mod tests {
             Some("(common_pid != 5) || common_flags & 0x58 || (prev_pid != 5) || (next_pid != 5)")
         );
         assert_eq!(exclude_tasks(&[], &["pid".into()], false), None);
+        let switch = crate::tracefs::parse_format(
+            "\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+             \tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\
+             \tfield:char prev_comm[16];\toffset:8;\tsize:16;\tsigned:0;\n\
+             \tfield:pid_t prev_pid;\toffset:24;\tsize:4;\tsigned:1;\n\
+             \tfield:long prev_state;\toffset:32;\tsize:8;\tsigned:1;\n\
+             \tfield:pid_t next_pid;\toffset:56;\tsize:4;\tsigned:1;\n",
+        );
+        assert_eq!(task_fields(&switch), ["prev_pid", "next_pid"]);
         assert_eq!(
             exclude_tasks(&[5], &[], true).as_deref(),
             Some("(common_pid != 5)")
