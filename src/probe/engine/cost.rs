@@ -79,12 +79,13 @@ impl Costs {
     }
 }
 
-/// One measurement: ns per call unprobed and probed (the fastest batch of each), and the durations the
-/// engine reported for the probed calls.
+/// One measurement: ns per call unprobed and probed (the fastest batch of each), which probed batch was the
+/// fastest, and the durations the engine reported for the probed calls (all batches', in call order).
 #[derive(Clone, Debug, Default)]
 pub struct Measured {
     pub bare_ns: f64,
     pub probed_ns: f64,
+    pub fastest_batch: usize,
     pub durations: Vec<u64>,
 }
 
@@ -94,12 +95,19 @@ impl Measured {
         (self.probed_ns - self.bare_ns).max(0.0) as u64
     }
 
-    /// The mean reported duration of the (empty) calibration function, less the 1% of calls at each end (an
-    /// interrupt or the host preempting the VM, tens of microseconds): the bias. A mean, not a median: the
-    /// traps' cost has a tail (longer in a VM, or with rprof's reader on the same CPU) that lands in the
-    /// measured calls' mean durations too.
+    /// The mean reported duration of the (empty) calibration function in the fastest probed batch, the one
+    /// [`Measured::cost_ns`] comes from, less the 1% of calls at each end (an interrupt or the host preempting
+    /// the VM, tens of microseconds): the bias. A mean, not a median: the traps' cost has a tail (longer in a
+    /// VM, or with rprof's reader on the same CPU) that lands in the measured calls' mean durations too. The
+    /// same batch as the cost: in a VM the traps' cost moves from one 20 ms window to the next (a stepped
+    /// probe's between 9.3 and 13.9 us on a busy host), and a bias from all batches held a slow batch's traps
+    /// that the cost left out. When calls were lost (not one duration per call), all batches count.
     pub fn bias_ns(&self) -> Option<u64> {
-        let mut d = self.durations.clone();
+        let calls = CALLS as usize;
+        let mut d = match self.durations.len() == calls * BATCHES {
+            true => self.durations[self.fastest_batch * calls..][..calls].to_vec(),
+            false => self.durations.clone(),
+        };
         d.sort_unstable();
         let trim = d.len() / 100;
         let kept = d.get(trim..d.len() - trim).filter(|k| !k.is_empty())?;
@@ -325,22 +333,25 @@ fn thread_cpu_ns() -> f64 {
 }
 
 /// The fastest of [`BATCHES`] batches of [`CALLS`] calls of the class's function, in ns of this thread's CPU
-/// time per call.
-fn per_call(class: ProbeClass) -> f64 {
+/// time per call, and which batch it was.
+fn per_call(class: ProbeClass) -> (f64, usize) {
     let f = match class {
         ProbeClass::Emulated => emulated_entry,
         ProbeClass::SingleStepped => stepped_entry,
     };
     let f = std::hint::black_box(f);
-    let mut best = f64::MAX;
-    for _ in 0..BATCHES {
+    let mut best = (f64::MAX, 0);
+    for batch in 0..BATCHES {
         let t = thread_cpu_ns();
         let mut x = 1u64;
         for _ in 0..CALLS {
             x = f(x).wrapping_add(1);
         }
         std::hint::black_box(x);
-        best = best.min((thread_cpu_ns() - t) / CALLS as f64);
+        let ns = (thread_cpu_ns() - t) / CALLS as f64;
+        if ns < best.0 {
+            best = (ns, batch);
+        }
     }
     best
 }
@@ -349,13 +360,45 @@ fn per_call(class: ProbeClass) -> f64 {
 /// (Opening a perf event on a uprobe already installs its breakpoint, enabled or not, so the bare calls are
 /// timed before anything is opened.)
 fn difference<G>(class: ProbeClass, on: impl FnOnce() -> Option<G>) -> Option<Measured> {
-    let bare_ns = per_call(class);
+    let (bare_ns, _) = per_call(class);
     let guard = on()?;
-    let probed_ns = per_call(class);
+    let (probed_ns, fastest_batch) = per_call(class);
     drop(guard);
     Some(Measured {
         bare_ns,
         probed_ns,
+        fastest_batch,
         durations: Vec::new(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Check that the bias is the fastest batch's trimmed mean, and all calls' when some were lost.
+    #[test]
+    fn bias_from_the_fastest_batch() {
+        let calls = CALLS as usize;
+        let mut durations: Vec<u64> = (0..BATCHES)
+            .flat_map(|b| std::iter::repeat_n(1000 * (b as u64 + 1), calls))
+            .collect();
+        let m = Measured {
+            fastest_batch: 2,
+            durations: durations.clone(),
+            ..Measured::default()
+        };
+        assert_eq!(m.bias_ns(), Some(3000));
+        durations.pop();
+        let m = Measured {
+            fastest_batch: 2,
+            durations,
+            ..Measured::default()
+        };
+        assert_eq!(
+            m.bias_ns(),
+            Some(3000 - 1),
+            "all batches (one call lost), trimmed"
+        );
+    }
 }
