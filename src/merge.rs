@@ -16,6 +16,10 @@ pub struct OrderedMerge<T> {
     /// The newest times of the rounds before the last, newest last (`lag` of them).
     older: std::collections::VecDeque<u64>,
     lag: usize,
+    /// This round released nothing after this time (a buffer read only up to it).
+    cap: Option<u64>,
+    /// The cap of the last round that ended.
+    last_cap: Option<u64>,
 }
 
 impl<T> Default for OrderedMerge<T> {
@@ -26,6 +30,8 @@ impl<T> Default for OrderedMerge<T> {
             newest_last_round: 0,
             older: std::collections::VecDeque::new(),
             lag: 0,
+            cap: None,
+            last_cap: None,
         }
     }
 }
@@ -51,13 +57,37 @@ impl<T> OrderedMerge<T> {
         self.items.push((time, item));
     }
 
-    /// End a round (every buffer has been read once): release, in time order, what is now safe.
+    /// The time of the item pushed last (before the round ends and sorts them).
+    pub fn last_pushed(&self) -> Option<u64> {
+        self.items.last().map(|(time, _)| *time)
+    }
+
+    /// A buffer was read this round only up to an item at `time` (a bounded read; the rest of it comes in
+    /// later rounds and is not older): the round releases nothing after it.
+    pub fn cap_round(&mut self, time: u64) {
+        self.cap = Some(self.cap.map_or(time, |c| c.min(time)));
+    }
+
+    /// Whether the merge holds more than `items` that the last round's cap kept back, and what a buffer read
+    /// past the cap would add to them: a buffer whose last item read is after `Some(time)` is ahead of the
+    /// one that set the cap. None when not so full, or the last round was not capped.
+    pub fn held_back(&self, items: usize) -> Option<u64> {
+        self.last_cap.filter(|_| self.items.len() > items)
+    }
+
+    /// End a round (every buffer has been read once, or up to [`OrderedMerge::cap_round`]): release, in time
+    /// order, what is now safe.
     pub fn finish_round(&mut self, mut out: impl FnMut(u64, T)) {
         self.older.push_back(self.newest_last_round);
         let limit = match self.older.len() > self.lag {
             true => self.older.pop_front().unwrap_or(0),
             false => 0,
         };
+        // Items at the cap's time wait too: what is left of that buffer may hold more at the same time.
+        self.last_cap = self.cap.take();
+        let limit = self
+            .last_cap
+            .map_or(limit, |c| c.saturating_sub(1).min(limit));
         self.items.sort_by_key(|(time, _)| *time);
         let safe = self.items.partition_point(|(time, _)| *time <= limit);
         for (time, item) in self.items.drain(..safe) {
@@ -126,6 +156,30 @@ mod tests {
         );
         m.drain(|t, x| out.push((t, x)));
         assert_eq!(out.last(), Some(&(40, "a40")));
+    }
+
+    /// Check that a capped round releases nothing at or after the cap, and the next round what it holds back.
+    #[test]
+    fn capped_round_holds_back_what_a_buffer_left_unread_could_precede() {
+        let mut m = OrderedMerge::new();
+        let mut out = Vec::new();
+        m.push(10, "a10");
+        m.push(50, "b50");
+        m.finish_round(|t, x| out.push((t, x)));
+        m.push(20, "a20"); // buffer a is read only up to 20; b is read fully
+        m.push(60, "b60");
+        assert_eq!(m.last_pushed(), Some(60));
+        m.cap_round(20);
+        m.finish_round(|t, x| out.push((t, x)));
+        assert_eq!(
+            out,
+            vec![(10, "a10")],
+            "a's unread records may be older than b50"
+        );
+        m.push(30, "a30"); // the rest of a; b had nothing new
+        m.finish_round(|t, x| out.push((t, x)));
+        let times: Vec<u64> = out.iter().map(|o| o.0).collect();
+        assert_eq!(times, [10, 20, 30, 50, 60], "up to round 2's newest, b60");
     }
 
     /// Check that a lagged merge releases a round later, so that an item pushed late at an older time still

@@ -350,6 +350,7 @@ fn keyed_pair_without_done_stays_bounded() {
     common::assert_success(&out, &["probe", "keyed_starts"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let early = early.expect("rprof ran 5 s");
+    println!("rprof's RSS: {early} KiB at 5 s, at most {peak} KiB after");
     assert!(
         peak < early + 5 * 1024,
         "rprof's RSS grew from {early} KiB at 5 s to {peak} KiB"

@@ -240,6 +240,26 @@ impl<I> EventSet<I> {
             .map(|r| r.read(|rec| f(infos, rec)))
             .sum()
     }
+
+    /// The number of rings, for [`EventSet::read_ring`].
+    pub fn ring_count(&self) -> usize {
+        self.rings.len()
+    }
+
+    /// Read at most `max` records of ring `i`, handing each with the event infos to `f`. Returns the records
+    /// read and whether more were left.
+    pub fn read_ring(
+        &mut self,
+        i: usize,
+        max: usize,
+        mut f: impl FnMut(&EventInfos<I>, RawRecord<'_>),
+    ) -> (usize, bool) {
+        let infos = &self.infos;
+        match self.rings.get_mut(i) {
+            Some(r) => r.read_at_most(max, |rec| f(infos, rec)),
+            None => (0, false),
+        }
+    }
 }
 
 impl<I> Drop for EventSet<I> {

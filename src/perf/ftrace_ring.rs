@@ -187,14 +187,31 @@ impl FtraceRings {
     /// mode flags the first page read after it) to `gap`, before the events that follow it.
     pub fn read_gaps(
         &mut self,
+        f: impl FnMut(u32, u64, &[u8]),
+        gap: impl FnMut(Gap),
+    ) -> Result<usize, PerfError> {
+        Ok(self.read_at_most(|_| usize::MAX, f, gap)?.0)
+    }
+
+    /// As [`FtraceRings::read_gaps`], but about `max(last)` events of each CPU, where `last` is the time of
+    /// the last event read from it (read mode stops at the end of the page that reaches the bound). Also
+    /// returns, when a ring may have events left, the earliest time of the last events read from such rings:
+    /// what is left of them is not older.
+    pub fn read_at_most(
+        &mut self,
+        max: impl Fn(u64) -> usize,
         mut f: impl FnMut(u32, u64, &[u8]),
         mut gap: impl FnMut(Gap),
-    ) -> Result<usize, PerfError> {
-        let mut count = 0;
+    ) -> Result<(usize, Option<u64>), PerfError> {
+        let (mut count, mut left) = (0, None::<u64>);
         for ring in &mut self.rings {
-            count += ring.drain(&self.layout, &mut f, &mut gap)?;
+            let (n, more) = ring.drain(&self.layout, max(ring.last), &mut f, &mut gap)?;
+            count += n;
+            if more {
+                left = Some(left.map_or(ring.last, |l| l.min(ring.last)));
+            }
         }
-        Ok(count)
+        Ok((count, left))
     }
 }
 
@@ -215,12 +232,14 @@ impl CpuRing {
         }
     }
 
+    /// Read up to about `max` events; returns the events read and whether some may be left.
     fn drain(
         &mut self,
         layout: &PageLayout,
+        max: usize,
         f: &mut impl FnMut(u32, u64, &[u8]),
         gap: &mut impl FnMut(Gap),
-    ) -> Result<usize, PerfError> {
+    ) -> Result<(usize, bool), PerfError> {
         let cpu = self.cpu;
         let last = &mut self.last;
         let mut emit = |ts: u64, payload: &[u8], hole: bool| {
@@ -236,7 +255,7 @@ impl CpuRing {
         };
         match &mut self.reader {
             Reader::Mapped(m) => m
-                .drain(&self.file, layout, &mut self.lost, &mut emit)
+                .drain(&self.file, layout, max, &mut self.lost, &mut emit)
                 .map_err(|source| PerfError::TraceIoctl {
                     path: self.path.clone(),
                     source,
@@ -245,6 +264,7 @@ impl CpuRing {
                 &mut self.file,
                 buf,
                 *max_pages,
+                max,
                 layout,
                 &mut self.lost,
                 &mut emit,
@@ -268,19 +288,24 @@ fn count_missed(lost: &mut Lost, missed: Missed) -> bool {
 }
 
 /// Read mode: one page per `read()`, until EAGAIN (or `max_pages`, the size of the buffer, so that a writer
-/// faster than us cannot keep us here).
+/// faster than us cannot keep us here, or the page that reaches `max` events). Returns the events read and
+/// whether it stopped before EAGAIN.
 fn read_pages(
     file: &mut File,
     buf: &mut [u8],
     max_pages: usize,
+    max: usize,
     layout: &PageLayout,
     lost: &mut Lost,
     emit: &mut impl FnMut(u64, &[u8], bool),
-) -> std::io::Result<usize> {
+) -> std::io::Result<(usize, bool)> {
     let mut count = 0;
     let mut pages = 0;
     let mut hole = false;
-    while pages < max_pages {
+    loop {
+        if pages >= max_pages || count >= max {
+            return Ok((count, true));
+        }
         let n = match file.read(buf) {
             Ok(0) => break,
             Ok(n) => n,
@@ -304,7 +329,7 @@ fn read_pages(
             }
         }
     }
-    Ok(count)
+    Ok((count, false))
 }
 
 /// A mapped ring: the meta page, all sub-buffers, and our position in the reader sub-buffer.
@@ -419,13 +444,16 @@ impl MappedRing {
         unsafe { std::slice::from_raw_parts(data.as_ptr().add(start), len) }
     }
 
+    /// Read up to `max` events; returns the events read and whether some may be left. Stopping at `max`
+    /// inside the reader sub-buffer leaves the cursor where it is, and the next call goes on from it.
     fn drain(
         &mut self,
         file: &File,
         layout: &PageLayout,
+        max: usize,
         lost: &mut Lost,
         emit: &mut impl FnMut(u64, &[u8], bool),
-    ) -> std::io::Result<usize> {
+    ) -> std::io::Result<(usize, bool)> {
         let mut count = 0;
         let room = self.subbuf_size - layout.data_offset;
         // A sub-buffer takes one or two rounds (one GET_READER consumes it, the next swaps in another), and the
@@ -462,6 +490,9 @@ impl MappedRing {
                     self.bad = self.cursor.skip_to(data, skip).is_err();
                 }
                 while !self.bad {
+                    if count >= max {
+                        return Ok((count, true));
+                    }
                     match self.cursor.next(data) {
                         Ok(Some(e)) => {
                             emit(e.timestamp, e.payload, std::mem::take(&mut self.hole));
@@ -486,11 +517,11 @@ impl MappedRing {
             if self.reader_id() == id && !consumed {
                 let grown = self.header(id, layout).data_len().min(room) > len;
                 if !grown || self.bad {
-                    break;
+                    return Ok((count, false));
                 }
             }
         }
-        Ok(count)
+        Ok((count, true))
     }
 
     /// The lost events announced by sub-buffer `id`'s commit flags (count stored after its `len` data bytes).

@@ -111,7 +111,12 @@ impl Ring {
 
     /// Hand every complete record now in the buffer to `f`, oldest first, then free their space.
     /// Returns the number of records read.
-    pub fn read(&mut self, mut f: impl FnMut(RawRecord<'_>)) -> usize {
+    pub fn read(&mut self, f: impl FnMut(RawRecord<'_>)) -> usize {
+        self.read_at_most(usize::MAX, f).0
+    }
+
+    /// As [`Ring::read`], but at most `max` records; returns the records read and whether more were left.
+    pub fn read_at_most(&mut self, max: usize, mut f: impl FnMut(RawRecord<'_>)) -> (usize, bool) {
         let (head_a, tail_a) = self.head_tail();
         // ATOMICS: Acquire pairs with the kernel's release of data_head (smp_store_release in
         // perf_output_put_handle), so the record bytes before head are visible to us.
@@ -127,7 +132,7 @@ impl Ring {
             )
         };
         let mut count = 0;
-        while head.wrapping_sub(tail) >= 8 {
+        while head.wrapping_sub(tail) >= 8 && count < max {
             let start = (tail % self.data_size as u64) as usize;
             // Headers are 8-byte aligned and the buffer size is a multiple of 8: a header never wraps.
             let header = &data[start..start + 8];
@@ -152,7 +157,7 @@ impl Ring {
         // ATOMICS: Release orders our reads of the records before the kernel may see the space as free
         // (it reads data_tail with smp_load_acquire / a full barrier in perf_output_begin).
         tail_a.store(tail, Ordering::Release);
-        count
+        (count, head.wrapping_sub(tail) >= 8)
     }
 }
 

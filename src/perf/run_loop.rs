@@ -107,6 +107,30 @@ pub trait Handler<I> {
     fn tick(&mut self) -> Result<(), Self::Error> {
         Ok(())
     }
+
+    /// At most this many records of ring `ring` in this round (None: all of them): a handler that holds a
+    /// round's records until the next rounds (a time-ordered merge) bounds its memory so. The last round reads
+    /// all.
+    fn round_records(&self, ring: usize) -> Option<usize> {
+        let _ = ring;
+        None
+    }
+
+    /// Ring `ring` was read in a round bounded by [`Handler::round_records`]; `more` when records were left in
+    /// it (its records read so far are older than those left, which come in later rounds).
+    fn ring_read(&mut self, ring: usize, more: bool) {
+        let _ = (ring, more);
+    }
+
+    /// The perf events were disabled at the end: disable the handler's own sources too, before the rounds that
+    /// read what is left.
+    fn disable(&mut self) {}
+
+    /// Records were left in the handler's own descriptors ([`Handler::extra_fds`]) at the end of the round:
+    /// the next round starts without waiting.
+    fn behind(&self) -> bool {
+        false
+    }
 }
 
 /// Longest wait in poll; a signal interrupts it at once.
@@ -122,14 +146,19 @@ pub fn run<I, H: Handler<I>>(
     let start = Instant::now();
     let deadline = when.duration.map(|d| start + d);
     let mut next_tick = when.tick.map(|t| start + t);
+    // Records were left in a ring by a bounded round: no waiting for the next.
+    let mut behind = false;
     let stopped = loop {
         let now = Instant::now();
         let mut wait = Duration::from_millis(POLL_MS);
         for t in [deadline, next_tick].into_iter().flatten() {
             wait = wait.min(t.saturating_duration_since(now));
         }
-        let all_hup = events.poll(&handler.extra_fds(), wait.as_millis().max(1) as u16)?;
-        read_round(events, handler, false)?;
+        let all_hup = match behind {
+            true => false,
+            false => events.poll(&handler.extra_fds(), wait.as_millis().max(1) as u16)?,
+        };
+        behind = read_round(events, handler, false)?;
         if signals.raised() || when.flag.is_some_and(|f| f.load(Ordering::Relaxed)) {
             break Stopped::Signal;
         }
@@ -155,22 +184,43 @@ pub fn run<I, H: Handler<I>>(
         }
     };
     events.disable();
+    handler.disable();
+    // What is left, in bounded rounds (the rings no longer fill), then the last round.
+    let mut rounds = 0;
+    while read_round(events, handler, false)? && rounds < MAX_FINAL_ROUNDS {
+        rounds += 1;
+    }
     read_round(events, handler, true)?;
     Ok(stopped)
 }
 
-/// Read every ring once and end the round. The first handler error stops the handing out of records.
+/// Bounded rounds after the events were disabled, at most (a safety bound: a full 4 MiB ring takes about a
+/// hundred rounds of a thousand records).
+const MAX_FINAL_ROUNDS: usize = 100_000;
+
+/// Read every ring once (at most [`Handler::round_records`] of each, but all in the last round) and end the
+/// round; returns whether records were left. The first handler error stops the handing out of records.
 fn read_round<I, H: Handler<I>>(
     events: &mut EventSet<I>,
     handler: &mut H,
     last: bool,
-) -> Result<(), H::Error> {
+) -> Result<bool, H::Error> {
     let mut result = Ok(());
-    let records = events.read(|infos, rec| {
-        if result.is_ok() {
-            result = handler.record(infos, rec);
+    let (mut records, mut behind) = (0, false);
+    for i in 0..events.ring_count() {
+        let bound = handler.round_records(i).filter(|_| !last);
+        let (n, more) = events.read_ring(i, bound.unwrap_or(usize::MAX), |infos, rec| {
+            if result.is_ok() {
+                result = handler.record(infos, rec);
+            }
+        });
+        records += n;
+        behind |= more;
+        if bound.is_some() {
+            handler.ring_read(i, more);
         }
-    });
+    }
     result?;
-    handler.end_round(records, last)
+    handler.end_round(records, last)?;
+    Ok(behind || handler.behind())
 }

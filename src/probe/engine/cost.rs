@@ -165,7 +165,7 @@ impl Calibrator<'_> {
                 ring.calibrate_on(self.group, &events, in_kernel).ok()
             })?;
             let mut merge = OrderedMerge::new();
-            let _ = ring.read(&types, &mut merge, &mut Holes::default());
+            let _ = ring.read(&types, &mut merge, &mut Holes::default(), |_| usize::MAX);
             ring.calibrate_off(self.group, &events);
             measured.durations = durations(merge, own_tid());
             Some(measured)

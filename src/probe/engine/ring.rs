@@ -110,20 +110,24 @@ impl RingEngine {
             .unwrap_or_default()
     }
 
-    /// Read every CPU's ring once into the merge, with the holes its pages announce; returns the events read.
+    /// Read every CPU's ring once, up to `max(last)` events of each (`last`: the time of the last event read
+    /// from it), into the merge, with the holes its pages announce; returns the events read and whether some
+    /// were left (the merge's round is then capped at the last of them read from such a ring).
     pub fn read(
         &mut self,
         types: &EventTypes,
         merge: &mut OrderedMerge<Item>,
         holes: &mut Holes,
-    ) -> Result<usize, ProbeError> {
+        max: impl Fn(u64) -> usize,
+    ) -> Result<(usize, bool), ProbeError> {
         let Some(rings) = self.rings.as_mut() else {
-            return Ok(0);
+            return Ok((0, false));
         };
         let mut gaps = Vec::new();
         // Events and bytes read per CPU (the bytes with an 8-byte event header), and their first and last time.
         let mut per_cpu: Vec<(u32, u64, u64, (u64, u64))> = Vec::new();
-        let n = rings.read_gaps(
+        let (n, left) = rings.read_at_most(
+            max,
             |cpu, time, data| {
                 let bytes = data.len() as u64 + 8;
                 match per_cpu.iter_mut().find(|c| c.0 == cpu) {
@@ -146,7 +150,10 @@ impl RingEngine {
             let hole = holes.ring_gap(gap);
             merge.push(hole.after, Item::Hole(hole));
         }
-        Ok(n)
+        if let Some(time) = left {
+            merge.cap_round(time);
+        }
+        Ok((n, left.is_some()))
     }
 
     /// Whether a page said events were lost since the last [`RingEngine::take_lost`].

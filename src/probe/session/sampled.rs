@@ -100,6 +100,9 @@ pub(super) fn run_sampled(
         holes: Holes::default(),
         lost_synced: 0,
         round_started: None,
+        ring_last: Vec::new(),
+        ring_pushed: None,
+        behind: false,
         parse,
         types,
         ring,
@@ -329,6 +332,38 @@ struct SampledLoop<'a> {
     lost_synced: u64,
     /// When the round's first record was read (rprof's time reading, for its reading rate).
     round_started: Option<Instant>,
+    /// The time of the last item each perf ring gave (by ring index; 0: none yet).
+    ring_last: Vec<u64>,
+    /// The time of the last item the ring being read gave in this round.
+    ring_pushed: Option<u64>,
+    /// The tracefs ring had events left at the end of the round.
+    behind: bool,
+}
+
+/// Records of each ring read per round. A round's items wait in the merge for up to three rounds (two of
+/// lag), about 120 bytes each: a round after rprof was held up (a busy CPU, a stopped terminal) would
+/// otherwise hold all that the rings had gathered (4 MiB a ring by default: 60 MB of items were seen at
+/// 100,000 events a second under a slow reader). In rounds of this size, a full ring takes about 60 rounds
+/// (they do not wait in poll).
+const ROUND_RECORDS: usize = 1024;
+
+/// Items the merge may hold before rings ahead of a lagging one wait in the kernel: when rings are read a
+/// bound at a time, the items of a ring that covers more time per round pile up behind the one that covers
+/// less (11.8 MB were seen with two CPUs' rings full).
+const MERGE_ITEMS: usize = 8192;
+
+/// What to read of a ring whose last item read is at `last`: nothing while the merge is crowded behind a
+/// lagging ring and this one is ahead of it, else a round's bound.
+fn round_bound(merge: &OrderedMerge<Item>, last: u64) -> usize {
+    bound_behind(merge.held_back(MERGE_ITEMS), last)
+}
+
+/// [`round_bound`], with what the merge holds back past `held`.
+fn bound_behind(held: Option<u64>, last: u64) -> usize {
+    match held {
+        Some(cap) if last > cap => 0,
+        _ => ROUND_RECORDS,
+    }
 }
 
 impl SampledLoop<'_> {
@@ -356,9 +391,40 @@ impl Handler<ProbeInfo> for SampledLoop<'_> {
         if self.round_started.is_none() {
             self.round_started = Some(Instant::now());
         }
-        let holes = &mut self.holes;
+        let (holes, queued) = (&mut self.holes, self.merge.len());
         decode(rec, infos, &self.parse, &self.types, &mut self.merge, holes);
+        if self.merge.len() > queued {
+            self.ring_pushed = self.merge.last_pushed();
+        }
         Ok(())
+    }
+
+    fn round_records(&self, ring: usize) -> Option<usize> {
+        let last = self.ring_last.get(ring).copied().unwrap_or(0);
+        Some(round_bound(&self.merge, last))
+    }
+
+    /// Keep the ring's last time; when it has records left, the round releases nothing after that time.
+    fn ring_read(&mut self, ring: usize, more: bool) {
+        if self.ring_last.len() <= ring {
+            self.ring_last.resize(ring + 1, 0);
+        }
+        if let Some(last) = self.ring_pushed.take() {
+            self.ring_last[ring] = last;
+        }
+        if more {
+            self.merge.cap_round(self.ring_last[ring]);
+        }
+    }
+
+    fn behind(&self) -> bool {
+        self.behind
+    }
+
+    fn disable(&mut self) {
+        if let Some(r) = &self.ring {
+            r.disable();
+        }
     }
 
     fn extra_fds(&self) -> Vec<BorrowedFd<'_>> {
@@ -369,10 +435,13 @@ impl Handler<ProbeInfo> for SampledLoop<'_> {
     fn end_round(&mut self, _records: usize, last: bool) -> Result<(), ProbeError> {
         let started = Instant::now();
         if let Some(r) = self.ring.as_mut() {
-            if last {
-                r.disable();
-            }
-            self.read += r.read(&self.types, &mut self.merge, &mut self.holes)? as u64;
+            let held = self.merge.held_back(MERGE_ITEMS);
+            let bound = |at| match last {
+                true => usize::MAX,
+                false => bound_behind(held, at),
+            };
+            let (read, behind) = r.read(&self.types, &mut self.merge, &mut self.holes, bound)?;
+            (self.read, self.behind) = (self.read + read as u64, behind);
             if r.gaps_seen() {
                 self.sync_lost();
             }
