@@ -76,3 +76,24 @@ best_of() {
 
 # Human size of a file in MiB with 2 decimals.
 mib() { awk -v b="$(stat -c %s "$1")" 'BEGIN { printf "%.2f", b / 1048576 }'; }
+
+# [--strict] CMD...: run CMD, then print its stdout and `cpu_s S`, the CPU seconds (utime + stime) of CMD's own
+# process, polled from /proc/PID/stat while it runs (its children's time is not counted). With --strict a failed
+# CMD prints its stderr and ends the bench.
+with_cpu() {
+    local strict="" out=$WORK/with_cpu.out err=$WORK/with_cpu.err tick cpu=0 s
+    [ "${1:-}" = --strict ] && { strict=1; shift; }
+    tick=$(getconf CLK_TCK)
+    "$@" >"$out" 2>"$err" &
+    local pid=$!
+    while kill -0 $pid 2>/dev/null; do
+        s=$(awk '{print $14 + $15}' /proc/$pid/stat 2>/dev/null || true)
+        [ -n "$s" ] && cpu=$s
+        sleep 0.05
+    done
+    if ! wait $pid && [ -n "$strict" ]; then
+        cat "$err" >&2
+        die "failed: $*"
+    fi
+    echo "$(cat "$out") cpu_s $(awk -v c="$cpu" -v t="$tick" 'BEGIN { printf "%.2f", c / t }')"
+}

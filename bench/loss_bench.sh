@@ -28,22 +28,6 @@ for _ in $(seq 1 "${BUSY:-0}"); do
     BUSY_PIDS+=($!)
 done
 
-# Run a command in the background; print "<its stdout> cpu_s <its own CPU seconds>" (utime + stime of that
-# process, polled until it exits; the target it starts is not counted).
-with_cpu() {
-    local out=$WORK/loss_cpu.out tick cpu=0 s
-    tick=$(getconf CLK_TCK)
-    "$@" >"$out" 2>"$WORK/loss_cpu.err" &
-    local pid=$!
-    while kill -0 $pid 2>/dev/null; do
-        s=$(awk '{print $14 + $15}' /proc/$pid/stat 2>/dev/null || true)
-        [ -n "$s" ] && cpu=$s
-        sleep 0.05
-    done
-    wait $pid || { cat "$WORK/loss_cpu.err" >&2; die "failed: $*"; }
-    echo "$(tr '\n' ' ' <"$out") cpu_s $(awk -v c="$cpu" -v t="$tick" 'BEGIN { printf "%.2f", c / t }')"
-}
-
 # The number after KEY (`calls 123`, `"lost":45`, `@c: 67`) in stdin.
 num() { grep -o "$1[^0-9]*[0-9.]*" | head -1 | grep -o '[0-9.]*$'; }
 
@@ -52,13 +36,13 @@ for rate in "${RATES[@]}"; do
     for tool in tracefs perf bpftrace; do
         case $tool in
         bpftrace)
-            r=$(with_cpu bpftrace -e "uprobe:$BIN:probed { @c = count(); } uretprobe:$BIN:probed { @r = count(); }" \
+            r=$(with_cpu --strict bpftrace -e "uprobe:$BIN:probed { @c = count(); } uretprobe:$BIN:probed { @r = count(); }" \
                 -c "$BIN $rate $BUDGET")
             entries=$(echo "$r" | num '@c:')
             lost=0
             ;;
         *)
-            r=$(with_cpu "$RPROF" probe --engine "$tool" "${PAGES_ARG[@]}" --json -x "$BIN" probed -- "$BIN" "$rate" "$BUDGET")
+            r=$(with_cpu --strict "$RPROF" probe --engine "$tool" "${PAGES_ARG[@]}" --json -x "$BIN" probed -- "$BIN" "$rate" "$BUDGET")
             entries=$(echo "$r" | num '"count"')
             lost=$(echo "$r" | num '"lost"')
             ;;

@@ -29,22 +29,6 @@ trap cleanup EXIT
 # The first "KEY value" of stdin.
 field() { sed -n "s/.*$1 \\([0-9.]*\\).*/\\1/p" | head -1; }
 
-# Run a command in the background and print "<its stdout> cpu_s <its own CPU seconds>" (utime+stime of the
-# process, polled until it exits; the workload it launches is not counted).
-with_cpu() {
-    local out=$WORK/with_cpu.out tick cpu=0 s
-    tick=$(getconf CLK_TCK)
-    "$@" >"$out" 2>"$WORK/with_cpu.err" &
-    local pid=$!
-    while kill -0 $pid 2>/dev/null; do
-        s=$(awk '{print $14 + $15}' /proc/$pid/stat 2>/dev/null || true)
-        [ -n "$s" ] && cpu=$s
-        sleep 0.05
-    done
-    wait $pid || true
-    echo "$(cat "$out") cpu_s $(awk -v c="$cpu" -v t="$tick" 'BEGIN { printf "%.2f", c / t }')"
-}
-
 # The smallest of two numbers ("" counts as missing).
 min2() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "") print b; else if (b == "" || a + 0 <= b + 0) print a; else print b }'; }
 

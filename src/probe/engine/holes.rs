@@ -39,8 +39,13 @@ pub struct Holes {
     pub lost: u64,
     /// Holes found.
     pub holes: u64,
-    /// The most bytes one CPU's ring received in one round (read or lost).
+    /// The most bytes one CPU's ring received in one round (read or lost), or over the rounds it took to
+    /// drain a backlog.
     pub peak_bytes: u64,
+    /// Bytes each CPU's ring received since rings were last all drained.
+    carried: FastMap<u32, u64>,
+    /// A ring was left with records at the end of this round.
+    behind: bool,
     /// The highest rate events were written at, all CPUs, over a window of at least [`MIN_ROUND`] of event
     /// time (the events read in it over the span of their timestamps).
     pub peak_rate: f64,
@@ -61,6 +66,8 @@ impl Default for Holes {
             lost: 0,
             holes: 0,
             peak_bytes: 0,
+            carried: FastMap::default(),
+            behind: false,
             peak_rate: 0.0,
             read: 0,
             busy: Duration::ZERO,
@@ -132,11 +139,18 @@ impl Holes {
         // The rate counts the events read only: the tracefs ring's lost counts come in batches (read from
         // its `stats` when a page says events were lost), and have no times.
         let mut events = 0;
-        for (read, bytes, lost) in self.round.values() {
+        for (cpu, (read, bytes, lost)) in &self.round {
             let mean = bytes.checked_div(*read).unwrap_or(64);
-            self.peak_bytes = self.peak_bytes.max(bytes + lost * mean);
+            *self.carried.entry(*cpu).or_default() += bytes + lost * mean;
             events += read;
             self.read += read;
+        }
+        // While rings are read a bounded round at a time, a ring's backlog is read over several rounds: what
+        // it received counts from the round it fell behind to the round it was drained.
+        if !std::mem::take(&mut self.behind) {
+            for (_, received) in self.carried.drain() {
+                self.peak_bytes = self.peak_bytes.max(received);
+            }
         }
         self.window.0 += events;
         let (read, first, last) = self.window;
@@ -148,6 +162,12 @@ impl Holes {
             self.window = (0, u64::MAX, 0);
         }
         self.round.clear();
+    }
+
+    /// A ring had records left at the end of this round (a bounded round): what each CPU's ring receives is
+    /// added up over the rounds until none is left behind.
+    pub fn left_behind(&mut self) {
+        self.behind = true;
     }
 
     /// Events a second rprof read and applied while busy (None before enough were).
@@ -249,5 +269,23 @@ mod tests {
         // 100 x 40 read + 300 x 40 lost = 16,000 bytes: 4 pages of 4 KiB, a power of two.
         assert_eq!(h.peak_bytes, 16_000);
         assert_eq!(h.pages_needed(4096), 4);
+    }
+
+    /// Check that a backlog read over bounded rounds counts as what the ring received until it was drained.
+    #[test]
+    fn backlog_read_over_rounds_adds_up() {
+        let mut h = Holes::default();
+        for round in 0..3u64 {
+            h.ring_read(0, 100, 4_000, (round * 10, round * 10 + 9));
+            if round < 2 {
+                h.left_behind();
+            }
+            h.end_round(Duration::from_millis(1));
+            let want = if round < 2 { 0 } else { 12_000 };
+            assert_eq!(h.peak_bytes, want, "round {round}");
+        }
+        h.ring_read(0, 100, 4_000, (40, 49));
+        h.end_round(Duration::from_millis(1));
+        assert_eq!(h.peak_bytes, 12_000, "a drained ring starts over");
     }
 }

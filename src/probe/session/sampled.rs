@@ -414,6 +414,7 @@ impl Handler<ProbeInfo> for SampledLoop<'_> {
         }
         if more {
             self.merge.cap_round(self.ring_last[ring]);
+            self.holes.left_behind();
         }
     }
 
@@ -442,6 +443,9 @@ impl Handler<ProbeInfo> for SampledLoop<'_> {
             };
             let (read, behind) = r.read(&self.types, &mut self.merge, &mut self.holes, bound)?;
             (self.read, self.behind) = (self.read + read as u64, behind);
+            if behind {
+                self.holes.left_behind();
+            }
             if r.gaps_seen() {
                 self.sync_lost();
             }
