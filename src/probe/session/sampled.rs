@@ -343,8 +343,8 @@ struct SampledLoop<'a> {
 /// Records of each ring read per round. A round's items wait in the merge for up to three rounds (two of
 /// lag), about 120 bytes each: a round after rprof was held up (a busy CPU, a stopped terminal) would
 /// otherwise hold all that the rings had gathered (4 MiB a ring by default: 60 MB of items were seen at
-/// 100,000 events a second under a slow reader). In rounds of this size, a full ring takes about 60 rounds
-/// (they do not wait in poll).
+/// 100,000 events a second under a slow reader). In rounds of this size, a full ring of 40-byte records takes
+/// about a hundred rounds (they do not wait in poll).
 const ROUND_RECORDS: usize = 1024;
 
 /// Items the merge may hold before rings ahead of a lagging one wait in the kernel: when rings are read a
@@ -352,14 +352,10 @@ const ROUND_RECORDS: usize = 1024;
 /// less (11.8 MB were seen with two CPUs' rings full).
 const MERGE_ITEMS: usize = 8192;
 
-/// What to read of a ring whose last item read is at `last`: nothing while the merge is crowded behind a
-/// lagging ring and this one is ahead of it, else a round's bound.
-fn round_bound(merge: &OrderedMerge<Item>, last: u64) -> usize {
-    bound_behind(merge.held_back(MERGE_ITEMS), last)
-}
-
-/// [`round_bound`], with what the merge holds back past `held`.
-fn bound_behind(held: Option<u64>, last: u64) -> usize {
+/// What to read of a ring whose last item read is at `last`, when the merge holds back what is past `held`
+/// ([`OrderedMerge::held_back`]): nothing while the merge is crowded behind a lagging ring and this one is
+/// ahead of it, else a round's bound.
+fn round_bound(held: Option<u64>, last: u64) -> usize {
     match held {
         Some(cap) if last > cap => 0,
         _ => ROUND_RECORDS,
@@ -401,7 +397,7 @@ impl Handler<ProbeInfo> for SampledLoop<'_> {
 
     fn round_records(&self, ring: usize) -> Option<usize> {
         let last = self.ring_last.get(ring).copied().unwrap_or(0);
-        Some(round_bound(&self.merge, last))
+        Some(round_bound(self.merge.held_back(MERGE_ITEMS), last))
     }
 
     /// Keep the ring's last time; when it has records left, the round releases nothing after that time.
@@ -439,7 +435,7 @@ impl Handler<ProbeInfo> for SampledLoop<'_> {
             let held = self.merge.held_back(MERGE_ITEMS);
             let bound = |at| match last {
                 true => usize::MAX,
-                false => bound_behind(held, at),
+                false => round_bound(held, at),
             };
             let (read, behind) = r.read(&self.types, &mut self.merge, &mut self.holes, bound)?;
             (self.read, self.behind) = (self.read + read as u64, behind);
