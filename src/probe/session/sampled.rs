@@ -100,9 +100,7 @@ pub(super) fn run_sampled(
         holes: Holes::default(),
         lost_synced: 0,
         round_started: None,
-        ring_last: Vec::new(),
-        ring_pushed: None,
-        behind: false,
+        positions: Positions::default(),
         parse,
         types,
         ring,
@@ -332,6 +330,13 @@ struct SampledLoop<'a> {
     lost_synced: u64,
     /// When the round's first record was read (rprof's time reading, for its reading rate).
     round_started: Option<Instant>,
+    /// Where the bounded rounds left each ring.
+    positions: Positions,
+}
+
+/// Where bounded reading rounds left the rings.
+#[derive(Default)]
+struct Positions {
     /// The time of the last item each perf ring gave (by ring index; 0: none yet).
     ring_last: Vec<u64>,
     /// The time of the last item the ring being read gave in this round.
@@ -390,32 +395,33 @@ impl Handler<ProbeInfo> for SampledLoop<'_> {
         let (holes, queued) = (&mut self.holes, self.merge.len());
         decode(rec, infos, &self.parse, &self.types, &mut self.merge, holes);
         if self.merge.len() > queued {
-            self.ring_pushed = self.merge.last_pushed();
+            self.positions.ring_pushed = self.merge.last_pushed();
         }
         Ok(())
     }
 
     fn round_records(&self, ring: usize) -> Option<usize> {
-        let last = self.ring_last.get(ring).copied().unwrap_or(0);
+        let last = self.positions.ring_last.get(ring).copied().unwrap_or(0);
         Some(round_bound(self.merge.held_back(MERGE_ITEMS), last))
     }
 
     /// Keep the ring's last time; when it has records left, the round releases nothing after that time.
     fn ring_read(&mut self, ring: usize, more: bool) {
-        if self.ring_last.len() <= ring {
-            self.ring_last.resize(ring + 1, 0);
+        let p = &mut self.positions;
+        if p.ring_last.len() <= ring {
+            p.ring_last.resize(ring + 1, 0);
         }
-        if let Some(last) = self.ring_pushed.take() {
-            self.ring_last[ring] = last;
+        if let Some(last) = p.ring_pushed.take() {
+            p.ring_last[ring] = last;
         }
         if more {
-            self.merge.cap_round(self.ring_last[ring]);
+            self.merge.cap_round(p.ring_last[ring]);
             self.holes.left_behind();
         }
     }
 
     fn behind(&self) -> bool {
-        self.behind
+        self.positions.behind
     }
 
     fn disable(&mut self) {
@@ -438,7 +444,7 @@ impl Handler<ProbeInfo> for SampledLoop<'_> {
                 false => round_bound(held, at),
             };
             let (read, behind) = r.read(&self.types, &mut self.merge, &mut self.holes, bound)?;
-            (self.read, self.behind) = (self.read + read as u64, behind);
+            (self.read, self.positions.behind) = (self.read + read as u64, behind);
             if behind {
                 self.holes.left_behind();
             }
