@@ -9,8 +9,8 @@ use linux_perf_data::linux_perf_event_reader::{
 };
 use linux_perf_data::AttributeDescription;
 
+use super::attrs::{attr_index, attr_infos, attr_lookup, sampling_of, AttrLookup};
 use super::convert::{convert, read_u32, AttrInfo};
-use super::reader::{attr_index, attr_infos, attr_lookup, sampling_of, AttrLookup};
 use super::{Event, FileAttr, RecordingError, Sampling};
 
 /// Turns the bytes of one record (header included) into an [`Event`].

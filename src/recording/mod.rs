@@ -7,6 +7,7 @@
 //! it panic.
 use std::path::PathBuf;
 
+mod attrs;
 mod convert;
 mod data_section;
 mod decoder;

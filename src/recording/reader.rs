@@ -20,13 +20,12 @@ use std::path::{Path, PathBuf};
 use byteorder::LittleEndian;
 use linux_perf_data::linux_perf_event_reader::constants::PERF_SAMPLE_STACK_USER;
 use linux_perf_data::linux_perf_event_reader::{
-    get_record_id, get_record_identifier, get_record_timestamp, AttrFlags, Endianness,
-    PerfEventType, RawData, RawEventRecord, RecordIdParseInfo, RecordParseInfo, RecordType,
-    SamplingPolicy, SoftwareCounterType,
+    get_record_timestamp, PerfEventType, RawData, RawEventRecord, RecordType,
 };
 use linux_perf_data::{AttributeDescription, Feature};
 
-use super::convert::{convert, read_u32, AttrInfo, SIMPLE_SAMPLE_FIELDS};
+use super::attrs::{attr_index, attr_infos, attr_lookup, sampling_of, AttrLookup};
+use super::convert::{convert, read_u32, AttrInfo};
 use super::data_section::{DataSection, Walked};
 use super::encode::PERF_RECORD_FINISHED_ROUND;
 use super::event_update::{event_names, names_at_start};
@@ -36,18 +35,8 @@ use super::header::{
 };
 use super::stream::RecordStream;
 use super::writer::{FileHeader, HEADER_SIZE};
-use super::{BuildIdEntry, Event, Meta, RecordingError, Sampling, OFF_CPU_EVENT};
+use super::{BuildIdEntry, Event, Meta, RecordingError, Sampling};
 use crate::merge::OrderedMerge;
-
-/// How a record finds its attr (as linux-perf-data does it).
-pub(super) enum AttrLookup {
-    /// One attr: every record belongs to it.
-    Only,
-    /// Several attrs whose records hold the sample id at the same place.
-    SameLayout(RecordIdParseInfo),
-    /// Several attrs, all with PERF_SAMPLE_IDENTIFIER (the id is first in a SAMPLE, last elsewhere).
-    Identifier { sample_id_all: bool },
-}
 
 /// What was found about a recording besides its attrs.
 pub(super) struct Found {
@@ -522,82 +511,6 @@ impl Reader {
         }
         Ok(None)
     }
-}
-
-/// The attr index of a kernel record (0 when its id is unknown, as linux-perf-data does).
-pub(super) fn attr_index(
-    lookup: &AttrLookup,
-    id_to_attr: &HashMap<u64, usize>,
-    record_type: RecordType,
-    body: &[u8],
-) -> usize {
-    let id = match lookup {
-        AttrLookup::Only => return 0,
-        AttrLookup::SameLayout(info) => {
-            get_record_id::<LittleEndian>(record_type, RawData::Single(body), info)
-        }
-        AttrLookup::Identifier { sample_id_all } => get_record_identifier::<LittleEndian>(
-            record_type,
-            RawData::Single(body),
-            *sample_id_all,
-        ),
-    };
-    id.and_then(|id| id_to_attr.get(&id).copied()).unwrap_or(0)
-}
-
-/// What the reader needs of each attr.
-pub(super) fn attr_infos(descs: &[AttributeDescription], names: &[String]) -> Vec<AttrInfo> {
-    descs
-        .iter()
-        .enumerate()
-        .map(|(index, desc)| AttrInfo {
-            sample_type: desc.attr.sample_format.bits(),
-            read_format: desc.attr.read_format.bits(),
-            default_period: match desc.attr.sampling_policy {
-                SamplingPolicy::Period(p) => p.get(),
-                _ => 1,
-            },
-            parse_info: RecordParseInfo::new(&desc.attr, Endianness::LittleEndian),
-            simple_samples: desc.attr.sample_format.bits() & !SIMPLE_SAMPLE_FIELDS == 0,
-            off_cpu: names[index] == OFF_CPU_EVENT,
-            index: u16::try_from(index).unwrap_or(u16::MAX),
-        })
-        .collect()
-}
-
-/// How records find their attr (linux-perf-data has checked that records of several attrs can be told apart).
-pub(super) fn attr_lookup(attrs: &[AttrInfo], descs: &[AttributeDescription]) -> AttrLookup {
-    let first = &attrs[0].parse_info;
-    if attrs.len() == 1 {
-        AttrLookup::Only
-    } else if attrs
-        .iter()
-        .all(|a| a.parse_info.id_parse_info == first.id_parse_info)
-    {
-        AttrLookup::SameLayout(first.id_parse_info)
-    } else {
-        AttrLookup::Identifier {
-            sample_id_all: descs[0].attr.flags.contains(AttrFlags::SAMPLE_ID_ALL),
-        }
-    }
-}
-
-/// How the sampled event fired, from the first attr other than the off-CPU event.
-pub(super) fn sampling_of(descs: &[AttributeDescription], names: &[String]) -> Option<Sampling> {
-    let (desc, _) = descs
-        .iter()
-        .zip(names)
-        .find(|(_, name)| *name != OFF_CPU_EVENT)?;
-    let policy = match desc.attr.sampling_policy {
-        SamplingPolicy::Frequency(f) => super::SamplingPolicy::Frequency(f),
-        SamplingPolicy::Period(p) => super::SamplingPolicy::Period(p.get()),
-        SamplingPolicy::NoSampling => return None,
-    };
-    let clock = matches!(
-        desc.attr.type_,
-        PerfEventType::Software(SoftwareCounterType::CpuClock | SoftwareCounterType::TaskClock)
-    );
-    Some(Sampling { policy, clock })
 }
 
 #[cfg(test)]
