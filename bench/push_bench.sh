@@ -3,7 +3,10 @@
 # profile (tests/push_receiver/receiver.py), while the machine runs what it runs:
 #   1. -F 19 -a -g pushing every 15 s for DURATION seconds (Parca's default rate): rprof's CPU time as % of
 #      one core, beside `perf record -F 19 -a -g` for the same time (perf writes a file, pushes nothing).
-#   2. -F 49 -a -g pushing every 2 s for 10 s: rprof's CPU seconds (the bar: at most 0.25 s).
+#   2. -F 49 -a -g pushing every 2 s for 10 s: rprof's CPU seconds (the bar: at most 0.25 s), a whole run
+#      (its start included: the first reading of kernel symbols and binaries);
+#   3. the same in steady state: the CPU rprof took between the 10th and the 20th second of a 25 s run (from
+#      /proc/PID/stat, in clock ticks of 10 ms), which is what a profiler left on costs.
 # CPU is user + system of the rprof process (all its threads), from bash's `times`.
 # The bytes of each pushed profile (what a fleet sends) are printed too.
 # Usage: bench/push_bench.sh [DURATION]   (default 60). Needs root, python3, perf.
@@ -37,6 +40,16 @@ rm -rf "$RCV"/*.json "$RCV"/*.pprof
 read -r W3 C3 < <(wall_and_cpu "$RPROF" record -q -F 49 -a -g --push "$URL" --every 2 \
     --spool "$WORK/push_spool" -d 10)
 read -r N3 B3 < <(pushed_bytes)
+rm -rf "$RCV"/*.json "$RCV"/*.pprof
+"$RPROF" record -q -F 49 -a -g --push "$URL" --every 2 --spool "$WORK/push_spool" -d 25 &
+STEADY_PID=$!
+ticks() { awk '{ print $14 + $15 }' "/proc/$STEADY_PID/stat"; }
+sleep 10
+T10=$(ticks)
+sleep 10
+T20=$(ticks)
+wait $STEADY_PID
+C4=$(awk -v a="$T10" -v b="$T20" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.2f", (b - a) / hz }')
 pct() { awk -v c="$1" -v w="$2" 'BEGIN { printf "%.2f", 100 * c / w }'; }
 echo "push_bench ($(nproc) CPUs, $(uname -r)):"
 printf '  rprof record -F 19 -a -g --push every 15 s, %ss: %ss CPU = %s%% of a core; %s profiles, %s bytes each\n' \
@@ -45,3 +58,4 @@ printf '  perf record  -F 19 -a -g (to a file),       %ss: %ss CPU = %s%% of a c
     "$W2" "$C2" "$(pct "$C2" "$W2")"
 printf '  rprof record -F 49 -a -g --push every 2 s,   %ss: %ss CPU (bar: 0.25 s); %s profiles, %s bytes each\n' \
     "$W3" "$C3" "$N3" "$B3"
+printf '  the same, from the 10th to the 20th second of a run:         %ss CPU (steady state)\n' "$C4"

@@ -145,6 +145,16 @@ pub fn store_kallsyms(dir: &Path, build_id: &[u8]) -> std::io::Result<(PathBuf, 
     Ok((path, true))
 }
 
+/// [`store_kallsyms`], with a warning (naming `-N`) when the copy cannot be written.
+pub fn keep_kallsyms(dir: &Path, build_id: &[u8]) {
+    if let Err(e) = store_kallsyms(dir, build_id) {
+        eprintln!(
+            "rprof: warning: cannot keep a copy of /proc/kallsyms in {}: {e} (use -N to skip)",
+            dir.display()
+        );
+    }
+}
+
 /// This process's vDSO image (the running kernel's), read from its own memory.
 pub fn running_vdso_image() -> Option<Vec<u8>> {
     use std::os::unix::fs::FileExt;

@@ -235,6 +235,19 @@ pub fn release_free_heap() {
     }
 }
 
+/// Keep a long session's heap close to what it holds (`rprof record --push`): allocations of 256 KiB and more
+/// (decompressed DWARF sections, symbol tables, batches of records) get their own mappings, returned to the
+/// kernel when freed, instead of glibc's default, which raises that threshold to the largest block freed so far
+/// and then serves such blocks from the arenas, where they leave holes that small allocations scatter into.
+pub fn bound_heap() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: mallopt only sets allocator parameters for later allocations; glibc takes its own lock, and no
+    // live allocation moves or changes.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 256 << 10);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::MappedFile;

@@ -708,3 +708,77 @@ fn otlp_pushes_match_the_pyroscope_ones() {
     assert_eq!(starts, pyroscope);
     assert_eq!(samples, recorded_samples(&data), "{stderr}");
 }
+
+/// The names of the functions a push's profile holds.
+fn function_names(p: &Push) -> std::collections::HashSet<String> {
+    p.profile
+        .function
+        .iter()
+        .map(|f| p.string(f.name).to_string())
+        .collect()
+}
+
+/// Check that a push keeps a copy of /proc/kallsyms in the build-id cache (`$PERF_BUILDID_DIR`) and names the
+/// kernel's frames from it on the next start (a file read, not the kernel formatting every line of
+/// /proc/kallsyms): the copy is rewritten with every kernel-image name prefixed, and the next push's kernel
+/// frames carry the prefix. With `-N` no copy is written.
+#[test]
+fn kernel_frames_named_from_the_kallsyms_copy() {
+    let test = "kernel_frames_named_from_the_kallsyms_copy";
+    if !privileged(test) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = build_c(dir.path(), "writeloop.c", FP);
+    let push = |cache: &Path, rcv: &str, more: &[&str]| {
+        let rcv = Receiver::start(&dir.path().join(rcv), 0);
+        let url = rcv.url();
+        let spool = dir.path().join("spool");
+        let mut args = vec!["record", "-F", "199", "-g", "--push", &url, "--every", "1"];
+        args.extend_from_slice(more);
+        let (spool, bin) = (spool.to_str().unwrap(), bin.to_str().unwrap());
+        args.extend_from_slice(&["--spool", spool, "--", bin, "500"]);
+        let out = rprof()
+            .args(&args)
+            .env("PERF_BUILDID_DIR", cache)
+            .output()
+            .expect("run rprof");
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "rprof failed:\n{stderr}");
+        let names: std::collections::HashSet<String> =
+            pushes(&rcv.dir).iter().flat_map(function_names).collect();
+        (names, stderr)
+    };
+    let copies = |cache: &Path| -> Vec<PathBuf> {
+        std::fs::read_dir(cache.join("[kernel.kallsyms]"))
+            .map(|d| d.flatten().map(|e| e.path().join("kallsyms")).collect())
+            .unwrap_or_default()
+    };
+
+    let none = dir.path().join("cache-N");
+    push(&none, "rcv-N", &["-N"]);
+    assert!(copies(&none).is_empty(), "-N wrote a kallsyms copy");
+
+    let cache = dir.path().join("cache");
+    let (names, stderr) = push(&cache, "rcv1", &[]);
+    assert!(names.contains("vfs_write"), "{names:?}\n{stderr}");
+    let copy = copies(&cache);
+    assert_eq!(copy.len(), 1, "no kallsyms copy in {}", cache.display());
+    let text = std::fs::read_to_string(&copy[0]).unwrap();
+    let renamed: String = text
+        .lines()
+        .map(|l| match l.splitn(3, ' ').collect::<Vec<_>>()[..] {
+            [addr, kind, name] if !name.contains('\t') => {
+                format!("{addr} {kind} rprofcopy_{name}\n")
+            }
+            _ => format!("{l}\n"),
+        })
+        .collect();
+    std::fs::write(&copy[0], renamed).unwrap();
+
+    let (names, stderr) = push(&cache, "rcv2", &[]);
+    assert!(
+        names.contains("rprofcopy_vfs_write") && !names.contains("vfs_write"),
+        "the kernel's frames were not named from the copy: {names:?}\n{stderr}"
+    );
+}

@@ -184,5 +184,6 @@ pub fn config(a: &PushArgs, record: &RecordConfig) -> anyhow::Result<Option<Push
         ca_file: a.ca.clone(),
         symbolizer: Default::default(),
         unsymbolized: a.unsymbolized,
+        kallsyms_copy: !record.no_buildid_cache,
     }))
 }

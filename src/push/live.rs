@@ -84,6 +84,9 @@ pub(super) struct Live {
     build_ids: FastMap<(u32, String), Option<Vec<u8>>>,
     /// The kernel's `_text` (from its mapping), told again to a restarted resolver.
     kernel_text: Option<u64>,
+    /// The running kernel's build id: its frames are named from the copy of kallsyms in the build-id cache
+    /// when there is one (a file read, where /proc/kallsyms has the kernel format every line at each start).
+    kernel_build_id: Option<Vec<u8>>,
     sampling: Option<Sampling>,
     pub(super) counts: LiveCounts,
 }
@@ -93,13 +96,12 @@ impl Live {
         opts: SymbolizerOptions,
         sampling: Option<Sampling>,
         unsymbolized: bool,
+        kernel_build_id: Option<Vec<u8>>,
     ) -> Live {
-        let mut resolver = StackResolver::new(opts.clone(), HashMap::new());
-        if unsymbolized {
-            resolver.defer_files();
-        }
+        let symbolizer = crate::symbols::Symbolizer::new(opts.clone());
         Live {
-            resolver,
+            resolver: resolver(symbolizer, &kernel_build_id, unsymbolized),
+            kernel_build_id,
             unsymbolized,
             build_ids: FastMap::default(),
             opts,
@@ -315,14 +317,11 @@ impl Live {
         )
         .into_symbolizer();
         symbolizer.trim(MAX_RESOLVED, MAX_BINARIES);
-        self.resolver = StackResolver::with_symbolizer(symbolizer, HashMap::new());
-        if self.unsymbolized {
-            self.resolver.defer_files();
-        }
+        self.resolver = resolver(symbolizer, &self.kernel_build_id, self.unsymbolized);
         self.build_ids = FastMap::default();
         if let Some(text) = self.kernel_text {
             let kernel = crate::symbols::KernelRef {
-                build_id: None,
+                build_id: self.kernel_build_id.clone(),
                 text: Some(text),
             };
             self.resolver.symbolizer().set_kernel(kernel);
@@ -351,4 +350,21 @@ impl Live {
         self.containers.shrink_to_fit();
         crate::mapped::release_free_heap();
     }
+}
+
+/// A stack resolver on `symbolizer` that knows the running kernel's build id.
+fn resolver(
+    symbolizer: crate::symbols::Symbolizer,
+    kernel_build_id: &Option<Vec<u8>>,
+    unsymbolized: bool,
+) -> StackResolver {
+    let build_ids = kernel_build_id
+        .iter()
+        .map(|id| (crate::resolve::KERNEL_NAME.to_string(), id.clone()))
+        .collect();
+    let mut resolver = StackResolver::with_symbolizer(symbolizer, build_ids);
+    if unsymbolized {
+        resolver.defer_files();
+    }
+    resolver
 }

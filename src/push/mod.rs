@@ -62,6 +62,10 @@ pub struct PushConfig {
     pub symbolizer: SymbolizerOptions,
     /// Send file offsets, build ids and mappings instead of names (the store symbolizes).
     pub unsymbolized: bool,
+    /// Keep a copy of /proc/kallsyms in the build-id cache (once per kernel build, as `record` does unless
+    /// `-N`), and name the kernel's frames from it: a plain file read at each start instead of the kernel
+    /// formatting every line of /proc/kallsyms.
+    pub kallsyms_copy: bool,
 }
 
 /// Errors of the push.
@@ -149,6 +153,7 @@ pub struct Pusher {
 impl Pusher {
     /// Open the spool and start the threads (the sender starts on what an earlier rprof left at once).
     pub fn start(cfg: PushConfig) -> Result<Pusher, PushError> {
+        crate::mapped::bound_heap();
         let cfg = Arc::new(cfg);
         let spool = Arc::new(spool::Spool::open(&cfg.spool, cfg.spool_max_bytes)?);
         let sender = send::Sender::new(Arc::clone(&cfg), Arc::clone(&spool))?;

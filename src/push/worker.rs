@@ -61,6 +61,7 @@ impl Worker {
             self.cfg.symbolizer.clone(),
             decoder.sampling(),
             self.cfg.unsymbolized,
+            running_kernel(self.cfg.kallsyms_copy),
         );
         let rate = match decoder.sampling().map(|s| s.policy) {
             Some(SamplingPolicy::Frequency(f)) => Some(f),
@@ -189,4 +190,15 @@ impl Worker {
         live.bound_memory();
         Ok(())
     }
+}
+
+/// The running kernel's build id; with `copy`, a copy of its kallsyms is kept in the build-id cache first (once
+/// per kernel build, as `record` keeps one), for the live resolver to read instead of /proc/kallsyms.
+fn running_kernel(copy: bool) -> Option<Vec<u8>> {
+    let id = crate::buildid::running_build_id()?;
+    let visible = crate::buildid::running_text().is_some();
+    if let Some(dir) = crate::buildid::buildid_dir().filter(|_| copy && visible) {
+        crate::buildid::keep_kallsyms(&dir, &id);
+    }
+    Some(id)
 }

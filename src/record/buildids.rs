@@ -4,7 +4,7 @@
 use crate::buildid;
 use crate::process;
 use crate::recording::{BuildIdEntry, Mmap2};
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::path::Path;
 
 /// The kernel's text mapping as perf describes it: `[kernel.kallsyms]_text` from `_text` on.
@@ -31,17 +31,9 @@ pub(super) fn kernel_mmap() -> Option<Mmap2> {
 pub(super) fn kernel_build_ids(no_cache: bool, visible: bool) -> Vec<BuildIdEntry> {
     let mut entries = Vec::new();
     let dir = (!no_cache).then(buildid::buildid_dir).flatten();
-    let warn = |e: std::io::Error, what: &str, dir: &Path| {
-        eprintln!(
-            "rprof: warning: cannot keep a copy of {what} in {}: {e} (use -N to skip)",
-            dir.display()
-        )
-    };
     if let Some(build_id) = buildid::running_build_id() {
         if let Some(dir) = dir.as_ref().filter(|_| visible) {
-            if let Err(e) = buildid::store_kallsyms(dir, &build_id) {
-                warn(e, "/proc/kallsyms", dir);
-            }
+            buildid::keep_kallsyms(dir, &build_id);
         }
         entries.push(BuildIdEntry {
             pid: -1,
@@ -52,7 +44,10 @@ pub(super) fn kernel_build_ids(no_cache: bool, visible: bool) -> Vec<BuildIdEntr
     }
     let vdso = match &dir {
         Some(dir) => buildid::store_vdso(dir).unwrap_or_else(|e| {
-            warn(e, "the vDSO", dir);
+            eprintln!(
+                "rprof: warning: cannot keep a copy of the vDSO in {}: {e} (use -N to skip)",
+                dir.display()
+            );
             None
         }),
         None => None,
@@ -68,13 +63,10 @@ pub(super) fn kernel_build_ids(no_cache: bool, visible: bool) -> Vec<BuildIdEntr
     entries
 }
 
-pub(super) fn build_ids(paths: &BTreeSet<(i32, String)>) -> Vec<BuildIdEntry> {
-    let mut seen = BTreeSet::new();
+/// The BUILD_ID entries of the mapped files (`paths`: each file with the last process that mapped it).
+pub(super) fn build_ids(paths: &BTreeMap<String, i32>) -> Vec<BuildIdEntry> {
     let mut out = Vec::new();
-    for (pid, path) in paths {
-        if !seen.insert(path.clone()) {
-            continue;
-        }
+    for (path, pid) in paths {
         let Ok((file, _)) = process::open_target_file(*pid as u32, Path::new(path)) else {
             continue;
         };

@@ -526,7 +526,7 @@ fn synthesize_process(
     for rec in synth::process_records(sample_type, pid, 0) {
         if let Some(mmap) = &rec.mmap {
             if mmap.path.starts_with('/') {
-                st.paths.insert((pid, mmap.path.clone()));
+                st.note_path(pid, &mmap.path);
             }
             if let Some(d) = dwarf.as_deref_mut() {
                 d.add_mapping(mmap);

@@ -10,7 +10,7 @@ use crate::merge::OrderedMerge;
 use crate::perf::{self, record_type, EventInfos, Handler, RawRecord};
 use crate::recording::{self, SampleFields};
 use linux_perf_event_reader::{EventRecord, RawData, RawEventRecord, RecordParseInfo, RecordType};
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, HashSet};
 
 /// Which event of the session wrote a record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,13 +49,25 @@ pub(super) struct Collected {
     pub(super) lost: u64,
     pub(super) lost_samples: u64,
     pub(super) throttled: u64,
-    /// Executable files that were mapped (for the BUILD_ID section).
-    pub(super) paths: BTreeSet<(i32, String)>,
+    /// Executable files that were mapped (for the BUILD_ID section), each with the last process that mapped it
+    /// (the likeliest to live at the end, to open the file in its mount namespace). Keyed by path alone, so that
+    /// a host where processes come and go for hours keeps one entry per file, not one per process.
+    pub(super) paths: BTreeMap<String, i32>,
     /// Host pid -> pid in its own pid namespace, where they differ (for the recording's NS_PIDS section).
     pub(super) ns_pids: BTreeMap<u32, u32>,
 }
 
 impl Collected {
+    /// Note that process `pid` mapped the executable file `path`.
+    pub(super) fn note_path(&mut self, pid: i32, path: &str) {
+        match self.paths.get_mut(path) {
+            Some(last) => *last = pid,
+            None => {
+                self.paths.insert(path.to_string(), pid);
+            }
+        }
+    }
+
     /// Note process `pid`'s pid in its own namespace, read now from /proc/PID/status (while it lives).
     pub(super) fn note_ns_pid(&mut self, pid: u32) {
         if let Some(ns) = crate::process::ns_pid(pid) {
@@ -148,7 +160,7 @@ impl Stream {
                 let time = s.timestamp.unwrap_or(1).saturating_sub(1);
                 for r in synth::process_records(m.sample_type, pid, time) {
                     if let Some(mmap) = r.mmap.as_ref().filter(|m| m.path.starts_with('/')) {
-                        self.st.paths.insert((pid, mmap.path.clone()));
+                        self.st.note_path(pid, &mmap.path);
                     }
                     match &mut self.ordered {
                         Some(o) => o.push_synthesized(time, r.bytes),
@@ -312,9 +324,29 @@ fn body_u32(rec: &perf::RawRecord<'_>, offset: usize) -> u32 {
 fn note_mmap2(rec: &perf::RawRecord<'_>, st: &mut Collected) {
     use linux_perf_event_reader::Mmap2Record;
     if let Ok(m) = Mmap2Record::parse::<byteorder::NativeEndian>(rec.body(), rec.misc) {
-        let path = String::from_utf8_lossy(&m.path.as_slice()).into_owned();
-        if m.protection & PROT_EXEC != 0 && path.starts_with('/') {
-            st.paths.insert((m.pid, path));
+        let path = m.path.as_slice();
+        if m.protection & PROT_EXEC != 0 && path.first() == Some(&b'/') {
+            st.note_path(m.pid, &String::from_utf8_lossy(&path));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Collected;
+
+    /// Check that a file mapped by process after process is noted once, with the last process that mapped it:
+    /// a host where a process starts every second keeps one entry per file, not one per process.
+    #[test]
+    fn mapped_files_one_entry_per_path() {
+        let mut st = Collected::default();
+        for pid in 100..10_100 {
+            st.note_path(pid, "/usr/lib/x86_64-linux-gnu/libc.so.6");
+            st.note_path(pid, "/usr/bin/sleep");
+        }
+        st.note_path(7, "/usr/bin/true");
+        assert_eq!(st.paths.len(), 3);
+        assert_eq!(st.paths["/usr/bin/sleep"], 10_099);
+        assert_eq!(st.paths["/usr/bin/true"], 7);
     }
 }
