@@ -58,4 +58,4 @@ printf '  perf record  -F 19 -a -g (to a file),       %ss: %ss CPU = %s%% of a c
     "$W2" "$C2" "$(pct "$C2" "$W2")"
 printf '  rprof record -F 49 -a -g --push every 2 s,   %ss: %ss CPU (bar: 0.25 s); %s profiles, %s bytes each\n' \
     "$W3" "$C3" "$N3" "$B3"
-printf '  the same, from the 10th to the 20th second of a run:         %ss CPU (steady state)\n' "$C4"
+printf '  the same, from the 10th to the 20th second of a run:         %ss CPU (steady state; in 10 ms clock ticks)\n' "$C4"

@@ -241,8 +241,8 @@ pub fn release_free_heap() {
 /// and then serves such blocks from the arenas, where they leave holes that small allocations scatter into.
 pub fn bound_heap() {
     #[cfg(target_env = "gnu")]
-    // SAFETY: mallopt only sets allocator parameters for later allocations; glibc takes its own lock, and no
-    // live allocation moves or changes.
+    // SAFETY: mallopt changes an allocator setting only (glibc's mmap threshold, read by later allocations); no
+    // live allocation moves or changes. It is called before the push's threads start.
     unsafe {
         libc::mallopt(libc::M_MMAP_THRESHOLD, 256 << 10);
     }

@@ -776,9 +776,11 @@ fn kernel_frames_named_from_the_kallsyms_copy() {
         .collect();
     std::fs::write(&copy[0], renamed).unwrap();
 
+    // An address outside the kernel image (a module, a BPF program) would load /proc/kallsyms too, and name
+    // later stacks from it: only the copy's names are asserted.
     let (names, stderr) = push(&cache, "rcv2", &[]);
     assert!(
-        names.contains("rprofcopy_vfs_write") && !names.contains("vfs_write"),
+        names.contains("rprofcopy_vfs_write"),
         "the kernel's frames were not named from the copy: {names:?}\n{stderr}"
     );
 }

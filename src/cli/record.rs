@@ -113,7 +113,7 @@ pub struct RecordArgs {
     #[arg(long = "debug-dir", default_value = "/usr/lib/debug")]
     pub debug_dir: Vec<PathBuf>,
     /// Do not keep a copy of /proc/kallsyms in the build-id cache ($PERF_BUILDID_DIR, else ~/.debug), which
-    /// report uses to name kernel frames.
+    /// report and --push use to name kernel frames.
     #[arg(short = 'N', long = "no-buildid-cache")]
     pub no_buildid_cache: bool,
     /// Leave the launched COMMAND running when rprof ends or dies (by default it gets SIGTERM when rprof ends

@@ -100,7 +100,7 @@ impl Live {
     ) -> Live {
         let symbolizer = crate::symbols::Symbolizer::new(opts.clone());
         Live {
-            resolver: resolver(symbolizer, &kernel_build_id, unsymbolized),
+            resolver: resolver(symbolizer, kernel_build_id.as_deref(), unsymbolized),
             kernel_build_id,
             unsymbolized,
             build_ids: FastMap::default(),
@@ -317,7 +317,11 @@ impl Live {
         )
         .into_symbolizer();
         symbolizer.trim(MAX_RESOLVED, MAX_BINARIES);
-        self.resolver = resolver(symbolizer, &self.kernel_build_id, self.unsymbolized);
+        self.resolver = resolver(
+            symbolizer,
+            self.kernel_build_id.as_deref(),
+            self.unsymbolized,
+        );
         self.build_ids = FastMap::default();
         if let Some(text) = self.kernel_text {
             let kernel = crate::symbols::KernelRef {
@@ -355,12 +359,12 @@ impl Live {
 /// A stack resolver on `symbolizer` that knows the running kernel's build id.
 fn resolver(
     symbolizer: crate::symbols::Symbolizer,
-    kernel_build_id: &Option<Vec<u8>>,
+    kernel_build_id: Option<&[u8]>,
     unsymbolized: bool,
 ) -> StackResolver {
     let build_ids = kernel_build_id
-        .iter()
-        .map(|id| (crate::resolve::KERNEL_NAME.to_string(), id.clone()))
+        .map(|id| (crate::resolve::KERNEL_NAME.to_string(), id.to_vec()))
+        .into_iter()
         .collect();
     let mut resolver = StackResolver::with_symbolizer(symbolizer, build_ids);
     if unsymbolized {

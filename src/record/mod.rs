@@ -398,7 +398,10 @@ impl Session {
         Ok(Stream {
             writer: Sink::new(file, tap, &attrs),
             identified: sample_type & perf::attr::sample::IDENTIFIER != 0,
-            st: Collected::default(),
+            st: Collected {
+                note_paths: cfg.write_file,
+                ..Collected::default()
+            },
             dwarf: dwarf_mode.then(|| DwarfState::new(cfg.debug_dirs.clone())),
             offcpu: cfg.off_cpu.then(OffCpu::default),
             ordered: (dwarf_mode || cfg.off_cpu).then(|| Ordered::new(info)),

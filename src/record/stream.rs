@@ -53,6 +53,8 @@ pub(super) struct Collected {
     /// (the likeliest to live at the end, to open the file in its mount namespace). Keyed by path alone, so that
     /// a host where processes come and go for hours keeps one entry per file, not one per process.
     pub(super) paths: BTreeMap<String, i32>,
+    /// Whether to note them: only a recording file has a BUILD_ID section (a push without `-o` writes none).
+    pub(super) note_paths: bool,
     /// Host pid -> pid in its own pid namespace, where they differ (for the recording's NS_PIDS section).
     pub(super) ns_pids: BTreeMap<u32, u32>,
 }
@@ -60,6 +62,9 @@ pub(super) struct Collected {
 impl Collected {
     /// Note that process `pid` mapped the executable file `path`.
     pub(super) fn note_path(&mut self, pid: i32, path: &str) {
+        if !self.note_paths {
+            return;
+        }
         match self.paths.get_mut(path) {
             Some(last) => *last = pid,
             None => {
@@ -336,10 +341,14 @@ mod tests {
     use super::Collected;
 
     /// Check that a file mapped by process after process is noted once, with the last process that mapped it:
-    /// a host where a process starts every second keeps one entry per file, not one per process.
+    /// a host where a process starts every second keeps one entry per file, not one per process; and that
+    /// nothing is noted when no recording file is written.
     #[test]
     fn mapped_files_one_entry_per_path() {
-        let mut st = Collected::default();
+        let mut st = Collected {
+            note_paths: true,
+            ..Collected::default()
+        };
         for pid in 100..10_100 {
             st.note_path(pid, "/usr/lib/x86_64-linux-gnu/libc.so.6");
             st.note_path(pid, "/usr/bin/sleep");
@@ -348,5 +357,8 @@ mod tests {
         assert_eq!(st.paths.len(), 3);
         assert_eq!(st.paths["/usr/bin/sleep"], 10_099);
         assert_eq!(st.paths["/usr/bin/true"], 7);
+        let mut push = Collected::default();
+        push.note_path(7, "/usr/bin/true");
+        assert!(push.paths.is_empty(), "noted without a file to write");
     }
 }
