@@ -2,8 +2,9 @@
 # Memory over time of continuous profiling while processes come and go (not a test: run it for an hour):
 # `rprof record -F 19 -a -g --push` every 15 s to a receiver on 127.0.0.1, while a new process (the call-tree
 # fixture, 50 ms of CPU, under a fresh pid each time) starts and ends every second. Prints rprof's RSS (KiB)
-# every INTERVAL seconds, then the first, the last and the largest after the first 5 minutes (flat within
-# 10% is the bar).
+# every INTERVAL seconds (with its anonymous and file-backed parts, and the files it has mapped other than
+# its own binary: binaries and debug files it read), then the first, the last and the largest after the first 5 minutes (flat
+# within 10% is the bar).
 # Usage: bench/push_soak.sh [MINUTES] [INTERVAL]   (default 60 minutes, every 60 s). Needs root, python3.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 MINUTES=${1:-60}
@@ -29,15 +30,25 @@ CHURN_PID=$!
     -d $((MINUTES * 60)) &
 RPROF_PID=$!
 trap 'kill $CHURN_PID $PRUNE_PID $RCV_PID $RPROF_PID 2>/dev/null' EXIT
-echo "minute rss_kib"
+echo "minute rss_kib anon_kib file_kib other_files other_files_kib largest_other:kib"
 START=$(date +%s)
 SAMPLES=()
 while kill -0 $RPROF_PID 2>/dev/null; do
     sleep "$INTERVAL"
-    RSS=$(awk '/^VmRSS:/ { print $2 }' /proc/$RPROF_PID/status 2>/dev/null) || break
+    STATUS=$(cat /proc/$RPROF_PID/status 2>/dev/null) || break
+    RSS=$(awk '/^VmRSS:/ { print $2 }' <<<"$STATUS")
     [ -n "$RSS" ] || break
+    PARTS=$(awk '/^RssAnon:/ { a = $2 } /^RssFile:/ { f = $2 } END { print a, f }' <<<"$STATUS")
+    # Files rprof mapped other than its own binary (binaries and debug files it read): how many, their
+    # resident KiB, and the largest (smaps: a mapping's line, then its Rss line).
+    EXE=$(readlink /proc/$RPROF_PID/exe 2>/dev/null || echo -)
+    FILES=$(awk -v exe="$EXE" '$1 ~ /^[0-9a-f]+-[0-9a-f]+$/ { path = $6 }
+               $1 == "Rss:" && path ~ /^\// && path != exe { r[path] += $2 }
+               END { for (p in r) { n++; t += r[p]; if (r[p] > m) { m = r[p]; b = p } }
+                     printf "%d %d %s\n", n, t, (b == "" ? "-" : b ":" m) }' \
+              /proc/$RPROF_PID/smaps 2>/dev/null || echo "- - -")
     T=$(( ($(date +%s) - START) / 60 ))
-    echo "$T $RSS"
+    echo "$T $RSS $PARTS $FILES"
     SAMPLES+=("$T:$RSS")
 done
 wait $RPROF_PID || true

@@ -102,7 +102,13 @@ fn notes_build_id(notes: &[u8]) -> Option<Vec<u8>> {
 
 /// The running kernel's `_text` address, from the head of /proc/kallsyms (it is among the first lines, so the
 /// kernel formats only a few thousand symbols, not all of them). None when hidden (all zeros) or not found.
+/// Read once per process (it changes only with a boot; a push asks three times as it starts).
 pub fn running_text() -> Option<u64> {
+    static TEXT: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+    *TEXT.get_or_init(read_running_text)
+}
+
+fn read_running_text() -> Option<u64> {
     let file = std::fs::File::open("/proc/kallsyms").ok()?;
     let mut reader = std::io::BufReader::with_capacity(64 << 10, file);
     let mut line = Vec::new();

@@ -30,7 +30,9 @@ pub struct Marks {
     /// `_text`: what perf's `[kernel.kallsyms]_text` mapping records, to compute the KASLR offset.
     pub text: Option<u64>,
     /// The lowest and highest addresses of symbols without a `[module]` tag: the kernel image (core and init
-    /// text), whose symbols the build fixes. Modules, BPF programs and trampolines carry a tag.
+    /// text), whose symbols the build fixes. Modules, BPF programs and trampolines carry a tag. Absolute
+    /// symbols (`A`: x86_64's per-CPU offsets near 0 before 6.15) are not addresses in the image: counted, the
+    /// image would reach down over whatever lies below it (arm64's modules).
     pub image: Option<(u64, u64)>,
 }
 
@@ -193,7 +195,7 @@ impl KallsymsParser {
         if name == b"_text" {
             marks.text = Some(addr);
         }
-        if !tagged && addr != 0 {
+        if !tagged && addr != 0 && !matches!(kind, b"A" | b"a") {
             let (low, high) = marks.image.unwrap_or((addr, addr));
             marks.image = Some((low.min(addr), high.max(addr)));
         }
@@ -308,6 +310,22 @@ mod tests {
             streamed.lookup(0xffffffffc0001008).as_deref(),
             Some("mod_fn")
         );
+    }
+
+    /// Check that the image's extent is that of the untagged symbols but the absolute ones (per-CPU offsets
+    /// near 0 on older x86_64 kernels).
+    #[test]
+    fn image_without_absolute_symbols() {
+        let data = b"0000000000000000 A fixed_percpu_data
+0000000000001000 A cpu_debug_store
+ffff800080000000 T _text
+ffff800080000100 T vfs_write
+ffff800081000000 D _end
+ffff800078001000 t mod_fn\t[some_module]
+";
+        let marks = parse_kallsyms(data).marks();
+        assert_eq!(marks.text, Some(0xffff800080000000));
+        assert_eq!(marks.image, Some((0xffff800080000000, 0xffff800081000000)));
     }
 
     /// Check that text symbols are found by nearest-below lookup bounded by the next symbol of any kind.
