@@ -37,19 +37,33 @@ fn otlp_request_holds_the_reports_samples() {
             .unwrap_or_else(|| panic!("no {t} profile: {otlp}"))
     };
     let samples = of("samples");
-    // A frame at an address in no mapping (a frame-pointer walk through libc, which keeps no frame pointer,
-    // reads a return address out of the caller's data) is `[unknown]` in folded stacks, as perf script writes
-    // it, and named by its address in pprof and OTLP, as the table names it (src/report/pprof/mod.rs).
-    let unmapped = |f: &str| {
-        f.strip_prefix("0x")
-            .is_some_and(|h| !h.is_empty() && h.chars().all(|c| c.is_ascii_hexdigit()))
+    // Unnamed code is spelled as the table spells it in pprof and OTLP (src/report/pprof/mod.rs), and as perf
+    // script's stacks fold in folded stacks (src/resolve/frame.rs): code in a file without a symbol covering
+    // it, `libc.so.6+0x1234` (or a range `+0x..0x.. (n addresses)`), folds as `[libc.so.6]`; an address in no
+    // mapping (a frame-pointer walk through libc, which keeps no frame pointer, reads a return address out of
+    // the caller's data), `0x7f..`, folds as `[unknown]`; a kernel address without a symbol (a BPF filter, a
+    // trampoline), `0xffff..`, as `[[kernel.kallsyms]]`.
+    let folded_spelling = |f: &str| -> String {
+        let hex = |h: &str| !h.is_empty() && h.chars().all(|c| c.is_ascii_hexdigit());
+        if let Some(h) = f.strip_prefix("0x").filter(|h| hex(h)) {
+            let kernel = u64::from_str_radix(h, 16).is_ok_and(|a| a >= 0xffff_8000_0000_0000);
+            return match kernel {
+                true => "[[kernel.kallsyms]]".to_string(),
+                false => "[unknown]".to_string(),
+            };
+        }
+        match f.split_once("+0x") {
+            Some((module, rest))
+                if !module.is_empty() && rest.starts_with(|c: char| c.is_ascii_hexdigit()) =>
+            {
+                format!("[{module}]")
+            }
+            _ => f.to_string(),
+        }
     };
     let mut got: HashMap<String, u64> = HashMap::new();
     for (k, v) in samples["folded"].as_object().unwrap() {
-        let frames: Vec<&str> = k
-            .split(';')
-            .map(|f| if unmapped(f) { "[unknown]" } else { f })
-            .collect();
+        let frames: Vec<String> = k.split(';').map(folded_spelling).collect();
         *got.entry(frames.join(";")).or_default() += v.as_u64().unwrap();
     }
     assert_eq!(got, expected);

@@ -281,34 +281,61 @@ fn vdso_frames_from_buildid_cache() {
         bin.to_str().unwrap(),
         "500",
     ]);
-    let leaf_share = |folded: &str, leaf: &str| {
-        let stacks = parse_folded(folded);
-        let total: u64 = stacks.iter().map(|s| s.1).sum();
-        let hits: u64 = stacks
+    // Samples by leaf: the vDSO's named code (its exported `__vdso_*` functions) and its unnamed code.
+    let leaves = |folded: &str, leaf: &dyn Fn(&str) -> bool| -> u64 {
+        parse_folded(folded)
             .iter()
-            .filter(|(f, _)| f.last().is_some_and(|l| l == leaf))
+            .filter(|(f, _)| f.last().is_some_and(|l| leaf(l)))
             .map(|s| s.1)
-            .sum();
-        hits as f64 / total.max(1) as f64
+            .sum()
     };
+    let in_vdso = |l: &str| l == "[[vdso]]" || l.starts_with("__vdso_");
 
-    // The running vDSO names the clock (perf shows about 90% of this fixture's samples there).
     let copy = rprof::symbols::cached_vdso_path(&cache, &build_id);
     assert_eq!(
         std::fs::read(&copy).expect("record keeps a copy of the vDSO"),
         image
     );
     let folded = with_cache(&["report", "-i", data_arg, "--folded"]);
-    let share = leaf_share(&folded, "__vdso_clock_gettime");
+    let total = leaves(&folded, &|_| true);
+    let vdso = leaves(&folded, &in_vdso);
+    let named = leaves(&folded, &|l| l == "__vdso_clock_gettime");
+    // The loop's time is the clock's read, in the vDSO: perf shows about 90% of this fixture's samples there
+    // with the TSC as clocksource. How much is named depends on the clocksource: with kvm-clock the read is
+    // the vDSO's own function, which it does not export (perf leaves it unnamed too: `[vdso] 0x79b`), 37% of
+    // the samples named, 41% not.
     assert!(
-        share >= 0.5,
-        "{:.0}% of samples in __vdso_clock_gettime\n{folded}",
-        share * 100.0
+        vdso * 2 >= total && named * 5 >= total,
+        "{vdso} of {total} samples in the vDSO, {named} in __vdso_clock_gettime\n{folded}"
     );
-    assert!(
-        !folded.contains("[[vdso]]"),
-        "no vDSO frame is unknown\n{folded}"
-    );
+    // Unnamed vDSO code is code no exported symbol covers: never a function the copy names.
+    let table = with_cache(&["report", "-i", data_arg]);
+    let layout = rprof::symbols::elf_info(&copy).unwrap().layout;
+    let exported: Vec<(u64, u64)> =
+        rprof::symbols::function_symbols(&copy, &rprof::symbols::DebugSources::none())
+            .unwrap()
+            .iter()
+            .filter_map(|s| {
+                let start = layout.file_offset(s.addr)?.0;
+                Some((start, start + s.size.max(1)))
+            })
+            .collect();
+    assert!(!exported.is_empty(), "the vDSO exports functions");
+    let hex = |s: &str| u64::from_str_radix(s.trim().trim_start_matches("0x"), 16).unwrap();
+    for row in table.lines().filter(|l| l.contains(" [vdso] ")) {
+        let Some(span) = row.split("[.] [vdso]+0x").nth(1) else {
+            continue;
+        };
+        let span = span.split(" (").next().unwrap();
+        let (a, b) = match span.split_once("..") {
+            Some((a, b)) => (hex(a), hex(b)),
+            None => (hex(span), hex(span) + 1),
+        };
+        assert!(
+            !exported.iter().any(|&(s, e)| a < e && s < b),
+            "unnamed vDSO code {a:#x}..{b:#x} lies in an exported function\n{table}"
+        );
+    }
 
     // The copy is what names them: rename the function in the copy's string table.
     let renamed = image
@@ -319,8 +346,9 @@ fn vdso_frames_from_buildid_cache() {
     edited[renamed..renamed + 20].copy_from_slice(b"__vdso_clock_fromcpy");
     std::fs::write(&copy, &edited).unwrap();
     let folded = with_cache(&["report", "-i", data_arg, "--folded"]);
-    assert!(
-        leaf_share(&folded, "__vdso_clock_fromcpy") >= 0.5,
+    assert_eq!(
+        leaves(&folded, &|l| l == "__vdso_clock_fromcpy"),
+        named,
         "names come from the cached copy\n{folded}"
     );
 
@@ -334,8 +362,9 @@ fn vdso_frames_from_buildid_cache() {
     let other_path = dir.path().join("other.data");
     std::fs::write(&other_path, other).unwrap();
     let folded = with_cache(&["report", "-i", other_path.to_str().unwrap(), "--folded"]);
-    assert!(
-        leaf_share(&folded, "[[vdso]]") >= 0.5,
+    assert_eq!(
+        leaves(&folded, &|l| l == "[[vdso]]"),
+        vdso,
         "frames of an unknown vDSO stay unknown\n{folded}"
     );
 }
