@@ -3,8 +3,8 @@
 # `rprof record -F 19 -a -g --push` every 15 s to a receiver on 127.0.0.1, while a new process (the call-tree
 # fixture, 50 ms of CPU, under a fresh pid each time) starts and ends every second. Prints rprof's RSS (KiB)
 # every INTERVAL seconds (with its anonymous and file-backed parts, and the files it has mapped other than
-# its own binary: binaries and debug files it read), then the first, the last and the largest after the first 5 minutes (flat
-# within 10% is the bar).
+# its own binary: binaries and debug files it read), then the first, the last and the largest after the first
+# 5 minutes (flat within 10% is the bar).
 # Usage: bench/push_soak.sh [MINUTES] [INTERVAL]   (default 60 minutes, every 60 s). Needs root, python3.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 MINUTES=${1:-60}

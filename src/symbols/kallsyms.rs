@@ -316,13 +316,12 @@ mod tests {
     /// near 0 on older x86_64 kernels).
     #[test]
     fn image_without_absolute_symbols() {
-        let data = b"0000000000000000 A fixed_percpu_data
-0000000000001000 A cpu_debug_store
-ffff800080000000 T _text
-ffff800080000100 T vfs_write
-ffff800081000000 D _end
-ffff800078001000 t mod_fn\t[some_module]
-";
+        let data = b"0000000000000000 A fixed_percpu_data\n\
+0000000000001000 A cpu_debug_store\n\
+ffff800080000000 T _text\n\
+ffff800080000100 T vfs_write\n\
+ffff800081000000 D _end\n\
+ffff800078001000 t mod_fn\t[some_module]\n";
         let marks = parse_kallsyms(data).marks();
         assert_eq!(marks.text, Some(0xffff800080000000));
         assert_eq!(marks.image, Some((0xffff800080000000, 0xffff800081000000)));
