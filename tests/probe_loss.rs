@@ -16,14 +16,22 @@ use std::process::Child;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// The fixture's CPU time (ms): about 80,000 mid calls probed.
-const BUDGET_MS: &str = "1000";
+/// The fixture's CPU time (ms): enough for four stops that each outlast a ring's worth of events, however
+/// much a probed call costs on this host (the trap's cost differs between hosts: 13 us a mid call on one, 60 us
+/// on another).
+const BUDGET_MS: &str = "2500";
 /// Data pages per ring, in both runs: the wakeups that read them (which the target's calls pay for) are the
 /// same; only the run stopped loses events.
 const PAGES: &str = "64";
-/// The fixture's CPU time a stop lasts: about 18,000 events of 40 bytes at its full rate (6 events a mid call
-/// of 13 us), 720 KB, where a 64-page ring holds 256 KB.
+/// The fixture's CPU time a stop lasts at the least: about 18,000 events of 40 bytes at its full rate on a host
+/// where a mid call takes 13 us.
 const STOP_CPU: Duration = Duration::from_millis(80);
+/// The probed events a stop lasts at the least, as the kernel counts its uprobes' hits (`uprobe_profile`):
+/// twice what a 64-page ring (256 KiB) holds of records of 32 bytes, the least a sample of the probes' fields
+/// takes. A stop of [`STOP_CPU`] alone overflowed no ring on a host whose traps cost 14 us (the fixture made
+/// too few calls in its 80 ms), so a stop ends only once both hold: more events came than the ring can hold,
+/// whatever a call costs here.
+const STOP_EVENTS: u64 = 2 * 64 * 4096 / 32;
 
 /// One pair of runs at a time: two tests at once (four rprofs and fixtures) slow each fixture so much that
 /// a stop fills no ring, or the reference rprof falls behind.
@@ -38,8 +46,26 @@ fn spawn(args: &[String]) -> Child {
         .expect("run rprof")
 }
 
-/// Stop rprof `pid` four times, each time until the fixture `fixture` has run for [`STOP_CPU`] (at most 5 s).
-fn stop_four_times(pid: u32, fixture: u32) {
+/// The hits of the uprobes on `bin`, as the kernel counts them (tracefs's `uprobe_profile`: a line per uprobe
+/// event, `PATH EVENT HITS`), summed over every event on it: each probed call is a hit of each rprof's event.
+fn uprobe_hits(bin: &Path) -> Option<u64> {
+    let text = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
+        .iter()
+        .find_map(|root| std::fs::read_to_string(format!("{root}/uprobe_profile")).ok())?;
+    let bin = bin.to_str()?;
+    Some(
+        text.lines()
+            .filter_map(|l| {
+                let cols: Vec<&str> = l.split_whitespace().collect();
+                (cols.len() == 3 && cols[0] == bin).then(|| cols[2].parse::<u64>().ok())?
+            })
+            .sum(),
+    )
+}
+
+/// Stop rprof `pid` four times, each time until the fixture `fixture` (the binary `bin`) has run for
+/// [`STOP_CPU`] and made [`STOP_EVENTS`] events for each of the `rprofs` attached to it (at most 5 s).
+fn stop_four_times(pid: u32, fixture: u32, bin: &Path, rprofs: u64) {
     let rprof = nix::unistd::Pid::from_raw(pid as i32);
     let cpu = || {
         let stat = std::fs::read_to_string(format!("/proc/{fixture}/schedstat")).ok()?;
@@ -47,14 +73,18 @@ fn stop_four_times(pid: u32, fixture: u32) {
             stat.split_whitespace().next()?.parse().ok()?,
         ))
     };
+    let hits = || uprobe_hits(bin).unwrap_or(0);
     for _ in 0..4 {
         let Some(before) = cpu() else {
             return;
         };
+        let hits_before = hits();
         let _ = nix::sys::signal::kill(rprof, nix::sys::signal::Signal::SIGSTOP);
         let since = Instant::now();
         while since.elapsed() < Duration::from_secs(5)
-            && cpu().is_some_and(|t| t < before + STOP_CPU)
+            && cpu().is_some_and(|t| {
+                t < before + STOP_CPU || hits() < hits_before + STOP_EVENTS * rprofs
+            })
         {
             std::thread::sleep(Duration::from_millis(5));
         }
@@ -123,7 +153,7 @@ fn run_pair(dir: &Path, probes: &[&str]) -> (String, String) {
         .unwrap()
         .write_all(b"x")
         .expect("open the fixture's gate");
-    stop_four_times(stopped.id(), fixture.id());
+    stop_four_times(stopped.id(), fixture.id(), &bin, 2);
     let own = fixture.wait_with_output().expect("wait for the fixture");
     assert!(own.status.success(), "the fixture failed");
     let own = String::from_utf8_lossy(&own.stdout).into_owned();
