@@ -8,6 +8,13 @@
 # Usage: bench/loss_bench.sh [BUDGET_MS] [RATES...]   (as root; defaults 1000 and 50000 100000 200000 400000
 # 800000 0; rate 0 = as fast as the target can call)
 # Env: NO_BUILD=1 uses target/release/rprof as it is; PAGES=N passes --mmap-pages N to rprof (default: rprof's default); BUSY=N runs N busy loops meanwhile.
+# MODE=tracepoint (issue 41's item 8): the fixture makes getppid(2) calls at each rate instead (one
+# raw_syscalls:sys_enter event a call), and `rprof probe --count t:raw_syscalls:sys_enter --by comm` and
+# `bpftrace -e 'tracepoint:raw_syscalls:sys_enter { @[comm] = count(); }'` count them system-wide, as a user
+# counts syscalls per process, each started before the fixture and stopped (SIGINT) after it; "entries" is the
+# fixture's own row (its getppid calls and the clock readings of its pacing loop, also system calls: bpftrace's
+# row is the reference), "lost" what rprof says it lost of every process's events (the kernel's count less what
+# it read), and the line ends with the load average over the last minute.
 source "$(dirname "$0")/lib.sh"
 BUDGET=${1:-1000}
 shift || true
@@ -31,7 +38,52 @@ done
 # The number after KEY (`calls 123`, `"lost":45`, `@c: 67`) in stdin.
 num() { grep -o "$1[^0-9]*[0-9.]*" | head -1 | grep -o '[0-9.]*$'; }
 
+# TOOL ARGS...: start the counting tool in the background, wait until it is counting (rprof says "Ctrl-C",
+# bpftrace "Attaching"), run the fixture at $rate, stop the tool with SIGINT; prints the fixture's `calls N
+# seconds S`, then the tool's output and its `cpu_s S`.
+count_beside() {
+    local err=$WORK/count.err
+    with_cpu "$@" 2>"$err" &
+    local wrapper=$!
+    local i
+    for i in $(seq 1 600); do grep -qE 'Ctrl-C|Attaching' "$err" 2>/dev/null && break; sleep 0.05; done
+    "$BIN" "$rate" "$BUDGET" syscall
+    pkill -INT -P "$wrapper" 2>/dev/null || true
+    wait $wrapper
+}
+
+# The tracepoint mode: the same rates, the fixture's getppid(2) calls counted by comm.
+tracepoint_mode() {
+    local tool r entries lost calls secs cpu load
+    for rate in "${RATES[@]}"; do
+        for tool in rprof bpftrace; do
+            case $tool in
+            bpftrace)
+                r=$(count_beside bpftrace -e 'tracepoint:raw_syscalls:sys_enter { @[comm] = count(); }')
+                entries=$(echo "$r" | num '@\[rate_loop\]:')
+                lost=0
+                ;;
+            rprof)
+                r=$(count_beside "$RPROF" probe --count "${PAGES_ARG[@]}" --json --top 100000 --by comm \
+                    t:raw_syscalls:sys_enter)
+                entries=$(echo "$r" | grep -o '"count":[0-9]*,"function":"raw_syscalls:sys_enter","key":"rate_loop"' |
+                    grep -o '[0-9]*' | head -1)
+                lost=$(echo "$r" | num '"lost"')
+                ;;
+            esac
+            calls=$(echo "$r" | num 'calls')
+            secs=$(echo "$r" | num 'seconds')
+            cpu=$(echo "$r" | grep -o 'cpu_s [0-9.]*$' | tail -1 | cut -d' ' -f2)
+            load=$(cut -d' ' -f1 /proc/loadavg)
+            awk -v rate="$rate" -v tool="$tool" -v c="$calls" -v s="$secs" -v e="${entries:-0}" -v l="${lost:-0}" \
+                -v cpu="$cpu" -v load="$load" 'BEGIN { printf "%-8s %-8s %10.0f %10d %10d %10d %8.2f%% %8s %12.0f  load %s\n",
+                rate, tool, c / s, c, e, l, 100 * l / c, cpu, cpu * 1e9 / c, load }'
+        done
+    done
+}
+
 printf '%-8s %-8s %10s %10s %10s %10s %9s %8s %12s\n' rate tool "events/s" calls entries lost lost% cpu_s "cpu_ns/event"
+[ "${MODE:-}" = tracepoint ] && { tracepoint_mode; exit; }
 for rate in "${RATES[@]}"; do
     for tool in tracefs perf bpftrace; do
         case $tool in

@@ -191,6 +191,7 @@ impl Holes {
             peak_rate: self.peak_rate,
             pages_needed: (self.holes > 0).then(|| self.pages_needed(page_size)),
             capacity: self.capacity(),
+            counted: None,
         }
     }
 }
@@ -203,6 +204,9 @@ pub struct LossSummary {
     pub peak_rate: f64,
     pub pages_needed: Option<usize>,
     pub capacity: Option<f64>,
+    /// The kernel's own count of the events that were counted (counters beside the rings, `--count`), when it
+    /// covers every event the rings carried: the loss is then that count less the events read, exactly.
+    pub counted: Option<u64>,
 }
 
 #[cfg(test)]

@@ -43,7 +43,7 @@ pub fn write_csv(w: &mut dyn Write, report: &Report) -> io::Result<()> {
     Ok(())
 }
 
-/// JSON: `{"timestamp", "lost", "unpaired", "orphan_returns", "open_calls", "functions": [...]}` on one line.
+/// JSON: `{"timestamp", "lost", "counted" (the kernel's own count, `--count` from rings), "unpaired", "orphan_returns", "open_calls", "functions": [...]}` on one line.
 pub fn write_json(w: &mut dyn Write, report: &Report) -> io::Result<()> {
     let functions: Vec<serde_json::Value> = report
         .rows
@@ -90,6 +90,7 @@ pub fn write_json(w: &mut dyn Write, report: &Report) -> io::Result<()> {
     let doc = serde_json::json!({
         "timestamp": report.timestamp,
         "lost": report.totals.lost,
+        "counted": report.totals.loss.counted,
         "holes": report.totals.holes,
         "timing_lost": report.totals.timing_lost,
         "pages_needed": report.totals.loss.pages_needed,

@@ -353,6 +353,13 @@ fn lost_line(s: &Totals, timed: bool) -> String {
         line.push_str(&format!(" in {} {}", n(s.holes), plural(s.holes, "hole")));
     }
     line.push_str(" (the ring buffers overflowed)");
+    if let Some(counted) = s.loss.counted {
+        line.push_str(&format!(
+            "; the kernel counted {} (exact), {} read",
+            n(counted),
+            n(counted.saturating_sub(s.lost))
+        ));
+    }
     if timed {
         line.push_str(&format!(
             "; {} {} open across them counted, not timed",
