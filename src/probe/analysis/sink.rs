@@ -62,6 +62,9 @@ pub struct Sink<'a> {
     /// Targets with no return to time (an address inside a function, some Go functions): their entries are
     /// counted as hits, never left open.
     counted_only: PerTarget<bool>,
+    /// Syscalls whose entries the kernel's filter rejects on values their exits lack: the exit of a rejected
+    /// call comes without an entry, and is no orphan.
+    entry_filtered: PerTarget<bool>,
     /// Entries that filter rejected, whose returns are dropped with them: (thread, target) -> their SPs.
     rejected: FastMap<(u32, TargetId), Vec<Option<u64>>>,
     /// The filters of pairs' ends: (pair, end's bit) -> the filter, evaluated whole by rprof.
@@ -110,6 +113,15 @@ impl<'a> Sink<'a> {
                 .iter()
                 .map(|(_, t)| {
                     matches!(t.go, Some(crate::probe::spec::go::GoFunction::CountOnly(_)))
+                })
+                .collect(),
+            entry_filtered: targets
+                .iter()
+                .map(|(_, t)| {
+                    matches!(t.kind, TargetKind::Syscall { .. })
+                        && t.filter
+                            .as_ref()
+                            .is_some_and(|f| f.kernel != f.kernel_return)
                 })
                 .collect(),
             rejected: FastMap::default(),
@@ -251,6 +263,8 @@ impl<'a> Sink<'a> {
             Role::Entry if self.timed && !self.counted_only[target] => {
                 self.pairer.entry(&mut self.stats, call, key, hit.sp)
             }
+            // The exit of a call whose entry the kernel's filter rejected.
+            Role::Return if self.entry_filtered[target] && !self.pairer.is_open(key, target) => {}
             Role::Return if self.timed => {
                 let filter = self.ret_filters[target].as_ref();
                 let fetches = &self.targets[target].fetches;
