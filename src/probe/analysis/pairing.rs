@@ -204,6 +204,13 @@ impl Pairer {
         }
     }
 
+    /// Whether a call of `target` is open on `key`.
+    pub fn is_open(&self, key: StackKey, target: TargetId) -> bool {
+        self.threads
+            .get(&key)
+            .is_some_and(|s| s.iter().any(|c| c.call.target == target))
+    }
+
     /// Calls still open (running at the end of the run, or waiting for a return that will never come).
     pub fn open_calls(&self) -> usize {
         self.threads.values().map(Vec::len).sum()

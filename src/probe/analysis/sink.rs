@@ -13,7 +13,7 @@ use crate::probe::engine::decode::{Hit, Item, Values};
 use crate::probe::engine::holes::Hole;
 use crate::probe::output::TraceOut;
 use crate::probe::plan::Role;
-use crate::probe::target::{PerTarget, TargetId, Targets};
+use crate::probe::target::{PerTarget, TargetId, TargetKind, Targets};
 use crate::probe::value::Value;
 use crate::process::{AddressSpaces, TaskEvent};
 use crate::resolve::{FastMap, FastSet};
@@ -50,7 +50,8 @@ pub struct Sink<'a> {
     /// The hits dropped by that filter.
     pub foreign: Foreign,
     /// The launched command's thread until its first event: it waited for its start in a `read` of rprof's
-    /// launcher, whose return (a syscall probe's) is rprof's, not the command's.
+    /// launcher, whose return (a syscall probe's, or a hit of a syscall exit's tracepoint) is rprof's, not
+    /// the command's.
     pub launcher: Option<u32>,
     /// Every thread's command name.
     comms: Comms,
@@ -61,6 +62,9 @@ pub struct Sink<'a> {
     /// Targets with no return to time (an address inside a function, some Go functions): their entries are
     /// counted as hits, never left open.
     counted_only: PerTarget<bool>,
+    /// Syscalls whose entries the kernel's filter rejects on values their exits lack: the exit of a rejected
+    /// call comes without an entry, and is no orphan.
+    entry_filtered: PerTarget<bool>,
     /// Entries that filter rejected, whose returns are dropped with them: (thread, target) -> their SPs.
     rejected: FastMap<(u32, TargetId), Vec<Option<u64>>>,
     /// The filters of pairs' ends: (pair, end's bit) -> the filter, evaluated whole by rprof.
@@ -109,6 +113,15 @@ impl<'a> Sink<'a> {
                 .iter()
                 .map(|(_, t)| {
                     matches!(t.go, Some(crate::probe::spec::go::GoFunction::CountOnly(_)))
+                })
+                .collect(),
+            entry_filtered: targets
+                .iter()
+                .map(|(_, t)| {
+                    matches!(t.kind, TargetKind::Syscall { .. })
+                        && t.filter
+                            .as_ref()
+                            .is_some_and(|f| f.kernel != f.kernel_return)
                 })
                 .collect(),
             rejected: FastMap::default(),
@@ -183,7 +196,15 @@ impl<'a> Sink<'a> {
         }
         if self.launcher == Some(hit.tid) {
             self.launcher = None;
-            if hit.role == Role::Return {
+            let exit_tracepoint = hit.target.is_some_and(|t| match &self.targets[t].kind {
+                TargetKind::Tracepoint { category, event } => {
+                    crate::probe::spec::sysno::tracepoint_syscall(category, event)
+                        .is_some_and(|(_, exit)| exit)
+                        || (category == "raw_syscalls" && event == "sys_exit")
+                }
+                _ => false,
+            });
+            if hit.role == Role::Return || exit_tracepoint {
                 return;
             }
         }
@@ -214,20 +235,25 @@ impl<'a> Sink<'a> {
             call.ctx = self.context(&hit, pid);
             self.carry(&mut call, pid, hit.values, hit.stack.as_deref());
         }
+        if hit.role == Role::Value {
+            // Kept for the entry that follows on this thread (bounded: one per thread and target).
+            self.pending.insert((hit.tid, target), call.values);
+            return;
+        }
+        // The values read just before this entry (a syscall's strings, at its `syscall` instruction), which
+        // the filter may test. A return ends the call whose entry the kernel's filter may have dropped: what
+        // was read for it is no later call's.
+        if let Some(values) = self.pending.remove(&(hit.tid, target)) {
+            if hit.role != Role::Return {
+                call.join_return(values);
+            }
+        }
         if filtered && !self.passes(&call, hit.role, hit.sp) {
             return;
         }
         if let Role::Pair(mask) = hit.role {
             self.pair_hit(call, mask, hit.stack.as_deref(), pid);
             return;
-        }
-        if hit.role == Role::Value {
-            // Kept for the entry that follows on this thread (bounded: one per thread and target).
-            self.pending.insert((hit.tid, target), call.values);
-            return;
-        }
-        if let Some(values) = self.pending.remove(&(hit.tid, target)) {
-            call.join_return(values);
         }
         let key = match hit.key {
             Some(g) => StackKey::Goroutine(g),
@@ -237,6 +263,8 @@ impl<'a> Sink<'a> {
             Role::Entry if self.timed && !self.counted_only[target] => {
                 self.pairer.entry(&mut self.stats, call, key, hit.sp)
             }
+            // The exit of a call whose entry the kernel's filter rejected.
+            Role::Return if self.entry_filtered[target] && !self.pairer.is_open(key, target) => {}
             Role::Return if self.timed => {
                 let filter = self.ret_filters[target].as_ref();
                 let fetches = &self.targets[target].fetches;

@@ -380,9 +380,14 @@ fn event_filter(
     };
     let target = match e.members.as_slice() {
         [m] => targets[*m].filter.as_ref().and_then(|f| match e.role {
+            // An event probe that reads the target's strings holds them as its own fields.
+            Role::Entry | Role::Hit if caps.event_probes && f.kernel_probe.is_some() => {
+                f.kernel_probe.clone()
+            }
             Role::Entry | Role::Hit => f.kernel.clone(),
+            Role::Value => f.kernel_sites.clone(),
             Role::Return => f.kernel_return.clone(),
-            Role::Value | Role::Pair(_) => None,
+            Role::Pair(_) => None,
         }),
         _ => None,
     };

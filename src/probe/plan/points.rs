@@ -225,6 +225,8 @@ impl Points<'_> {
                     defs.push(self.event_probe_def(&name, category, event, t));
                     push(self.event(name, Role::Hit, one, false));
                 } else {
+                    // A syscall's entry: its strings read at its `syscall` instructions.
+                    self.site_events(id, t, defs, &mut push);
                     push(Unplaced {
                         group: category.clone(),
                         ..self.event(event.clone(), Role::Hit, one, false)
@@ -317,24 +319,37 @@ impl Points<'_> {
             events.push(self.event(strings, Role::Entry, one.clone(), false));
         } else {
             events.push(kernel(enter, Role::Entry));
-            let args = site_args(t);
-            for (path, offsets) in t.syscall_sites.iter().filter(|_| !args.is_empty()) {
-                for &offset in offsets {
-                    let loc = ProbeLocation::User {
-                        path: path.clone(),
-                        offset,
-                        ref_ctr: None,
-                    };
-                    defs.push(self.def(&strings, false, &loc, args.clone()));
-                }
-                events.push(Unplaced {
-                    file: Some(path.clone()),
-                    ..self.event(strings.clone(), Role::Value, one.clone(), true)
-                });
-            }
+            self.site_events(id, t, defs, &mut |e| events.push(e));
         }
         if !self.count_only {
             events.push(kernel(format!("sys_exit_{name}"), Role::Return));
+        }
+    }
+
+    /// The uprobes at the `syscall` instructions of `t`'s syscall that read its strings (event `yID` of each
+    /// file, a [`Role::Value`] for the entry that follows).
+    fn site_events(
+        &self,
+        id: TargetId,
+        t: &Target,
+        defs: &mut Vec<ProbeDef>,
+        push: &mut dyn FnMut(Unplaced),
+    ) {
+        let strings = format!("y{}", id.index());
+        let args = site_args(t);
+        for (path, offsets) in t.syscall_sites.iter().filter(|_| !args.is_empty()) {
+            for &offset in offsets {
+                let loc = ProbeLocation::User {
+                    path: path.clone(),
+                    offset,
+                    ref_ctr: None,
+                };
+                defs.push(self.def(&strings, false, &loc, args.clone()));
+            }
+            push(Unplaced {
+                file: Some(path.clone()),
+                ..self.event(strings.clone(), Role::Value, vec![id], true)
+            });
         }
     }
 

@@ -459,3 +459,88 @@ fn tasks_never_use_pmu_probes() {
         }
     }
 }
+
+/// `sys_enter_openat`'s format as this kernel writes it.
+const OPENAT: &str = "\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+    \tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\
+    \tfield:int __syscall_nr;\toffset:8;\tsize:4;\tsigned:1;\n\
+    \tfield:int dfd;\toffset:16;\tsize:8;\tsigned:0;\n\
+    \tfield:const char * filename;\toffset:24;\tsize:8;\tsigned:0;\n";
+
+/// Check where a filter on a syscall's string runs: on `sys_enter_openat` as `filename.ustring` (the kernel
+/// reads the process's string), and its part on the string alone on the uprobes at libc's `syscall`
+/// instructions that read it, for the syscall and for its tracepoint alike; on an event probe that read the
+/// string, as its own field.
+#[test]
+fn string_filters_run_in_the_kernel() {
+    use crate::probe::spec::filter::parse;
+    use crate::probe::spec::filters::TargetFilter;
+    let format = crate::tracefs::parse_format(OPENAT);
+    let expr = parse("filename ~ \"/etc*\" && pid == 3 && dfd == 3").unwrap();
+    let dfd = crate::probe::value::ValueKind::Int {
+        size: 4,
+        signed: true,
+    };
+    let fetches = vec![
+        Fetch::user_string("filename", "filename", Some(1)),
+        Fetch::field("dfd", "dfd", dfd, false),
+    ];
+    let filter = TargetFilter::place(expr, &fetches, &format);
+    assert_eq!(filter.user, Some(parse("pid == 3").unwrap()));
+    let of = |kind| Target {
+        kind,
+        fetches: fetches.clone(),
+        syscall_sites: vec![(LIBC.into(), vec![0x100, 0x200])],
+        filter: Some(filter.clone()),
+        ..user(BIN, 0)
+    };
+    let syscall = of(TargetKind::Syscall {
+        name: "openat".into(),
+    });
+    let tracepoint = of(TargetKind::Tracepoint {
+        category: "syscalls".into(),
+        event: "sys_enter_openat".into(),
+    });
+    let filters = |p: &Plan| -> Vec<(String, Role, Option<String>)> {
+        let e = p.events.iter();
+        e.map(|e| (format!("{}/{}", e.group, e.event), e.role, e.filter.clone()))
+            .collect()
+    };
+    let ustring = Some("filename.ustring ~ \"/etc*\" && dfd == 3".to_string());
+    let site = Some("filename ~ \"/etc*\"".to_string());
+    let p = plan("g", &targets(vec![syscall.clone()]), &opts(), &caps());
+    assert_eq!(
+        filters(&p),
+        vec![
+            (
+                "syscalls/sys_enter_openat".into(),
+                Role::Entry,
+                ustring.clone()
+            ),
+            ("g/y0".into(), Role::Value, site.clone()),
+            ("syscalls/sys_exit_openat".into(), Role::Return, None),
+        ]
+    );
+    assert_eq!(p.defs.len(), 2, "a uprobe at each syscall instruction");
+    let p = plan("g", &targets(vec![tracepoint]), &opts(), &caps());
+    assert_eq!(
+        filters(&p),
+        vec![
+            ("g/y0".into(), Role::Value, site.clone()),
+            ("syscalls/sys_enter_openat".into(), Role::Hit, ustring),
+        ]
+    );
+    let probes = Capabilities {
+        event_probes: true,
+        ..caps()
+    };
+    let p = plan("g", &targets(vec![syscall]), &opts(), &probes);
+    assert_eq!(
+        filters(&p)[0],
+        (
+            "g/y0".into(),
+            Role::Entry,
+            Some("filename ~ \"/etc*\" && dfd == 3".into())
+        )
+    );
+}

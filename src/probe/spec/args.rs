@@ -118,13 +118,22 @@ pub(super) fn resolve_one(
             let format = crate::tracefs::parse_format(&format);
             let fields = super::fields::value_fields(&format);
             let ev = format!("{category}:{event}");
-            if item.is_ret() {
+            // `ret` is the event's own field where it has one (`sys_exit_read`'s).
+            if item.is_ret() && !fields.iter().any(|f| f.name == "ret") {
                 return Err(err(format!(
-                    "`ret`: {ev} is a tracepoint; it has no return"
+                    "`ret`: {ev} is a tracepoint; it has no return (and no field `ret`)"
                 )));
             }
-            return super::fields::resolve(&fields, &displays, item, &ev, false, false)
-                .map_err(err);
+            // A syscall's tracepoint is read as the syscall's event: `argN` by position, pointers into the
+            // process (their strings read as `syscall:NAME(ARG:str)` reads them), `ret` with its error's name.
+            let syscall = super::sysno::tracepoint_syscall(category, event);
+            let exit = syscall.is_some_and(|(_, exit)| exit);
+            let mut fetch =
+                super::fields::resolve(&fields, &displays, item, &ev, syscall.is_some(), exit)
+                    .map_err(err)?;
+            // The value of this one event, not of a return.
+            fetch.on_return = false;
+            return Ok(fetch);
         }
         _ => {}
     }

@@ -76,10 +76,13 @@ pub enum Expr {
 /// How the kernel knows a name on one event: its field there and whether it holds text or a signed number.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KernelField {
-    /// The field's name in the filter text (`common_pid`, `comm`, `v0`, `filename`).
+    /// The field's name in the filter text (`common_pid`, `comm`, `v0`, `filename`, `filename.ustring`).
     pub name: String,
     pub text: bool,
     pub signed: bool,
+    /// A pointer to text: the name under which the kernel compares the text it points to with a string
+    /// (`filename.ustring` for a syscall's pointer into the process, the name itself for a kernel `char *`).
+    pub pointee: Option<String>,
 }
 
 impl Expr {
@@ -151,6 +154,22 @@ impl Expr {
         })
     }
 
+    /// The first name compared with a string for which `not_text` holds (a value that is no text).
+    pub fn string_compared(&self, not_text: &dyn Fn(&str) -> bool) -> Option<&str> {
+        match self {
+            Expr::Cmp {
+                name,
+                value: Literal::Str(_),
+                ..
+            } if not_text(name) => Some(name),
+            Expr::Cmp { .. } | Expr::Mask { .. } => None,
+            Expr::Not(e) => e.string_compared(not_text),
+            Expr::And(a, b) | Expr::Or(a, b) => a
+                .string_compared(not_text)
+                .or_else(|| b.string_compared(not_text)),
+        }
+    }
+
     fn visit<'a>(&'a self, f: &mut dyn FnMut(&'a str)) {
         match self {
             Expr::Cmp { name, .. } | Expr::Mask { name, .. } => f(name),
@@ -188,19 +207,25 @@ impl Expr {
         Some(match self {
             Expr::Cmp { name, op, value } => {
                 let f = field(name)?;
-                let v = match (value, f.text) {
-                    (Literal::Int(v), false) if *op != CmpOp::Glob && (*v >= 0 || f.signed) => {
-                        v.to_string()
+                let text_name = match (f.text, &f.pointee) {
+                    (true, _) => Some(&f.name),
+                    (false, pointee) => pointee.as_ref(),
+                };
+                let (name, v) = match (value, text_name) {
+                    (Literal::Int(v), _)
+                        if !f.text && *op != CmpOp::Glob && (*v >= 0 || f.signed) =>
+                    {
+                        (&f.name, v.to_string())
                     }
-                    (Literal::Str(s), true)
+                    (Literal::Str(s), Some(name))
                         if matches!(op, CmpOp::Eq | CmpOp::Ne | CmpOp::Glob)
                             && !s.contains(['"', '\\']) =>
                     {
-                        format!("\"{s}\"")
+                        (name, format!("\"{s}\""))
                     }
                     _ => return None,
                 };
-                format!("{} {} {v}", f.name, op.text())
+                format!("{name} {} {v}", op.text())
             }
             Expr::Mask { name, mask } => {
                 let f = field(name).filter(|f| !f.text)?;
@@ -456,12 +481,14 @@ mod tests {
             "tid" => ("common_pid", false, true),
             "arg0" => ("v0", false, true),
             "flags" => ("flags", false, false),
+            "filename" => ("filename", false, false),
             _ => return None,
         };
         Some(KernelField {
             name: kname.into(),
             text,
             signed,
+            pointee: (name == "filename").then(|| "filename.ustring".into()),
         })
     }
 
@@ -491,6 +518,15 @@ mod tests {
         assert!(parse("arg0 == -1").unwrap().ftrace(&field).is_some());
         assert!(parse("flags == O_RDONLY").unwrap().ftrace(&field).is_none());
         assert!(parse("comm < 3").unwrap().ftrace(&field).is_none());
+        // A pointer to text: its text compared with strings (equality and globs only), itself with numbers.
+        let text = |f: &str| parse(f).unwrap().ftrace(&field);
+        assert_eq!(
+            text("filename ~ \"/etc*\"").as_deref(),
+            Some("filename.ustring ~ \"/etc*\"")
+        );
+        assert_eq!(text("filename != 0").as_deref(), Some("filename != 0"));
+        assert!(text("filename < \"/etc\"").is_none());
+        assert!(text("flags == \"x\"").is_none());
     }
 
     /// Check the errors of bad filters and the ` if ` split.

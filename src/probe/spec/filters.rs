@@ -2,6 +2,12 @@
 //! event (its fields, rprof's fetch arguments, `common_pid`, `comm`, `cpu`) go into the event's filter; the
 //! rest (the process id, values read elsewhere or at the return, names of values) rprof evaluates on each
 //! event that reaches it.
+//!
+//! A string compared with a `char *` field is compared by the kernel with the text it points to: a syscall's
+//! pointer into the process as `NAME.ustring` (Documentation/trace/events.rst), a kernel pointer as `NAME`.
+//! So is a user string rprof fetches (`syscall:openat(filename:str)`): on the syscall's tracepoint as
+//! `filename.ustring`, on an event probe that read it as its own string field. rprof has the pointer only:
+//! a comparison of a pointer (or any number) with a string that is left to rprof is refused.
 use super::fetch::{Fetch, FetchSource};
 use super::filter::{Expr, KernelField};
 use crate::probe::value::ValueKind;
@@ -22,6 +28,13 @@ pub struct TargetFilter {
     pub expr: Expr,
     /// The kernel's part on the entry (or hit) event, as ftrace filter text.
     pub kernel: Option<String>,
+    /// The kernel's part on an event probe that reads the target's user strings (its own string fields
+    /// there, not `.ustring`); None where the target has none.
+    pub kernel_probe: Option<String>,
+    /// The kernel's part on the uprobes that read a syscall's user strings at its `syscall` instructions:
+    /// the conjuncts on those strings and the task only, so that rprof keeps no string of a rejected call
+    /// for the entry that follows.
+    pub kernel_sites: Option<String>,
     /// The kernel's part on the return event: the conjuncts on the task only (`tid`, `comm`), so that the
     /// returns of rejected calls are rejected too.
     pub kernel_return: Option<String>,
@@ -35,12 +48,26 @@ pub struct TargetFilter {
 impl TargetFilter {
     /// Divide `expr` for a target with these fetches; `format` gives the signedness of an event's own fields.
     pub fn place(expr: Expr, fetches: &[Fetch], format: &[FormatField]) -> TargetFilter {
-        let field = |name: &str| kernel_field(name, fetches, format);
+        let field = |name: &str| kernel_field(name, fetches, format, false);
+        let probe_field = |name: &str| kernel_field(name, fetches, format, true);
         let task_only = |name: &str| match name {
             "tid" | "comm" => field(name),
             _ => None,
         };
-        let (mut kernel, mut kernel_return, mut user) = (Vec::new(), Vec::new(), Vec::new());
+        let string = |name: &str| {
+            fetches
+                .iter()
+                .any(|f| f.label == name && matches!(f.source, FetchSource::UserString { .. }))
+        };
+        let sites_field = |name: &str| match name {
+            "tid" | "comm" => field(name),
+            _ if string(name) => probe_field(name),
+            _ => None,
+        };
+        let (mut kernel, mut kernel_probe, mut kernel_return) =
+            (Vec::new(), Vec::new(), Vec::new());
+        let mut kernel_sites = Vec::new();
+        let mut user = Vec::new();
         let mut at_return = Vec::new();
         let returned = |c: &Expr| {
             c.names()
@@ -52,23 +79,32 @@ impl TargetFilter {
                 at_return.push(c.clone());
                 continue;
             }
-            match c.ftrace(&field) {
+            // `a && (b || c)`: an `||` term keeps its parentheses among the `&&` terms.
+            let term = |field: &dyn Fn(&str) -> Option<KernelField>| {
+                c.ftrace(field).map(|text| match c {
+                    Expr::Or(..) => format!("({text})"),
+                    _ => text,
+                })
+            };
+            match term(&field) {
                 Some(text) => {
-                    // `a && (b || c)`: an `||` term keeps its parentheses among the `&&` terms.
-                    let text = match c {
-                        Expr::Or(..) => format!("({text})"),
-                        _ => text,
-                    };
                     kernel.push(text);
-                    kernel_return.extend(c.ftrace(&task_only));
+                    kernel_probe.extend(term(&probe_field));
+                    kernel_sites.extend(term(&sites_field));
+                    kernel_return.extend(term(&task_only));
                 }
                 None => user.push(c.clone()),
             }
         }
         let join = |v: Vec<String>| (!v.is_empty()).then(|| v.join(" && "));
+        let strings = fetches
+            .iter()
+            .any(|f| matches!(f.source, FetchSource::UserString { .. }));
         TargetFilter {
             expr,
             kernel: join(kernel),
+            kernel_probe: join(kernel_probe).filter(|_| strings),
+            kernel_sites: join(kernel_sites).filter(|_| strings),
             kernel_return: join(kernel_return),
             user: Expr::all(user),
             at_return: Expr::all(at_return),
@@ -91,29 +127,46 @@ impl TargetFilter {
     }
 }
 
-/// How the kernel knows `name` on the target's event, if it does.
-fn kernel_field(name: &str, fetches: &[Fetch], format: &[FormatField]) -> Option<KernelField> {
+/// How the kernel knows `name` on the target's event, if it does; `probe`: on the event probe that reads the
+/// target's user strings.
+fn kernel_field(
+    name: &str,
+    fetches: &[Fetch],
+    format: &[FormatField],
+    probe: bool,
+) -> Option<KernelField> {
     let field = |name: &str, text, signed| {
         Some(KernelField {
             name: name.to_string(),
             text,
             signed,
+            pointee: None,
         })
     };
     if let Some(f) = fetches.iter().find(|f| f.label == name) {
         if f.on_return {
             return None;
         }
+        let own = format.iter().find(|x| x.name == f.field);
         let signed = match (&f.source, f.kind) {
-            (FetchSource::Field, _) => format.iter().find(|x| x.name == f.field)?.signed,
+            (FetchSource::Field, _) => own?.signed,
             (FetchSource::Probe, ValueKind::Int { signed, .. }) => signed,
             _ => false,
         };
         return match (&f.source, f.kind) {
-            (FetchSource::UserString { .. }, _) | (_, ValueKind::Caller) => None,
+            (FetchSource::UserString { .. }, _) if probe => field(&f.field, true, false),
+            (FetchSource::UserString { .. }, _) => {
+                let pointee = pointee_name(own?, format)?;
+                field(&pointee, true, false)
+            }
+            (_, ValueKind::Caller) => None,
             // A C++ string with its length: the kernel's copy runs past the length.
             (_, ValueKind::Str) if f.len.is_some() => None,
             (_, ValueKind::Str | ValueKind::Chars { .. }) => field(&f.field, true, false),
+            (FetchSource::Field, _) => Some(KernelField {
+                pointee: own.and_then(|o| pointee_name(o, format)),
+                ..field(&f.field, false, signed)?
+            }),
             _ => field(&f.field, false, signed),
         };
     }
@@ -123,6 +176,44 @@ fn kernel_field(name: &str, fetches: &[Fetch], format: &[FormatField]) -> Option
         "cpu" => field("cpu", false, false),
         _ => None,
     }
+}
+
+/// The name under which the kernel compares the text a `char *` field points to: `NAME.ustring` on a
+/// syscall's event (whose pointers point into the process; its format has `__syscall_nr`), `NAME` on others
+/// (kernel pointers). None for other fields.
+fn pointee_name(f: &FormatField, format: &[FormatField]) -> Option<String> {
+    let base = f.ty.strip_suffix('*')?.trim();
+    if base.trim_start_matches("const ").trim() != "char" {
+        return None;
+    }
+    Some(match format.iter().any(|x| x.name == "__syscall_nr") {
+        true => format!("{}.ustring", f.name),
+        false => f.name.clone(),
+    })
+}
+
+/// Why rprof cannot evaluate `parts` (its parts of a filter) on a target with these fetches, if it cannot: a
+/// comparison of a string with a value rprof holds as no text (a pointer whose text only the kernel reads, a
+/// number), which would match nothing.
+pub fn check_strings<'a>(
+    parts: impl IntoIterator<Item = &'a Expr>,
+    fetches: &[Fetch],
+) -> Result<(), String> {
+    let not_text = |name: &str| match fetches.iter().find(|f| f.label == name) {
+        Some(f) => !matches!(f.kind, ValueKind::Str | ValueKind::Chars { .. }),
+        None => name != "comm",
+    };
+    for part in parts {
+        if let Some(name) = part.string_compared(&not_text) {
+            return Err(format!(
+                "`{}`: rprof holds `{name}` as a number or an address, not text, so this would match nothing \
+                 (the kernel tests the text of a `char *` field with ==, != or ~ in an `&&` term of its own; \
+                 `{name}:str` reads a syscall's string for rprof)",
+                part.text()
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// perf's `--filter` on a tracepoint or probe event of `rprof record`: probe's filter language over the
@@ -260,5 +351,63 @@ mod tests {
             exclude_tasks(&[5], &[], true).as_deref(),
             Some("(common_pid != 5)")
         );
+    }
+
+    /// Check that a string compared with a `char *` field runs in the kernel on the text it points to (a
+    /// syscall's as `.ustring`, a kernel one's by its name), as does one with a user string rprof fetches, and
+    /// that comparisons left to rprof on a pointer are refused while those on a fetched string are not.
+    #[test]
+    fn strings_of_pointers() {
+        let openat = crate::tracefs::parse_format(
+            "\tfield:int __syscall_nr;\toffset:8;\tsize:4;\tsigned:1;\n\
+             \tfield:const char * filename;\toffset:24;\tsize:8;\tsigned:0;\n",
+        );
+        let rcu = crate::tracefs::parse_format(
+            "\tfield:const char * s;\toffset:8;\tsize:8;\tsigned:0;\n",
+        );
+        let pointer =
+            |name: &str| vec![Fetch::field(name, name, ValueKind::Hex { size: 8 }, false)];
+        let place = |text: &str, fetches: &[Fetch], format: &[FormatField]| {
+            TargetFilter::place(parse(text).unwrap(), fetches, format)
+        };
+        let f = place(
+            "filename ~ \"/etc*\" && filename != 0",
+            &pointer("filename"),
+            &openat,
+        );
+        assert_eq!(
+            (f.kernel.as_deref(), &f.user),
+            (Some("filename.ustring ~ \"/etc*\" && filename != 0"), &None)
+        );
+        let f = place("s == \"Start context switch\"", &pointer("s"), &rcu);
+        assert_eq!(f.kernel.as_deref(), Some("s == \"Start context switch\""));
+        for rprof in ["filename < \"/f\"", "filename ~ \"/etc*\" || pid == 1"] {
+            let f = place(rprof, &pointer("filename"), &openat);
+            assert!(f.kernel.is_none(), "{rprof}");
+            let e = check_strings(f.user.iter(), &pointer("filename")).unwrap_err();
+            assert!(
+                e.contains("match nothing") && e.contains("filename:str"),
+                "{e}"
+            );
+        }
+        let fetched = vec![Fetch::user_string("filename", "filename", Some(1))];
+        let f = place(
+            "filename == \"/etc/hostname\" && filename < \"/f\"",
+            &fetched,
+            &openat,
+        );
+        assert_eq!(
+            f.kernel.as_deref(),
+            Some("filename.ustring == \"/etc/hostname\"")
+        );
+        assert_eq!(
+            f.kernel_probe.as_deref(),
+            Some("filename == \"/etc/hostname\"")
+        );
+        assert_eq!(f.kernel_sites, f.kernel_probe);
+        assert_eq!(f.user, Some(parse("filename < \"/f\"").unwrap()));
+        assert!(check_strings(f.user.iter(), &fetched).is_ok());
+        assert!(check_strings([&parse("pid == \"x\"").unwrap()], &[]).is_err());
+        assert!(check_strings([&parse("comm ~ \"x*\"").unwrap()], &[]).is_ok());
     }
 }

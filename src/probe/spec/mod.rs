@@ -179,7 +179,14 @@ pub(super) fn target_filter(
     let fields = format
         .map(|f| crate::tracefs::parse_format(&f))
         .unwrap_or_default();
-    Ok(filters::TargetFilter::place(cond, &t.fetches, &fields))
+    let placed = filters::TargetFilter::place(cond, &t.fetches, &fields);
+    filters::check_strings(placed.user.iter().chain(&placed.at_return), &t.fetches).map_err(
+        |reason| ProbeError::Spec {
+            spec: text.to_string(),
+            reason: format!("filter: {reason}"),
+        },
+    )?;
+    Ok(placed)
 }
 
 /// The number that `name` stands for in `field`'s values, as the event's `print fmt` names them
@@ -206,16 +213,23 @@ fn enum_value(
     }
 }
 
-/// For a syscall whose user strings are asked for, the `syscall` instructions of its number in the target's
-/// libc, its dynamic loader (which opens the libraries) and the `-x` binary (a static one makes its syscalls
-/// itself).
+/// For a syscall (or its `sys_enter_NAME` tracepoint) whose user strings are asked for, the `syscall`
+/// instructions of its number in the target's libc, its dynamic loader (which opens the libraries) and the `-x`
+/// binary (a static one makes its syscalls itself).
 fn syscall_sites(
     t: &crate::probe::target::Target,
     opts: &ProbeOptions,
     ropts: &resolve::ResolveOptions,
 ) -> Result<Vec<(PathBuf, Vec<u64>)>, ProbeError> {
-    let crate::probe::target::TargetKind::Syscall { name } = &t.kind else {
-        return Ok(Vec::new());
+    let name = match &t.kind {
+        TargetKind::Syscall { name } => name.as_str(),
+        TargetKind::Tracepoint { category, event } => {
+            match sysno::tracepoint_syscall(category, event) {
+                Some((name, false)) => name,
+                _ => return Ok(Vec::new()),
+            }
+        }
+        _ => return Ok(Vec::new()),
     };
     let wants = t
         .fetches

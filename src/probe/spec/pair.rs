@@ -207,6 +207,11 @@ fn resolve_ends(
             Some(c) => Some(super::target_filter(&t, c, formats, &e.text)?),
             None => None,
         };
+        // rprof evaluates each end's filter whole (see `pair_hit`).
+        if let Some(f) = &filter {
+            super::filters::check_strings([&f.expr], &own)
+                .map_err(|r| bad(format!("{which} `{}`: filter: {r}", e.text)))?;
+        }
         for f in &mut own {
             f.on_return = i == done;
         }

@@ -19,6 +19,18 @@ pub fn syscall_number(name: &str) -> Option<u64> {
     u64::try_from(nr).ok()
 }
 
+/// The syscall of a tracepoint of `syscalls` (`sys_enter_NAME`, `sys_exit_NAME`): its name, and whether the
+/// tracepoint is its exit.
+pub fn tracepoint_syscall<'a>(category: &str, event: &'a str) -> Option<(&'a str, bool)> {
+    if category != "syscalls" {
+        return None;
+    }
+    match event.strip_prefix("sys_enter_") {
+        Some(name) => Some((name, false)),
+        None => Some((event.strip_prefix("sys_exit_")?, true)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -32,6 +44,15 @@ mod tests {
         assert_eq!(syscall_number("umount"), Some(166));
         assert_eq!(syscall_number("newfstatat"), Some(262));
         assert_eq!(syscall_number("no_such_call"), None);
+        assert_eq!(
+            tracepoint_syscall("syscalls", "sys_exit_read"),
+            Some(("read", true))
+        );
+        assert_eq!(
+            tracepoint_syscall("syscalls", "sys_enter_openat"),
+            Some(("openat", false))
+        );
+        assert_eq!(tracepoint_syscall("sched", "sys_enter_x"), None);
     }
 
     /// Check that every syscall tracepoint of the running kernel has a number, each its own.
