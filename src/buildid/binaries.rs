@@ -33,6 +33,14 @@ pub fn find_cached_binary(dir: &Path, path: &Path, build_id: &[u8]) -> Option<Pa
         .find(|p| p.is_file())
 }
 
+/// The copy `.build-id/xx/rest` links to, relative to `dir`: `PATH/<build id>/elf` for a link to
+/// `../../PATH/<build id>`.
+fn linked_copy(dir: &Path, build_id: &[u8]) -> Option<PathBuf> {
+    let (first, rest) = build_id_link(build_id)?;
+    let target = std::fs::read_link(dir.join(".build-id").join(first).join(rest)).ok()?;
+    Some(target.strip_prefix("../..").ok()?.join("elf"))
+}
+
 /// What keeping copies of a recording's binaries did.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Kept {
@@ -99,6 +107,10 @@ impl Keeper {
         // perf counts a build id as cached once its `.build-id` link resolves, whatever path it came from.
         if find_cached_binary(&self.dir, Path::new(path), build_id).is_some() {
             self.needs(&relative);
+            // The copy the link names may sit under another path (the same build mapped by another name).
+            if let Some(linked) = linked_copy(&self.dir, build_id) {
+                self.needs(&linked);
+            }
             self.kept.present += 1;
             return Ok(());
         }
@@ -172,6 +184,10 @@ mod tests {
         assert_eq!(
             find_cached_binary(d, Path::new("/elsewhere"), &own),
             Some(link.join("elf"))
+        );
+        assert_eq!(
+            linked_copy(d, &own),
+            Some(Path::new("opt/x y/prog").join(hex(&own)).join("elf"))
         );
         assert!(!d.join("opt/other").exists());
 
