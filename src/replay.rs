@@ -153,6 +153,14 @@ fn read_batches(
 
 /// The address-space change a recording's event makes, if any (kernel mappings are not part of a process).
 fn task_event(event: &Event, resolver: &StackResolver) -> Option<TaskEvent> {
+    task_event_with(event, |path| resolver.build_id(path))
+}
+
+/// [`task_event`], with the recorded build ids by path from `recorded`.
+pub(crate) fn task_event_with<'a>(
+    event: &'a Event,
+    recorded: impl FnOnce(&str) -> Option<&'a Vec<u8>>,
+) -> Option<TaskEvent> {
     match event {
         Event::Comm {
             pid, exec: true, ..
@@ -167,7 +175,7 @@ fn task_event(event: &Event, resolver: &StackResolver) -> Option<TaskEvent> {
             cpu_mode,
             ..
         } if *cpu_mode != CpuMode::Kernel && *pid >= 0 => {
-            let build_id = build_id.as_ref().or_else(|| resolver.build_id(path));
+            let build_id = build_id.as_ref().or_else(|| recorded(path));
             Some(TaskEvent::Mmap {
                 pid: *pid as u32,
                 mapping: Mapping {

@@ -203,7 +203,16 @@ fn annotate_agrees_with_perf_annotate() {
 
 /// Run rprof expecting failure; returns its one-line stderr.
 fn rprof_err(args: &[&str]) -> String {
-    let out = rprof().args(args).output().unwrap();
+    rprof_err_env(&test_buildid_dir(), args)
+}
+
+/// [`rprof_err`] with the build-id cache `cache`.
+fn rprof_err_env(cache: &std::path::Path, args: &[&str]) -> String {
+    let out = rprof()
+        .env("PERF_BUILDID_DIR", cache)
+        .args(args)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1), "rprof {args:?} should fail");
     let err = String::from_utf8_lossy(&out.stderr).trim_end().to_string();
     assert_eq!(err.lines().count(), 1, "one line: {err}");
@@ -263,8 +272,10 @@ fn annotate_bad_input() {
 
     std::fs::remove_file(&bin).unwrap();
     let path = bin.display().to_string();
-    let err = rprof_err(&["annotate", "-i", &data]);
+    // Deleted, and no copy of it in the build-id cache (an empty one).
+    let empty = dir.path().join("empty-cache");
+    let err = rprof_err_env(&empty, &["annotate", "-i", &data]);
     assert!(err.contains(&path) && err.contains("is gone"), "{err}");
-    let err = rprof_err(&["annotate", "-i", &data, "divide_loop"]);
+    let err = rprof_err_env(&empty, &["annotate", "-i", &data, "divide_loop"]);
     assert!(err.contains(&path) && err.contains("is gone"), "{err}");
 }

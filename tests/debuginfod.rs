@@ -56,13 +56,14 @@ impl Fixture {
         self.dir.path().join(name)
     }
 
-    /// Record the stripped fixture (-F 999 -g) running for `cpu_ms` of its own CPU time.
+    /// Record the stripped fixture (-F 999 -g; -N: no copy of it in the build-id cache) running for `cpu_ms`
+    /// of its own CPU time.
     fn record(&self, cpu_ms: &str) -> String {
         let bin = self.bin.to_str().unwrap();
         record_to(
             self.dir.path(),
             "stripped.data",
-            &["-F", "999", "-g", "--", bin, cpu_ms],
+            &["-N", "-F", "999", "-g", "--", bin, cpu_ms],
         )
     }
 }
@@ -132,8 +133,10 @@ fn can_run(test: &str) -> bool {
 /// rprof with `args` and the debuginfod environment `urls` (None: unset) and `cache`; (stdout, stderr).
 fn rprof_env(urls: Option<&str>, cache: &Path, args: &[&str]) -> (String, String) {
     let mut cmd = rprof();
+    // An empty build-id cache: the recorded build comes from the server or nowhere.
     cmd.env_remove("DEBUGINFOD_URLS")
         .env("DEBUGINFOD_CACHE_PATH", cache)
+        .env("PERF_BUILDID_DIR", cache.join("no-buildid-cache"))
         .args(args);
     if let Some(urls) = urls {
         cmd.env("DEBUGINFOD_URLS", urls);

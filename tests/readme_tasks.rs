@@ -175,6 +175,8 @@ fn run(dir: &Path, command: &str) -> (i32, String) {
         .args(["300", "sh", "-c", command])
         .current_dir(dir)
         .env("PATH", path)
+        .env("PERF_BUILDID_DIR", test_buildid_dir())
+        .env("RPROF_BUILDID_CACHE_SIZE", TEST_BUILDID_CACHE_SIZE)
         .env("GOCACHE", dir.join("gocache"))
         .output()
         .expect("run sh");

@@ -184,7 +184,8 @@ fn stripped_code_by_range_and_cause() {
     check_precision(&table, &rows, &stderr);
 }
 
-/// Check the causes of a binary rebuilt after recording (another build id) and of one deleted: both unnamed,
+/// Check the causes of a binary rebuilt after recording (another build id) and of one deleted, with no copy
+/// of the recorded build in the build-id cache (recorded with -N, reported with an empty cache): both unnamed,
 /// folded `[unnamed]`, each verdict with its own cause.
 #[test]
 fn rebuilt_and_deleted_binaries() {
@@ -193,8 +194,15 @@ fn rebuilt_and_deleted_binaries() {
     }
     let dir = tempfile::tempdir().unwrap();
     let (bin, _) = build(dir.path(), &[]);
-    let data = record(dir.path(), "before.data", &bin, &[CPU_MS]);
-    let named = rprof_ok(&["report", "-i", &data, "--folded", "-q"]);
+    let cache = dir.path().join("empty-cache");
+    let rprof_ok_stderr = |args: &[&str]| rprof_ok_env("PERF_BUILDID_DIR", &cache, args);
+    let data = dir.path().join("before.data").to_str().unwrap().to_string();
+    let bin_arg = bin.to_str().unwrap();
+    rprof_ok_stderr(&[
+        "record", "-q", "-N", "-o", &data, "-F", "999", "-g", "--", bin_arg, CPU_MS,
+    ]);
+    assert!(!cache.join(".build-id").exists(), "-N keeps no copies");
+    let (named, _) = rprof_ok_stderr(&["report", "-i", &data, "--folded", "-q"]);
     let stacks = parse_folded(&named);
     let (in_a, _) = share_of(
         &stacks,

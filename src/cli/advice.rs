@@ -204,15 +204,15 @@ fn cause_and_fix(cause: Unnamed, debuginfod: bool) -> (&'static str, &'static st
         Unnamed::BuildIdMismatch => (
             "the file on disk is another build than the recorded one",
             match debuginfod {
-                true => "report where the recorded build is (the debuginfod servers had nothing either)",
-                false => "report where the recorded build is, or set DEBUGINFOD_URLS to fetch it",
+                true => "record without -N (a copy of each sampled binary stays in the build-id cache), or report where the recorded build is (the debuginfod servers had nothing either)",
+                false => "record without -N (a copy of each sampled binary stays in the build-id cache), report where the recorded build is, or set DEBUGINFOD_URLS to fetch it",
             },
         ),
         Unnamed::FileGone => (
             "the file is gone from this system",
             match debuginfod {
-                true => "report where it was recorded (the debuginfod servers had nothing either)",
-                false => "report where it was recorded, or set DEBUGINFOD_URLS to fetch it by build id",
+                true => "record without -N (a copy of each sampled binary stays in the build-id cache), or report where it was recorded (the debuginfod servers had nothing either)",
+                false => "record without -N (a copy of each sampled binary stays in the build-id cache), report where it was recorded, or set DEBUGINFOD_URLS to fetch it by build id",
             },
         ),
         Unnamed::Unreadable => (

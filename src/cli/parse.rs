@@ -221,6 +221,23 @@ pub fn above_zero(s: &str) -> Result<u64, String> {
     }
 }
 
+/// A size in bytes: a whole number, with K, M or G (powers of 1024) after it or not: `512M`, `2G`.
+pub fn bytes(s: &str) -> Result<u64, String> {
+    let (digits, shift) = match s.as_bytes().last().map(u8::to_ascii_uppercase) {
+        Some(b'K') => (&s[..s.len() - 1], 10),
+        Some(b'M') => (&s[..s.len() - 1], 20),
+        Some(b'G') => (&s[..s.len() - 1], 30),
+        _ => (s, 0),
+    };
+    digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(1 << shift))
+        .ok_or_else(|| {
+            "give a size in bytes, with K, M or G after it or not, like 512M or 2G".to_string()
+        })
+}
+
 /// A number of ring buffer pages: a power of two.
 pub fn pages(s: &str) -> Result<usize, String> {
     match s.parse::<usize>() {
@@ -312,6 +329,18 @@ mod tests {
             ]
         );
         assert!(pair_key("pid|prev_pid").is_err());
+    }
+
+    /// Check sizes: bytes, K, M and G (either case), and no fractions, signs, other units or overflow.
+    #[test]
+    fn sizes_in_bytes() {
+        assert_eq!(bytes("1000"), Ok(1000));
+        assert_eq!(bytes("4k"), Ok(4096));
+        assert_eq!(bytes("512M"), Ok(512 << 20));
+        assert_eq!(bytes("2G"), Ok(2 << 30));
+        for bad in ["", "G", "1.5G", "-1", "2T", "99999999999G"] {
+            assert!(bytes(bad).is_err(), "{bad}");
+        }
     }
 
     /// Check that -g takes perf's words and threshold, and names what it does not take.

@@ -112,10 +112,18 @@ pub struct RecordArgs {
     /// Root of separate debug files (for .debug_frame in DWARF mode).
     #[arg(long = "debug-dir", default_value = "/usr/lib/debug")]
     pub debug_dir: Vec<PathBuf>,
-    /// Do not keep a copy of /proc/kallsyms in the build-id cache ($PERF_BUILDID_DIR, else ~/.debug), which
-    /// report and --push use to name kernel frames.
+    /// Do not keep copies in the build-id cache ($PERF_BUILDID_DIR, else ~/.debug, in perf's layout): of
+    /// /proc/kallsyms and the vDSO, which report and --push use to name kernel and vDSO frames, and (when the
+    /// recording ends) of the binaries its samples are in, which report and perf report use once a binary was
+    /// rebuilt or deleted.
     #[arg(short = 'N', long = "no-buildid-cache")]
     pub no_buildid_cache: bool,
+    /// The bound on the bytes of rprof's copies in the build-id cache (K, M or G after the number): the ones
+    /// recordings needed least recently are removed to make room; perf's copies are not counted and never
+    /// removed.
+    #[arg(long = "buildid-cache-size", value_name = "SIZE", default_value = "2G",
+          env = "RPROF_BUILDID_CACHE_SIZE", value_parser = parse::bytes)]
+    pub buildid_cache_size: u64,
     /// Leave the launched COMMAND running when rprof ends or dies (by default it gets SIGTERM when rprof ends
     /// first, and SIGKILL when rprof is killed).
     #[arg(long = "keep-workload", requires = "command")]
@@ -188,6 +196,7 @@ pub fn config(a: &RecordArgs) -> RecordConfig {
         cmdline: std::env::args().collect(),
         debug_dirs: a.debug_dir.clone(),
         no_buildid_cache: a.no_buildid_cache,
+        buildid_cache_size: a.buildid_cache_size,
         keep_workload: a.keep_workload,
         off_cpu: a.off_cpu,
         off_cpu_stack_hz: a.off_cpu_stack_hz,

@@ -13,6 +13,7 @@ pub use attrs::default_mmap_pages;
 mod buildids;
 mod dwarf;
 mod events;
+mod hits;
 mod offcpu;
 mod rate;
 mod sink;
@@ -89,8 +90,11 @@ pub struct RecordConfig {
     pub cmdline: Vec<String>,
     /// Debug-file roots (DWARF mode looks for .debug_frame there).
     pub debug_dirs: Vec<PathBuf>,
-    /// Do not copy /proc/kallsyms into the build-id cache (perf's `-N`).
+    /// Do not copy /proc/kallsyms, the vDSO and the sampled binaries into the build-id cache (perf's `-N`).
     pub no_buildid_cache: bool,
+    /// The bound on the bytes of the copies rprof keeps in the build-id cache (its own: perf's are not counted
+    /// and never evicted).
+    pub buildid_cache_size: u64,
     /// Leave the launched command running when rprof ends or dies.
     pub keep_workload: bool,
     /// Also record where threads wait: each blocked interval as an `offcpu-time` sample at the stack where the
@@ -137,6 +141,7 @@ impl Default for RecordConfig {
             cmdline: Vec::new(),
             debug_dirs: vec![PathBuf::from("/usr/lib/debug")],
             no_buildid_cache: false,
+            buildid_cache_size: crate::buildid::DEFAULT_BOUND,
             keep_workload: false,
             off_cpu: false,
             off_cpu_stack_hz: None,
@@ -469,11 +474,16 @@ fn finish(
             file.add_ns_pid(host, ns);
         }
     }
+    let mut build_ids = Vec::new();
     let bytes = writer.finish(&meta(cfg, ncpus), || {
-        let mut build_ids = buildids::build_ids(&st.paths);
+        build_ids = buildids::build_ids(&st.paths);
         build_ids.extend(buildids::kernel_build_ids(cfg.no_buildid_cache, kernel));
-        build_ids
+        build_ids.clone()
     })?;
+    let file = cfg.write_file && cfg.output != Path::new("-");
+    if file && !cfg.no_buildid_cache {
+        buildids::keep_sampled(&cfg.output, &build_ids, &st.paths, cfg.buildid_cache_size);
+    }
     Ok(RecordSummary {
         samples: st.samples,
         lost: st.lost,

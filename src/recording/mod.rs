@@ -133,7 +133,8 @@ impl Sampling {
 /// One BUILD_ID feature entry: the build id of a binary that was mapped.
 #[derive(Clone, Debug)]
 pub struct BuildIdEntry {
-    /// -1 for kernel (`[kernel.kallsyms]`), else the pid.
+    /// The machine's pid: -1 for the host (perf's HOST_KERNEL_ID), which every entry rprof writes has; a
+    /// guest's pid in perf's recordings of guests.
     pub pid: i32,
     /// PERF_RECORD_MISC_USER or PERF_RECORD_MISC_KERNEL.
     pub misc: u16,

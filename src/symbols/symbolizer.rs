@@ -246,8 +246,8 @@ impl Symbolizer {
         id
     }
 
-    /// Start opening a module's binary: `path`, else `/proc/PID/root/path` (containers). A file whose build id
-    /// differs from the recorded one is not used.
+    /// Start opening a module's binary: `path`, else `/proc/PID/root/path` (containers), else the copy of the
+    /// recorded build in the build-id cache. A file whose build id differs from the recorded one is not used.
     fn open_module(&mut self, module: &ModuleKey) -> Result<CacheId, Unnamed> {
         let build_id = module.build_id.clone();
         if module.path == Path::new(VDSO) {
@@ -263,6 +263,13 @@ impl Symbolizer {
         let mut candidates = vec![module.path.clone()];
         if module.path.is_absolute() {
             candidates.push(crate::process::root_path(module.pid, &module.path));
+        }
+        // Rebuilt or gone: the recorded build's copy in the build-id cache (perf's or rprof's).
+        let cached = build_id.as_deref().zip(crate::buildid::buildid_dir());
+        if let Some(copy) =
+            cached.and_then(|(id, dir)| crate::buildid::find_cached_binary(&dir, &module.path, id))
+        {
+            candidates.push(copy);
         }
         let found: Vec<(PathBuf, FileId)> = candidates
             .into_iter()
@@ -281,13 +288,15 @@ impl Symbolizer {
         let pool = &mut self.pool;
         Ok(self.binaries.id(key, || {
             pool.submit(move || {
-                let mut cause = Unnamed::FileGone;
+                let mut cause = None;
                 for (path, _) in &found {
                     match Binary::open(path, &original, build_id.as_deref(), &debug) {
                         Ok(binary) => return Ok(Box::new(binary)),
-                        Err(error) => cause = cause_of(&error),
+                        // The file the process mapped says why, not the cache's copy after it.
+                        Err(error) => cause = cause.or(Some(cause_of(&error))),
                     }
                 }
+                let cause = cause.unwrap_or(Unnamed::FileGone);
                 // Gone, or another build: the recorded build, from debuginfod.
                 if matches!(cause, Unnamed::FileGone | Unnamed::BuildIdMismatch) {
                     if let Some(fetched) = open_fetched(&original, build_id.as_deref(), &debug) {

@@ -136,9 +136,22 @@ pub fn record_calltree(dir: &Path, name: &str, ms: &str) -> String {
     )
 }
 
-/// A command for the rprof binary under test.
+/// The build-id cache of the tests' recordings (`$PERF_BUILDID_DIR` for every rprof the tests run), under
+/// the target directory, so that no test writes into the real ~/.debug; shared by the tests, and bounded by
+/// [`TEST_BUILDID_CACHE_SIZE`]. A test that needs its own sets PERF_BUILDID_DIR itself.
+pub fn test_buildid_dir() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("buildid-cache")
+}
+
+/// The bound on rprof's copies in [`test_buildid_dir`].
+pub const TEST_BUILDID_CACHE_SIZE: &str = "512M";
+
+/// A command for the rprof binary under test (its build-id cache: [`test_buildid_dir`]).
 pub fn rprof() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_rprof"))
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rprof"));
+    cmd.env("PERF_BUILDID_DIR", test_buildid_dir())
+        .env("RPROF_BUILDID_CACHE_SIZE", TEST_BUILDID_CACHE_SIZE);
+    cmd
 }
 
 /// Run rprof with `args`, asserting success; returns stdout.

@@ -1,7 +1,8 @@
 //! Build ids and the build-id cache: the facts `record` writes down and `symbols` and `unwind` look up.
 //!
 //! - The cache directory (`$PERF_BUILDID_DIR`, else `~/.debug`) and perf's layout in it:
-//!   `[kernel.kallsyms]/<id>/kallsyms`, `[vdso]/<id>/vdso`, and the links `.build-id/xx/rest`.
+//!   `[kernel.kallsyms]/<id>/kallsyms`, `[vdso]/<id>/vdso`, `PATH/<id>/elf` (user binaries, [`binaries`]),
+//!   and the links `.build-id/xx/rest`; the record of what rprof added, for its size bound ([`ledger`]).
 //! - The separate debug file of a build id under a debug directory: `DIR/.build-id/xx/rest.debug`.
 //! - The running kernel: its build id (/sys/kernel/notes), its `_text` address, its kallsyms text, and its vDSO
 //!   image (read from this process's memory).
@@ -9,8 +10,13 @@
 //!
 //! It sits below both `record` (which stores the copies and names the build ids in the recording) and
 //! `symbols` (which reads them back), so neither depends on the other for these facts.
-use std::io::{BufRead, Read, Write};
+use std::io::{BufRead, Read};
 use std::path::{Path, PathBuf};
+
+mod binaries;
+pub mod ledger;
+
+pub use binaries::{cached_elf_path, find_cached_binary, Keeper, Kept, DEFAULT_BOUND};
 
 /// The name under which processes map the kernel's vDSO (and perf records it).
 pub const VDSO: &str = "[vdso]";
@@ -20,7 +26,9 @@ pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// The build-id cache directory: `$PERF_BUILDID_DIR`, else `$HOME/.debug` (perf's defaults).
+/// The build-id cache directory: `$PERF_BUILDID_DIR`, else `$HOME/.debug`. perf itself takes its directory
+/// from `perf --buildid-dir DIR`, else `$HOME/.debug`, and sets PERF_BUILDID_DIR to it for the programs it
+/// runs (perf-archive reads it too).
 pub fn buildid_dir() -> Option<PathBuf> {
     match std::env::var_os("PERF_BUILDID_DIR") {
         Some(dir) if !dir.is_empty() => Some(PathBuf::from(dir)),
@@ -147,7 +155,14 @@ pub fn store_kallsyms(dir: &Path, build_id: &[u8]) -> std::io::Result<(PathBuf, 
         return Ok((path, false));
     }
     let data = read_kallsyms_text(Path::new("/proc/kallsyms"))?;
-    store(dir, "[kernel.kallsyms]", build_id, &path, &data)?;
+    let (bytes, inode) = store(
+        dir,
+        Path::new("[kernel.kallsyms]"),
+        build_id,
+        &path,
+        &mut &data[..],
+    )?;
+    note_added(dir, &path, bytes, inode);
     Ok((path, true))
 }
 
@@ -195,24 +210,49 @@ pub fn store_vdso(dir: &Path) -> std::io::Result<Option<Vec<u8>>> {
     };
     let path = cached_vdso_path(dir, &build_id);
     if !path.is_file() {
-        store(dir, VDSO, &build_id, &path, &image)?;
+        let (bytes, inode) = store(dir, Path::new(VDSO), &build_id, &path, &mut &image[..])?;
+        note_added(dir, &path, bytes, inode);
     }
     Ok(Some(build_id))
 }
 
-/// Write `data` to `path` in the build-id cache `dir` (through a temporary name and a rename, so a concurrent
-/// reader never sees half a file), and link it from `.build-id/xx/rest` as perf does.
-fn store(dir: &Path, kind: &str, build_id: &[u8], path: &Path, data: &[u8]) -> std::io::Result<()> {
+/// Note a copy rprof wrote at `path` in the ledger of cache `dir` (a copy left out of it is never evicted).
+fn note_added(dir: &Path, path: &Path, bytes: u64, inode: u64) {
+    let Ok(mut ledger) = ledger::Ledger::open(dir) else {
+        return;
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    ledger.note(path.strip_prefix(dir).unwrap_or(path), bytes, inode, now);
+    let _ = ledger.save();
+}
+
+/// Write what `source` reads to `path` in the build-id cache `dir` (through a temporary name and a rename, so a
+/// concurrent reader never sees half a file), and link it from `.build-id/xx/rest` to `../../KIND/ID` as perf
+/// does (KIND: `[vdso]`, `[kernel.kallsyms]`, or a binary's path without its leading `/`). Returns the copy's
+/// size and inode.
+fn store(
+    dir: &Path,
+    kind: &Path,
+    build_id: &[u8],
+    path: &Path,
+    source: &mut dyn Read,
+) -> std::io::Result<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
     let parent = path.parent().unwrap_or(dir);
     std::fs::create_dir_all(parent)?;
     let temporary = parent.join(format!(".tmp.{}", std::process::id()));
     let written = std::fs::File::create(&temporary)
-        .and_then(|mut f| f.write_all(data))
-        .and_then(|()| std::fs::rename(&temporary, path));
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&temporary);
-        return Err(e);
-    }
+        .and_then(|mut f| std::io::copy(source, &mut f).and_then(|_| f.metadata()))
+        .and_then(|meta| std::fs::rename(&temporary, path).map(|()| meta));
+    let meta = match written {
+        Ok(meta) => meta,
+        Err(e) => {
+            let _ = std::fs::remove_file(&temporary);
+            return Err(e);
+        }
+    };
     if let Some((first, rest)) = build_id_link(build_id) {
         let link_dir = dir.join(".build-id").join(first);
         if std::fs::create_dir_all(&link_dir).is_ok() {
@@ -220,7 +260,7 @@ fn store(dir: &Path, kind: &str, build_id: &[u8], path: &Path, data: &[u8]) -> s
             let _ = std::os::unix::fs::symlink(target, link_dir.join(rest));
         }
     }
-    Ok(())
+    Ok((meta.len(), meta.ino()))
 }
 
 #[cfg(test)]
@@ -275,7 +315,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let id = [0x12, 0x34, 0x56];
         let path = cached_vdso_path(dir.path(), &id);
-        store(dir.path(), VDSO, &id, &path, b"image").unwrap();
+        let (bytes, _) =
+            store(dir.path(), Path::new(VDSO), &id, &path, &mut &b"image"[..]).unwrap();
+        assert_eq!(bytes, 5);
         assert_eq!(std::fs::read(&path).unwrap(), b"image");
         let link = dir.path().join(".build-id/12/3456");
         assert_eq!(
