@@ -782,3 +782,68 @@ fn execsnoop_a_shows_argv() {
         "{out}"
     );
 }
+
+/// Check execsnoop's default lines (bcc's PCOMM PID PPID RET ARGS) against what a shell passed and against
+/// bpftrace's sched_process_exec with `curtask->real_parent->tgid` in the same run, system-wide: a dynamically
+/// linked program's whole argv, a static one's path (it never starts in ld.so), and the shell's pid as PPID.
+#[test]
+fn execsnoop_default_shows_argv_and_ppid() {
+    let test = "execsnoop_default_shows_argv_and_ppid";
+    if !privileged(test) || !have(test, "bpftrace") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let dynamic = dir.path().join("rpx-dyn");
+    std::fs::copy("/bin/true", &dynamic).unwrap();
+    let built = common::build_c(dir.path(), "exec_true.c", &["-static", "-O1"]);
+    let stat = dir.path().join("rpx-static");
+    std::fs::rename(built, &stat).unwrap();
+    let (d, s) = (dynamic.to_str().unwrap(), stat.to_str().unwrap());
+    let pidfile = dir.path().join("shell.pid");
+    let script = format!(
+        "echo $$ > {}; {d} one 'two words' three; {s} four five",
+        pidfile.display()
+    );
+    let mine = rprof_tool_bg(&["execsnoop"]);
+    let theirs = bpftrace_bg(
+        "tracepoint:sched:sched_process_exec { printf(\"EXEC %d %d %s\\n\", pid, \
+         curtask->real_parent->tgid, str(args->filename)); }",
+    );
+    Command::new("/bin/sh")
+        .args(["-c", &script])
+        .status()
+        .unwrap();
+    let (mine, theirs) = (mine.stop(), theirs.stop());
+    let shell = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .to_string();
+    assert!(
+        mine.contains("PCOMM                PID    PPID RET ARGS"),
+        "{mine}"
+    );
+    // PCOMM PID PPID RET ARGS...
+    let row = |comm: &str| -> Vec<String> {
+        let rows: Vec<&str> = mine.lines().filter(|l| l.starts_with(comm)).collect();
+        assert_eq!(rows.len(), 1, "one exec of {comm}:\n{mine}");
+        rows[0].split_whitespace().map(str::to_string).collect()
+    };
+    let (dr, sr) = (row("rpx-dyn "), row("rpx-static "));
+    assert_eq!(
+        dr[2..],
+        [&shell, "0", d, "one", "two", "words", "three"],
+        "{mine}"
+    );
+    assert_eq!(
+        sr[2..],
+        [&shell, "0", s],
+        "the static program's path:\n{mine}"
+    );
+    for (r, path) in [(&dr, d), (&sr, s)] {
+        let bt = format!("EXEC {} {} {path}", r[1], r[2]);
+        assert!(
+            theirs.lines().any(|l| l == bt),
+            "bpftrace has no `{bt}`:\n{theirs}"
+        );
+    }
+}

@@ -281,6 +281,18 @@ pub fn graph_spec(s: &str) -> Result<GraphSpec, String> {
     Ok(spec)
 }
 
+/// `--trace-join FIRST,THEN`: two probe names.
+pub fn name_pair(s: &str) -> Result<(String, String), String> {
+    match s.split_once(',') {
+        Some((a, b)) if !a.trim().is_empty() && !b.trim().is_empty() => {
+            Ok((a.trim().to_string(), b.trim().to_string()))
+        }
+        _ => Err(format!(
+            "`{s}` is not FIRST,THEN (two probe names as -l lists them, `sched:sched_process_exec,_dl_start`)"
+        )),
+    }
+}
+
 /// `--trace-format FORMAT`.
 pub fn trace_format(s: &str) -> Result<rprof::probe::TraceFormat, String> {
     rprof::probe::TraceFormat::parse(s)

@@ -213,7 +213,12 @@ pub fn write_trace(
         match (&format, style) {
             (Some(f), _) => {
                 let target = &targets[t.call.target];
-                writeln!(w, "{}", f.line(&t.call, &target.fetches, &target.name))?
+                let then = t
+                    .then
+                    .as_ref()
+                    .map(|c| (c, targets[c.target].fetches.as_slice()));
+                let text = f.line(&t.call, &target.fetches, &target.name, then);
+                writeln!(w, "{text}")?
             }
             (None, TraceStyle::Probe) => writeln!(w, "{}", line(&t.call, targets, stacks))?,
             (None, TraceStyle::PerfTrace) => writeln!(w, "{}", perf_trace_line(&t.call, targets))?,
