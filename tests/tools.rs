@@ -101,16 +101,18 @@ fn recipe_prints_the_probe_command() {
     let (out, _) = tool(&["syscount", "-P", "-L", "--recipe"]);
     assert!(
         out.trim()
-            == "rprof probe --pair t:raw_syscalls:sys_enter,t:raw_syscalls:sys_exit --by pid",
+            == "rprof probe --pair t:raw_syscalls:sys_enter,t:raw_syscalls:sys_exit --by pid,comm",
         "{out}"
     );
     for bad in [
         &["opensnoop", "-q"][..],
         &["opensnoop", "-n", "a\"b"],
         &["tcpconnect", "1"],
+        &["nosuchtool"],
     ] {
         let out = rprof().arg("tool").args(bad).output().unwrap();
-        assert!(!out.status.success(), "{bad:?} was taken");
+        // A usage error, as the README says: exit status 2 (clap's too).
+        assert_eq!(out.status.code(), Some(2), "{bad:?}: {out:?}");
     }
 }
 
@@ -263,6 +265,9 @@ fn statsnoop_matches_strace() {
         .collect();
     assert_eq!(mine, theirs, "rprof:\n{out}\nstrace:\n{strace}");
     assert!(mine.iter().any(|(_, failed)| *failed));
+    // glibc 2.36's fstat is newfstatat(fd, "", buf, AT_EMPTY_PATH): a row with an empty PATH, as strace lists it
+    // (docs/tools.md says so).
+    assert!(mine.iter().any(|(path, _)| path.is_empty()), "{out}");
 }
 
 /// Check killsnoop against strace: the signals a shell sends by name, with their targets and results (a kill of
@@ -367,6 +372,64 @@ fn syscount_matches_strace_counts() {
             .unwrap_or_else(|| panic!("no row {row} in:\n{out}"));
         assert_eq!(mine, *calls, "{name}: rprof {mine}, strace {calls}\n{out}");
     }
+}
+
+/// Check syscount -P (bcc's PID COMM COUNT) against `strace -ff`'s calls per process on `sh -c 'ls ...'`: a
+/// row per process under the name it has last (the shell, and `ls`, whose calls before its exec count with it),
+/// with strace's count of that process's calls.
+#[test]
+fn syscount_per_process_names_each_as_strace_counts() {
+    let test = "syscount_per_process_names_each_as_strace_counts";
+    if !privileged(test) || !have(test, "strace") {
+        return;
+    }
+    let cmd = [
+        "/bin/sh",
+        "-c",
+        "ls -R /usr/share/doc/bash > /dev/null; exit 0",
+    ];
+    let mut args = vec!["syscount", "-P", "--"];
+    args.extend(cmd);
+    let (out, _) = tool(&args);
+    assert!(out.contains(" PID COMM "), "{out}");
+    let mut mine: Vec<(String, u64)> = out
+        .lines()
+        .filter(|l| l.starts_with("raw_syscalls:sys_enter "))
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f[2].to_string(), f[3].replace(',', "").parse().unwrap())
+        })
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let st = Command::new("strace")
+        .arg("-ff")
+        .arg("-o")
+        .arg(dir.path().join("t"))
+        .args(cmd)
+        .output()
+        .unwrap();
+    assert!(st.status.success());
+    // Each process's file: one line per call (exit_group's `= ?` too), named by its last exec.
+    let mut theirs: Vec<(String, u64)> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| {
+            let text = std::fs::read_to_string(e.unwrap().path()).unwrap();
+            let calls = text
+                .lines()
+                .filter(|l| !l.starts_with("+++") && !l.starts_with("---"))
+                .count() as u64;
+            let exec = text
+                .lines()
+                .filter(|l| l.starts_with("execve(\"") && l.ends_with("= 0"))
+                .last()
+                .unwrap_or("execve(\"sh\"");
+            let path = exec.split('"').nth(1).unwrap();
+            (path.rsplit('/').next().unwrap().to_string(), calls)
+        })
+        .collect();
+    mine.sort();
+    theirs.sort();
+    assert_eq!(mine, theirs, "rprof:\n{out}");
 }
 
 /// Check execsnoop against bpftrace on sched:sched_process_exec: every exec of a program with a unique name,

@@ -52,6 +52,16 @@ pub fn duration_ns(s: &str) -> Result<u64, String> {
 
 /// A value `--by`/`--hist` can take: `argN`, `ret`, `caller` or a parameter name, with an optional `:TYPE`.
 pub fn value_name(s: &str) -> Result<String, String> {
+    if s.contains(',') {
+        // Several names of the process context, one column (`--by pid,comm`).
+        let context = ["comm", "pid", "tid", "cpu", "ppid"];
+        return match s.split(',').all(|n| context.contains(&n)) {
+            true => Ok(s.to_string()),
+            false => Err(format!(
+                "`{s}`: only the process context's names (comm, pid, tid, cpu, ppid) go together, as `pid,comm`"
+            )),
+        };
+    }
     rprof::probe::FetchItem::parse(s)?;
     Ok(s.to_string())
 }

@@ -139,6 +139,8 @@ pub struct Calls {
     pub per_target: PerTarget<TargetCalls>,
     /// (target, key) -> statistics.
     pub keyed: HashMap<(TargetId, Key), FuncStats>,
+    /// (target, key) -> the latest values of `--by`'s further names (`--by pid,comm`: the comm).
+    pub by_shown: HashMap<(TargetId, Key), String>,
     pub slow: Vec<Call>,
     /// Calls at or above the minimum duration, listed or not.
     pub slow_count: u64,
@@ -249,12 +251,26 @@ impl Calls {
         }
     }
 
-    /// The call's `--by` value, when it has one (not `caller`): a fetched value, or the process context's.
+    /// The call's `--by` value, when it has one (not `caller`): a fetched value, or the process context's
+    /// (`--by pid,comm`: its values joined by a space, as bcc's syscount -P shows PID and COMM).
     pub fn by_value(&self, call: &Call) -> Option<Value> {
+        let by = self.opts.by.as_deref()?;
         match &self.per_target[call.target].by {
             Some(slots) => first(call, slots),
-            None => call.ctx.value(self.opts.by.as_deref()?),
+            None => call.ctx.value(by.split(',').next().unwrap_or(by)),
         }
+    }
+
+    /// `--by pid,comm`: the names after the first, the call's values of them joined by spaces (shown beside
+    /// the first's, the latest of each row: a process is one row under the name it has last, as bcc's
+    /// syscount -P shows it).
+    fn by_more(&self, call: &Call) -> Option<String> {
+        let (_, more) = self.opts.by.as_deref()?.split_once(',')?;
+        let words: Vec<String> = more
+            .split(',')
+            .map(|n| call.ctx.value(n).map_or("-".into(), |v| v.word()))
+            .collect();
+        Some(words.join(" "))
     }
 
     /// The `--by` key of a call.
@@ -282,6 +298,9 @@ impl Calls {
         } else {
             Key::Other
         };
+        if let Some(more) = self.by_more(call) {
+            self.by_shown.insert((call.target, key.clone()), more);
+        }
         let unit = self.opts.hist_unit;
         let row = self
             .keyed

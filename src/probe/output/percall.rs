@@ -24,7 +24,10 @@ pub fn keyed_rows(calls: &Calls, stacks: &StackCounter) -> KeyedRows {
     let mut capped: HashMap<TargetId, FuncStats> = HashMap::new();
     for ((target, key), f) in &calls.keyed {
         let shown = match key {
-            Key::Value(v) => v.plain(),
+            Key::Value(v) => match calls.by_shown.get(&(*target, key.clone())) {
+                Some(more) => format!("{} {more}", v.plain()),
+                None => v.plain(),
+            },
             Key::Frames(frames) => caller_name(stacks, frames),
             Key::Missing => "[none]".into(),
             Key::Other => {
