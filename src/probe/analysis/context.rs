@@ -42,8 +42,8 @@ const EXITED_KEPT: usize = 4096;
 pub struct Comms {
     names: FastMap<u32, Arc<str>>,
     exited: Vec<u32>,
-    /// process -> its parent process.
-    parents: FastMap<u32, u32>,
+    /// process -> its parent process (None: not in /proc when asked, so not asked again).
+    parents: FastMap<u32, Option<u32>>,
 }
 
 impl Comms {
@@ -61,7 +61,7 @@ impl Comms {
 
     /// Process `pid` was forked by process `ppid`.
     pub fn set_parent(&mut self, pid: u32, ppid: u32) {
-        self.parents.insert(pid, ppid);
+        self.parents.insert(pid, Some(ppid));
     }
 
     /// Thread `tid` ended; its name (and, for a process, its parent) is forgotten after [`EXITED_KEPT`] more
@@ -80,17 +80,14 @@ impl Comms {
     /// /proc/PID/stat, while it is there.
     pub fn parent(&mut self, pid: u32) -> Option<u32> {
         if let Some(p) = self.parents.get(&pid) {
-            return Some(*p);
+            return *p;
         }
         if pid == 0 {
             return None;
         }
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        // `PID (COMM) STATE PPID ...`: COMM may hold spaces and parentheses, so read after the last `)`.
-        let after = &stat[stat.rfind(')')? + 1..];
-        let ppid = after.split_whitespace().nth(1)?.parse().ok()?;
+        let ppid = proc_parent(pid);
         self.parents.insert(pid, ppid);
-        Some(ppid)
+        ppid
     }
 
     /// The name of `tid`: from the records, else (a task older than the session) from /proc.
@@ -106,6 +103,14 @@ impl Comms {
         self.names.insert(tid, Arc::clone(&c));
         Some(c)
     }
+}
+
+/// The parent of process `pid` in /proc/PID/stat: `PID (COMM) STATE PPID ...`, read after the last `)` (COMM
+/// may hold spaces and parentheses).
+fn proc_parent(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = &stat[stat.rfind(')')? + 1..];
+    after.split_whitespace().nth(1)?.parse().ok()
 }
 
 #[cfg(test)]
@@ -127,6 +132,9 @@ mod tests {
         let me = std::process::id();
         let parent = std::os::unix::process::parent_id();
         assert_eq!(c.parent(me), Some(parent), "from /proc");
+        assert_eq!(c.parent(4_100_000), None, "no such process");
+        c.set_parent(4_100_000, 1);
+        assert_eq!(c.parent(4_100_000), Some(1), "its FORK record, read later");
         for t in 0..(EXITED_KEPT as u32 + 1) {
             c.exit(4_000_001 + t);
         }
