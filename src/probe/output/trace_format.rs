@@ -262,6 +262,9 @@ mod tests {
             TraceFormat::parse("{time:<9.3} {comm:<6} {ctx.pid:>5} {pid:>5|TPID} {ret|R} {{x}}")
                 .unwrap();
         assert_eq!(f.header(), "TIME      COMM     PID  TPID R {x}");
+        // A value through pointers heads its column as written (C's members have case), literal text kept.
+        let t = TraceFormat::parse("{req->tv_sec} sec {arg0->Len:>8}").unwrap();
+        assert_eq!(t.header(), "req->tv_sec sec arg0->Len");
         let fetches = vec![
             Fetch::field(
                 "pid",
