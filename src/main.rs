@@ -4,14 +4,19 @@ use std::process::ExitCode;
 
 mod cli;
 
-/// The launched workload's exit status when rprof succeeded (0 without one), 1 when rprof failed, 2 (from
-/// clap) for a usage error.
+/// The launched workload's exit status when rprof succeeded (0 without one), 1 when rprof failed, 2 for a
+/// usage error (clap's, and a tool's flags or name).
 fn main() -> ExitCode {
     match cli::run() {
         Ok(status) => ExitCode::from(status),
         // The reader of stdout went away (`rprof report --folded | head -1`): a normal way for output to end.
         // Broken pipes elsewhere (a file, a FIFO) are errors like any other.
         Err(err) if cli::is_stdout_closed(&err) => ExitCode::SUCCESS,
+        // A usage error of rprof's own (a tool's flags), as clap's are.
+        Err(err) if cli::is_usage_error(&err) => {
+            eprintln!("rprof: {}", one_line(&err));
+            ExitCode::from(2)
+        }
         Err(err) => {
             eprintln!("rprof: {}", one_line(&err));
             ExitCode::FAILURE

@@ -297,3 +297,33 @@ fn by_names_its_two_other_rows_apart() {
     assert_eq!(count(past_top), Some(9_995), "{json}");
     assert_eq!(count(past_cap), Some(2_000), "{json}");
 }
+
+/// Check perf's spellings of a probe: `FUNC ARG...` probes what `FUNC(ARG, ...)` probes (`work ms`, `work i
+/// caller`: the same fetches on the same address), and `usdt:*` lists every USDT probe of the binary, as
+/// `usdt:PROVIDER:*` for each provider does.
+#[test]
+fn perf_spellings_of_probes() {
+    if !privileged("perf_spellings_of_probes") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = build_c(dir.path(), "probe_fixture.c", &["-O1", "-g"]);
+    let bin = bin.to_str().unwrap();
+    for (perf, ours) in [
+        ("work ms", "work(ms)"),
+        ("work i caller", "work(i, caller)"),
+    ] {
+        let (a, b) = (
+            ok(&["probe", "-x", bin, "-l", perf]),
+            ok(&["probe", "-x", bin, "-l", ours]),
+        );
+        assert!(a.contains("fetch: "), "{a}");
+        assert_eq!(a, b, "{perf} against {ours}");
+    }
+    let usdt = build_c(dir.path(), "usdt_fixture.c", &["-O2"]);
+    let usdt = usdt.to_str().unwrap();
+    let all = ok(&["probe", "-x", usdt, "-l", "usdt:*"]);
+    let provider = ok(&["probe", "-x", usdt, "-l", "usdt:rprof_test:*"]);
+    assert!(all.contains("tick") && all.contains("work"), "{all}");
+    assert_eq!(all, provider);
+}

@@ -6,38 +6,11 @@
 //! Needs root, tracefs and uprobes; skips with a reason elsewhere, and fails under RPROF_REQUIRE_PRIVILEGED=1.
 mod common;
 use common::loopdev::LoopDevice;
-use common::tracer::{bpftrace_bg, Tracer};
+use common::tools::{have, rprof_tool_bg, tool};
+use common::tracer::bpftrace_bg;
 use common::{privileged, rprof, skip};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
-
-/// Run `rprof tool ARGS`, asserting success: (stdout, stderr).
-fn tool(args: &[&str]) -> (String, String) {
-    let out = rprof().arg("tool").args(args).output().expect("run rprof");
-    common::assert_success(&out, args);
-    (
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-/// Whether a program the test compares with is installed (else the test skips, saying so).
-fn have(test: &str, program: &str) -> bool {
-    let found = Command::new("sh")
-        .args(["-c", &format!("command -v {program}")])
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !found {
-        skip(test, &format!("{program} is not installed"));
-    }
-    found
-}
-
-/// rprof tool NAME FLAGS, system-wide, in the background.
-fn rprof_tool_bg(args: &[&str]) -> Tracer {
-    Tracer::start(rprof().arg("tool").args(args), "Ctrl-C to end")
-}
 
 /// Check `--list`: every tool, one line each; the two that wait for keyed state say so.
 #[test]
@@ -101,16 +74,18 @@ fn recipe_prints_the_probe_command() {
     let (out, _) = tool(&["syscount", "-P", "-L", "--recipe"]);
     assert!(
         out.trim()
-            == "rprof probe --pair t:raw_syscalls:sys_enter,t:raw_syscalls:sys_exit --by pid",
+            == "rprof probe --pair t:raw_syscalls:sys_enter,t:raw_syscalls:sys_exit --by pid,comm",
         "{out}"
     );
     for bad in [
         &["opensnoop", "-q"][..],
         &["opensnoop", "-n", "a\"b"],
         &["tcpconnect", "1"],
+        &["nosuchtool"],
     ] {
         let out = rprof().arg("tool").args(bad).output().unwrap();
-        assert!(!out.status.success(), "{bad:?} was taken");
+        // A usage error, as the README says: exit status 2 (clap's too).
+        assert_eq!(out.status.code(), Some(2), "{bad:?}: {out:?}");
     }
 }
 
@@ -263,6 +238,9 @@ fn statsnoop_matches_strace() {
         .collect();
     assert_eq!(mine, theirs, "rprof:\n{out}\nstrace:\n{strace}");
     assert!(mine.iter().any(|(_, failed)| *failed));
+    // glibc 2.36's fstat is newfstatat(fd, "", buf, AT_EMPTY_PATH): a row with an empty PATH, as strace lists it
+    // (docs/tools.md says so).
+    assert!(mine.iter().any(|(path, _)| path.is_empty()), "{out}");
 }
 
 /// Check killsnoop against strace: the signals a shell sends by name, with their targets and results (a kill of

@@ -57,6 +57,7 @@ pub enum Command {
 }
 
 pub use output::is_stdout_closed;
+pub use tool::is_usage_error;
 
 /// Parse the command line and run the chosen command. Returns rprof's exit status: the launched command's when
 /// there was one, else 0.

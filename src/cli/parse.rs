@@ -52,6 +52,16 @@ pub fn duration_ns(s: &str) -> Result<u64, String> {
 
 /// A value `--by`/`--hist` can take: `argN`, `ret`, `caller` or a parameter name, with an optional `:TYPE`.
 pub fn value_name(s: &str) -> Result<String, String> {
+    if s.contains(',') {
+        // Several names of the process context, one column (`--by pid,comm`).
+        let context = ["comm", "pid", "tid", "cpu", "ppid"];
+        return match s.split(',').all(|n| context.contains(&n)) {
+            true => Ok(s.to_string()),
+            false => Err(format!(
+                "`{s}`: only the process context's names (comm, pid, tid, cpu, ppid) go together, as `pid,comm`"
+            )),
+        };
+    }
     rprof::probe::FetchItem::parse(s)?;
     Ok(s.to_string())
 }
@@ -296,6 +306,18 @@ pub fn graph_spec(s: &str) -> Result<GraphSpec, String> {
         }
     }
     Ok(spec)
+}
+
+/// `--trace-join FIRST,THEN`: two probe names.
+pub fn name_pair(s: &str) -> Result<(String, String), String> {
+    match s.split_once(',') {
+        Some((a, b)) if !a.trim().is_empty() && !b.trim().is_empty() => {
+            Ok((a.trim().to_string(), b.trim().to_string()))
+        }
+        _ => Err(format!(
+            "`{s}` is not FIRST,THEN (two probe names as -l lists them, `sched:sched_process_exec,_dl_start`)"
+        )),
+    }
 }
 
 /// `--trace-format FORMAT`.

@@ -506,3 +506,47 @@ pub fn of(sub: &str) -> &'static [PerfFlag] {
 
 /// The message rprof gives for `-d`/`--del` used with a group (perf's persistent probes).
 pub const PERSISTENT_PROBES: &str = PERSIST;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The markdown table of `sub`'s flags, each with the answer the command line prints (a `|` escaped).
+    fn doc_table(sub: &str) -> String {
+        let mut t = String::from("| perf flag | answer |\n|---|---|\n");
+        for flag in of(sub) {
+            let said = match flag.answer {
+                Refused(t) => format!("refused: {t}"),
+                Ignored(t) => format!("no effect: {t}"),
+                Same(t) => format!("same as `{t}`"),
+            };
+            let name = match flag.short {
+                Some(c) => format!("`-{c}`, `--{}`", flag.long),
+                None => format!("`--{}`", flag.long),
+            };
+            t.push_str(&format!("| {name} | {} |\n", said.replace('|', "\\|")));
+        }
+        t
+    }
+
+    /// Check that docs/perf-users.md gives every flag's answer as the command line prints it: the sentence,
+    /// under its command's heading (not the name of a constant of this file). On a difference, the table it
+    /// should hold is in target/perf-users-SUB.md.
+    #[test]
+    fn the_doc_table_says_what_the_cli_says() {
+        let doc = include_str!("../../docs/perf-users.md");
+        let mut wrong = Vec::new();
+        for sub in ["record", "report", "script", "annotate", "probe"] {
+            let want = doc_table(sub);
+            if !doc.contains(&format!("### {sub}\n\n{want}")) {
+                let out = format!("{}/target/perf-users-{sub}.md", env!("CARGO_MANIFEST_DIR"));
+                std::fs::write(&out, &want).unwrap();
+                wrong.push(out);
+            }
+        }
+        assert!(
+            wrong.is_empty(),
+            "docs/perf-users.md: tables that are not the CLI's answers; they should be {wrong:?}"
+        );
+    }
+}

@@ -95,6 +95,11 @@ pub struct ProbeArgs {
     /// shown ...") and at the end. Without it, every call is printed.
     #[arg(long, value_name = "N", requires = "trace", value_parser = clap::value_parser!(u64).range(1..))]
     pub trace_rate: Option<u64>,
+    /// Join each --trace line of probe FIRST to the same thread's next line of probe THEN (names as -l lists
+    /// them): one line with the values of both; a FIRST without its THEN is printed alone once its thread
+    /// ends or 200 ms have passed (execsnoop: `sched:sched_process_exec,_dl_start`, the path and the argv).
+    #[arg(long, value_name = "FIRST,THEN", value_parser = parse::name_pair)]
+    pub trace_join: Option<(String, String)>,
     /// List only calls that take at least this long (5ms, 500us, 2s; a bare number is ms), each with its
     /// values and, with -g, its stack at entry (funcslower).
     #[arg(long, value_name = "DURATION", value_parser = parse::duration_ns, conflicts_with = "count")]
@@ -256,6 +261,7 @@ impl ProbeArgs {
         opts.calls.trace = self.trace || self.trace_format.is_some();
         opts.calls.trace_format = self.trace_format;
         opts.calls.trace_rate = self.trace_rate.unwrap_or(0);
+        opts.calls.trace_join = self.trace_join;
         opts.calls.min_duration = self.min_duration;
         opts.pair = self.pair.map(|(starts, done)| probe::PairOptions {
             starts,

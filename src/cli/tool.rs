@@ -181,6 +181,17 @@ fn write_help(out: &mut dyn Write, t: &Tool) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Whether `err` is a usage error of `rprof tool` (an unknown tool, flag or flag value): exit status 2, as
+/// clap's usage errors.
+pub fn is_usage_error(err: &anyhow::Error) -> bool {
+    err.chain().any(|e| {
+        matches!(
+            e.downcast_ref::<tools::ToolError>(),
+            Some(tools::ToolError::Flag { .. } | tools::ToolError::Unknown { .. })
+        )
+    })
+}
+
 /// FLAGS with the `--` before the command put back: clap keeps a `--` among them after a flag, but takes one
 /// right after NAME for itself (`rprof tool killsnoop -- sh -c ...`).
 fn with_separator(mut flags: Vec<String>) -> Vec<String> {

@@ -215,6 +215,14 @@ impl Targets {
         &self.list[id.index()].name
     }
 
+    /// The targets with display name `name` (`sched:sched_process_exec`, `_dl_start`).
+    pub fn named(&self, name: &str) -> Vec<TargetId> {
+        self.iter()
+            .filter(|(_, t)| t.name == name)
+            .map(|(id, _)| id)
+            .collect()
+    }
+
     /// A fresh value per target.
     pub fn per_target<T: Clone>(&self, value: T) -> PerTarget<T> {
         PerTarget(vec![value; self.list.len()])

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod loopdev;
+pub mod tools;
 pub mod tracer;
 
 use std::path::{Path, PathBuf};

@@ -3,6 +3,7 @@
 //! (`--min-duration`), and one line per call (`--trace`). Everything is bounded: [`MAX_KEYS`] distinct values
 //! per function, [`MAX_SLOW`] listed slow calls, and a trace rate.
 use super::context::Ctx;
+use super::join::Join;
 use super::stats::{FuncStats, Histogram};
 use crate::probe::engine::holes::Hole;
 use crate::probe::spec::fetch::Fetch;
@@ -40,6 +41,8 @@ pub struct CallOptions {
     pub style: TraceStyle,
     /// `--hist-unit`: the nanoseconds one unit of the duration histograms holds (0 and 1: nanoseconds).
     pub hist_unit: u64,
+    /// `--trace-join FIRST,THEN`: the names of the targets whose trace lines are joined (see [`super::join`]).
+    pub trace_join: Option<(String, String)>,
 }
 
 /// The layout of `--trace` lines.
@@ -136,6 +139,8 @@ pub struct Calls {
     pub per_target: PerTarget<TargetCalls>,
     /// (target, key) -> statistics.
     pub keyed: HashMap<(TargetId, Key), FuncStats>,
+    /// (target, key) -> the latest values of `--by`'s further names (`--by pid,comm`: the comm).
+    pub by_shown: HashMap<(TargetId, Key), String>,
     pub slow: Vec<Call>,
     /// Calls at or above the minimum duration, listed or not.
     pub slow_count: u64,
@@ -151,6 +156,8 @@ pub struct Calls {
     pub epoch: Option<u64>,
     /// Events were lost since the last trace line: the next one says so first.
     hole: Option<Hole>,
+    /// `--trace-join`: the lines waiting for their second half.
+    join: Option<Join>,
 }
 
 /// One `--trace` call, formatted when written (its caller's name may need the resolver).
@@ -161,6 +168,8 @@ pub struct TraceLine {
     pub skipped_before: u64,
     /// Events were lost just before this line (the latest hole, its time relative to the epoch).
     pub hole_before: Option<Hole>,
+    /// The call joined to this one (`--trace-join`'s THEN): its values complete the line.
+    pub then: Option<Call>,
 }
 
 /// Where a value is among a target's fetches: every fetch of its label (a pair's STARTs may each have it; a
@@ -210,9 +219,29 @@ impl Calls {
             window: self.window,
             trace_header: self.trace_header,
             hole: self.hole.take(),
+            join: self.join.as_mut().map(Join::take),
             ..Calls::default()
         };
         std::mem::replace(self, fresh)
+    }
+
+    /// Join the trace lines of `first` to the same thread's next line of `then` (`--trace-join`).
+    pub fn join(&mut self, first: Vec<TargetId>, then: Vec<TargetId>) {
+        self.join = Some(Join::new(first, then));
+    }
+
+    /// Thread `tid` ended: a line it had waiting for its join is traced alone.
+    pub fn thread_exit(&mut self, tid: u32) {
+        if let Some(j) = self.join.as_mut() {
+            j.thread_exit(tid, &mut self.trace_lines);
+        }
+    }
+
+    /// The lines waiting for their join too long (with `all`, every one) are traced alone.
+    pub fn release_joins(&mut self, all: bool) {
+        if let Some(j) = self.join.as_mut() {
+            j.release(std::time::Instant::now(), all, &mut self.trace_lines);
+        }
     }
 
     /// Events were lost: the next trace line follows a hole.
@@ -222,12 +251,26 @@ impl Calls {
         }
     }
 
-    /// The call's `--by` value, when it has one (not `caller`): a fetched value, or the process context's.
+    /// The call's `--by` value, when it has one (not `caller`): a fetched value, or the process context's
+    /// (`--by pid,comm`: its values joined by a space, as bcc's syscount -P shows PID and COMM).
     pub fn by_value(&self, call: &Call) -> Option<Value> {
+        let by = self.opts.by.as_deref()?;
         match &self.per_target[call.target].by {
             Some(slots) => first(call, slots),
-            None => call.ctx.value(self.opts.by.as_deref()?),
+            None => call.ctx.value(by.split(',').next().unwrap_or(by)),
         }
+    }
+
+    /// `--by pid,comm`: the names after the first, the call's values of them joined by spaces (shown beside
+    /// the first's, the latest of each row: a process is one row under the name it has last, as bcc's
+    /// syscount -P shows it).
+    fn by_more(&self, call: &Call) -> Option<String> {
+        let (_, more) = self.opts.by.as_deref()?.split_once(',')?;
+        let words: Vec<String> = more
+            .split(',')
+            .map(|n| call.ctx.value(n).map_or("-".into(), |v| v.word()))
+            .collect();
+        Some(words.join(" "))
     }
 
     /// The `--by` key of a call.
@@ -255,6 +298,9 @@ impl Calls {
         } else {
             Key::Other
         };
+        if let Some(more) = self.by_more(call) {
+            self.by_shown.insert((call.target, key.clone()), more);
+        }
         let unit = self.opts.hist_unit;
         let row = self
             .keyed
@@ -313,11 +359,16 @@ impl Calls {
                     until: h.until.saturating_sub(epoch),
                     ..h
                 });
-                self.trace_lines.push(TraceLine {
+                let line = TraceLine {
                     call: kept(),
                     skipped_before,
                     hole_before,
-                });
+                    then: None,
+                };
+                match self.join.as_mut() {
+                    Some(j) => j.line(line, &mut self.trace_lines),
+                    None => self.trace_lines.push(line),
+                }
             } else {
                 self.trace_skipped += 1;
                 self.trace_skipped_total += 1;

@@ -1,7 +1,8 @@
 //! The process context of each event: the process and thread, the command name and the CPU, values like the
 //! fetched ones (`--by comm`, filters, traces). Names come from the kernel's COMM records as they happen (an
 //! exec's, with `comm_exec`; a rename's) and pass from parent to child at each FORK; /proc is read only for
-//! tasks that existed before the session (and are still there).
+//! tasks that existed before the session (and are still there). A process's parent (`ppid`) comes from the
+//! FORK record that made it, else from /proc (bcc's execsnoop falls back to /proc the same way).
 use crate::probe::value::Value;
 use crate::resolve::FastMap;
 use std::sync::Arc;
@@ -14,6 +15,8 @@ pub struct Ctx {
     pub tid: Option<u32>,
     pub comm: Option<Arc<str>>,
     pub cpu: Option<u32>,
+    /// The process's parent process.
+    pub ppid: Option<u32>,
 }
 
 impl Ctx {
@@ -25,6 +28,7 @@ impl Ctx {
             "pid" => self.pid.map(|v| Value::UInt(v.into())),
             "tid" => self.tid.map(|v| Value::UInt(v.into())),
             "cpu" => self.cpu.map(|v| Value::UInt(v.into())),
+            "ppid" => self.ppid.map(|v| Value::UInt(v.into())),
             _ => None,
         }
     }
@@ -38,6 +42,8 @@ const EXITED_KEPT: usize = 4096;
 pub struct Comms {
     names: FastMap<u32, Arc<str>>,
     exited: Vec<u32>,
+    /// process -> its parent process (None: not in /proc when asked, so not asked again).
+    parents: FastMap<u32, Option<u32>>,
 }
 
 impl Comms {
@@ -53,14 +59,35 @@ impl Comms {
         }
     }
 
-    /// Thread `tid` ended; its name is forgotten after [`EXITED_KEPT`] more exits.
+    /// Process `pid` was forked by process `ppid`.
+    pub fn set_parent(&mut self, pid: u32, ppid: u32) {
+        self.parents.insert(pid, Some(ppid));
+    }
+
+    /// Thread `tid` ended; its name (and, for a process, its parent) is forgotten after [`EXITED_KEPT`] more
+    /// exits.
     pub fn exit(&mut self, tid: u32) {
         self.exited.push(tid);
         if self.exited.len() > EXITED_KEPT {
             for t in self.exited.drain(..EXITED_KEPT / 2) {
                 self.names.remove(&t);
+                self.parents.remove(&t);
             }
         }
+    }
+
+    /// The parent of process `pid`: from its FORK record, else (a process older than the session) from
+    /// /proc/PID/stat, while it is there.
+    pub fn parent(&mut self, pid: u32) -> Option<u32> {
+        if let Some(p) = self.parents.get(&pid) {
+            return *p;
+        }
+        if pid == 0 {
+            return None;
+        }
+        let ppid = proc_parent(pid);
+        self.parents.insert(pid, ppid);
+        ppid
     }
 
     /// The name of `tid`: from the records, else (a task older than the session) from /proc.
@@ -78,6 +105,14 @@ impl Comms {
     }
 }
 
+/// The parent of process `pid` in /proc/PID/stat: `PID (COMM) STATE PPID ...`, read after the last `)` (COMM
+/// may hold spaces and parentheses).
+fn proc_parent(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = &stat[stat.rfind(')')? + 1..];
+    after.split_whitespace().nth(1)?.parse().ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -92,9 +127,18 @@ mod tests {
         c.set(4_000_002, "ls".into());
         assert_eq!(c.get(4_000_002).as_deref(), Some("ls"));
         assert_eq!(c.get(4_000_001).as_deref(), Some("sh"));
+        c.set_parent(4_000_002, 4_000_001);
+        assert_eq!(c.parent(4_000_002), Some(4_000_001));
+        let me = std::process::id();
+        let parent = std::os::unix::process::parent_id();
+        assert_eq!(c.parent(me), Some(parent), "from /proc");
+        assert_eq!(c.parent(4_100_000), None, "no such process");
+        c.set_parent(4_100_000, 1);
+        assert_eq!(c.parent(4_100_000), Some(1), "its FORK record, read later");
         for t in 0..(EXITED_KEPT as u32 + 1) {
             c.exit(4_000_001 + t);
         }
+        assert_eq!(c.parent(4_000_002), None);
         assert_eq!(c.get(4_000_001), None);
         let ctx = Ctx {
             pid: Some(7),

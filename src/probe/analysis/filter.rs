@@ -126,6 +126,7 @@ mod tests {
             tid: Some(43),
             comm: Some("python3".into()),
             cpu: Some(1),
+            ppid: Some(1),
         };
         let keeps = |text: &str| UserFilter::new(&parse(text).unwrap()).keeps_ctx(&ctx);
         assert!(keeps("pid == 42 && comm ~ \"py*\""));

@@ -5,6 +5,7 @@ mod addrmap;
 mod calls;
 mod context;
 mod filter;
+mod join;
 mod keyed;
 mod pair_hit;
 mod pairing;

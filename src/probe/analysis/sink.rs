@@ -148,11 +148,19 @@ impl<'a> Sink<'a> {
         match item {
             Item::Hit(hit) => self.hit(time, hit),
             Item::Task(task) => self.spaces.apply(task),
-            Item::Thread { pid, tid, parent } => {
+            Item::Thread {
+                pid,
+                tid,
+                parent,
+                ppid,
+            } => {
                 // Side-band records come from the target's tasks only.
                 self.threads.insert(tid, pid);
                 if let Some(parent) = parent {
                     self.comms.fork(tid, parent);
+                }
+                if let Some(ppid) = ppid {
+                    self.comms.set_parent(pid, ppid);
                 }
                 if let Some(only) = &mut self.only {
                     only.insert(pid);
@@ -163,6 +171,9 @@ impl<'a> Sink<'a> {
             Item::Exit { pid, tid } => {
                 self.threads.remove(&tid);
                 self.comms.exit(tid);
+                if let Some(calls) = self.calls.as_mut() {
+                    calls.thread_exit(tid);
+                }
                 self.rejected.retain(|(t, _), _| *t != tid);
                 self.pending.retain(|(t, _), _| *t != tid);
                 self.pairer.thread_exit(&mut self.stats, tid);
@@ -328,6 +339,7 @@ impl<'a> Sink<'a> {
             tid: Some(hit.tid),
             comm: self.comms.get(hit.tid),
             cpu: hit.cpu,
+            ppid: self.comms.parent(pid),
         }
     }
 

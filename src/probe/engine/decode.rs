@@ -109,6 +109,8 @@ pub enum Item {
         tid: u32,
         /// The thread that forked it (FORK records; None for an exec's COMM).
         parent: Option<u32>,
+        /// The process that forked it, when it is a new process (a FORK record of another process's task).
+        ppid: Option<u32>,
     },
     /// Thread `tid` is named `comm` from now on (an exec, or a rename).
     Comm {
@@ -327,13 +329,24 @@ fn decode_side_band(
             // Threads and their processes: from forks, and from the COMM record of an exec (a launched command
             // was forked before the events existed).
             let (time, thread) = match &record {
-                EventRecord::Fork(f) => (f.timestamp, Some((f.pid, f.tid, Some(f.ptid as u32)))),
-                EventRecord::Comm(c) => (time, Some((c.pid, c.tid, None))),
+                EventRecord::Fork(f) => {
+                    let ppid = (f.pid != f.ppid).then_some(f.ppid as u32);
+                    (f.timestamp, Some((f.pid, f.tid, Some(f.ptid as u32), ppid)))
+                }
+                EventRecord::Comm(c) => (time, Some((c.pid, c.tid, None, None))),
                 _ => (time, None),
             };
-            if let Some((pid, tid, parent)) = thread {
+            if let Some((pid, tid, parent, ppid)) = thread {
                 let (pid, tid) = (pid as u32, tid as u32);
-                merge.push(time, Item::Thread { pid, tid, parent });
+                merge.push(
+                    time,
+                    Item::Thread {
+                        pid,
+                        tid,
+                        parent,
+                        ppid,
+                    },
+                );
             }
             if let EventRecord::Comm(c) = &record {
                 let name = c.name.as_slice();

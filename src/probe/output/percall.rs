@@ -24,7 +24,10 @@ pub fn keyed_rows(calls: &Calls, stacks: &StackCounter) -> KeyedRows {
     let mut capped: HashMap<TargetId, FuncStats> = HashMap::new();
     for ((target, key), f) in &calls.keyed {
         let shown = match key {
-            Key::Value(v) => v.plain(),
+            Key::Value(v) => match calls.by_shown.get(&(*target, key.clone())) {
+                Some(more) => format!("{} {more}", v.plain()),
+                None => v.plain(),
+            },
             Key::Frames(frames) => caller_name(stacks, frames),
             Key::Missing => "[none]".into(),
             Key::Other => {
@@ -213,7 +216,12 @@ pub fn write_trace(
         match (&format, style) {
             (Some(f), _) => {
                 let target = &targets[t.call.target];
-                writeln!(w, "{}", f.line(&t.call, &target.fetches, &target.name))?
+                let then = t
+                    .then
+                    .as_ref()
+                    .map(|c| (c, targets[c.target].fetches.as_slice()));
+                let text = f.line(&t.call, &target.fetches, &target.name, then);
+                writeln!(w, "{text}")?
             }
             (None, TraceStyle::Probe) => writeln!(w, "{}", line(&t.call, targets, stacks))?,
             (None, TraceStyle::PerfTrace) => writeln!(w, "{}", perf_trace_line(&t.call, targets))?,

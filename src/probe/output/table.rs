@@ -207,7 +207,8 @@ pub fn write_table(w: &mut dyn Write, report: &Report) -> io::Result<()> {
     let classes = report.timed && rows.iter().any(|r| r.class.is_some());
     let mut head = format!("{:<name_w$}", "FUNC");
     if let Some(h) = keyed {
-        head.push_str(&format!(" {:<key_w$}", h.to_uppercase()));
+        // `--by pid,comm`: one column of both, headed `PID COMM`.
+        head.push_str(&format!(" {:<key_w$}", h.to_uppercase().replace(',', " ")));
     }
     if report.timed {
         for c in columns {

@@ -86,6 +86,7 @@ impl TraceFormat {
         self.names().find(|n| {
             let base = n.strip_prefix("ctx.").unwrap_or(n);
             !(SPECIAL.contains(n)
+                || n.parse::<i64>().is_ok()
                 || crate::probe::spec::filters::is_context(base)
                 || labels.contains(n)
                 || labels.contains(&format!("{n}[0]").as_str()))
@@ -104,13 +105,20 @@ impl TraceFormat {
         s.trim_end().to_string()
     }
 
-    /// One call's line. `time` is the call's time (ns since the first event); `event` its probe's name.
-    pub fn line(&self, call: &Call, fetches: &[Fetch], event: &str) -> String {
+    /// One call's line. `time` is the call's time (ns since the first event); `event` its probe's name;
+    /// `then`, a call joined to it (`--trace-join`) and its fetches: a value the call lacks is taken from it.
+    pub fn line(
+        &self,
+        call: &Call,
+        fetches: &[Fetch],
+        event: &str,
+        then: Option<(&Call, &[Fetch])>,
+    ) -> String {
         let mut s = String::new();
         for p in &self.parts {
             match p {
                 Part::Text(t) => s.push_str(t),
-                Part::Column(c) => s.push_str(&c.pad(&c.value(call, fetches, event))),
+                Part::Column(c) => s.push_str(&c.pad(&c.value(call, fetches, event, then))),
             }
         }
         s.trim_end().to_string()
@@ -157,10 +165,7 @@ impl Column {
         let numeric = matches!(name, "time" | "dur_us" | "dur_ms" | "pid" | "tid" | "cpu");
         Ok(Column {
             name: name.to_string(),
-            header: header.unwrap_or_else(|| {
-                let first = name.split(',').next().unwrap_or(name);
-                first.trim_start_matches("ctx.").to_uppercase()
-            }),
+            header: header.unwrap_or_else(|| default_header(name)),
             align: align.unwrap_or(if numeric { Align::Right } else { Align::Left }),
             width,
             precision,
@@ -176,11 +181,17 @@ impl Column {
 
     /// The column's text for one call: `-` where the value is missing (an event in an interrupt has no
     /// process; a value not fetched for this probe).
-    fn value(&self, call: &Call, fetches: &[Fetch], event: &str) -> String {
-        let text = self
-            .name
-            .split(',')
-            .find_map(|n| self.one(n, call, fetches, event));
+    fn value(
+        &self,
+        call: &Call,
+        fetches: &[Fetch],
+        event: &str,
+        then: Option<(&Call, &[Fetch])>,
+    ) -> String {
+        let text = self.name.split(',').find_map(|n| {
+            self.one(n, call, fetches, event)
+                .or_else(|| then.and_then(|(c, f)| self.one(n, c, f, event)))
+        });
         text.unwrap_or_else(|| "-".into())
     }
 
@@ -196,6 +207,7 @@ impl Column {
             "dur_us" => dur.map(|d| fixed(d as f64 / 1e3, 2)),
             "dur_ms" => dur.map(|d| fixed(d as f64 / 1e6, 2)),
             "event" => Some(event.to_string()),
+            n if n.parse::<i64>().is_ok() => Some(n.to_string()),
             name => match name.strip_prefix("ctx.") {
                 Some(ctx) => call.ctx.value(ctx).map(|v| v.word()),
                 None => fetched(call, fetches, name)
@@ -203,6 +215,17 @@ impl Column {
                     .map(|v| v.word()),
             },
         }
+    }
+}
+
+/// A column's header when the format gives none: a plain name in capitals, as bcc's are (`comm` heads
+/// `COMM`); a value through pointers as written (`req->tv_sec`, `arg0+8`), where case is part of the name.
+fn default_header(name: &str) -> String {
+    let first = name.split(',').next().unwrap_or(name);
+    let first = first.trim_start_matches("ctx.");
+    match first.contains("->") || first.contains('+') {
+        true => first.to_string(),
+        false => first.to_uppercase(),
     }
 }
 
@@ -239,6 +262,9 @@ mod tests {
             TraceFormat::parse("{time:<9.3} {comm:<6} {ctx.pid:>5} {pid:>5|TPID} {ret|R} {{x}}")
                 .unwrap();
         assert_eq!(f.header(), "TIME      COMM     PID  TPID R {x}");
+        // A value through pointers heads its column as written (C's members have case), literal text kept.
+        let t = TraceFormat::parse("{req->tv_sec} sec {arg0->Len:>8}").unwrap();
+        assert_eq!(t.header(), "req->tv_sec sec arg0->Len");
         let fetches = vec![
             Fetch::field(
                 "pid",
@@ -266,11 +292,12 @@ mod tests {
                 tid: Some(7),
                 comm: Some("sh".into()),
                 cpu: Some(0),
+                ppid: Some(1),
             },
             ..Call::entry(TargetId::new(0), 7, 1_500_000_000)
         };
         assert_eq!(
-            f.line(&call, &fetches, "syscall:kill"),
+            f.line(&call, &fetches, "syscall:kill", None),
             "1.500     sh         7    99 - {x}"
         );
         assert_eq!(f.unknown(&["pid", "ret"]), None);
@@ -305,6 +332,21 @@ mod tests {
             ..Call::entry(TargetId::new(0), 7, 0)
         };
         assert_eq!(f.unknown(&["arg0->0", "arg0+8[0]"]), None);
-        assert_eq!(f.line(&call, &fetches, "_dl_start"), " 2 ls -l");
+        assert_eq!(f.line(&call, &fetches, "_dl_start", None), " 2 ls -l");
+        // Joined to an exec's line: the path where the argv is missing, a number as itself.
+        let g =
+            TraceFormat::parse("{ppid:>3} {0:>3|RET} {arg0+8,filename|ARGS} {arg0+8} sec").unwrap();
+        assert_eq!(g.header(), "PPID RET ARGS arg0+8 sec");
+        let exec = Call::entry(TargetId::new(1), 7, 0);
+        let path = vec![Fetch::user_string("filename", "x", None)];
+        let exec = Call {
+            values: vec![str_of("/bin/ls")],
+            ..exec
+        };
+        assert_eq!(g.line(&exec, &path, "e", None), "  -   0 /bin/ls - sec");
+        assert_eq!(
+            g.line(&exec, &path, "e", Some((&call, &fetches))),
+            "  -   0 ls -l ls -l sec"
+        );
     }
 }

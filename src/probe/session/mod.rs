@@ -38,6 +38,20 @@ struct Setup<'a> {
 
 /// A `--trace-format` names only values some probe fetches (or the process context, or its own names).
 fn check_trace_format(opts: &ProbeOptions, targets: &Targets) -> Result<(), ProbeError> {
+    if let Some((first, then)) = &opts.calls.trace_join {
+        if let Some(name) = [first, then]
+            .into_iter()
+            .find(|n| targets.named(n).is_empty())
+        {
+            return Err(ProbeError::Spec {
+                spec: "--trace-join".into(),
+                reason: format!(
+                    "no probe is named `{name}`: give two targets' names as `-l` lists them \
+                     (`--trace-join sched:sched_process_exec,_dl_start`)"
+                ),
+            });
+        }
+    }
     let Some(format) = &opts.calls.trace_format else {
         return Ok(());
     };

@@ -196,7 +196,12 @@ fn new_sink<'a>(
             .iter()
             .map(|(_, t)| t.fetches.as_slice())
             .collect();
-        Calls::new(opts.calls.clone(), &fetches)
+        let mut calls = Calls::new(opts.calls.clone(), &fetches);
+        if let Some((first, then)) = &opts.calls.trace_join {
+            let named = |name: &str| s.targets.named(name);
+            calls.join(named(first), named(then));
+        }
+        calls
     });
     let keyed = match &opts.pair {
         Some(p) => KeyedPairer::new(p.max_open, p.max_age.as_nanos() as u64),
@@ -300,6 +305,7 @@ fn finish_sampled(s: &mut Setup<'_>, live: SampledLoop<'_>) -> Result<RunSummary
     }
     if let Some(calls) = sink.calls.as_mut() {
         sink.stacks.finish();
+        calls.release_joins(true);
         output::write_trace(out, calls, s.targets, &sink.stacks, true)?;
         if calls.trace_skipped_total > 0 {
             (s.notice)(Notice::TraceLimited {
@@ -522,6 +528,7 @@ impl Handler<ProbeInfo> for SampledLoop<'_> {
         let started = self.round_started.take().unwrap_or(started);
         self.holes.end_round(started.elapsed());
         if let Some(calls) = self.sink.calls.as_mut() {
+            calls.release_joins(false);
             if !calls.trace_lines.is_empty() && !last {
                 self.sink.stacks.finish();
                 output::write_trace(self.out, calls, self.sink.targets, &self.sink.stacks, false)?;

@@ -160,6 +160,20 @@ const CPP_TYPE_WORDS: &[&str] = &[
     "const", "auto",
 ];
 
+/// perf probe's spelling `FUNC ARG...` (`heavy depth`, `c:pthread_create caller`): the pattern and the values
+/// after it, where every word after the first names a value and the first is no part of a C++ name with spaces
+/// (`operator new`, `(anonymous namespace)::f`).
+fn perf_form(text: &str) -> Option<(&str, Vec<&str>)> {
+    let mut words = text.split_whitespace();
+    let first = words.next()?;
+    let values: Vec<&str> = words.collect();
+    let plain = !first.contains(['(', '<', '>']) && !first.ends_with("operator");
+    let all_values = values
+        .iter()
+        .all(|w| !CPP_TYPE_WORDS.contains(w) && FetchItem::parse(w).is_ok());
+    (plain && !values.is_empty() && all_values).then_some((first, values))
+}
+
 /// A probe spec split into its pattern, the values to fetch, and whether ` ret` follows.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SplitSpec<'a> {
@@ -208,6 +222,14 @@ pub fn split_spec(text: &str) -> Result<SplitSpec<'_>, PatternError> {
                 }
                 rest = &head[..open];
             }
+        }
+    }
+    if items.is_empty() {
+        if let Some((first, values)) = perf_form(rest) {
+            for w in values {
+                items.push(FetchItem::parse(w).map_err(bad)?);
+            }
+            rest = first;
         }
     }
     items.extend(ret);
@@ -428,6 +450,21 @@ mod tests {
         );
         let s = split_spec("f(len, name:str) ret").unwrap();
         assert_eq!(s.items.len(), 3);
+        // perf probe's `FUNC ARG...` is `FUNC(ARG, ...)`.
+        for (perf, ours) in [
+            ("heavy depth", "heavy(depth)"),
+            ("c:pthread_create caller", "c:pthread_create(caller)"),
+            ("f len name:str ret", "f(len, name:str) ret"),
+        ] {
+            assert_eq!(
+                split_spec(perf).unwrap(),
+                split_spec(ours).unwrap(),
+                "{perf}"
+            );
+        }
+        for name in ["operator new", "(anonymous namespace)::f", "f(char const*)"] {
+            assert_eq!(split_spec(name).unwrap().pattern, name);
+        }
         // A typed return value after a bare pattern or a value list (not a library named `readline ret`).
         let s = split_spec("readline ret:str").unwrap();
         assert_eq!(

@@ -55,6 +55,12 @@ pub fn parse_spec(text: &str, has_binary: bool) -> Result<Spec, PatternError> {
     if let Some(rest) = text.strip_prefix("usdt:") {
         let parts: Vec<&str> = rest.split(':').collect();
         return match parts.as_slice() {
+            // `usdt:PROVIDER` (`usdt:*`: all of them): every probe of the provider.
+            [p] if !p.is_empty() => Ok(Spec::Usdt {
+                library: None,
+                provider: p.to_string(),
+                name: "*".to_string(),
+            }),
             [p, n] if !p.is_empty() && !n.is_empty() => Ok(Spec::Usdt {
                 library: None,
                 provider: p.to_string(),
@@ -66,7 +72,7 @@ pub fn parse_spec(text: &str, has_binary: bool) -> Result<Spec, PatternError> {
                 name: n.to_string(),
             }),
             _ => Err(bad(
-                "expected usdt:PROVIDER:NAME (in -x BINARY) or usdt:LIB:PROVIDER:NAME, e.g. usdt:python:import__*",
+                "expected usdt:PROVIDER[:NAME] (in -x BINARY) or usdt:LIB:PROVIDER:NAME, e.g. usdt:python:import__*",
             )),
         };
     }

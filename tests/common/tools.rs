@@ -1,0 +1,32 @@
+//! Running `rprof tool` in tests: in the foreground (its output), or system-wide in the background.
+use super::tracer::Tracer;
+use super::{rprof, skip};
+use std::process::{Command, Stdio};
+
+/// Run `rprof tool ARGS`, asserting success: (stdout, stderr).
+pub fn tool(args: &[&str]) -> (String, String) {
+    let out = rprof().arg("tool").args(args).output().expect("run rprof");
+    super::assert_success(&out, args);
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Whether a program the test compares with is installed (else the test skips, saying so).
+pub fn have(test: &str, program: &str) -> bool {
+    let found = Command::new("sh")
+        .args(["-c", &format!("command -v {program}")])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !found {
+        skip(test, &format!("{program} is not installed"));
+    }
+    found
+}
+
+/// rprof tool NAME FLAGS, system-wide, in the background.
+pub fn rprof_tool_bg(args: &[&str]) -> Tracer {
+    Tracer::start(rprof().arg("tool").args(args), "Ctrl-C to end")
+}
