@@ -317,15 +317,9 @@ impl Session {
     }
 
     fn comm_for(&mut self, sample: &Sample) -> u32 {
-        match self
-            .comm_of_tid
-            .get(&sample.tid)
-            .or_else(|| self.comm_of_tid.get(&sample.pid))
-        {
-            Some(&c) => c,
-            // The idle task, as perf names it.
-            None if sample.pid == 0 => self.comm_id("swapper"),
-            None => self.comm_id(&format!(":{}", sample.tid)),
+        match crate::replay::sample_comm(&self.comm_of_tid, sample) {
+            Ok(&c) => c,
+            Err(name) => self.comm_id(&name),
         }
     }
 
