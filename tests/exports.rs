@@ -568,12 +568,14 @@ fn diff_of_two_runs() {
     ]);
     let svg = std::fs::read_to_string(svg).unwrap();
     assert!(svg.contains("hot_a") && svg.contains("<svg"));
-    let out = rprof()
-        .args(["report", "-i", &new, "--diff", &base])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--diff needs --folded or --flamegraph"));
+    // Without --folded or --flamegraph, a table of the difference (issue 41): hot_a in both recordings.
+    let table = rprof_ok(&["report", "-i", &new, "--diff", &base]);
+    assert!(table.contains("Baseline      New  Delta Abs"), "{table}");
+    let row = table
+        .lines()
+        .find(|l| l.ends_with("[.] hot_a"))
+        .unwrap_or_else(|| panic!("no hot_a row\n{table}"));
+    assert_eq!(row.matches('%').count(), 3, "{table}");
 }
 
 /// Check that unnamed code of two binaries (a stripped fixture and Debian's stripped perl, in one recording)

@@ -15,6 +15,9 @@ pub const TOP_ROWS: usize = 5;
 pub struct Quality {
     /// On-CPU samples.
     pub samples: u64,
+    /// The recording holds every event, not a sample of them (see [`Profile::every_event`]): no sampling
+    /// error.
+    pub every_event: bool,
     /// The self shares (0..1, by samples) of the table's top rows, highest first, at most [`TOP_ROWS`].
     pub top_shares: Vec<f64>,
     /// LOST records' lost events, LOST_SAMPLES, THROTTLE records.
@@ -71,8 +74,11 @@ impl Quality {
             lost: p.lost,
             lost_samples: p.lost_samples,
             throttled: p.throttled,
+            every_event: p.every_event(),
             ..Quality::default()
         };
+        // Without stacks in the recording, no stack is cut short.
+        let stacks = p.stack_samples > 0;
         // (comm, leaf) -> samples, as the table's rows.
         let mut rows: HashMap<(u32, FrameId), u64> = HashMap::new();
         // (module, cause) -> (self, in stack)
@@ -87,7 +93,7 @@ impl Quality {
             if let Some(&leaf) = stack.last() {
                 *rows.entry((*comm, leaf)).or_default() += n;
             }
-            if let Some(outer) = frames().next().filter(|f| !f.kernel) {
+            if let Some(outer) = frames().next().filter(|f| stacks && !f.kernel) {
                 q.user_stacks += n;
                 if !is_thread_entry(outer) {
                     q.cut_stacks += n;

@@ -44,7 +44,7 @@ impl SortKey {
         Ok(keys)
     }
 
-    fn header(self) -> &'static str {
+    pub(super) fn header(self) -> &'static str {
         match self {
             SortKey::Comm => "Command",
             SortKey::Pid => "Pid:Command",
@@ -276,8 +276,22 @@ pub fn write_table(p: &Profile, opts: &TableOptions, out: &mut impl Write) -> st
     Ok(())
 }
 
+/// Each row's self share (percent of the CPU and waiting time together), by the row's cells under `keys`:
+/// what `--diff` compares across two recordings, whose frame ids differ.
+pub(super) fn self_shares(p: &Profile, keys: &[SortKey]) -> HashMap<Vec<String>, f64> {
+    let total = p.period.saturating_add(p.off_period).max(1) as f64;
+    let mut shares: HashMap<Vec<String>, f64> = HashMap::new();
+    for (key, w) in rows(p, keys) {
+        let weight = w[0] + w[2];
+        if weight > 0 {
+            *shares.entry(key.cells(p, keys)).or_default() += weight as f64 * 100.0 / total;
+        }
+    }
+    shares
+}
+
 /// Cells left-aligned in their widths, the last one unpadded.
-fn line(cells: &[String], widths: &[usize]) -> String {
+pub(super) fn line(cells: &[String], widths: &[usize]) -> String {
     let mut text = String::new();
     for (i, (cell, width)) in cells.iter().zip(widths).enumerate() {
         if i + 1 == cells.len() {

@@ -76,6 +76,7 @@ impl FrameInfo {
 pub fn folded_name(frame: &FrameInfo) -> String {
     let name = match (frame.name == "[unknown]", frame.module.as_str()) {
         (true, "[unknown]") => "[unknown]".to_string(),
+        (true, super::UPROBES) => super::UPROBES.to_string(),
         (true, module) => format!("[{module}]"),
         (false, _) => frame.name.clone(),
     };
