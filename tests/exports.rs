@@ -71,7 +71,10 @@ fn table_rows(text: &str) -> Vec<(String, f64)> {
             let fields: Vec<&str> = l.split_whitespace().collect();
             let self_pct = fields.first()?.trim_end_matches('%').parse().ok()?;
             let at = fields.iter().position(|f| *f == "[.]" || *f == "[k]")?;
-            Some((fields[at + 1..].join(" "), self_pct))
+            // An inlined function's row says what it was inlined into; pprof names the function alone.
+            let name = fields[at + 1..].join(" ");
+            let name = name.split(" (inlined into ").next().unwrap_or_default();
+            Some((name.to_string(), self_pct))
         })
         .collect()
 }

@@ -107,6 +107,7 @@ mod tests {
                 kernel: false,
                 system_name: None,
                 unnamed: None,
+                inlined: false,
             });
             let count = StackCount {
                 samples: *n,

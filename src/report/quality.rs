@@ -79,8 +79,8 @@ impl Quality {
         };
         // Without stacks in the recording, no stack is cut short.
         let stacks = p.stack_samples > 0;
-        // (comm, leaf) -> samples, as the table's rows.
-        let mut rows: HashMap<(u32, FrameId), u64> = HashMap::new();
+        // (comm, leaf's function, what it was inlined into) -> samples, as the table's rows.
+        let mut rows: HashMap<(u32, Option<FrameId>, Option<FrameId>), u64> = HashMap::new();
         // (module, cause) -> (self, in stack)
         let mut unnamed: HashMap<(&str, Unnamed), (u64, u64)> = HashMap::new();
         let mut seen: Vec<(&str, Unnamed)> = Vec::new();
@@ -90,8 +90,9 @@ impl Quality {
             if n == 0 {
                 continue;
             }
-            if let Some(&leaf) = stack.last() {
-                *rows.entry((*comm, leaf)).or_default() += n;
+            if let Some(leaf) = stack.len().checked_sub(1) {
+                let (sym, into) = super::table::symbol_at(p, stack, leaf);
+                *rows.entry((*comm, sym, into)).or_default() += n;
             }
             if let Some(outer) = frames().next().filter(|f| stacks && !f.kernel) {
                 q.user_stacks += n;

@@ -308,6 +308,7 @@ impl StackResolver {
                         kernel: false,
                         system_name: None,
                         unnamed: None,
+                        inlined: false,
                     };
                     return self.frame_id(frame);
                 }
@@ -475,6 +476,7 @@ impl StackResolver {
                         kernel: true,
                         system_name: None,
                         unnamed: None,
+                        inlined: false,
                     },
                     None => FrameInfo::unnamed(
                         KERNEL_NAME.into(),
@@ -511,6 +513,7 @@ impl StackResolver {
                 kernel: false,
                 system_name: f.raw_name.clone(),
                 unnamed: None,
+                inlined: f.inlined,
             })
             .map(|f| self.frame_id(f))
             .collect()
