@@ -86,6 +86,27 @@ pub(crate) fn unwind_sample(
     stats.count(outcome, user.stack.len() as u64, unwinder.last_stack_used());
 }
 
+/// The command of a sample's thread, as perf names it: the one its thread was last given (else its process's),
+/// or, when neither is known, the name perf gives: `:-1` for a sample whose thread id is -1 (a task the kernel
+/// is reaping: `do_exit` after its pid was detached, even when the process id is still there), `swapper` for
+/// the idle task, else `:TID`.
+pub(crate) fn sample_comm<'a, C>(
+    comm_of_tid: &'a crate::resolve::FastMap<u32, C>,
+    sample: &Sample,
+) -> Result<&'a C, String> {
+    if sample.tid == u32::MAX {
+        return Err(":-1".into());
+    }
+    match comm_of_tid
+        .get(&sample.tid)
+        .or_else(|| comm_of_tid.get(&sample.pid))
+    {
+        Some(c) => Ok(c),
+        None if sample.pid == 0 => Err("swapper".into()),
+        None => Err(format!(":{}", sample.tid as i32)),
+    }
+}
+
 /// Events per message from the reading thread.
 pub(crate) const BATCH: usize = 1024;
 /// Batches the reading thread may run ahead: enough to keep it busy while this thread loads a large binary's

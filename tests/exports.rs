@@ -71,7 +71,10 @@ fn table_rows(text: &str) -> Vec<(String, f64)> {
             let fields: Vec<&str> = l.split_whitespace().collect();
             let self_pct = fields.first()?.trim_end_matches('%').parse().ok()?;
             let at = fields.iter().position(|f| *f == "[.]" || *f == "[k]")?;
-            Some((fields[at + 1..].join(" "), self_pct))
+            // An inlined function's row says what it was inlined into; pprof names the function alone.
+            let name = fields[at + 1..].join(" ");
+            let name = name.split(" (inlined into ").next().unwrap_or_default();
+            Some((name.to_string(), self_pct))
         })
         .collect()
 }
@@ -568,12 +571,14 @@ fn diff_of_two_runs() {
     ]);
     let svg = std::fs::read_to_string(svg).unwrap();
     assert!(svg.contains("hot_a") && svg.contains("<svg"));
-    let out = rprof()
-        .args(["report", "-i", &new, "--diff", &base])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--diff needs --folded or --flamegraph"));
+    // Without --folded or --flamegraph, a table of the difference (issue 41): hot_a in both recordings.
+    let table = rprof_ok(&["report", "-i", &new, "--diff", &base]);
+    assert!(table.contains("Baseline      New  Delta Abs"), "{table}");
+    let row = table
+        .lines()
+        .find(|l| l.ends_with("[.] hot_a"))
+        .unwrap_or_else(|| panic!("no hot_a row\n{table}"));
+    assert_eq!(row.matches('%').count(), 3, "{table}");
 }
 
 /// Check that unnamed code of two binaries (a stripped fixture and Debian's stripped perl, in one recording)

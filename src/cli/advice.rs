@@ -16,7 +16,8 @@ const SHOWN_SHARE: f64 = 0.01;
 /// The verdict after `rprof record`: precision, losses, and the DWARF stack copies.
 pub fn record_verdict(s: &RecordSummary) -> Vec<String> {
     let mut lines = Vec::new();
-    if s.samples > 0 {
+    // A recording of every event has no sampling error.
+    if s.samples > 0 && !s.every_event {
         // Which functions are hot is not known yet: the worst case is a share of 50%.
         let needed = samples_needed(0.5, POINTS);
         let within = interval_points(0.5, s.samples);
@@ -69,6 +70,9 @@ pub fn report_verdict(q: &Quality, dwarf: &DwarfStats, debuginfod: bool) -> Vec<
 
 /// How precise the top rows' shares are, and how many samples ±2 points would need.
 fn precision(q: &Quality) -> Option<String> {
+    if q.every_event {
+        return None;
+    }
     let n = q.samples;
     let worst = q
         .top_shares
@@ -160,6 +164,7 @@ fn unnamed_line(u: &UnnamedShare, samples: u64, debuginfod: bool) -> String {
     let (cause, fix) = cause_and_fix(u.cause, debuginfod);
     let (at_leaf, in_stack) = match u.module.as_str() {
         "[unknown]" => ("are in no mapping".to_string(), "in no mapping".to_string()),
+        "[uprobes]" => ("are in [uprobes]".to_string(), "in [uprobes]".to_string()),
         module => (
             format!("in {module} have no symbol"),
             format!("in {module} without a symbol"),
@@ -233,6 +238,12 @@ fn cause_and_fix(cause: Unnamed, debuginfod: bool) -> (&'static str, &'static st
         Unnamed::JitNotInMap => (
             "it is JIT code that the process's /tmp/perf-PID.map does not list",
             "keep the map until the process ends, and report before it is rewritten",
+        ),
+        Unnamed::UprobeTrampoline => (
+            "it is the kernel's uprobe trampoline page, not code of the program: a return probe (rprof probe, \
+             bpftrace's uretprobe, perf probe's %return) was on a function of these stacks, and the kernel put \
+             the page's address in place of that function's return address, so this frame stands for its caller",
+            "record while no return probe is on the program to see the callers' names",
         ),
         Unnamed::KernelWithoutSymbols => (
             "no symbols of the recorded kernel are at hand",

@@ -100,9 +100,10 @@ pub struct ReportArgs {
     /// Only CPU time, leaving out the off-CPU samples of a `--off-cpu` recording.
     #[arg(long = "on-cpu-only")]
     pub on_cpu_only: bool,
-    /// Compare with this base recording: with --folded, differential folded stacks (`STACK BASE NEW`); with
-    /// --flamegraph, a differential flame graph (red: grew, blue: shrank). The base is scaled to the new run's
-    /// total, so shares are compared, not lengths.
+    /// Compare with this base recording: a table of each row's self share in the base, in this recording and
+    /// the change (perf diff's Baseline and Delta Abs), largest change first; with --folded, differential
+    /// folded stacks (`STACK BASE NEW`); with --flamegraph, a differential flame graph (red: grew, blue:
+    /// shrank). The base is scaled to the new run's total, so shares are compared, not lengths.
     #[arg(long = "diff", value_name = "BASE", conflicts_with_all = ["pprof", "firefox"])]
     pub diff: Option<PathBuf>,
     /// Root of separate debug files (searched by build-id and .gnu_debuglink); repeatable.
@@ -135,9 +136,6 @@ pub fn run(a: ReportArgs) -> anyhow::Result<u8> {
         lines: a.lines,
         demangle: true,
     };
-    if a.diff.is_some() && !a.folded && a.flamegraph.is_none() {
-        anyhow::bail!("--diff needs --folded or --flamegraph SVG to show the difference in");
-    }
     let base = match &a.diff {
         Some(base) => Some(report::load(base, &filter, opts.clone())?),
         None => None,
@@ -186,6 +184,8 @@ pub fn run(a: ReportArgs) -> anyhow::Result<u8> {
         report::write_diff_folded(base, &profile, &mut out)?;
     } else if a.folded {
         report::write_folded(&profile, &mut out)?;
+    } else if let Some(base) = &base {
+        report::write_diff_table(base, &profile, &table_options(&a), &mut out)?;
     } else {
         report::write_table(&profile, &table_options(&a), &mut out)?;
     }

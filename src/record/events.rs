@@ -90,6 +90,20 @@ pub(super) struct Resolved {
 }
 
 impl Resolved {
+    /// Whether the session records every event rather than a sample: only tracefs events, at a fixed period
+    /// (no -F). The kernel writes every hit of such an event whose samples carry their period (PERF_SAMPLE_PERIOD,
+    /// which record always asks for), at any -c, as `perf record -e TRACEPOINT -c N` shows. A clock is sampled
+    /// at any period.
+    pub(super) fn every_event(&self, cfg: &RecordConfig) -> bool {
+        let every_hit = !cfg.rate_given || matches!(cfg.rate, super::Rate::Period(_));
+        every_hit
+            && !self.events.is_empty()
+            && self
+                .events
+                .iter()
+                .all(|e| matches!(e.kind, EventKind::Trace { .. }))
+    }
+
     /// The HEADER_TRACING_DATA section of the recording, when it has tracefs events.
     pub(super) fn tracing_data(&self) -> Option<Vec<u8>> {
         let tracefs = self.tracefs.as_ref()?;

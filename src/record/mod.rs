@@ -459,6 +459,7 @@ fn finish(
     ncpus: usize,
     kernel: bool,
 ) -> Result<RecordSummary, RecordError> {
+    let every_event = session.resolved.every_event(cfg);
     let Session { events, cgroup, .. } = session;
     drop(events);
     let Stream {
@@ -486,6 +487,7 @@ fn finish(
     }
     Ok(RecordSummary {
         samples: st.samples,
+        every_event,
         lost: st.lost,
         lost_samples: st.lost_samples,
         throttled: st.throttled,

@@ -8,6 +8,9 @@ use std::path::PathBuf;
 #[derive(Clone, Debug, Default)]
 pub struct RecordSummary {
     pub samples: u64,
+    /// Every event of the recorded events was recorded, none sampled (tracepoints without -c or -F, or at
+    /// -c 1): the shares have no sampling error.
+    pub every_event: bool,
     /// Records the kernel could not write because the buffer was full (PERF_RECORD_LOST).
     pub lost: u64,
     /// Samples dropped inside the kernel (PERF_RECORD_LOST_SAMPLES).

@@ -128,6 +128,13 @@ impl Sampling {
             _ => None,
         }
     }
+
+    /// Whether the event may have been recorded at every hit: a fixed period of an event that is not a clock
+    /// (a tracepoint, a probe; see [`crate::report::Profile::every_event`] for the samples' part). A clock's
+    /// period is time, which stays sampled at any period, and `-F` samples any event.
+    pub fn every_event(&self) -> bool {
+        !self.clock && matches!(self.policy, SamplingPolicy::Period(_))
+    }
 }
 
 /// One BUILD_ID feature entry: the build id of a binary that was mapped.

@@ -87,7 +87,7 @@ impl<'a> Graphs<'a> {
                 ),
             ];
             for (weight, end) in ends.into_iter().filter(|e| e.0 > 0) {
-                let at = |i: &usize| RowKey::of(self.p, &self.keys, w, w.frames[*i]) == *key;
+                let at = |i: &usize| RowKey::of(self.p, &self.keys, w, *i) == *key;
                 let pos = match self.through {
                     true => (0..=end).find(at),
                     false => Some(end).filter(at),
@@ -239,6 +239,7 @@ mod tests {
                     kernel: false,
                     system_name: None,
                     unnamed: None,
+                    inlined: false,
                 });
                 (p.frames.len() - 1) as FrameId
             }
@@ -275,7 +276,7 @@ mod tests {
         };
         let graphs = Graphs::new(&p, opts.call_graph.unwrap(), &opts);
         let w = &graphs.stacks[0];
-        let main = RowKey::of(&p, &opts.keys, w, w.frames[0]);
+        let main = RowKey::of(&p, &opts.keys, w, 0);
         let mut out = Vec::new();
         graphs.write(&main, &mut out).unwrap();
         let m = " ".repeat(MARGIN);

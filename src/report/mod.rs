@@ -10,6 +10,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 mod callgraph;
+mod diff;
 mod exports;
 mod firefox;
 mod otlp;
@@ -25,6 +26,7 @@ pub(crate) use crate::replay::{resolver_for, stream_events, track, QUEUED_BATCHE
 pub use crate::resolve::{folded_name, is_jit_like, FrameId, FrameInfo, Origin, StackResolver};
 pub use crate::text::thousands;
 pub use callgraph::{CallGraph, CallOrder};
+pub use diff::write_diff_table;
 pub(crate) use exports::build as exports_of;
 pub use exports::{ExportLocation, ExportModule, Exports, TimedSample};
 pub use firefox::{write_firefox, FirefoxOptions};
@@ -162,12 +164,25 @@ pub struct Profile {
     /// How many distinct sampled addresses an unnamed frame standing for a range of code holds, where more
     /// than one (the table says so, rather than rank them as one function).
     pub addresses: HashMap<FrameId, u32>,
+    /// The kept samples that carried a stack (a callchain, or a user stack copy that unwound): none when the
+    /// recording asked for no stacks (no `-g`).
+    pub stack_samples: u64,
 }
 
 impl Profile {
     /// Whether the recording has off-CPU samples (then weights are shown as time).
     pub fn has_off_cpu(&self) -> bool {
         self.off_samples > 0
+    }
+
+    /// Whether the recording holds every event of its event rather than a sample of them: its shares have
+    /// no sampling error. That is an event other than a clock recorded at a fixed period whose every sample
+    /// counts one event: a tracepoint without -F (the kernel writes every hit of a software event whose
+    /// samples carry their period, at any -c, each with period 1; `perf record -e TRACEPOINT` alike).
+    pub fn every_event(&self) -> bool {
+        self.sampling.is_some_and(|s| s.every_event())
+            && self.samples > 0
+            && self.period == self.samples
     }
 }
 
@@ -317,15 +332,9 @@ impl Session {
     }
 
     fn comm_for(&mut self, sample: &Sample) -> u32 {
-        match self
-            .comm_of_tid
-            .get(&sample.tid)
-            .or_else(|| self.comm_of_tid.get(&sample.pid))
-        {
-            Some(&c) => c,
-            // The idle task, as perf names it.
-            None if sample.pid == 0 => self.comm_id("swapper"),
-            None => self.comm_id(&format!(":{}", sample.tid)),
+        match crate::replay::sample_comm(&self.comm_of_tid, sample) {
+            Ok(&c) => c,
+            Err(name) => self.comm_id(&name),
         }
     }
 
@@ -337,6 +346,7 @@ impl Session {
             &mut self.profile.unwound,
         );
         let chain = !sample.callchain.is_empty();
+        self.profile.stack_samples += u64::from(chain);
         let key = ChainKey {
             pid: sample.pid,
             generation: self.spaces.generation(sample.pid),

@@ -15,6 +15,9 @@ pub const TOP_ROWS: usize = 5;
 pub struct Quality {
     /// On-CPU samples.
     pub samples: u64,
+    /// The recording holds every event, not a sample of them (see [`Profile::every_event`]): no sampling
+    /// error.
+    pub every_event: bool,
     /// The self shares (0..1, by samples) of the table's top rows, highest first, at most [`TOP_ROWS`].
     pub top_shares: Vec<f64>,
     /// LOST records' lost events, LOST_SAMPLES, THROTTLE records.
@@ -71,10 +74,13 @@ impl Quality {
             lost: p.lost,
             lost_samples: p.lost_samples,
             throttled: p.throttled,
+            every_event: p.every_event(),
             ..Quality::default()
         };
-        // (comm, leaf) -> samples, as the table's rows.
-        let mut rows: HashMap<(u32, FrameId), u64> = HashMap::new();
+        // Without stacks in the recording, no stack is cut short.
+        let stacks = p.stack_samples > 0;
+        // (comm, leaf's function, what it was inlined into) -> samples, as the table's rows.
+        let mut rows: HashMap<(u32, Option<FrameId>, Option<FrameId>), u64> = HashMap::new();
         // (module, cause) -> (self, in stack)
         let mut unnamed: HashMap<(&str, Unnamed), (u64, u64)> = HashMap::new();
         let mut seen: Vec<(&str, Unnamed)> = Vec::new();
@@ -84,10 +90,11 @@ impl Quality {
             if n == 0 {
                 continue;
             }
-            if let Some(&leaf) = stack.last() {
-                *rows.entry((*comm, leaf)).or_default() += n;
+            if let Some(leaf) = stack.len().checked_sub(1) {
+                let (sym, into) = super::table::symbol_at(p, stack, leaf);
+                *rows.entry((*comm, sym, into)).or_default() += n;
             }
-            if let Some(outer) = frames().next().filter(|f| !f.kernel) {
+            if let Some(outer) = frames().next().filter(|f| stacks && !f.kernel) {
                 q.user_stacks += n;
                 if !is_thread_entry(outer) {
                     q.cut_stacks += n;

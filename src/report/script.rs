@@ -155,18 +155,9 @@ impl<W: Write> Script<'_, W> {
 
     /// The command of a sample's thread, named as report names it.
     fn comm(&self, sample: &Sample) -> Arc<str> {
-        if sample.tid == u32::MAX {
-            // A sample of no task (sched_switch from a task being reaped): perf's `:-1`.
-            return Arc::from(":-1");
-        }
-        match self
-            .comm_of_tid
-            .get(&sample.tid)
-            .or_else(|| self.comm_of_tid.get(&sample.pid))
-        {
-            Some(c) => Arc::clone(c),
-            None if sample.pid == 0 => Arc::from("swapper"),
-            None => Arc::from(format!(":{}", sample.tid)),
+        match crate::replay::sample_comm(&self.comm_of_tid, sample) {
+            Ok(c) => Arc::clone(c),
+            Err(name) => Arc::from(name),
         }
     }
 

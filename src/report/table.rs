@@ -44,7 +44,7 @@ impl SortKey {
         Ok(keys)
     }
 
-    fn header(self) -> &'static str {
+    pub(super) fn header(self) -> &'static str {
         match self {
             SortKey::Comm => "Command",
             SortKey::Pid => "Pid:Command",
@@ -94,6 +94,8 @@ pub(super) struct RowKey<'a> {
     tid: Option<u32>,
     dso: Option<&'a str>,
     pub(super) sym: Option<FrameId>,
+    /// The function `sym` was inlined into, when it was (see [`symbol_at`]).
+    into: Option<FrameId>,
 }
 
 /// A row's weights (sample periods): CPU self and total, then off-CPU (waiting) self and total.
@@ -133,8 +135,9 @@ pub(super) fn weighted(p: &Profile) -> Vec<Weighted<'_>> {
 }
 
 impl<'a> RowKey<'a> {
-    /// The key of `frame` of stack `w` under `keys`.
-    pub(super) fn of(p: &'a Profile, keys: &[SortKey], w: &Weighted, frame: FrameId) -> RowKey<'a> {
+    /// The key of the frame at `at` of stack `w` under `keys`.
+    pub(super) fn of(p: &'a Profile, keys: &[SortKey], w: &Weighted, at: usize) -> RowKey<'a> {
+        let frame = w.frames[at];
         let mut key = RowKey::default();
         for k in keys {
             match k {
@@ -147,7 +150,7 @@ impl<'a> RowKey<'a> {
                     (key.tid, key.comm) = (Some(w.thread.map_or(0, |t| t.1)), Some(w.comm))
                 }
                 SortKey::Dso => key.dso = Some(&p.frames[frame as usize].module),
-                SortKey::Sym => key.sym = Some(frame),
+                SortKey::Sym => (key.sym, key.into) = symbol_at(p, w.frames, at),
             }
         }
         key
@@ -174,7 +177,14 @@ impl<'a> RowKey<'a> {
                     } else {
                         '.'
                     };
-                    format!("[{kind}] {}", frame_name(p, id))
+                    match self.into {
+                        Some(into) => format!(
+                            "[{kind}] {} (inlined into {})",
+                            frame_name(p, id),
+                            frame_name(p, into)
+                        ),
+                        None => format!("[{kind}] {}", frame_name(p, id)),
+                    }
                 }),
             })
             .collect()
@@ -187,6 +197,48 @@ impl<'a> RowKey<'a> {
 pub fn frame_name(p: &Profile, id: FrameId) -> String {
     let addresses = p.addresses.get(&id).copied().unwrap_or(1);
     p.frames[id as usize].table_name(addresses)
+}
+
+/// The function a row names for the frame at `at` of a stack (outermost first), and the function it was
+/// inlined into when it was. perf ranks the function the code was compiled into (its symbol); rprof ranks
+/// the inlined function, saying what it was inlined into. An inlined frame whose name has no path while that
+/// function's has one (a Rust or C++ build with line tables only names `mix`, `copy<u64>`) names nothing of
+/// the user's alone: its samples go to the containing function's row, as perf's `--no-inline` has it.
+pub(super) fn symbol_at(
+    p: &Profile,
+    frames: &[FrameId],
+    at: usize,
+) -> (Option<FrameId>, Option<FrameId>) {
+    let frame = frames[at];
+    let info = |f: FrameId| &p.frames[f as usize];
+    if !info(frame).inlined {
+        return (Some(frame), None);
+    }
+    let container = frames[..at]
+        .iter()
+        .rposition(|&f| !info(f).inlined)
+        .map(|i| frames[i]);
+    match container {
+        Some(c) if !has_path(&info(frame).name) && has_path(&info(c).name) => (Some(c), None),
+        Some(c) => (Some(frame), Some(c)),
+        None => (Some(frame), None),
+    }
+}
+
+/// Whether a function name has a path (`crunch::work::mix`, `<u64>::wrapping_mul`): a `::` outside the
+/// generic arguments (`copy<u64>` and `eq<u8, u8>` have none, nor has `index<u8, core::ops::Range<usize>>`).
+fn has_path(name: &str) -> bool {
+    let mut depth = 0i32;
+    let bytes = name.as_bytes();
+    for (i, &b) in bytes.iter().enumerate() {
+        match b {
+            b'<' | b'(' => depth += 1,
+            b'>' | b')' => depth -= 1,
+            b':' if depth == 0 && bytes.get(i + 1) == Some(&b':') => return true,
+            _ => {}
+        }
+    }
+    false
 }
 
 /// Where an off-CPU stack waits: its innermost user frame (the kernel part of every wait ends in the
@@ -204,17 +256,16 @@ fn rows<'a>(p: &'a Profile, keys: &[SortKey]) -> HashMap<RowKey<'a>, Weights> {
     let mut seen: HashSet<RowKey> = HashSet::new();
     for w in weighted(p) {
         let (cpu, off) = (w.count.period, w.count.off_period);
-        if let Some(&leaf) = w.frames.last() {
+        if let Some(leaf) = w.frames.len().checked_sub(1) {
             rows.entry(RowKey::of(p, keys, &w, leaf)).or_default()[0] += cpu;
         }
         if let Some(at) = wait_leaf(p, w.frames) {
-            rows.entry(RowKey::of(p, keys, &w, w.frames[at]))
-                .or_default()[2] += off;
+            rows.entry(RowKey::of(p, keys, &w, at)).or_default()[2] += off;
         }
         seen.clear();
-        for &f in w.frames {
+        for at in 0..w.frames.len() {
             // Recursion: count a key once per sample for its total.
-            let key = RowKey::of(p, keys, &w, f);
+            let key = RowKey::of(p, keys, &w, at);
             if seen.insert(key) {
                 let row = rows.entry(key).or_default();
                 row[1] += cpu;
@@ -276,8 +327,22 @@ pub fn write_table(p: &Profile, opts: &TableOptions, out: &mut impl Write) -> st
     Ok(())
 }
 
+/// Each row's self share (percent of the CPU and waiting time together), by the row's cells under `keys`:
+/// what `--diff` compares across two recordings, whose frame ids differ.
+pub(super) fn self_shares(p: &Profile, keys: &[SortKey]) -> HashMap<Vec<String>, f64> {
+    let total = p.period.saturating_add(p.off_period).max(1) as f64;
+    let mut shares: HashMap<Vec<String>, f64> = HashMap::new();
+    for (key, w) in rows(p, keys) {
+        let weight = w[0] + w[2];
+        if weight > 0 {
+            *shares.entry(key.cells(p, keys)).or_default() += weight as f64 * 100.0 / total;
+        }
+    }
+    shares
+}
+
 /// Cells left-aligned in their widths, the last one unpadded.
-fn line(cells: &[String], widths: &[usize]) -> String {
+pub(super) fn line(cells: &[String], widths: &[usize]) -> String {
     let mut text = String::new();
     for (i, (cell, width)) in cells.iter().zip(widths).enumerate() {
         if i + 1 == cells.len() {
@@ -349,5 +414,32 @@ impl Columns {
             })
             .collect();
         cells.join(" ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Check which names have a path: the crate's and the standard library's full names do, the bare names
+    /// of a line-tables-only build do not, whatever their generic arguments hold.
+    #[test]
+    fn paths_in_names() {
+        for name in [
+            "crunch::work::mix",
+            "<u64>::wrapping_mul",
+            "core::ptr::copy::<u64>",
+        ] {
+            assert!(has_path(name), "{name}");
+        }
+        for name in [
+            "mix",
+            "copy<u64>",
+            "eq<u8, u8>",
+            "index<u8, core::ops::Range<usize>>",
+            "main",
+        ] {
+            assert!(!has_path(name), "{name}");
+        }
     }
 }

@@ -16,6 +16,8 @@ pub struct FrameInfo {
     pub system_name: Option<String>,
     /// Why the frame has no name and which code it stands for (None for named frames).
     pub unnamed: Option<UnnamedFrame>,
+    /// The function was inlined into the frame before it in the stack (at the same address).
+    pub inlined: bool,
 }
 
 /// Code without a name: why, and where.
@@ -46,6 +48,7 @@ impl FrameInfo {
             kernel,
             system_name: None,
             unnamed: Some(UnnamedFrame { cause, code }),
+            inlined: false,
         }
     }
 
@@ -76,6 +79,7 @@ impl FrameInfo {
 pub fn folded_name(frame: &FrameInfo) -> String {
     let name = match (frame.name == "[unknown]", frame.module.as_str()) {
         (true, "[unknown]") => "[unknown]".to_string(),
+        (true, super::UPROBES) => super::UPROBES.to_string(),
         (true, module) => format!("[{module}]"),
         (false, _) => frame.name.clone(),
     };

@@ -33,6 +33,13 @@ pub const KERNEL_NAME: &str = "[kernel.kallsyms]";
 /// Kernel addresses on x86_64 live in the upper half.
 const KERNEL_START: u64 = 0xffff_8000_0000_0000;
 
+/// The name of the kernel's uprobe trampoline page in /proc/PID/maps and MMAP records.
+pub const UPROBES: &str = "[uprobes]";
+
+/// Where x86-64 puts that page (the top page of the user address space, `TASK_SIZE - PAGE_SIZE`): a stack
+/// recorded before the page was mapped, or without its mapping, still has its addresses.
+const UPROBES_PAGE: std::ops::Range<u64> = 0x7fff_ffff_e000..0x7fff_ffff_f000;
+
 /// Frame ids with this bit stand for a kernel address or an address in a mapped file (an index into
 /// `pending`) whose frames are looked up in [`StackResolver::finish`].
 const PENDING: FrameId = 1 << 31;
@@ -83,6 +90,17 @@ pub struct StackResolver {
     prefetch_kernel: bool,
     /// Start loading each binary in the background when its first address comes (else only when finishing).
     prefetch_files: bool,
+}
+
+/// The start of the kernel's uprobe trampoline page when `addr` (as sampled: a return address is not moved
+/// back, since the trampoline's address is the page's first byte) lies in it: a `[uprobes]` mapping, or where
+/// x86-64 puts the page when no mapping holds the address.
+fn uprobe_trampoline(space: Option<&AddressSpace>, addr: u64) -> Option<u64> {
+    match space.and_then(|s| s.find(addr)) {
+        Some(m) if &*m.path == UPROBES => Some(m.start),
+        Some(_) => None,
+        None => UPROBES_PAGE.contains(&addr).then_some(UPROBES_PAGE.start),
+    }
 }
 
 impl StackResolver {
@@ -261,7 +279,15 @@ impl StackResolver {
             Arc::from([self.pending_id(None, lookup, || Pending::Kernel(lookup))])
         } else {
             let mapping = space.and_then(|s| s.find(lookup));
-            Arc::from([self.resolve_user(pid, mapping, lookup)])
+            let id = match uprobe_trampoline(space, addr) {
+                Some(page) => {
+                    let code = UnnamedCode::Address(page);
+                    let cause = Unnamed::UprobeTrampoline;
+                    self.frame_id(FrameInfo::unnamed(UPROBES.into(), false, cause, code))
+                }
+                None => self.resolve_user(pid, mapping, lookup),
+            };
+            Arc::from([id])
         };
         self.cache.insert(key, Arc::clone(&ids));
         ids
@@ -282,6 +308,7 @@ impl StackResolver {
                         kernel: false,
                         system_name: None,
                         unnamed: None,
+                        inlined: false,
                     };
                     return self.frame_id(frame);
                 }
@@ -449,6 +476,7 @@ impl StackResolver {
                         kernel: true,
                         system_name: None,
                         unnamed: None,
+                        inlined: false,
                     },
                     None => FrameInfo::unnamed(
                         KERNEL_NAME.into(),
@@ -485,6 +513,7 @@ impl StackResolver {
                 kernel: false,
                 system_name: f.raw_name.clone(),
                 unnamed: None,
+                inlined: f.inlined,
             })
             .map(|f| self.frame_id(f))
             .collect()

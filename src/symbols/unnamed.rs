@@ -26,6 +26,9 @@ pub enum Unnamed {
     JitNotInMap,
     /// A kernel address, and no symbols of the recorded kernel (kallsyms) are at hand.
     KernelWithoutSymbols,
+    /// The kernel's uprobe trampoline page (`[uprobes]`): a return probe put its address in place of the return
+    /// address of the function it probes, so the frame stands for that function's caller.
+    UprobeTrampoline,
 }
 
 /// An address without a name: why, and the code around it.

@@ -11,6 +11,7 @@ fn frame(name: &str, module: &str, system_name: Option<&str>) -> FrameInfo {
         kernel: false,
         system_name: system_name.map(str::to_string),
         unnamed: None,
+        inlined: false,
     }
 }
 
