@@ -4,7 +4,8 @@
 use rprof::bt::format::{Arg, FormatString};
 use rprof::bt::maps::{Key, Linear, Map, MapKind, DEFAULT_MAP_KEYS_MAX};
 use rprof::bt::print::{MessageType, OutputFormat, Printer, EXIT_PREAMBLE};
-use rprof::bt::value::{Frame, Int, IntType, Stack, StackKind, StackMode, Sym, Value};
+use rprof::bt::strftime::{strftime_text, time_text, Zone};
+use rprof::bt::value::{Frame, Int, IntType, Stack, StackKind, StackMode, Sym, Timestamp, Value};
 use std::collections::BTreeMap;
 
 pub struct Case {
@@ -15,6 +16,8 @@ pub struct Case {
     pub live: bool,
     /// Whether the case runs with `-f json` too.
     pub json: bool,
+    /// Whether tests/bt_golden/ holds its output (not for the date and time, which change).
+    pub golden: bool,
     pub rprof: fn(OutputFormat) -> String,
 }
 
@@ -402,6 +405,28 @@ fn stacks(f: OutputFormat) -> String {
     r.exit()
 }
 
+/// `time()` and `strftime()` now, in the local zone (only the year and month: the run takes under a second).
+fn time_and_strftime(f: OutputFormat) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    let zone = Zone::local();
+    let ts = |fmt: &str| {
+        let text = strftime_text(fmt, now.as_nanos() as u64, 0, &zone);
+        Value::Timestamp(Timestamp { nsecs: 0, text })
+    };
+    let mut r = Run::new(f);
+    r.set("@ts", vec![], ts("%Y"));
+    if let Value::Timestamp(t) = ts("%Y-%m") {
+        r.printf("%s|\n", &[Arg::Str(t.text.into_bytes())]);
+    }
+    r.count("@k", vec![ts("%Y")]);
+    let text = time_text("%Y-%m\n", now.as_secs() as i64, &zone).unwrap();
+    r.out
+        .push_str(&r.printer.message(MessageType::Time, &text, false));
+    r.exit()
+}
+
 pub fn cases() -> Vec<Case> {
     let case = |name, program, rprof| Case {
         name,
@@ -409,6 +434,7 @@ pub fn cases() -> Vec<Case> {
         env: &[],
         live: true,
         json: true,
+        golden: true,
         rprof,
     };
     vec![
@@ -456,6 +482,14 @@ pub fn cases() -> Vec<Case> {
                 "full_maps",
                 r#"BEGIN { @c[1] = count(); @c[2] = count(); @c[2] = count(); @c[3] = count(); @c[3] = count(); @c[3] = count(); @c[4] = count(); @c[3] = count(); @v[1] = 1; @v[2] = 2; @v[3] = 3; @v[4] = 4; @v[1] = 10; @h = hist(1); @h = hist(2); @h = hist(4); @h = hist(8); @h = hist(1); @a[1] = avg(1); @a[2] = avg(5); @a[3] = avg(7); exit(); }"#,
                 full_maps,
+            )
+        },
+        Case {
+            golden: false,
+            ..case(
+                "time_and_strftime",
+                r#"BEGIN { @ts = strftime("%Y", nsecs); printf("%s|\n", strftime("%Y-%m", nsecs)); @k[strftime("%Y", nsecs)] = count(); time("%Y-%m\n"); exit(); }"#,
+                time_and_strftime,
             )
         },
         Case {
