@@ -491,3 +491,73 @@ pub fn lhist_json(buckets: &BTreeMap<u64, i64>, lin: Linear) -> String {
     }
     format!("[{}]", parts.join(", "))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bt::value::{Frame, Stack, StackKind, StackMode};
+
+    fn user(limit: usize) -> Value {
+        let frames = vec![
+            Frame::named(0x7f00, "syscall", 25, None),
+            Frame::unresolved(0x7ffc75fd3888),
+        ];
+        Value::Stack(Stack::new(
+            StackKind::User,
+            StackMode::Bpftrace,
+            limit,
+            7,
+            frames,
+        ))
+    }
+
+    #[test]
+    fn stacks_in_json_as_bpftrace() {
+        // bpftrace -f json -e 'BEGIN { @[ustack(2)] = count(); @u = ustack(1); print(ustack(1)); exit(); }'
+        let p = Printer::new(OutputFormat::Json);
+        assert_eq!(
+            p.value(&user(1)),
+            "{\"type\": \"value\", \"data\": \"\\n        syscall+25\\n\"}\n"
+        );
+        let mut keyed = Map::new("@", MapKind::Count, true, 10);
+        keyed.count(vec![user(2)]).unwrap();
+        assert_eq!(
+            p.map(&keyed, 0, 0),
+            "{\"type\": \"map\", \"data\": {\"@\": {\"\\n    syscall+25\\n    0x7ffc75fd3888\\n\": 1}}}\n"
+        );
+        let mut plain = Map::new("@u", MapKind::Plain, false, 10);
+        plain.set(vec![], user(1)).unwrap();
+        assert_eq!(
+            p.map(&plain, 0, 0),
+            "{\"type\": \"map\", \"data\": {\"@u\": \"\\n        syscall+25\\n\"}}\n"
+        );
+    }
+
+    #[test]
+    fn labels_and_messages() {
+        assert_eq!(power_label(9), "512");
+        assert_eq!(power_label(10), "1K");
+        assert_eq!(power_label(31), "2G");
+        assert_eq!(power_label(45), "32T");
+        assert_eq!(linear_label(3072), "3K");
+        assert_eq!(linear_label(2_097_152), "2M");
+        assert_eq!(linear_label(-1024), "-1K");
+        let t = Printer::new(OutputFormat::Text);
+        assert_eq!(t.attached_probes(2), "Attaching 2 probes...\n");
+        assert_eq!(t.lost_events(3), "Lost 3 events\n");
+        assert_eq!(t.message(MessageType::Join, "a b", true), "a b\n");
+        let j = Printer::new(OutputFormat::Json);
+        assert_eq!(
+            j.lost_events(3),
+            "{\"type\": \"lost_events\", \"data\": {\"events\": 3}}\n"
+        );
+        assert_eq!(
+            j.message(MessageType::Join, "a b", true),
+            "{\"type\": \"join\", \"data\": \"a b\"}\n"
+        );
+        // An empty map: an empty line in text, nothing in json.
+        let empty = Map::new("@e", MapKind::Count, true, 10);
+        assert_eq!(t.map(&empty, 0, 0), "\n");
+        assert_eq!(j.map(&empty, 0, 0), "");
+    }
+}
