@@ -116,3 +116,67 @@ fn printer_matches_bpftrace_run_now() {
         }
     }
 }
+
+/// `join(args->argv)` and `join(args->argv, ",")` of a real exec, against bpftrace on the same exec: the
+/// arguments up to the first empty one, joined.
+#[test]
+fn join_matches_bpftrace_on_an_exec() {
+    use rprof::bt::format::join;
+    use rprof::bt::print::{MessageType, Printer, EXIT_PREAMBLE};
+    use std::io::Read;
+    let test = "join_matches_bpftrace_on_an_exec";
+    if !common::privileged(test) {
+        return;
+    }
+    if Command::new("bpftrace").arg("--version").output().is_err() {
+        common::skip(test, "bpftrace is not installed (apt-get install bpftrace)");
+        return;
+    }
+    let argv = ["/bin/echo", "a", "b c", "", "d"];
+    let program = r#"tracepoint:syscalls:sys_enter_execve /str(args->filename) == "/bin/echo"/ { join(args->argv); join(args->argv, ","); exit(); }"#;
+    for format in [OutputFormat::Text, OutputFormat::Json] {
+        let mut cmd = Command::new("bpftrace");
+        if format == OutputFormat::Json {
+            cmd.args(["-f", "json"]);
+        }
+        let child = cmd
+            .args(["-e", program])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut guard = common::KillOnDrop(child);
+        let mut stdout = guard.0.stdout.take().unwrap();
+        let attached = common::read_line(&mut stdout);
+        // bpftrace prints "Attaching" before it attaches: exec until it has seen one (it exits at the first).
+        let reader = std::thread::spawn(move || {
+            let mut rest = String::new();
+            stdout.read_to_string(&mut rest).unwrap();
+            rest
+        });
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !reader.is_finished() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "bpftrace saw no exec of {} in 60 s",
+                argv[0]
+            );
+            let status = Command::new(argv[0])
+                .args(&argv[1..])
+                .stdout(std::process::Stdio::null())
+                .status();
+            assert!(status.unwrap().success());
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        let rest = reader.join().unwrap();
+        let got_bpftrace = format!("{attached}\n{rest}");
+
+        let p = Printer::new(format);
+        let args: Vec<Vec<u8>> = argv.iter().map(|a| a.as_bytes().to_vec()).collect();
+        let mut want_rprof = p.attached_probes(1);
+        want_rprof.push_str(&p.message(MessageType::Join, &join(&args, " "), true));
+        want_rprof.push_str(&p.message(MessageType::Join, &join(&args, ","), true));
+        want_rprof.push_str(EXIT_PREAMBLE);
+        assert_eq!(want_rprof, got_bpftrace, "join in {format:?}");
+    }
+}
