@@ -66,6 +66,11 @@ pub enum Cell {
     Buckets(BTreeMap<u64, i64>),
 }
 
+/// What bpftrace prints (as a warning at the assignment, `FILE:LINE:COL-COL: WARNING: ...`) for an update a
+/// full map dropped, with `-k` only: `BPFTRACE_MAP_KEYS_MAX=3 bpftrace -k -e 'BEGIN { @c[1]=count();
+/// @c[2]=count(); @c[3]=count(); @c[4]=count(); }'` printed it at `@c[4]=count()`.
+pub const FULL_WARNING: &str = "Failed to map_update_elem: Argument list too long (-7)";
+
 /// Whether an update was stored, or dropped because the map was full (bpftrace's silent `-E2BIG`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Update {
