@@ -216,7 +216,9 @@ fn off_cpu_table_and_pprof_open_on_where_threads_wait() {
                 .trim_end_matches('s')
                 .parse()
                 .ok()?;
-            Some((own, l.rsplit("] ").next()?))
+            // An inlined function's row says what it was inlined into (`NAME (inlined into FUNCTION)`).
+            let symbol = l.rsplit("] ").next()?;
+            Some((own, symbol.split(" (inlined into ").next()?))
         })
         .collect();
     let waits = [
