@@ -23,11 +23,13 @@
 //! - [`report`]: `rprof report` and `rprof script`: tables, folded stacks, flame graphs, exports.
 //! - [`annotate`]: `rprof annotate`, the source lines and instructions of hot functions (iced-x86).
 //! - [`probe`]: `rprof probe`, exact function counts and durations.
+//! - [`bt`]: `rprof bt`, bpftrace's language without BPF: parse, check, plan, run, print.
 //!
 //! `unsafe` code is denied everywhere but in [`perf`], [`mapped`] and [`dl`] (and the lint enforces it).
 #![deny(unsafe_code)]
 pub mod addr;
 pub mod annotate;
+pub mod bt;
 pub mod buildid;
 #[allow(unsafe_code)]
 pub mod dl;
