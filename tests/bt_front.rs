@@ -300,3 +300,38 @@ fn cli_prints_bpftrace_errors() {
         "rprof bt: running bpftrace programs is not built yet (parse and check only)\n"
     );
 }
+
+/// Check that `rprof bt -l` and `-lv` list tracepoints and their fields as bpftrace 0.17 does here.
+#[test]
+fn list_tracepoints_as_bpftrace() {
+    if tracefs("list_tracepoints_as_bpftrace").is_none() {
+        return;
+    }
+    if Command::new("bpftrace").arg("--version").output().is_err() {
+        return common::skip(
+            "list_tracepoints_as_bpftrace",
+            "bpftrace is not installed (the peer)",
+        );
+    }
+    for args in [
+        &["-lv", "tracepoint:syscalls:sys_enter_openat"][..],
+        &["-lv", "t:sched:sched_switch"],
+        &["-lv", "tracepoint:sched:sched_process_exec"],
+        &["-l", "tracepoint:sched:*"],
+        &["-l", "tracepoint:sched*:sched_switch"],
+    ] {
+        let peer = Command::new("timeout")
+            .arg("20")
+            .arg("bpftrace")
+            .args(args)
+            .output()
+            .unwrap();
+        let ours = common::rprof().arg("bt").args(args).output().unwrap();
+        assert_eq!(ours.status.code(), Some(0), "{args:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&ours.stdout),
+            String::from_utf8_lossy(&peer.stdout),
+            "{args:?}"
+        );
+    }
+}

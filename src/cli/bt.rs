@@ -25,6 +25,12 @@ pub struct BtArgs {
     /// Keep messages quiet.
     #[arg(short = 'q')]
     pub quiet: bool,
+    /// List the probes matching the search (`-l 'tracepoint:sched:*'`; tracepoints only so far).
+    #[arg(short = 'l')]
+    pub list: bool,
+    /// Verbose: with -l, each tracepoint's fields (`-lv`).
+    #[arg(short = 'v')]
+    pub verbose: bool,
     /// The program file (without -e), then the positional parameters `$1`, `$2`...
     #[arg(
         trailing_var_arg = true,
@@ -35,6 +41,9 @@ pub struct BtArgs {
 }
 
 pub fn run(args: BtArgs) -> anyhow::Result<u8> {
+    if args.list {
+        return list(&args);
+    }
     let (file, source, params) = match &args.program {
         Some(p) => ("stdin".to_string(), p.clone(), args.rest.clone()),
         None => {
@@ -114,5 +123,49 @@ impl TracepointFields for EventFields {
             }
         }
         found
+    }
+}
+
+/// `-l [SEARCH]` and `-lv`: the tracepoints matching `tracepoint:CATEGORY:EVENT` (globs; `t:` as short form), as
+/// bpftrace lists them, with `-v` their fields declared as the format files declare them.
+fn list(args: &BtArgs) -> anyhow::Result<u8> {
+    let search = args
+        .program
+        .clone()
+        .or_else(|| args.rest.first().cloned())
+        .unwrap_or("tracepoint:*:*".into());
+    let mut parts = search.splitn(3, ':');
+    let (kind, category, event) = (parts.next(), parts.next(), parts.next());
+    if !matches!(kind, Some("tracepoint" | "t")) {
+        eprintln!("rprof bt -l lists tracepoints only so far (tracepoint:CATEGORY:EVENT)");
+        return Ok(1);
+    }
+    let (category, event) = match (category, event) {
+        (Some(c), Some(e)) => (c, e),
+        (Some(e), None) => ("*", e),
+        _ => ("*", "*"),
+    };
+    let fields = EventFields(Tracefs::find_or_mount()?);
+    let mut out = String::new();
+    for (c, e) in fields.expand(category, event) {
+        out.push_str(&format!("tracepoint:{c}:{e}\n"));
+        if args.verbose {
+            for f in fields.fields(&c, &e).unwrap_or_default() {
+                out.push_str(&format!("    {}\n", declaration(&f)));
+            }
+        }
+    }
+    print!("{out}");
+    Ok(0)
+}
+
+/// A field declared as C (and bpftrace's -lv) writes it: `char prev_comm[16]`, `const char * filename`,
+/// `__data_loc char[] name`.
+fn declaration(f: &TpField) -> String {
+    match f.decl.rsplit_once('[') {
+        Some((base, len)) if !f.decl.starts_with("__data_loc") => {
+            format!("{base} {}[{len}", f.name)
+        }
+        _ => format!("{} {}", f.decl, f.name),
     }
 }
