@@ -264,7 +264,12 @@ fn bad_programs_match_bpftrace() {
         "uprobe:/bin/bash { }",
         "BEGIN { @x = 1 } END { print(@y); }",
     ];
-    for program in programs {
+    // And more, one a line: type, argument, map, probe and builtin errors as people make them.
+    let more = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/bt_bad_programs.txt"),
+    )
+    .unwrap();
+    for program in programs.into_iter().chain(more.lines()) {
         let Some(peer) = bpftrace_errors(program) else {
             return common::skip("bad_programs_match_bpftrace", "bpftrace did not run");
         };

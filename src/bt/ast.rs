@@ -35,6 +35,8 @@ impl Program {
 pub struct Probe {
     pub attach_points: Vec<AttachPoint>,
     pub pred: Option<Expr>,
+    /// The predicate with its slashes (`/.../`), as bpftrace's messages about it mark it.
+    pub pred_span: Span,
     pub block: Vec<Stmt>,
     /// From the first attach point to the end of the block.
     pub span: Span,

@@ -102,6 +102,12 @@ impl Analyser<'_> {
             }
         };
         if ty == Ty::None {
+            // bpftrace keeps a map whose value has no type as undefined, and says so in its final pass.
+            let untyped = self.map_vals.get(name).is_none_or(|t| *t == Ty::None);
+            if self.is_final() && untyped {
+                self.err(map.span, format!("Undefined map: {name}"));
+            }
+            self.final_err(value.span, "Invalid expression for assignment: none");
             return;
         }
         let stored = match ty {

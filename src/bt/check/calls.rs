@@ -16,6 +16,12 @@ enum Place {
     Nowhere,
 }
 
+/// x86-64's registers as `reg()` names them (bpftrace's `arch/x86_64.cpp`).
+const REGISTERS: &[&str] = &[
+    "r15", "r14", "r13", "r12", "bp", "bx", "r11", "r10", "r9", "r8", "ax", "cx", "dx", "si", "di",
+    "orig_ax", "ip", "cs", "flags", "sp", "ss",
+];
+
 /// Functions this machine cannot run, with the reason.
 const REFUSED: &[(&str, &str)] = &[
     ("kptr", "kptr() marks kernel memory for reading"),
@@ -36,10 +42,10 @@ const REFUSED: &[(&str, &str)] = &[
 
 impl Analyser<'_> {
     pub(super) fn call(&mut self, span: Span, name: &str, args: &[Expr], at: Use) -> Ty {
-        if name == "system" && !self.env.unsafe_ok {
+        if matches!(name, "system" | "signal") && !self.env.unsafe_ok {
             self.err(
                 span,
-                "system() is an unsafe function being used in safe mode",
+                format!("{name}() is an unsafe function being used in safe mode"),
             );
         }
         let arg_use = if matches!(name, "print" | "clear" | "zero" | "delete") {
@@ -128,6 +134,7 @@ impl Analyser<'_> {
                 Ty::None
             }
             "signal" => {
+                self.place(&c, at, Place::Nowhere);
                 self.nargs(&c, 1);
                 if let Some(a) = args.first() {
                     match &a.kind {
@@ -146,7 +153,9 @@ impl Analyser<'_> {
         let (span, name, types) = (c.span, c.name, c.types);
         match name {
             "str" => {
-                if self.varargs(c, 1, 2) {
+                let length_ok =
+                    c.args.len() != 2 || !self.is_final() || self.arg(c, 1, "integer", false);
+                if length_ok && self.varargs(c, 1, 2) {
                     match &types[0] {
                         Ty::Ptr { space, .. } => self.memory_read(span, *space, "str() of this pointer"),
                         Ty::Int { .. } => {
@@ -158,9 +167,6 @@ impl Analyser<'_> {
                         }
                         Ty::None => {}
                         t => self.err(span, format!("str() expects an integer or a pointer type as first argument ({t} provided)")),
-                    }
-                    if c.args.len() == 2 && self.is_final() {
-                        self.arg(c, 1, "integer", false);
                     }
                 }
                 Ty::Str(self.env.strlen)
@@ -232,8 +238,18 @@ impl Analyser<'_> {
                 }
             }
             "reg" | "uaddr" | "cgroupid" => {
-                if self.nargs(c, 1) {
-                    self.arg(c, 0, "string", true);
+                if self.nargs(c, 1) && self.arg(c, 0, "string", true) && name == "reg" {
+                    if let ExprKind::Str(reg) = &c.args[0].kind {
+                        let reg = String::from_utf8_lossy(reg);
+                        if !REGISTERS.contains(&reg.as_ref()) {
+                            self.err(
+                                span,
+                                format!(
+                                    "'{reg}' is not a valid register on this architecture (x86_64)"
+                                ),
+                            );
+                        }
+                    }
                 }
                 if name == "uaddr" {
                     Ty::Ptr {
@@ -442,6 +458,18 @@ impl Analyser<'_> {
                         | ProbeType::Kfunc
                         | ProbeType::Kretfunc
                         | ProbeType::Iter
+                ),
+                "signal" => matches!(
+                    spec.kind,
+                    ProbeType::Kprobe
+                        | ProbeType::Kretprobe
+                        | ProbeType::Uprobe
+                        | ProbeType::Uretprobe
+                        | ProbeType::Usdt
+                        | ProbeType::Tracepoint
+                        | ProbeType::Profile
+                        | ProbeType::Kfunc
+                        | ProbeType::Kretfunc
                 ),
                 "uaddr" => matches!(
                     spec.kind,

@@ -104,7 +104,7 @@ impl Analyser<'_> {
             Ty::Tuple(items) => match items.get(index as usize) {
                 Some(t) => t.clone(),
                 None => {
-                    self.err(
+                    self.final_err(
                         span,
                         format!(
                             "Invalid tuple index: {index}. Found {} elements in tuple.",
@@ -116,7 +116,7 @@ impl Analyser<'_> {
             },
             Ty::None => Ty::None,
             t => {
-                self.err(
+                self.final_err(
                     span,
                     format!("Can not access index '{index}' on expression of type '{t}'"),
                 );
@@ -140,7 +140,8 @@ impl Analyser<'_> {
             }
             Ty::None => Ty::None,
             t => {
-                self.err(span, format!("The array index operator [] can only be used on arrays and pointers, found {t}."));
+                self.final_err(span, format!("The array index operator [] can only be used on arrays and pointers, found {}.",
+                        t.kind()));
                 Ty::None
             }
         }
@@ -260,7 +261,11 @@ impl Analyser<'_> {
                 ctx: true,
             },
             kind => {
-                let name = kind.map_or("invalid", |k| k.name());
+                let name = match kind {
+                    Some(ProbeType::Begin | ProbeType::End) => "special",
+                    Some(k) => k.name(),
+                    None => "invalid",
+                };
                 self.err(span, format!("The args builtin can only be used with tracepoint/kfunc/uprobeprobes ({name} used here)"));
                 Ty::None
             }
@@ -280,6 +285,12 @@ impl Analyser<'_> {
                 return Ty::None;
             }
             (Ty::None, _) => return Ty::None,
+            (Ty::Ptr { to, .. }, true) if !matches!(**to, Ty::Record(_)) => {
+                let message =
+                    format!("Can not access field '{field}' on expression of type '{to}'");
+                self.final_err(span, message);
+                return Ty::None;
+            }
             (Ty::Record(_) | Ty::Ptr { .. }, _) => {
                 self.err(span, format!("the fields of '{ty}' need its C layout from headers or BTF: {NO_KERNEL_MEMORY}"));
                 return Ty::None;
@@ -336,7 +347,7 @@ impl Analyser<'_> {
             Some(ProbeType::Kprobe | ProbeType::Kretprobe)
         );
         if space != Space::User && !kprobe {
-            self.err(
+            self.final_err(
                 span,
                 format!("{what} reads kernel memory here: {NO_KERNEL_MEMORY}"),
             );
@@ -386,13 +397,14 @@ impl Analyser<'_> {
             self.err(span, format!("casting to '{ty}{}' needs the type's layout from {place}: parsed, not run yet by rprof bt ({NO_KERNEL_MEMORY})", " *".repeat(depth as usize)));
             return Ty::None;
         }
-        self.err(span, format!("Cannot resolve unknown type \"{ty}\""));
+        self.err(span, format!("Unknown struct/union: '{ty}'"));
         Ty::None
     }
 
     fn unop(&mut self, span: Span, op: UnOp, inner: &Expr) -> Ty {
         if matches!(op, UnOp::Increment | UnOp::Decrement) {
-            return self.step(inner);
+            let text = if op == UnOp::Increment { "++" } else { "--" };
+            return self.step(span, text, inner);
         }
         let ty = self.expr(inner, Use::Value);
         match op {
@@ -435,7 +447,7 @@ impl Analyser<'_> {
     }
 
     /// `@x++`, `--$x`: the map or variable becomes an integer when it was nothing yet.
-    fn step(&mut self, target: &Expr) -> Ty {
+    fn step(&mut self, span: Span, text: &str, target: &Expr) -> Ty {
         match &target.kind {
             ExprKind::Map { name, keys } => {
                 self.map_key(target.span, name, keys);
@@ -445,7 +457,9 @@ impl Analyser<'_> {
                     .or_insert(Ty::INT64)
                     .clone();
                 if !v.is_int() && self.is_final() {
-                    self.err(target.span, format!("The ++/-- operators can only be used on integer maps ({name} holds {v})"));
+                    let message =
+                        format!("The {text} operator can not be used on expressions of type '{v}'");
+                    self.err(span, message);
                 }
                 v
             }

@@ -126,6 +126,12 @@ pub fn check(program: &Program, env: &Env) -> Checked {
     checked
 }
 
+/// The location bpftrace gives nodes built without one (line 1, column 1, empty).
+const DEFAULT_SPAN: Span = Span {
+    begin: super::diag::Pos { line: 1, col: 1 },
+    end: super::diag::Pos { line: 1, col: 1 },
+};
+
 /// The checker's state over both passes.
 pub(super) struct Analyser<'a> {
     env: &'a Env<'a>,
@@ -174,16 +180,20 @@ impl<'a> Analyser<'a> {
         }
     }
 
+    /// An error of bpftrace's final pass only (after the checks of the first pass have passed).
+    pub(super) fn final_err(&mut self, span: Span, message: impl Into<String>) {
+        if self.is_final() {
+            self.err(span, message);
+        }
+    }
+
     /// The first attach point's type (bpftrace's `single_provider_type` for most checks).
     fn probe_type(&self) -> Option<ProbeType> {
         self.specs.first().map(|s| s.kind)
     }
 
     fn read_attach_points(&mut self, program: &Program) -> Vec<Vec<ProbeSpec>> {
-        let default = Span {
-            begin: super::diag::Pos { line: 1, col: 1 },
-            end: super::diag::Pos { line: 1, col: 1 },
-        };
+        let default = DEFAULT_SPAN;
         let mut all = Vec::new();
         for probe in &program.probes {
             let mut specs = Vec::new();
@@ -311,7 +321,7 @@ impl<'a> Analyser<'a> {
             let ty = self.expr(pred, expr::Use::Value);
             if self.is_final() && !ty.is_int() && !ty.is_ptr() && ty != Ty::None {
                 self.err(
-                    pred.span,
+                    probe.pred_span,
                     format!("Invalid type for predicate: {}", ty.kind()),
                 );
             }
@@ -347,7 +357,11 @@ impl<'a> Analyser<'a> {
             } => {
                 let ty = self.expr(cond, expr::Use::Value);
                 if self.is_final() && !ty.is_int() && !ty.is_ptr() && ty != Ty::None {
-                    self.err(s.span, format!("Invalid condition in if(): {}", ty.kind()));
+                    // bpftrace's If node has no location of its own: it prints 1:1-1.
+                    self.err(
+                        DEFAULT_SPAN,
+                        format!("Invalid condition in if(): {}", ty.kind()),
+                    );
                 }
                 self.stmts(then);
                 if let Some(o) = otherwise {

@@ -155,10 +155,12 @@ impl Parser {
                 "unexpected end of file, expected {",
             ));
         }
+        let mut pred_span = self.prev_end();
         let pred = if self.is(&Tok::Div) {
-            self.bump();
+            let open = self.bump().span;
             let e = self.expr()?;
-            self.expect(Tok::EndPred, "end predicate")?;
+            let close = self.expect(Tok::EndPred, "end predicate")?.span;
+            pred_span = open.to(close);
             Some(e)
         } else {
             None
@@ -167,6 +169,7 @@ impl Parser {
         Ok(Probe {
             attach_points,
             pred,
+            pred_span,
             block,
             span: start.to(end),
         })
