@@ -3,6 +3,7 @@
 #   elf        fixtures built with gcc/g++ -g (plain, compressed DWARF, -O0, C++, PLT calls, stripped)
 #   perf_map   a perf map as JITs write it
 #   kallsyms   the head and tail of /proc/kallsyms (or a made-up excerpt when addresses are hidden)
+#   bt         the programs of issue 42 (bt_seeds/) and bpftrace's tools (/usr/sbin/*.bt, when installed)
 #   recording  a few short recordings by `rprof record` (and `perf record` when it is installed; both need
 #              perf_event_open: as root, or with perf_event_paranoid <= 1)
 # Usage: bash fuzz/seed.sh   (then: cd fuzz && cargo +nightly fuzz run elf -- -max_total_time=60 -rss_limit_mb=200)
@@ -10,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 corpus=corpus
 fixtures=../fixtures
-mkdir -p "$corpus"/{elf,perf_map,kallsyms,recording}
+mkdir -p "$corpus"/{elf,perf_map,kallsyms,recording,bt}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -45,6 +46,10 @@ printf '%s\n' \
     'ffffffff81003400 W weak_fn' \
     "ffffffffc0001000 t mod_fn	[some_module]" \
     "ffffffffc0002000 t bpf_prog_6deef7357e7b4530	[bpf]" >"$corpus/kallsyms/excerpt"
+
+# bt: bpftrace programs.
+cp bt_seeds/*.bt "$corpus/bt/"
+cp /usr/sbin/*.bt "$corpus/bt/" 2>/dev/null || echo "no /usr/sbin/*.bt (bpftrace not installed): issue programs only" >&2
 
 # recording: short recordings of the call-tree fixture, by rprof and by perf.
 rprof=${RPROF:-../target/debug/rprof}

@@ -23,7 +23,8 @@
 //! - [`report`]: `rprof report` and `rprof script`: tables, folded stacks, flame graphs, exports.
 //! - [`annotate`]: `rprof annotate`, the source lines and instructions of hot functions (iced-x86).
 //! - [`probe`]: `rprof probe`, exact function counts and durations.
-//! - [`bt`]: `rprof bt`, bpftrace's language: runtime values, maps in user space, bpftrace's output.
+//! - [`bt`]: `rprof bt`, bpftrace's language without BPF: parse, check (plan, run not built yet), and the
+//!   runtime's values, maps in user space and bpftrace's output.
 //!
 //! `unsafe` code is denied everywhere but in [`perf`], [`mapped`] and [`dl`] (and the lint enforces it).
 #![deny(unsafe_code)]

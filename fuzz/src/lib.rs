@@ -129,3 +129,52 @@ pub fn recording(path: &Path) -> Option<String> {
         }
     }
 }
+
+/// Every tracepoint has the same few fields here, so that field accesses of any program get typed.
+struct AnyTracepoint;
+
+impl rprof::bt::check::TracepointFields for AnyTracepoint {
+    fn fields(&self, _category: &str, _event: &str) -> Option<Vec<rprof::bt::check::TpField>> {
+        let field = |name: &str, decl: &str, size| rprof::bt::check::TpField {
+            name: name.into(),
+            decl: decl.into(),
+            size,
+            signed: true,
+        };
+        Some(vec![
+            field("pid", "pid_t", 4),
+            field("comm", "char[16]", 16),
+            field("filename", "const char *", 8),
+            field("name", "__data_loc char[]", 4),
+        ])
+    }
+
+    fn expand(&self, category: &str, event: &str) -> Vec<(String, String)> {
+        vec![(category.replace('*', "x"), event.replace('*', "x"))]
+    }
+}
+
+/// Bytes as a bpftrace program: lexed, parsed, checked (with and without kprobes) and its errors rendered.
+pub fn bt(data: &[u8]) {
+    let source = String::from_utf8_lossy(data);
+    let parsed = rprof::bt::parser::parse(&source);
+    let _ = rprof::bt::diag::render_all(&parsed.errors, "stdin", &source);
+    let Some(program) = parsed.program else {
+        return;
+    };
+    for kprobes in [false, true] {
+        let env = rprof::bt::check::Env {
+            kernel: rprof::bt::check::Kernel {
+                kprobes,
+                hardware_pmu: false,
+            },
+            tracepoints: &AnyTracepoint,
+            params: vec!["1".into(), "abc".into()],
+            has_child: false,
+            unsafe_ok: false,
+            strlen: 64,
+        };
+        let checked = rprof::bt::check::check(&program, &env);
+        let _ = rprof::bt::diag::render_all(&checked.diagnostics, "stdin", &source);
+    }
+}

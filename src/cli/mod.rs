@@ -3,6 +3,7 @@ use clap::{Parser, Subcommand};
 
 mod advice;
 pub mod annotate;
+pub mod bt;
 mod debuginfod;
 mod man;
 mod output;
@@ -48,6 +49,9 @@ pub enum Command {
     Stat(trace::StatArgs),
     /// Run one of bcc's classic tools (execsnoop, opensnoop, biolatency, tcpconnect...) as a probe recipe.
     Tool(tool::ToolArgs),
+    /// Parse and check a bpftrace program (bpftrace 0.17's language and flags), printing its errors as bpftrace
+    /// does; running programs is not built yet.
+    Bt(bt::BtArgs),
     /// Write the man pages (rprof.1, rprof-record.1, ...) into DIR, as docs/man/ keeps them.
     #[command(name = "generate-man", hide = true)]
     GenerateMan {
@@ -97,6 +101,7 @@ pub fn run() -> anyhow::Result<u8> {
         Command::Trace(a) => trace::run_trace(a),
         Command::Stat(a) => trace::run_stat(a),
         Command::Tool(a) => tool::run(a),
+        Command::Bt(a) => bt::run(a),
         Command::GenerateMan { dir } => man::run(&dir),
     }
 }
