@@ -14,7 +14,9 @@
 # counts syscalls per process, each started before the fixture and stopped (SIGINT) after it; "entries" is the
 # fixture's own row (its getppid calls and the clock readings of its pacing loop, also system calls: bpftrace's
 # row is the reference), "lost" what rprof says it lost of every process's events (the kernel's count less what
-# it read), and the line ends with the load average over the last minute.
+# it read; lost% and cpu_ns/event are of the fixture's row and that), and the line ends with the load average
+# over the last minute. bpftrace's CPU is its own process's: its BPF program runs in the kernel, charged to
+# the traced tasks.
 source "$(dirname "$0")/lib.sh"
 BUDGET=${1:-1000}
 shift || true
@@ -77,7 +79,7 @@ tracepoint_mode() {
             load=$(cut -d' ' -f1 /proc/loadavg)
             awk -v rate="$rate" -v tool="$tool" -v c="$calls" -v s="$secs" -v e="${entries:-0}" -v l="${lost:-0}" \
                 -v cpu="$cpu" -v load="$load" 'BEGIN { printf "%-8s %-8s %10.0f %10d %10d %10d %8.2f%% %8s %12.0f  load %s\n",
-                rate, tool, c / s, c, e, l, 100 * l / c, cpu, cpu * 1e9 / c, load }'
+                rate, tool, c / s, c, e, l, 100 * l / (e + l), cpu, cpu * 1e9 / (e + l), load }'
         done
     done
 }
