@@ -4,11 +4,11 @@ use super::ring::{enable_ring, open_ring, target_pids};
 use super::{calibrate, exit_code, no_usable, pid_list, report_refused, start, stop_when, Setup};
 use crate::merge::OrderedMerge;
 use crate::perf::{self, EventInfos, Handler, RawRecord};
-use crate::probe::analysis::{AddrMap, Calls, KeyedPairer, NetCost, Sink};
+use crate::probe::analysis::{AddrMap, Calls, KeyedPairer, NetCost, Sink, Stats};
 use crate::probe::engine::cost::Costs;
 use crate::probe::engine::counters::Counters;
 use crate::probe::engine::decode::{decode, event_types, EventTypes, Item, PerfParse, ProbeInfo};
-use crate::probe::engine::holes::Holes;
+use crate::probe::engine::holes::{Holes, LossSummary};
 use crate::probe::engine::perf::{open_events, Opened};
 use crate::probe::engine::ring::RingEngine;
 use crate::probe::output::{self, ReportParts, TraceOut};
@@ -57,8 +57,6 @@ pub(super) fn run_sampled(
     if let Some(r) = ring.as_mut() {
         // What the calibration overwrote is not the target's loss.
         r.take_lost(&mut Holes::default());
-    }
-    if let Some(r) = ring.as_mut() {
         refused.extend(enable_ring(s, &plan, r, in_kernel)?);
     }
     report_refused(s, &refused);
@@ -78,11 +76,8 @@ pub(super) fn run_sampled(
     if ring.is_some() && !in_kernel {
         sink.only_processes(target_pids(s));
     }
+    // Enabled (the counters too) before a launched command execs: its execve is seen entering.
     let counters = exact_counters(s, &plan, in_kernel || ring.is_none())?;
-    // Enabled before a launched command execs: its execve is seen entering.
-    if let Some(c) = &counters {
-        c.enable()?;
-    }
     events.enable()?;
     start(s)?;
     let engine = describe_engine(&plan, ring.as_ref().map(RingEngine::mode));
@@ -167,7 +162,28 @@ fn exact_counters(
         s.pmu,
     )?;
     // A target the counters cannot count leaves the total short: no exact total then.
-    Ok((refused.is_empty() && counters.targets() == plan.events.len()).then_some(counters))
+    if !refused.is_empty() || counters.targets() != plan.events.len() {
+        return Ok(None);
+    }
+    counters.enable()?;
+    Ok(Some(counters))
+}
+
+/// What the kernel counted beside the rings ([`exact_counters`]) into the loss: the count less the events
+/// read, exactly, where the rings' own counts of what they dropped or overwrote differ from it (by 1.4% in a
+/// run that lost half its events). The counters count only while the rings run (enabled after them, disabled
+/// before), so an event of those instants is read but not counted: never a loss that was not.
+fn exact_loss(
+    mut counters: Counters,
+    stats: &mut Stats,
+    loss: &mut LossSummary,
+) -> Result<(), ProbeError> {
+    let counted: u64 = counters.take()?.funcs.iter().map(|(_, f)| f.count).sum();
+    let read: u64 = stats.funcs.iter().map(|(_, f)| f.count).sum();
+    stats.lost = counted.saturating_sub(read);
+    loss.counted = Some(counted);
+    counters.close();
+    Ok(())
 }
 
 /// The sink of a session, with the mappings of the processes that exist already (from /proc).
@@ -285,16 +301,8 @@ fn finish_sampled(s: &mut Setup<'_>, live: SampledLoop<'_>) -> Result<RunSummary
     }
     sink.stats.lost += holes.lost - lost_synced;
     let mut loss = holes.summary(crate::perf::ring::page_size());
-    if let Some(mut c) = counters {
-        let counted: u64 = c.take()?.funcs.iter().map(|(_, f)| f.count).sum();
-        let read: u64 = sink.stats.funcs.iter().map(|(_, f)| f.count).sum();
-        // The loss is what the kernel counted less what was read: exact, where the rings' own counts of what
-        // they dropped or overwrote differ from it (by 1.4% in a run that lost half its events). The counters
-        // count only while the rings run (enabled after them, disabled before), so an event of those instants
-        // is read but not counted: never a loss that was not.
-        sink.stats.lost = counted.saturating_sub(read);
-        loss.counted = Some(counted);
-        c.close();
+    if let Some(c) = counters {
+        exact_loss(c, &mut sink.stats, &mut loss)?;
     }
     if s.opts.debug_cost != DebugCost::Off {
         let written = ring
