@@ -144,7 +144,9 @@ fn exact_counters(
     // One target per event (an event standing for several, as raw_syscalls' for `syscall:*`, is sorted out in
     // rprof), and few of them: closing a tracepoint's last perf event costs an RCU grace period (~36 ms here),
     // one tracepoint after the other, which `syscall:*`'s hundreds would pay at the end.
-    let few = plan.events.len() <= EXACT_EVENTS && plan.events.iter().all(|p| p.members.len() == 1);
+    // Kernel events only: beside a uprobe a counter is one more consumer of every hit, which the target pays.
+    let few = plan.events.len() <= EXACT_EVENTS
+        && plan.events.iter().all(|p| p.members.len() == 1 && !p.user);
     if !s.opts.count_only
         || s.opts.interval.is_some()
         || !filtered_in_kernel
