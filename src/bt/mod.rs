@@ -18,10 +18,12 @@ pub mod lexer;
 pub mod maps;
 pub mod parser;
 pub mod print;
+pub mod run;
 pub mod strftime;
 pub mod token;
 pub mod types;
 pub mod value;
+pub mod values;
 
 /// A program parsed and checked.
 #[derive(Debug)]
