@@ -17,6 +17,7 @@ pub mod inet;
 pub mod lexer;
 pub mod maps;
 pub mod parser;
+pub mod plan;
 pub mod print;
 pub mod run;
 pub mod strftime;

@@ -10,6 +10,7 @@
 mod analysis;
 mod engine;
 mod listing;
+mod observe;
 mod output;
 pub mod plan;
 mod session;
@@ -23,6 +24,7 @@ pub use engine::group;
 pub use engine::sharing::Sharing;
 pub use engine::supervisor::{supervise, Supervisor, ARG as SUPERVISOR_ARG};
 pub use listing::{groups_now, probeable_functions, ProbeGroupNow};
+pub use observe::{HitRole, ObservedFrame, ObservedHit, Observer};
 pub use output::trace_events::MAX_KEY_TRACKS;
 pub use output::{human_ns, write_list, Format, TraceFormat};
 pub use spec::fetch::FetchItem;
@@ -196,6 +198,8 @@ pub struct ProbeOptions {
     /// `rprof stat -G`: count only in the tasks of this cgroup (a path relative to the cgroup2 mount), on
     /// every CPU. Counting (`--count` on counters) system-wide only.
     pub cgroup: Option<String>,
+    /// Every hit is read from a ring (never counters alone): an [`Observer`] sees each one.
+    pub each_hit: bool,
 }
 
 impl Default for ProbeOptions {
@@ -230,6 +234,7 @@ impl Default for ProbeOptions {
             at_entry: false,
             net: false,
             cgroup: None,
+            each_hit: false,
         }
     }
 }
@@ -371,6 +376,26 @@ pub fn run(
     out: &mut dyn std::io::Write,
     notice: &mut dyn FnMut(Notice),
 ) -> Result<RunSummary, ProbeError> {
+    run_with(opts, out, notice, None)
+}
+
+/// Run a session as [`run`] does, and hand `observer` every hit that passes the filters, in time order (with
+/// [`ProbeOptions::each_hit`], so that no target is only counted).
+pub fn run_observed(
+    opts: &ProbeOptions,
+    out: &mut dyn std::io::Write,
+    notice: &mut dyn FnMut(Notice),
+    observer: &mut dyn Observer,
+) -> Result<RunSummary, ProbeError> {
+    run_with(opts, out, notice, Some(observer))
+}
+
+fn run_with(
+    opts: &ProbeOptions,
+    out: &mut dyn std::io::Write,
+    notice: &mut dyn FnMut(Notice),
+    observer: Option<&mut dyn Observer>,
+) -> Result<RunSummary, ProbeError> {
     let specs = spec::parse(opts)?;
     let tracefs = if !opts.list || spec::needs_tracefs(opts, &specs) {
         Some(crate::tracefs::Tracefs::find_or_mount()?)
@@ -388,5 +413,5 @@ pub fn run(
         return Ok(RunSummary::default());
     }
     let tracefs = tracefs.ok_or(ProbeError::NoTracefs)?;
-    session::run(opts, &tracefs, &targets, out, notice)
+    session::run(opts, &tracefs, &targets, out, notice, observer)
 }

@@ -12,7 +12,7 @@ mod calls;
 mod expr;
 mod printf;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use super::ast::{Program, Stmt, StmtKind};
 use super::attach::{self, Attach, ProbeSpec, ProbeType};

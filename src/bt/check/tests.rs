@@ -3,7 +3,7 @@ use super::*;
 use crate::bt::parser::parse;
 
 /// Two tracepoints with the fields their format files give on 6.x.
-struct Fake;
+pub(crate) struct Fake;
 
 impl TracepointFields for Fake {
     fn fields(&self, category: &str, event: &str) -> Option<Vec<TpField>> {
@@ -43,7 +43,7 @@ impl TracepointFields for Fake {
     }
 }
 
-fn env(kprobes: bool) -> Env<'static> {
+pub(crate) fn env(kprobes: bool) -> Env<'static> {
     Env {
         kernel: Kernel {
             kprobes,

@@ -11,6 +11,7 @@ use super::stats::Stats;
 use crate::merge::OrderedMerge;
 use crate::probe::engine::decode::{Hit, Item, Values};
 use crate::probe::engine::holes::Hole;
+use crate::probe::observe::{HitRole, ObservedHit};
 use crate::probe::output::TraceOut;
 use crate::probe::plan::Role;
 use crate::probe::target::{PerTarget, TargetId, TargetKind, Targets};
@@ -69,6 +70,9 @@ pub struct Sink<'a> {
     rejected: FastMap<(u32, TargetId), Vec<Option<u64>>>,
     /// The filters of pairs' ends: (pair, end's bit) -> the filter, evaluated whole by rprof.
     pub(super) pair_filters: FastMap<(TargetId, u32), UserFilter>,
+    /// Every hit that passed the filters, for the session's observer ([`crate::probe::run_observed`]), kept
+    /// until the end of the reading round.
+    pub observed: Option<Vec<ObservedHit>>,
 }
 
 impl<'a> Sink<'a> {
@@ -126,6 +130,32 @@ impl<'a> Sink<'a> {
                 .collect(),
             rejected: FastMap::default(),
             pair_filters: super::pair_hit::end_filters(targets),
+            observed: None,
+        }
+    }
+
+    /// Keep a hit for the observer (its stack named now, so that it can be kept by name).
+    fn observed(&mut self, call: &Call, role: Role, pid: u32, chain: Option<&[u64]>) {
+        let role = match role {
+            Role::Entry => HitRole::Entry,
+            Role::Return => HitRole::Return,
+            Role::Hit => HitRole::Hit,
+            Role::Value | Role::Pair(_) => return,
+        };
+        let stack = chain.map(|c| self.stacks.named(pid, self.spaces.get(pid), c));
+        let hit = ObservedHit {
+            target: call.target,
+            role,
+            time: call.time,
+            pid: call.ctx.pid,
+            tid: call.tid,
+            cpu: call.ctx.cpu,
+            comm: call.ctx.comm.clone(),
+            values: call.values.clone(),
+            stack,
+        };
+        if let Some(hits) = self.observed.as_mut() {
+            hits.push(hit);
         }
     }
 
@@ -223,6 +253,7 @@ impl<'a> Sink<'a> {
         let pair = matches!(hit.role, Role::Pair(_));
         let filtered = hit.target.is_some_and(|t| self.filters[t].is_some());
         let needs_pid = hit.target.is_none()
+            || self.observed.is_some()
             || hit.stack.is_some()
             || self.calls.is_some()
             || self.trace_out.is_some()
@@ -242,7 +273,8 @@ impl<'a> Sink<'a> {
             },
         };
         let mut call = Call::entry(target, hit.tid, time);
-        if self.calls.is_some() || pair || self.trace_out.is_some() || filtered {
+        let observed = self.observed.is_some();
+        if self.calls.is_some() || pair || self.trace_out.is_some() || filtered || observed {
             call.ctx = self.context(&hit, pid);
             self.carry(&mut call, pid, hit.values, hit.stack.as_deref());
         }
@@ -261,6 +293,9 @@ impl<'a> Sink<'a> {
         }
         if filtered && !self.passes(&call, hit.role, hit.sp) {
             return;
+        }
+        if observed {
+            self.observed(&call, hit.role, pid, hit.stack.as_deref());
         }
         if let Role::Pair(mask) = hit.role {
             self.pair_hit(call, mask, hit.stack.as_deref(), pid);

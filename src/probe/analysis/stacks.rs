@@ -106,6 +106,34 @@ impl StackCounter {
         self.frames(pid, space, &[marker, ret.saturating_sub(1)])
     }
 
+    /// The frames of a callchain of process `pid`, named now (leaf first, inlined functions not expanded), for
+    /// a caller that keeps stacks by name ([`crate::probe::Observer`]).
+    pub fn named(
+        &mut self,
+        pid: u32,
+        space: Option<&AddressSpace>,
+        chain: &[u64],
+    ) -> Vec<crate::probe::ObservedFrame> {
+        use perf_event_open_sys::bindings::PERF_CONTEXT_MAX;
+        let ids = self.frames(pid, space, chain);
+        self.resolver.finish();
+        let addrs = chain.iter().filter(|&&a| a < PERF_CONTEXT_MAX);
+        ids.iter()
+            .zip(addrs)
+            .map(|(&id, &addr)| {
+                let offset = self.resolver.symbol_offset(id).unwrap_or(0);
+                let f = self.resolver.frame(id);
+                crate::probe::ObservedFrame {
+                    addr,
+                    name: f.unnamed.is_none().then(|| f.name.clone()),
+                    offset,
+                    module: f.module.clone(),
+                    kernel: f.kernel,
+                }
+            })
+            .collect()
+    }
+
     /// Name the frames resolved so far (symbolization is batched).
     pub fn finish(&mut self) {
         self.resolver.finish();

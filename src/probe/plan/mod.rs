@@ -305,6 +305,7 @@ pub const G_FETCH: &str = "g=%r14:x64";
 pub fn plan(group: &str, targets: &Targets, opts: &ProbeOptions, caps: &Capabilities) -> Plan {
     let values = opts.calls.any() || targets.iter().any(|(_, t)| !t.fetches.is_empty());
     let mode = if opts.count_only
+        && !opts.each_hit
         && !opts.stacks
         && !values
         && opts.engine == EngineChoice::Auto

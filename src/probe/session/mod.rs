@@ -9,7 +9,7 @@ use super::engine::supervisor::Supervisor;
 use super::engine::Refusal;
 use super::plan::{self, Capabilities, Mode, Plan, ProbeClass};
 use super::target::Targets;
-use super::{DebugCost, Notice, ProbeError, ProbeOptions, RunSummary, TaskTarget};
+use super::{DebugCost, Notice, Observer, ProbeError, ProbeOptions, RunSummary, TaskTarget};
 use crate::perf::{PerfError, StopSignals, StopWhen, UprobePmu, Workload};
 use crate::tracefs::Tracefs;
 use std::io::Write;
@@ -79,8 +79,12 @@ pub fn run(
     targets: &Targets,
     out: &mut dyn Write,
     notice: &mut dyn FnMut(Notice),
+    mut observer: Option<&mut dyn Observer>,
 ) -> Result<RunSummary, ProbeError> {
     check_trace_format(opts, targets)?;
+    if let Some(o) = observer.as_mut() {
+        o.targets(targets);
+    }
     let signals = StopSignals::register()?;
     // Fork the command before anything else starts (the child waits for us before exec).
     let workload = match &opts.target {
@@ -156,7 +160,7 @@ pub fn run(
     }
     let summary = match plan.mode {
         Mode::Counters => run_counters(&mut s, &plan, out),
-        Mode::Sampled => run_sampled(&mut s, plan, out),
+        Mode::Sampled => run_sampled(&mut s, plan, out, observer),
     }?;
     if let Err(e) = probes.close() {
         (s.notice)(Notice::NotRemoved(e.to_string()));

@@ -15,11 +15,12 @@ use crate::probe::output::{self, ReportParts, TraceOut};
 use crate::probe::plan::{Placement, Plan};
 use crate::probe::target::{PerTarget, TargetId};
 use crate::probe::{
-    DebugCost, Format, Notice, ProbeError, ProbeOptions, RunSummary, Started, TaskTarget,
+    DebugCost, Format, Notice, Observer, ProbeError, ProbeOptions, RunSummary, Started, TaskTarget,
 };
 use std::collections::HashSet;
 use std::io::Write;
 use std::os::fd::BorrowedFd;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 /// Timing (or sampled counting): the tracefs ring and/or perf events.
@@ -27,6 +28,7 @@ pub(super) fn run_sampled(
     s: &mut Setup<'_>,
     mut plan: Plan,
     out: &mut dyn Write,
+    mut observer: Option<&mut dyn Observer>,
 ) -> Result<RunSummary, ProbeError> {
     let mut ring = open_ring(s, &mut plan);
     for f in &plan.forced_shared {
@@ -73,6 +75,9 @@ pub(super) fn run_sampled(
         None => calibrate(s, &plan, |c, report| c.perf(parse.by_id, report)),
     };
     let mut sink = new_sink(s, &plan.placements, &costs)?;
+    if observer.is_some() {
+        sink.observed = Some(Vec::new());
+    }
     if ring.is_some() && !in_kernel {
         sink.only_processes(target_pids(s));
     }
@@ -92,6 +97,10 @@ pub(super) fn run_sampled(
         setup: s.started.elapsed(),
     };
     (s.notice)(Notice::Started(started));
+    if let Some(o) = observer.as_mut() {
+        o.started();
+    }
+    let stop = AtomicBool::new(false);
     let mut live = SampledLoop {
         sink,
         // Two rounds late: a hole is placed at the last event read before it, which a LOST record or a flagged
@@ -111,14 +120,13 @@ pub(super) fn run_sampled(
         read: 0,
         ring_base,
         counters,
+        observer,
+        stop: &stop,
     };
     let pids = pid_list(&s.opts.target);
-    perf::run_loop::run(
-        &mut events,
-        &s.signals,
-        stop_when(s.opts, s.workload.as_mut(), &pids),
-        &mut live,
-    )?;
+    let mut when = stop_when(s.opts, s.workload.as_mut(), &pids);
+    when.flag = Some(&stop);
+    perf::run_loop::run(&mut events, &s.signals, when, &mut live)?;
     let summary = finish_sampled(s, live)?;
     drop(events);
     Ok(summary)
@@ -284,7 +292,7 @@ fn describe_engine(plan: &Plan, ring_mode: Option<&str>) -> String {
 
 /// The end of a sampled session: what the ring lost, the last trace lines, the report, the stacks; then the
 /// removal begins (the ring first).
-fn finish_sampled(s: &mut Setup<'_>, live: SampledLoop<'_>) -> Result<RunSummary, ProbeError> {
+fn finish_sampled(s: &mut Setup<'_>, live: SampledLoop<'_, '_>) -> Result<RunSummary, ProbeError> {
     let SampledLoop {
         mut sink,
         out,
@@ -386,7 +394,7 @@ fn finish_sampled(s: &mut Setup<'_>, live: SampledLoop<'_>) -> Result<RunSummary
 
 /// The loop's handler for sampled events: records are decoded into the merge, released in time order into
 /// the sink, and each tick writes the interval's report.
-struct SampledLoop<'a> {
+struct SampledLoop<'a, 'o> {
     sink: Sink<'a>,
     merge: OrderedMerge<Item>,
     parse: PerfParse,
@@ -410,6 +418,10 @@ struct SampledLoop<'a> {
     round_started: Option<Instant>,
     /// Where the bounded rounds left each ring.
     positions: Positions,
+    /// Handed every hit the sink kept for it, and told each round's end ([`crate::probe::run_observed`]);
+    /// it ends the session through `stop`.
+    observer: Option<&'o mut dyn Observer>,
+    stop: &'a AtomicBool,
 }
 
 /// Where bounded reading rounds left the rings.
@@ -445,7 +457,22 @@ fn round_bound(held: Option<u64>, last: u64) -> usize {
     }
 }
 
-impl SampledLoop<'_> {
+impl SampledLoop<'_, '_> {
+    /// Hand the observer the hits released in this round, then the round's end.
+    fn observe(&mut self) {
+        let Some(o) = self.observer.as_mut() else {
+            return;
+        };
+        let hits = self.sink.observed.as_mut().map(std::mem::take);
+        let mut go = true;
+        for hit in hits.unwrap_or_default() {
+            go = go && o.hit(&hit);
+        }
+        if !(go && o.round()) {
+            self.stop.store(true, Ordering::Relaxed);
+        }
+    }
+
     /// Add the events lost since the last call to the sink's statistics.
     fn sync_lost(&mut self) {
         if let Some(r) = self.ring.as_mut() {
@@ -456,7 +483,7 @@ impl SampledLoop<'_> {
     }
 }
 
-impl Handler<ProbeInfo> for SampledLoop<'_> {
+impl Handler<ProbeInfo> for SampledLoop<'_, '_> {
     type Error = ProbeError;
 
     fn record(
@@ -535,6 +562,7 @@ impl Handler<ProbeInfo> for SampledLoop<'_> {
             }
         }
         self.sink.release(&mut self.merge, last);
+        self.observe();
         let started = self.round_started.take().unwrap_or(started);
         self.holes.end_round(started.elapsed());
         if let Some(calls) = self.sink.calls.as_mut() {

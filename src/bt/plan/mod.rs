@@ -1,0 +1,336 @@
+//! The plan pass: a checked program into the probes `rprof probe` runs. Each distinct attach point becomes one
+//! probe pattern in probe's own language (`t:sched:sched_switch(prev_pid:s32, next_comm)`,
+//! `uprobe:/bin/bash:readline(ret:str)`), fetching exactly the values its blocks read ([`ValueRef`]), with the
+//! part of a lone block's predicate that ftrace's event filter can take (`if args->pid > 100` becomes
+//! `if pid > 100`, evaluated in the kernel). BEGIN, END and `interval` blocks are the runtime's; what this pass
+//! cannot give yet is refused here with the attach point's span, never run wrong.
+use super::ast::{BinOp, Expr, ExprKind, Program};
+use super::attach::{ProbeSpec, ProbeType};
+use super::check::{Checked, TpField, TracepointFields};
+use super::diag::Diagnostic;
+use super::types::{tracepoint_field_type, Ty};
+use super::value::IntType;
+use super::values::{refs_of_block, ValueRef};
+
+/// One probe pattern of the session and the blocks it runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlannedProbe {
+    /// Tracepoint, uprobe (a uretprobe's blocks share its function's pattern) or USDT.
+    pub kind: ProbeType,
+    /// The attach point as read (wildcards unexpanded).
+    pub spec: ProbeSpec,
+    /// The pattern in `rprof probe`'s language.
+    pub pattern: String,
+    /// Blocks run at its entry or hit, and (uprobes) at its return, in program order.
+    pub blocks: Vec<usize>,
+    pub return_blocks: Vec<usize>,
+    /// The values fetched, in the pattern's fetch order, with the probe's label for each and the integer type
+    /// the value has in bpftrace (None: a string).
+    pub values: Vec<PlannedValue>,
+}
+
+/// One fetched value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlannedValue {
+    pub r: ValueRef,
+    /// The fetch's label in the probe's pattern (its value's name in a hit).
+    pub label: String,
+    /// Its integer type, or None for text.
+    pub int: Option<IntType>,
+}
+
+/// What the session runs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BtPlan {
+    pub probes: Vec<PlannedProbe>,
+    /// Some block reads `kstack` or `ustack` at a probe: probes take callchains.
+    pub stacks: bool,
+    /// A uretprobe is planned: functions are probed at entry and return.
+    pub returns: bool,
+    /// `uid`, `gid` or `username` is read.
+    pub uid: bool,
+    /// Probes bpftrace would count in "Attaching N probes..." (wildcards expanded; BEGIN, END and intervals).
+    pub attached: usize,
+}
+
+impl BtPlan {
+    /// The patterns, in order.
+    pub fn patterns(&self) -> Vec<String> {
+        self.probes.iter().map(|p| p.pattern.clone()).collect()
+    }
+}
+
+/// Plan `program` as checked; tracepoints' fields come from `fields`. Errors are bpftrace-format diagnostics.
+pub fn plan(
+    program: &Program,
+    checked: &Checked,
+    fields: &dyn TracepointFields,
+) -> Result<BtPlan, Vec<Diagnostic>> {
+    let mut plan = BtPlan::default();
+    let mut errors = Vec::new();
+    for (block, (probe, specs)) in program.probes.iter().zip(&checked.probes).enumerate() {
+        let refs = refs_of_block(probe.pred.as_ref(), &probe.block);
+        plan.stacks |= reads_builtin(probe, &["kstack", "ustack"]);
+        plan.uid |= reads_builtin(probe, &["uid", "gid", "username"]);
+        for (spec, ap) in specs.iter().zip(&probe.attach_points) {
+            match spec.kind {
+                ProbeType::Begin | ProbeType::End | ProbeType::Interval => plan.attached += 1,
+                ProbeType::Tracepoint => {
+                    plan.attached += fields.expand(&spec.target, &spec.func).len().max(1);
+                    add(&mut plan, spec, block, &refs, fields, false);
+                }
+                ProbeType::Uprobe | ProbeType::Usdt => {
+                    plan.attached += 1;
+                    add(&mut plan, spec, block, &refs, fields, false);
+                }
+                ProbeType::Uretprobe => {
+                    plan.attached += 1;
+                    plan.returns = true;
+                    add(&mut plan, spec, block, &refs, fields, true);
+                }
+                other => errors.push(Diagnostic::error(
+                    ap.span,
+                    format!(
+                        "{other} probes are not run by rprof bt yet (parsed and checked; \
+                         `rprof record -F HZ -g` samples stacks)"
+                    ),
+                )),
+            }
+        }
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    for p in &mut plan.probes {
+        p.pattern = pattern(p, program);
+    }
+    Ok(plan)
+}
+
+/// Whether the block's predicate or statements name one of `builtins`.
+fn reads_builtin(probe: &super::ast::Probe, builtins: &[&str]) -> bool {
+    let mut found = false;
+    let stmts = [super::ast::Stmt {
+        kind: super::ast::StmtKind::Expr(
+            probe
+                .pred
+                .clone()
+                .unwrap_or(Expr::new(ExprKind::Int(0), probe.pred_span)),
+        ),
+        span: probe.pred_span,
+    }];
+    let mut visit = |e: &Expr| {
+        if let ExprKind::Builtin(b) = &e.kind {
+            found |= builtins.contains(&b.as_str());
+        }
+    };
+    super::ast::walk_exprs(&stmts, &mut visit);
+    super::ast::walk_exprs(&probe.block, &mut visit);
+    found
+}
+
+/// Add block `block` at attach point `spec` to the plan: to the probe of the same point, or a new one.
+fn add(
+    plan: &mut BtPlan,
+    spec: &ProbeSpec,
+    block: usize,
+    refs: &[ValueRef],
+    fields: &dyn TracepointFields,
+    at_return: bool,
+) {
+    let kind = match spec.kind {
+        ProbeType::Uretprobe => ProbeType::Uprobe,
+        k => k,
+    };
+    let same = |p: &PlannedProbe| {
+        p.kind == kind
+            && p.spec.target == spec.target
+            && p.spec.func == spec.func
+            && p.spec.ns == spec.ns
+            && p.spec.offset == spec.offset
+            && p.spec.address == spec.address
+    };
+    let at = match plan.probes.iter().position(same) {
+        Some(i) => i,
+        None => {
+            plan.probes.push(PlannedProbe {
+                kind,
+                spec: ProbeSpec {
+                    kind,
+                    ..spec.clone()
+                },
+                pattern: String::new(),
+                blocks: Vec::new(),
+                return_blocks: Vec::new(),
+                values: Vec::new(),
+            });
+            plan.probes.len() - 1
+        }
+    };
+    let p = &mut plan.probes[at];
+    match at_return {
+        true => p.return_blocks.push(block),
+        false => p.blocks.push(block),
+    }
+    let tp_fields = match kind {
+        ProbeType::Tracepoint => first_fields(fields, &spec.target, &spec.func),
+        _ => Vec::new(),
+    };
+    for r in refs {
+        if p.values.iter().any(|v| &v.r == r) {
+            continue;
+        }
+        if let Some(v) = planned_value(r, &tp_fields) {
+            // One fetch per label: a string read of a value wins over the bare pointer.
+            match p.values.iter().position(|o| o.label == v.label) {
+                Some(i) if v.int.is_none() => p.values[i] = v,
+                Some(_) => {}
+                None => p.values.push(v),
+            }
+        }
+    }
+}
+
+/// The fields of the first tracepoint the globs match.
+fn first_fields(fields: &dyn TracepointFields, category: &str, event: &str) -> Vec<TpField> {
+    let (c, e) = fields
+        .expand(category, event)
+        .into_iter()
+        .next()
+        .unwrap_or((category.to_string(), event.to_string()));
+    fields.fields(&c, &e).unwrap_or_default()
+}
+
+/// How a value is fetched: its label and type.
+fn planned_value(r: &ValueRef, fields: &[TpField]) -> Option<PlannedValue> {
+    let (label, int) = match r {
+        ValueRef::Field(name) => {
+            let f = fields.iter().find(|f| &f.name == name)?;
+            let int = match tracepoint_field_type(&f.decl, f.size, f.signed, false) {
+                Ty::Int { bits, signed } => Some(IntType { bits, signed }),
+                Ty::Ptr { .. } => Some(IntType::U64),
+                Ty::Str(_) => None,
+                _ => return None,
+            };
+            (name.clone(), int)
+        }
+        ValueRef::FieldStr(name) => (name.clone(), None),
+        ValueRef::Arg(n) => (format!("arg{n}"), Some(IntType::U64)),
+        ValueRef::ArgStr(n) => (format!("arg{n}"), None),
+        ValueRef::Retval => ("ret".into(), Some(IntType::U64)),
+        ValueRef::RetvalStr => ("ret".into(), None),
+    };
+    Some(PlannedValue {
+        r: r.clone(),
+        label,
+        int,
+    })
+}
+
+/// The pattern of a planned probe: the point, its fetches, and where only one block runs at it, the part of
+/// its predicate the kernel's filter takes.
+fn pattern(p: &PlannedProbe, program: &Program) -> String {
+    let s = &p.spec;
+    let point = match p.kind {
+        ProbeType::Tracepoint => format!("t:{}:{}", s.target, s.func),
+        ProbeType::Usdt if s.ns.is_empty() => format!("usdt:{}:*:{}", s.target, s.func),
+        ProbeType::Usdt => format!("usdt:{}:{}:{}", s.target, s.ns, s.func),
+        _ if s.address != 0 => format!("uprobe:{}:{:#x}", s.target, s.address),
+        _ if s.offset != 0 => format!("uprobe:{}:{}+{}", s.target, s.func, s.offset),
+        _ => format!("uprobe:{}:{}", s.target, s.func),
+    };
+    let fetches: Vec<String> = p
+        .values
+        .iter()
+        .map(|v| match v.int {
+            Some(t) => format!("{}:{}{}", v.label, if t.signed { 's' } else { 'u' }, t.bits),
+            None if matches!(v.r, ValueRef::Field(_)) => v.label.clone(),
+            None => format!("{}:str", v.label),
+        })
+        .collect();
+    let mut text = point;
+    if !fetches.is_empty() {
+        text += &format!("({})", fetches.join(", "));
+    }
+    let lone = p.blocks.len() + p.return_blocks.len() == 1 && p.return_blocks.is_empty();
+    let filter = match (lone, p.kind) {
+        (true, ProbeType::Tracepoint) => program.probes[p.blocks[0]]
+            .pred
+            .as_ref()
+            .and_then(|e| kernel_filter(e, p)),
+        _ => None,
+    };
+    if let Some(f) = filter {
+        text += &format!(" if {f}");
+    }
+    text
+}
+
+/// The part of predicate `e` that ftrace's event filter evaluates the same way: `&&` of comparisons of a
+/// fetched field (or `comm`) with a constant, and `||` of such wholes. The runtime evaluates the whole
+/// predicate again, so a part left out only costs events.
+pub fn kernel_filter(e: &Expr, p: &PlannedProbe) -> Option<String> {
+    match &e.kind {
+        ExprKind::Binop {
+            op: BinOp::LAnd,
+            left,
+            right,
+        } => match (kernel_filter(left, p), kernel_filter(right, p)) {
+            (Some(l), Some(r)) => Some(format!("({l}) && ({r})")),
+            (one, other) => one.or(other),
+        },
+        ExprKind::Binop {
+            op: BinOp::LOr,
+            left,
+            right,
+        } => Some(format!(
+            "({}) || ({})",
+            kernel_filter(left, p)?,
+            kernel_filter(right, p)?
+        )),
+        ExprKind::Binop { op, left, right } if op.is_comparison() => {
+            let (name, constant, op) = match (operand(left, p), constant(right)) {
+                (Some(n), Some(c)) => (n, c, *op),
+                _ => (operand(right, p)?, constant(left)?, flip(*op)),
+            };
+            Some(format!("{name} {} {constant}", op.text()))
+        }
+        _ => None,
+    }
+}
+
+/// A field (by its fetch label) or `comm`.
+fn operand(e: &Expr, p: &PlannedProbe) -> Option<String> {
+    if matches!(&e.kind, ExprKind::Builtin(b) if b == "comm") {
+        return Some("comm".into());
+    }
+    let r = ValueRef::of(e)?;
+    let v = p.values.iter().find(|v| v.r == r)?;
+    Some(v.label.clone())
+}
+
+/// An integer or string literal, as the filter writes it.
+fn constant(e: &Expr) -> Option<String> {
+    match &e.kind {
+        ExprKind::Int(v) => Some(v.to_string()),
+        ExprKind::Str(s) => {
+            let s = std::str::from_utf8(s).ok()?;
+            (!s.contains(['"', '\\', '*', '?', '['])).then(|| format!("\"{s}\""))
+        }
+        _ => None,
+    }
+}
+
+/// `a OP b` as `b OP' a`.
+fn flip(op: BinOp) -> BinOp {
+    match op {
+        BinOp::Lt => BinOp::Gt,
+        BinOp::Le => BinOp::Ge,
+        BinOp::Gt => BinOp::Lt,
+        BinOp::Ge => BinOp::Le,
+        o => o,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,63 @@
+use super::*;
+use crate::bt::check::tests::{env, Fake};
+
+fn planned(src: &str) -> BtPlan {
+    let front = crate::bt::front(src, "stdin", &env(false)).expect("checks");
+    plan(&front.program, &front.checked, &Fake).expect("plans")
+}
+
+/// Check that each attach point becomes one pattern fetching what its blocks read, typed as the format says.
+#[test]
+fn patterns_fetch_what_blocks_read() {
+    let p = planned(
+        "tracepoint:syscalls:sys_enter_openat { printf(\"%d %s %s\\n\", pid, comm, str(args->filename)); }",
+    );
+    assert_eq!(p.patterns(), ["t:syscalls:sys_enter_openat(filename:str)"]);
+    let p = planned(
+        "tracepoint:sched:sched_switch /args->prev_pid == 1234/ { @ts = nsecs; @k = kstack; } \
+         tracepoint:sched:sched_switch /args->next_pid == 1234/ { @n = args->next_comm; }",
+    );
+    assert_eq!(
+        p.patterns(),
+        ["t:sched:sched_switch(prev_pid:s32, next_pid:s32, next_comm)"]
+    );
+    assert_eq!(p.probes[0].blocks, [0, 1]);
+    assert!(p.stacks);
+    assert_eq!(
+        p.attached, 2,
+        "each block's attach point, as bpftrace counts them"
+    );
+}
+
+/// Check that a lone block's predicate goes into the kernel's filter where ftrace can evaluate it.
+#[test]
+fn predicates_into_the_kernel() {
+    let p = planned(
+        "tracepoint:sched:sched_switch /args->next_comm == \"fusion_thread\" && pid != 0 && 5 < args->prev_pid/ { @ = count(); }",
+    );
+    assert_eq!(
+        p.patterns(),
+        ["t:sched:sched_switch(next_comm, prev_pid:s32) if (next_comm == \"fusion_thread\") && (prev_pid > 5)"]
+    );
+    let p = planned(
+        "tracepoint:syscalls:sys_enter_openat /comm == \"cat\" || pid == 5/ { @ = count(); }",
+    );
+    assert_eq!(p.patterns(), ["t:syscalls:sys_enter_openat"]);
+}
+
+/// Check that uprobes and uretprobes of one function share a pattern, with the return value fetched.
+#[test]
+fn uprobes_share_a_pattern() {
+    let p = planned(
+        "uprobe:/bin/bash:readline { @s[tid] = nsecs; } uretprobe:/bin/bash:readline { printf(\"%s\\n\", str(retval)); }",
+    );
+    assert_eq!(p.patterns(), ["uprobe:/bin/bash:readline(ret:str)"]);
+    assert_eq!(
+        (
+            p.probes[0].blocks.clone(),
+            p.probes[0].return_blocks.clone()
+        ),
+        (vec![0], vec![1])
+    );
+    assert!(p.returns);
+}
