@@ -20,6 +20,7 @@ pub mod parser;
 pub mod plan;
 pub mod print;
 pub mod run;
+pub mod session;
 pub mod strftime;
 pub mod token;
 pub mod types;

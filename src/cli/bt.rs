@@ -1,12 +1,19 @@
-//! `rprof bt`: bpftrace 0.17's language without BPF. So far the front end: the program is parsed and checked
-//! against this machine (its tracepoints, kprobes, PMU), errors print in bpftrace's format with exit status 1;
-//! running programs is not built yet, and `rprof bt` says so in one line.
+//! `rprof bt`: bpftrace 0.17's language without BPF. The program is parsed and checked against this machine
+//! (its tracepoints, kprobes, PMU; errors in bpftrace's format, exit status 1), planned into `rprof probe`
+//! patterns, and run: maps and the interpreter in rprof, output as bpftrace prints it.
 use clap::Args;
 use rprof::bt::check::{Env, Kernel};
 use rprof::bt::check::{TpField, TracepointFields};
+use rprof::bt::print::OutputFormat;
+use rprof::bt::run::{Io, Options, Runtime};
+use rprof::bt::session::{self, SessionOptions};
 use rprof::tracefs::Tracefs;
+use std::io::Write;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
-/// Parse and check a bpftrace program (bpftrace 0.17's language and flags); running it is not built yet.
+/// Run a bpftrace program (bpftrace 0.17's language and flags) without BPF: probes through rprof's engines,
+/// maps in rprof.
 #[derive(Args, Debug)]
 #[command(
     after_help = "Examples:\n  rprof bt -e 'tracepoint:syscalls:sys_enter_write { @[comm] = count(); }'\n  \
@@ -16,13 +23,22 @@ pub struct BtArgs {
     /// The program's text (instead of a file).
     #[arg(short = 'e', value_name = "PROGRAM")]
     pub program: Option<String>,
-    /// Run CMD (for `cpid` and its USDT probes).
+    /// Run CMD (for `cpid`); the program ends when it exits.
     #[arg(short = 'c', value_name = "CMD")]
     pub cmd: Option<String>,
+    /// The process whose uprobes and USDT probes fire (bpftrace 0.17's -p).
+    #[arg(short = 'p', value_name = "PID")]
+    pub pid: Option<i32>,
+    /// Write the program's output to FILE instead of standard output.
+    #[arg(short = 'o', value_name = "FILE")]
+    pub output: Option<std::path::PathBuf>,
+    /// Output format: text or json.
+    #[arg(short = 'f', value_name = "FORMAT", default_value = "text")]
+    pub format: String,
     /// Allow unsafe builtin functions (`system()`).
     #[arg(long = "unsafe")]
     pub unsafe_ok: bool,
-    /// Keep messages quiet.
+    /// Keep messages quiet (no "Attaching N probes...").
     #[arg(short = 'q')]
     pub quiet: bool,
     /// List the probes matching the search (`-l 'tracepoint:sched:*'`; tracepoints only so far).
@@ -38,6 +54,14 @@ pub struct BtArgs {
         value_name = "FILE ARGS"
     )]
     pub rest: Vec<String>,
+}
+
+/// The numeric value of environment variable `name`, else `default`.
+fn env_number(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
 }
 
 pub fn run(args: BtArgs) -> anyhow::Result<u8> {
@@ -56,35 +80,125 @@ pub fn run(args: BtArgs) -> anyhow::Result<u8> {
             (path.clone(), source, args.rest[1..].to_vec())
         }
     };
+    let format = match args.format.as_str() {
+        "text" => OutputFormat::Text,
+        "json" => OutputFormat::Json,
+        other => {
+            eprintln!("ERROR: Invalid output format \"{other}\"\nValid formats: 'text', 'json'");
+            return Ok(1);
+        }
+    };
     let tracefs = Tracefs::find_or_mount()?;
     let fields = EventFields(tracefs.clone());
+    let strlen = env_number("BPFTRACE_STRLEN", rprof::bt::value::DEFAULT_STRLEN);
     let env = Env {
         kernel: Kernel::detect(tracefs.root()),
         tracepoints: &fields,
-        params,
+        params: params.clone(),
         has_child: args.cmd.is_some(),
         unsafe_ok: args.unsafe_ok,
-        strlen: std::env::var("BPFTRACE_STRLEN")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(64),
+        strlen,
     };
-    match rprof::bt::front(&source, &file, &env) {
+    let front = match rprof::bt::front(&source, &file, &env) {
         Err(text) => {
             eprint!("{text}");
-            Ok(1)
+            return Ok(1);
         }
-        Ok(front) => {
-            let probes: usize = front.checked.probes.iter().map(|p| p.len()).sum();
-            if !args.quiet {
-                eprintln!("{file}: {probes} attach point(s) parsed and checked");
-            }
-            eprintln!(
-                "rprof bt: running bpftrace programs is not built yet (parse and check only)"
-            );
-            Ok(1)
+        Ok(front) => front,
+    };
+    let plan = match rprof::bt::plan::plan(&front.program, &front.checked, &fields) {
+        Err(diags) => {
+            eprint!("{}", rprof::bt::diag::render_all(&diags, &file, &source));
+            return Ok(1);
         }
+        Ok(plan) => plan,
+    };
+    let (target, launch) = task_target(&args, &plan)?;
+    let opts = Options {
+        params,
+        strlen,
+        map_keys_max: env_number(
+            "BPFTRACE_MAP_KEYS_MAX",
+            rprof::bt::maps::DEFAULT_MAP_KEYS_MAX,
+        ),
+        format,
+        cpid: None,
+        unsafe_ok: args.unsafe_ok,
+    };
+    let interrupted = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&interrupted))?;
     }
+    let sopts = SessionOptions {
+        target,
+        launch,
+        quiet: args.quiet,
+        debug: rprof::symbols::DebugSources::default(),
+        interrupted,
+        format,
+        strlen,
+    };
+    let mut out: Box<dyn Write> = match &args.output {
+        Some(path) => Box::new(std::io::BufWriter::new(
+            std::fs::File::create(path).map_err(|e| {
+                anyhow::anyhow!("cannot create the output file {}: {e}", path.display())
+            })?,
+        )),
+        None => Box::new(std::io::stdout().lock()),
+    };
+    let mut err = std::io::stderr();
+    let mut io = Io {
+        out: &mut *out,
+        err: &mut err,
+    };
+    let mut runtime = Runtime::new(&front.program, &front.checked, opts);
+    let mut say = |n: rprof::probe::Notice| {
+        use rprof::probe::Notice::*;
+        if matches!(
+            n,
+            StaleRemoved(_)
+                | Refused { .. }
+                | Unresolved(_)
+                | NotRemoved(_)
+                | NoSupervisor(_)
+                | Lost(_)
+        ) {
+            eprintln!("rprof bt: {}", super::probe::notice(&n));
+        }
+    };
+    let outcome = session::run(&mut runtime, &plan, &sopts, &mut io, &mut say)?;
+    Ok(outcome.exit_code.map_or(0, |c| c.clamp(0, 255) as u8))
+}
+
+/// The tasks the session probes: `-p`'s process where every probe is a uprobe or USDT probe (bpftrace 0.17's
+/// -p names the process whose uprobes attach; its tracepoints stay system-wide), else every process; and
+/// `-c`'s command, launched beside them (bpftrace's probes are not limited to it; `cpid` names it).
+fn task_target(
+    args: &BtArgs,
+    plan: &rprof::bt::plan::BtPlan,
+) -> anyhow::Result<(rprof::probe::TaskTarget, Option<rprof::perf::Command>)> {
+    use rprof::bt::attach::ProbeType;
+    let launch = match &args.cmd {
+        Some(cmd) => {
+            let words = shlex::split(cmd)
+                .ok_or_else(|| anyhow::anyhow!("cannot split -c's command: {cmd}"))?;
+            Some(rprof::perf::Command::find(
+                &words,
+                std::env::var_os("PATH").as_deref(),
+            ))
+        }
+        None => None,
+    };
+    let user_only = !plan.probes.is_empty()
+        && plan
+            .probes
+            .iter()
+            .all(|p| matches!(p.kind, ProbeType::Uprobe | ProbeType::Usdt));
+    let target = match args.pid {
+        Some(pid) if user_only => rprof::probe::TaskTarget::Pid(pid),
+        _ => rprof::probe::TaskTarget::SystemWide,
+    };
+    Ok((target, launch))
 }
 
 /// Tracepoint fields from the `format` files of this tracefs (the plan layer will own this reading).

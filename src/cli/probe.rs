@@ -415,7 +415,7 @@ impl Drop for RemovalWatch {
 }
 
 /// A notice of the probe session as one line.
-fn notice(n: &Notice) -> String {
+pub(crate) fn notice(n: &Notice) -> String {
     match n {
         Notice::StaleRemoved(what) => format!(
             "removed probe groups and instances left by rprof processes that are gone: {}",

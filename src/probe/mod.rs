@@ -18,6 +18,8 @@ mod spec;
 pub mod target;
 mod value;
 
+/// A command a session launches (`TaskTarget::Command`, `ProbeOptions::launch`).
+pub use crate::perf::Command;
 pub use analysis::{CallOptions, FoldedStacks, TraceStyle, MAX_STACKS};
 pub use engine::cost::{ClassCost, Costs};
 pub use engine::group;
@@ -34,6 +36,7 @@ pub use spec::pattern::Spec;
 pub use spec::resolve::{resolve_kernel, resolve_syscalls, resolve_tracepoints, resolve_user};
 pub use spec::usdt;
 pub use target::{Keep, PairEnd, PairSpec, Target, TargetId, TargetKind, Targets};
+pub use value::Value;
 
 use crate::perf::PerfError;
 use crate::symbols::{DebugSources, SymbolError};
@@ -200,6 +203,9 @@ pub struct ProbeOptions {
     pub cgroup: Option<String>,
     /// Every hit is read from a ring (never counters alone): an [`Observer`] sees each one.
     pub each_hit: bool,
+    /// A command launched beside a session of other tasks (bpftrace's `-c` with system-wide probes): the
+    /// session ends when it exits. (`TaskTarget::Command` probes the command's own tasks.)
+    pub launch: Option<crate::perf::Command>,
 }
 
 impl Default for ProbeOptions {
@@ -235,6 +241,7 @@ impl Default for ProbeOptions {
             net: false,
             cgroup: None,
             each_hit: false,
+            launch: None,
         }
     }
 }

@@ -50,8 +50,8 @@ pub struct ObservedHit {
 pub trait Observer {
     /// The session's targets, resolved from the patterns, before any probe exists.
     fn targets(&mut self, targets: &Targets);
-    /// Probing has started (probes created and enabled; a launched command about to exec).
-    fn started(&mut self);
+    /// Probing has started (probes created and enabled); `command`: the launched command's pid, about to exec.
+    fn started(&mut self, command: Option<u32>);
     /// One hit that passed the filters, in time order across CPUs (handed over at the end of the reading
     /// round that released it). `false` ends the session.
     fn hit(&mut self, hit: &ObservedHit) -> bool;

@@ -140,6 +140,22 @@ pub fn parse_status_field(status: &[u8], field: &str) -> Option<i32> {
         .find_map(|l| l.strip_prefix(field).map(|v| v.trim().parse().ok()))?
 }
 
+/// The real user and group ids of a task: the first numbers of `Uid:` and `Gid:` in /proc/TID/status (what
+/// the kernel's `current_uid_gid()` gives bpftrace's `uid` and `gid`).
+pub fn ids(tid: i32) -> Option<(u32, u32)> {
+    let status = std::fs::read(format!("/proc/{tid}/status")).ok()?;
+    let text = String::from_utf8_lossy(&status);
+    let first = |field: &str| -> Option<u32> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(field))?
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok()
+    };
+    Some((first("Uid:")?, first("Gid:")?))
+}
+
 /// Every process id in /proc.
 pub fn all_pids() -> Vec<i32> {
     let mut pids: Vec<i32> = std::fs::read_dir("/proc")

@@ -106,8 +106,9 @@ impl StackCounter {
         self.frames(pid, space, &[marker, ret.saturating_sub(1)])
     }
 
-    /// The frames of a callchain of process `pid`, named now (leaf first, inlined functions not expanded), for
-    /// a caller that keeps stacks by name ([`crate::probe::Observer`]).
+    /// The frames of a callchain of process `pid`, named now (leaf first), for
+    /// a caller that keeps stacks by name ([`crate::probe::Observer`]); a frame names the function that holds its
+    /// address, not the functions inlined there.
     pub fn named(
         &mut self,
         pid: u32,
@@ -122,7 +123,10 @@ impl StackCounter {
             .zip(addrs)
             .map(|(&id, &addr)| {
                 let offset = self.resolver.symbol_offset(id).unwrap_or(0);
-                let f = self.resolver.frame(id);
+                // The function that holds the address: the outermost of the frames inlined there.
+                let mut expanded = Vec::new();
+                self.resolver.expand(&[id], true, &mut expanded);
+                let f = self.resolver.frame(expanded.first().copied().unwrap_or(id));
                 crate::probe::ObservedFrame {
                     addr,
                     name: f.unnamed.is_none().then(|| f.name.clone()),

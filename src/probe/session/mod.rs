@@ -87,8 +87,10 @@ pub fn run(
     }
     let signals = StopSignals::register()?;
     // Fork the command before anything else starts (the child waits for us before exec).
-    let workload = match &opts.target {
-        TaskTarget::Command(cmd) => Some(Workload::prepare(cmd, opts.keep_workload)?),
+    let workload = match (&opts.target, &opts.launch) {
+        (TaskTarget::Command(cmd), _) | (_, Some(cmd)) => {
+            Some(Workload::prepare(cmd, opts.keep_workload)?)
+        }
         _ => None,
     };
     let tasks: Vec<i32> = match &opts.target {

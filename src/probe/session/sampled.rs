@@ -98,7 +98,7 @@ pub(super) fn run_sampled(
     };
     (s.notice)(Notice::Started(started));
     if let Some(o) = observer.as_mut() {
-        o.started();
+        o.started(s.workload.as_ref().map(|w| w.pid() as u32));
     }
     let stop = AtomicBool::new(false);
     let mut live = SampledLoop {

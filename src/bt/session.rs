@@ -1,0 +1,391 @@
+//! Running a planned program: the probes through `probe`'s one session (its engines, filters, time-ordered
+//! merge), every hit handed to the runtime as an [`Event`] of the blocks its attach point runs; BEGIN when the
+//! probes are enabled, `interval` blocks at the end of each reading round that passed their time, END and the
+//! maps at the end. A program without probes (BEGIN, END and intervals alone) runs without a session.
+use super::plan::{BtPlan, PlannedProbe};
+use super::print::Printer;
+use super::run::{Event, Flow, Io, Runtime, Symbols};
+use super::value::{Frame, IntType, Value};
+use super::values::ValueRef;
+use crate::probe::{self, HitRole, ObservedFrame, ObservedHit, Observer, TargetKind, Targets};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What a session needs besides the program: how it runs and what it probes.
+pub struct SessionOptions {
+    /// The tasks: system-wide, or `-p PID` (uprobes and USDT alone).
+    pub target: probe::TaskTarget,
+    /// `-c CMD`: launched beside the probes; the program ends when it exits.
+    pub launch: Option<probe::Command>,
+    /// `-q`: no "Attaching N probes..." line.
+    pub quiet: bool,
+    /// Where separate debug files are looked for (stacks, `usym`).
+    pub debug: crate::symbols::DebugSources,
+    /// Set by the caller's signal handler (Ctrl-C) when the program runs without probes.
+    pub interrupted: Arc<AtomicBool>,
+    /// `-f json`.
+    pub format: super::print::OutputFormat,
+    /// `BPFTRACE_STRLEN`: fetched strings are cut to this many bytes less one.
+    pub strlen: usize,
+}
+
+/// Errors of a session.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error(transparent)]
+    Probe(#[from] probe::ProbeError),
+    #[error("cannot write the output: {0}")]
+    Output(#[from] std::io::Error),
+}
+
+/// How a session ended.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    /// The exit code of `-c`'s command, where it ran.
+    pub exit_code: Option<i32>,
+    /// Events the rings lost (bpftrace's "Lost N events").
+    pub lost: u64,
+}
+
+/// CLOCK_MONOTONIC now, in ns (bpftrace's `nsecs`).
+pub fn monotonic_ns() -> u64 {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
+        .map(|t| t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64)
+        .unwrap_or(0)
+}
+
+/// Run `runtime` with the probes of `plan`, writing to `io`; `notice` gets what the probe session says.
+pub fn run(
+    runtime: &mut Runtime<'_>,
+    plan: &BtPlan,
+    opts: &SessionOptions,
+    io: &mut Io<'_>,
+    notice: &mut dyn FnMut(probe::Notice),
+) -> Result<Outcome, SessionError> {
+    let printer = Printer::new(opts.format);
+    if !opts.quiet {
+        io.out
+            .write_all(printer.attached_probes(plan.attached as u64).as_bytes())?;
+        io.out.flush()?;
+    }
+    let intervals = Intervals::new(runtime.interval_blocks());
+    if plan.probes.is_empty() {
+        return run_without_probes(runtime, intervals, opts, io);
+    }
+    let popts = probe::ProbeOptions {
+        patterns: plan.patterns(),
+        target: opts.target.clone(),
+        launch: opts.launch.clone(),
+        count_only: !plan.returns,
+        each_hit: true,
+        stacks: plan.stacks,
+        folded: true,
+        debug: opts.debug.clone(),
+        ..probe::ProbeOptions::default()
+    };
+    let mut glue = Glue {
+        runtime,
+        plan,
+        io,
+        targets: Vec::new(),
+        intervals,
+        flow: Flow::Continue,
+        error: None,
+        strlen: opts.strlen,
+    };
+    let summary = probe::run_observed(&popts, &mut std::io::sink(), notice, &mut glue)?;
+    let Glue {
+        runtime, io, error, ..
+    } = glue;
+    if let Some(e) = error {
+        return Err(e.into());
+    }
+    runtime.end(monotonic_ns(), io);
+    io.out.flush()?;
+    Ok(Outcome {
+        exit_code: summary.exit_code,
+        lost: 0,
+    })
+}
+
+/// BEGIN, intervals until `exit()` or Ctrl-C, END.
+fn run_without_probes(
+    runtime: &mut Runtime<'_>,
+    mut intervals: Intervals,
+    opts: &SessionOptions,
+    io: &mut Io<'_>,
+) -> Result<Outcome, SessionError> {
+    let mut flow = runtime.begin(monotonic_ns(), io);
+    io.out.flush()?;
+    while flow == Flow::Continue && !opts.interrupted.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(10));
+        flow = intervals.run_due(runtime, io);
+        io.out.flush()?;
+    }
+    runtime.end(monotonic_ns(), io);
+    io.out.flush()?;
+    Ok(Outcome::default())
+}
+
+/// The `interval` blocks and when each runs next.
+struct Intervals {
+    /// (block, period ns, next time ns).
+    blocks: Vec<(usize, u64, u64)>,
+}
+
+impl Intervals {
+    fn new(blocks: Vec<(usize, u64)>) -> Intervals {
+        let now = monotonic_ns();
+        Intervals {
+            blocks: blocks
+                .into_iter()
+                .map(|(b, period)| (b, period.max(1), now + period.max(1)))
+                .collect(),
+        }
+    }
+
+    /// Run the blocks whose time came (each once per period passed), in their order.
+    fn run_due(&mut self, runtime: &mut Runtime<'_>, io: &mut Io<'_>) -> Flow {
+        let now = monotonic_ns();
+        for (block, period, next) in &mut self.blocks {
+            while *next <= now {
+                *next += *period;
+                if runtime.run_block(*block, now, io) == Flow::Exit {
+                    return Flow::Exit;
+                }
+            }
+        }
+        Flow::Continue
+    }
+}
+
+/// What a target of the probe session is to the program: its planned probe, its name, its values.
+struct TargetInfo {
+    /// The planned probe (None: a target no attach point claims).
+    probe: Option<usize>,
+    /// `probe` as bpftrace names it (`tracepoint:sched:sched_switch`), and at a function's return
+    /// (`uretprobe:/bin/bash:readline`).
+    name: String,
+    return_name: String,
+    /// `func` (uprobes).
+    func: String,
+    /// Each planned value's place among the target's fetches.
+    values: Vec<(ValueRef, usize, Option<IntType>)>,
+}
+
+/// The observer that turns hits into the runtime's events.
+struct Glue<'r, 'p, 'i, 'o> {
+    runtime: &'r mut Runtime<'p>,
+    plan: &'r BtPlan,
+    io: &'i mut Io<'o>,
+    targets: Vec<TargetInfo>,
+    intervals: Intervals,
+    flow: Flow,
+    error: Option<std::io::Error>,
+    strlen: usize,
+}
+
+impl Observer for Glue<'_, '_, '_, '_> {
+    fn targets(&mut self, targets: &Targets) {
+        self.targets = targets
+            .iter()
+            .map(|(_, t)| target_info(self.plan, t))
+            .collect();
+    }
+
+    fn started(&mut self, command: Option<u32>) {
+        if let Some(pid) = command {
+            self.runtime.set_cpid(pid);
+        }
+        self.flow = self.runtime.begin(monotonic_ns(), self.io);
+        self.flush();
+    }
+
+    fn hit(&mut self, hit: &ObservedHit) -> bool {
+        if self.flow == Flow::Exit {
+            return false;
+        }
+        let Some(info) = self.targets.get(hit.target.index()) else {
+            return true;
+        };
+        let Some(planned) = info.probe.map(|i| &self.plan.probes[i]) else {
+            return true;
+        };
+        let blocks = match hit.role {
+            HitRole::Return => &planned.return_blocks,
+            HitRole::Entry | HitRole::Hit => &planned.blocks,
+        };
+        if blocks.is_empty() {
+            return true;
+        }
+        let values: Vec<(ValueRef, Value)> = info
+            .values
+            .iter()
+            .filter_map(|(r, i, int)| {
+                let v = hit.values.get(*i)?.as_ref()?;
+                Some((r.clone(), bt_value(v, *int, self.strlen)))
+            })
+            .collect();
+        let (kstack, ustack) = split_stack(hit.stack.as_deref());
+        let comm = hit.comm.as_deref().unwrap_or("");
+        let (uid, gid) = match self.plan.uid {
+            true => crate::process::ids(hit.tid as i32).unwrap_or((0, 0)),
+            false => (0, 0),
+        };
+        let name = match hit.role {
+            HitRole::Return => &info.return_name,
+            _ => &info.name,
+        };
+        let ev = Event {
+            blocks,
+            probe: name,
+            func: &info.func,
+            time_ns: hit.time,
+            pid: hit.pid.unwrap_or(0),
+            tid: hit.tid,
+            cpu: hit.cpu.unwrap_or(0),
+            comm: comm.as_bytes(),
+            uid,
+            gid,
+            values: &values,
+            kstack: kstack.as_deref(),
+            ustack: ustack.as_deref(),
+            symbols: &NoNames,
+        };
+        self.flow = self.runtime.event(&ev, self.io);
+        self.flow == Flow::Continue
+    }
+
+    fn round(&mut self) -> bool {
+        if self.flow == Flow::Continue {
+            self.flow = self.intervals.run_due(self.runtime, self.io);
+        }
+        self.flush();
+        self.flow == Flow::Continue
+    }
+}
+
+impl Glue<'_, '_, '_, '_> {
+    fn flush(&mut self) {
+        if let Err(e) = self.io.out.flush() {
+            self.error.get_or_insert(e);
+            self.flow = Flow::Exit;
+        }
+    }
+}
+
+/// Symbols of other addresses: not resolved yet (`usym()`/`ksym()` print the address).
+struct NoNames;
+
+impl Symbols for NoNames {
+    fn user(&self, _pid: u32, _addr: u64) -> Option<(String, u64)> {
+        None
+    }
+    fn kernel(&self, _addr: u64) -> Option<(String, u64)> {
+        None
+    }
+}
+
+/// Which planned probe a target of the session is, by what it probes.
+fn target_info(plan: &BtPlan, t: &probe::Target) -> TargetInfo {
+    let glob = |g: &str, s: &str| {
+        globset::Glob::new(g)
+            .map(|g| g.compile_matcher().is_match(s))
+            .unwrap_or(g == s)
+    };
+    let matches = |p: &PlannedProbe| match &t.kind {
+        TargetKind::Tracepoint { category, event } => {
+            p.kind == super::attach::ProbeType::Tracepoint
+                && glob(&p.spec.target, category)
+                && glob(&p.spec.func, event)
+        }
+        TargetKind::User { .. } => {
+            p.kind == super::attach::ProbeType::Uprobe
+                && (p.spec.address != 0
+                    || std::iter::once(&t.name)
+                        .chain(&t.aliases)
+                        .any(|n| glob(&p.spec.func, n)))
+        }
+        TargetKind::Usdt { .. } => {
+            p.kind == super::attach::ProbeType::Usdt
+                && glob(&p.spec.func, t.name.rsplit(':').next().unwrap_or(&t.name))
+        }
+        _ => false,
+    };
+    let probe = plan.probes.iter().position(matches);
+    // The binary as the attach point names it (`/bin/bash`, not the file it links to), as bpftrace prints it.
+    let written = |path: &std::path::Path| match probe.map(|i| &plan.probes[i].spec.target) {
+        Some(t) if t.starts_with('/') => t.clone(),
+        _ => path.display().to_string(),
+    };
+    let (name, return_name) = match &t.kind {
+        TargetKind::Tracepoint { category, event } => {
+            let n = format!("tracepoint:{category}:{event}");
+            (n.clone(), n)
+        }
+        TargetKind::User { path, .. } => (
+            format!("uprobe:{}:{}", written(path), t.name),
+            format!("uretprobe:{}:{}", written(path), t.name),
+        ),
+        TargetKind::Usdt { path, .. } => {
+            let n = format!("usdt:{}:{}", written(path), t.name);
+            (n.clone(), n)
+        }
+        _ => (t.name.clone(), t.name.clone()),
+    };
+    let values = probe
+        .map(|i| &plan.probes[i].values)
+        .into_iter()
+        .flatten()
+        .filter_map(|v| {
+            let at = t.fetches.iter().position(|f| f.label == v.label)?;
+            Some((v.r.clone(), at, v.int))
+        })
+        .collect();
+    TargetInfo {
+        probe,
+        name,
+        return_name,
+        func: t.name.clone(),
+        values,
+    }
+}
+
+/// A fetched value as bpftrace types it: an integer of the planned type, or text.
+fn bt_value(v: &probe::Value, int: Option<IntType>, strlen: usize) -> Value {
+    use probe::Value as P;
+    let number = match v {
+        P::Int(i) | P::Signal(i) | P::Errno(i) | P::Named { raw: i, .. } => Some(*i),
+        P::UInt(u) | P::Hex(u) | P::Addr(u) => Some(*u as i64),
+        P::Dev(d) => Some(i64::from(*d)),
+        _ => None,
+    };
+    match (number, int) {
+        (Some(n), Some(ty)) => Value::typed(n, ty),
+        (Some(n), None) => Value::int(n),
+        (None, _) => match v {
+            P::Str(s) => Value::str_bytes(s.as_bytes(), strlen),
+            P::Bytes(b) => Value::str_bytes(b, strlen),
+            other => Value::str(&other.to_string()),
+        },
+    }
+}
+
+/// A hit's stack (kernel frames, then user frames) as bpftrace's two stacks.
+fn split_stack(stack: Option<&[ObservedFrame]>) -> (Option<Vec<Frame>>, Option<Vec<Frame>>) {
+    let Some(frames) = stack else {
+        return (None, None);
+    };
+    let frame = |f: &ObservedFrame| match &f.name {
+        Some(name) => Frame::named(f.addr, name, f.offset, Some(&f.module)),
+        None => Frame {
+            addr: f.addr,
+            sym: None,
+            module: Some(f.module.clone()),
+        },
+    };
+    let kernel = frames.iter().filter(|f| f.kernel).map(frame).collect();
+    let user = frames.iter().filter(|f| !f.kernel).map(frame).collect();
+    (Some(kernel), Some(user))
+}
