@@ -152,7 +152,8 @@ impl Exec<'_, '_, '_> {
         }
     }
 
-    /// `cat(fmt, ...)`: the named file's text.
+    /// `cat(fmt, ...)`: the named file's text (bpftrace 0.17: an error line and an empty message when it cannot
+    /// be read).
     fn cat(&mut self, args: &[Expr]) {
         let path = self.formatted(args);
         if self.rt.exiting {
@@ -164,8 +165,10 @@ impl Exec<'_, '_, '_> {
                 self.message(MessageType::Cat, &text, false);
             }
             Err(e) => {
-                let text = format!("failed to open file '{path}': {e}");
-                self.rt.warn_once(self.io, &text);
+                // bpftrace says so each time, and prints an empty message.
+                let why = nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(0)).desc();
+                let _ = writeln!(self.io.err, "ERROR: failed to open file '{path}': {why}");
+                self.message(MessageType::Cat, "", false);
             }
         }
     }

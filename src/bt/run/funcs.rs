@@ -72,6 +72,14 @@ impl Exec<'_, '_, '_> {
                 let text = strftime_text(&fmt, self.rt.boot_ns, nsecs, &self.rt.zone);
                 Value::Timestamp(Timestamp { nsecs, text })
             }
+            "pton" => {
+                let text = self.arg_bytes(args, 0);
+                match String::from_utf8_lossy(&text).parse::<IpAddr>() {
+                    Ok(IpAddr::V4(a)) => Value::Str(a.octets().to_vec()),
+                    Ok(IpAddr::V6(a)) => Value::Str(a.octets().to_vec()),
+                    Err(_) => self.unsupported("pton() of text that is no address (read as 0)"),
+                }
+            }
             "uptr" => Value::uint(self.int_arg(args, 0).extended()),
             "cgroupid" => Value::uint(0),
             "cgroup_path" => Value::Str(Vec::new()),
@@ -159,17 +167,27 @@ impl Exec<'_, '_, '_> {
         };
         let addr = match self.eval(last) {
             Value::Int(i) => IpAddr::V4(Ipv4Addr::from((i.raw() as u32).to_le_bytes())),
-            Value::Str(b) if af.unwrap_or(if b.len() >= 16 { 10 } else { 2 }) == 10 => {
+            Value::Tuple(items) => return self.ntop_bytes(af, &array_bytes(&items)),
+            Value::Str(b) => return self.ntop_bytes(af, &b),
+            _ => return self.unsupported("ntop() of this value is not run here (read as 0)"),
+        };
+        Value::Inet(addr)
+    }
+
+    /// `ntop()` of an address's bytes: IPv6 for 16 bytes or AF_INET6 (10), else IPv4.
+    fn ntop_bytes(&mut self, af: Option<u64>, b: &[u8]) -> Value {
+        let v6 = af.map_or(b.len() >= 16, |af| af == 10);
+        let addr = match v6 {
+            true => {
                 let mut a = [0u8; 16];
-                a.iter_mut().zip(&b).for_each(|(d, s)| *d = *s);
+                a.iter_mut().zip(b).for_each(|(d, s)| *d = *s);
                 IpAddr::V6(Ipv6Addr::from(a))
             }
-            Value::Str(b) => {
+            _ => {
                 let mut a = [0u8; 4];
-                a.iter_mut().zip(&b).for_each(|(d, s)| *d = *s);
+                a.iter_mut().zip(b).for_each(|(d, s)| *d = *s);
                 IpAddr::V4(Ipv4Addr::from(a))
             }
-            _ => return self.unsupported("ntop() of this value is not run here (read as 0)"),
         };
         Value::Inet(addr)
     }
@@ -206,6 +224,7 @@ impl Exec<'_, '_, '_> {
     fn arg_bytes_raw(&mut self, args: &[Expr], i: usize) -> Vec<u8> {
         match args.get(i).map(|a| self.eval(a)) {
             Some(Value::Str(s)) => s,
+            Some(Value::Tuple(items)) => array_bytes(&items),
             Some(v) => v.text().into_bytes(),
             None => Vec::new(),
         }
@@ -225,4 +244,9 @@ fn strncmp(a: &[u8], b: &[u8], n: usize) -> bool {
         }
     }
     false
+}
+
+/// The bytes of an array of integers (a `__u8 addr[4]` field fetched as a tuple).
+fn array_bytes(items: &[Value]) -> Vec<u8> {
+    items.iter().map(|v| as_int(v).raw() as u8).collect()
 }

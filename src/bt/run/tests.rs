@@ -3,6 +3,7 @@
 //! `Attaching 1 probe...` line left out: the session prints that), or, for tracepoint programs, what
 //! bpftrace prints for the same hits by its rules (checked on BEGIN programs of the same statements).
 mod events;
+mod funcs;
 mod ints;
 
 use super::*;
