@@ -56,6 +56,12 @@ impl Analyser<'_> {
         let types: Vec<Ty> = args
             .iter()
             .map(|a| match (&a.kind, arg_use) {
+                // `sizeof(uint32)`: a type name, not an identifier to look up.
+                (ExprKind::Ident(t), _)
+                    if name == "sizeof" && crate::bt::types::int_cast(t).is_some() =>
+                {
+                    Ty::UINT64
+                }
                 // A whole map given to print/clear/zero is not looked up by key (bpftrace's
                 // skip_key_validation); delete's key is checked as any other.
                 (ExprKind::Map { name: map, keys }, Use::Statement)
@@ -166,6 +172,8 @@ impl Analyser<'_> {
                             }
                         }
                         Ty::None => {}
+                        // `str($1)` of a parameter given as text.
+                        Ty::Str(_) if matches!(c.args[0].kind, ExprKind::Param(_)) => {}
                         t => self.err(span, format!("str() expects an integer or a pointer type as first argument ({t} provided)")),
                     }
                 }

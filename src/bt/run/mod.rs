@@ -111,3 +111,15 @@ pub struct Io<'a> {
     pub out: &'a mut dyn Write,
     pub err: &'a mut dyn Write,
 }
+
+mod builtins;
+mod calls;
+mod eval;
+mod exec;
+mod funcs;
+mod runtime;
+mod setup;
+#[cfg(test)]
+mod tests;
+
+pub use runtime::Runtime;
