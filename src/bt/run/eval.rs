@@ -80,7 +80,11 @@ impl Exec<'_, '_, '_> {
             },
         };
         if !string {
-            return v;
+            // A `char[N]` field ends at its first NUL.
+            return match v {
+                Value::Str(b) => Value::Str(until_nul(&b).to_vec()),
+                v => v,
+            };
         }
         let limit = match &e.kind {
             ExprKind::Call { args, .. } if args.len() > 1 => {
