@@ -2,7 +2,10 @@
 //! ustack`. In a block without an event (BEGIN, END, `interval`) they describe this process, as bpftrace's
 //! describe bpftrace's own process there (its `comm` is `bpftrace`, rprof's is `rprof`).
 use super::exec::Exec;
-use crate::bt::value::{Int, IntType, Stack, StackKind, StackMode, Value, DEFAULT_STACK_LIMIT};
+use super::Event;
+use crate::bt::value::{
+    Frame, Int, IntType, Stack, StackKind, StackMode, Value, DEFAULT_STACK_LIMIT,
+};
 use std::hash::{BuildHasher, Hasher};
 
 impl Exec<'_, '_, '_> {
@@ -45,7 +48,8 @@ impl Exec<'_, '_, '_> {
         }
     }
 
-    /// `kstack`, `ustack(perf, 5)`: the event's frames, cut to `limit`; an empty stack without an event.
+    /// `kstack`, `ustack(perf, 5)`: the event's frames, cut to `limit` (frames the session left unresolved
+    /// named through the event's [`Symbols`](super::Symbols)); an empty stack without an event.
     pub(super) fn stack(&mut self, kind: StackKind, mode: StackMode, limit: usize) -> Value {
         let (frames, pid) = match self.ev {
             Some(ev) => {
@@ -54,7 +58,8 @@ impl Exec<'_, '_, '_> {
                     StackKind::User => ev.ustack,
                 };
                 let pid = if kind == StackKind::User { ev.pid } else { 0 };
-                (frames.unwrap_or(&[]).to_vec(), pid)
+                let frames = frames.unwrap_or(&[]).iter().map(|f| resolved(ev, kind, f));
+                (frames.collect(), pid)
             }
             None => (Vec::new(), 0),
         };
@@ -100,4 +105,16 @@ fn this_comm() -> Vec<u8> {
     let text = std::fs::read("/proc/thread-self/comm").unwrap_or_default();
     let end = text.iter().position(|&b| b == b'\n').unwrap_or(text.len());
     text[..end].to_vec()
+}
+
+/// A frame with its symbol: as the session gave it, else from the event's symbols.
+fn resolved(ev: &Event<'_>, kind: StackKind, f: &Frame) -> Frame {
+    if f.sym.is_some() {
+        return f.clone();
+    }
+    let sym = match kind {
+        StackKind::Kernel => ev.symbols.kernel(f.addr),
+        StackKind::User => ev.symbols.user(ev.pid, f.addr),
+    };
+    Frame { sym, ..f.clone() }
 }

@@ -80,7 +80,11 @@ impl Exec<'_, '_, '_> {
             },
         };
         if !string {
-            return v;
+            // A `char[N]` field ends at its first NUL.
+            return match v {
+                Value::Str(b) => Value::Str(until_nul(&b).to_vec()),
+                v => v,
+            };
         }
         let limit = match &e.kind {
             ExprKind::Call { args, .. } if args.len() > 1 => {
@@ -186,17 +190,18 @@ impl Exec<'_, '_, '_> {
 
     /// `$x++`, `--@m[k]`: the old value (postfix) or the new one.
     fn step(&mut self, target: &Expr, step: i64, postfix: bool) -> Value {
+        let key = match &target.kind {
+            ExprKind::Map { keys, .. } => self.key(keys),
+            _ => Vec::new(),
+        };
         let old = match &target.kind {
-            ExprKind::Map { name, keys } => self.map_read(name, keys),
+            ExprKind::Map { name, .. } => self.map_get(name, &key),
             _ => self.eval(target),
         };
         let o = as_int(&old);
         let new = Value::Int(Int::new((o.extended() as i64).wrapping_add(step), o.ty));
         match &target.kind {
-            ExprKind::Map { name, keys } => {
-                let key = self.key(keys);
-                self.map_store(name, key, new.clone());
-            }
+            ExprKind::Map { name, .. } => self.map_store(name, key, new.clone()),
             ExprKind::Var(name) => {
                 let name = name.clone();
                 self.var_store(&name, new.clone());

@@ -173,6 +173,8 @@ impl<'x, 'p, 'io> Exec<'x, 'p, 'io> {
                 return self.aggregate(name, key, f, args);
             }
         }
+        // bpftrace reads `@m[k] op= v` as `@m[k] = @m[k] op v`: the key is evaluated twice, for the read and
+        // for the store (`@[$i++] += 5` stores at 1).
         let v = match compound {
             Some(op) => {
                 let old = self.map_read(name, keys);
@@ -214,7 +216,12 @@ impl<'x, 'p, 'io> Exec<'x, 'p, 'io> {
     /// `@m[k]` read: the value, or the type's zero when the key is absent.
     pub(super) fn map_read(&mut self, name: &str, keys: &[Expr]) -> Value {
         let key = self.key(keys);
-        let found = self.rt.maps.get(name).and_then(|m| m.get(&key));
+        self.map_get(name, &key)
+    }
+
+    /// The value at `key`, or the type's zero.
+    pub(super) fn map_get(&self, name: &str, key: &Key) -> Value {
+        let found = self.rt.maps.get(name).and_then(|m| m.get(key));
         found.unwrap_or_else(|| super::setup::zero_of(&self.map_type(name)))
     }
 

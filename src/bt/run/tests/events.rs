@@ -263,3 +263,41 @@ fn messages_after_exit_are_dropped() {
     });
     assert_eq!(out, "end\n\n\n@n: 1\n");
 }
+
+/// Kernel symbols `k_ADDR` for every address, user symbols for none.
+struct FakeSymbols;
+
+impl Symbols for FakeSymbols {
+    fn user(&self, _pid: u32, _addr: u64) -> Option<(String, u64)> {
+        None
+    }
+    fn kernel(&self, addr: u64) -> Option<(String, u64)> {
+        Some((format!("k_{addr:x}"), 3))
+    }
+}
+
+/// Check that stack frames the session left unresolved are named through the event's symbols, and ksym()
+/// of a field names its address without offset; `kstack(perf, 1)` keeps one frame in perf's layout.
+#[test]
+fn symbols_of_frames_and_ksym() {
+    let src = r#"tracepoint:sched:sched_switch { printf("%s\n", ksym(args->prev_state)); @[kstack] = count(); @p[kstack(perf, 1)] = count(); }"#;
+    let (out, _) = run_with(src, &[], OutputFormat::Text, &|rt, io| {
+        let k = vec![Frame::unresolved(0xffff0010), Frame::unresolved(0xffff0020)];
+        let values = [field("prev_state", Value::typed(0xabc, IntType::I64))];
+        let mut ev = hit(
+            &[0],
+            "tracepoint:sched:sched_switch",
+            1,
+            0,
+            b"swapper/0",
+            &values,
+        );
+        ev.kstack = Some(&k);
+        ev.symbols = &FakeSymbols;
+        rt.event(&ev, io);
+    });
+    assert_eq!(
+        out,
+        "k_abc\n\n\n@[\n    k_ffff0010+3\n    k_ffff0020+3\n]: 1\n@p[\n\tffff0010 k_ffff0010+3\n]: 1\n"
+    );
+}

@@ -73,3 +73,36 @@ fn addresses_and_bytes() {
     });
     assert_eq!(out, "97.98.99.100 ::1 61:62:63:64:01:FF 1 0\n\n\n");
 }
+
+/// Check that signal() goes to the event's process (a child `sleep` ends by SIGTERM).
+#[test]
+fn signal_to_the_event_process() {
+    use std::os::unix::process::ExitStatusExt;
+    let mut child = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .expect("sleep");
+    let pid = child.id();
+    let src = r#"tracepoint:syscalls:sys_enter_write { signal("SIGTERM"); }"#;
+    run_with(src, &[], OutputFormat::Text, &|rt, io| {
+        let ev = Event {
+            blocks: &[0],
+            probe: "tracepoint:syscalls:sys_enter_write",
+            func: "",
+            time_ns: 1,
+            pid,
+            tid: pid,
+            cpu: 0,
+            comm: b"sleep",
+            uid: 0,
+            gid: 0,
+            values: &[],
+            kstack: None,
+            ustack: None,
+            symbols: &NoSymbols,
+        };
+        rt.event(&ev, io);
+    });
+    let status = child.wait().expect("wait");
+    assert_eq!(status.signal(), Some(15));
+}

@@ -108,3 +108,35 @@ fn map_value_types() {
         "\n\n@a: -5\n@b: 255\n@c: 4000000000\n@d: -1\n@e: 18446744073709551615\n@f[3, -1]: 1\n"
     );
 }
+
+/// Check sums of unsigned values, max of a value bpftrace stores as negative (an empty map), print of a map
+/// never assigned, an absent key read as 0, comparisons of mixed widths, a ternary of uint8.
+#[test]
+fn unsigned_aggregations_and_absent_values() {
+    assert_eq!(
+        begin(
+            r#"BEGIN { @s = sum((uint64)-1); @t = sum((uint32)4000000000); @t = sum((uint32)4000000000); @mx = max((uint64)-1); @mn = min((uint8)200); if (0) { @x = 1; } print(@x); $v = @t2[5]; print($v); @t2[1] = (int8)-3; printf("%d %d %d\n", (int8)-1 == 255, (uint8)255 == 255, (int8)-1 == -1); $q = 1 ? (uint8)200 : 5; print($q); exit(); }"#
+        ),
+        "\n0\n0 1 1\n200\n\n\n@mn: 200\n\n@s: 18446744073709551615\n@t: 8000000000\n@t2[1]: -3\n\n"
+    );
+}
+
+/// Check string keys with a compound assignment, string and tuple map values, `.N` of a map's tuple.
+#[test]
+fn string_keys_and_values() {
+    assert_eq!(
+        begin(
+            r#"BEGIN { @a["x"] = 1; @a["y"] = 2; @a["x"] += 10; @b = "str"; @c = (1, "a"); $z = @c.1; print($z); print(@b); exit(); }"#
+        ),
+        "a\n@b: str\n\n\n@a[y]: 2\n@a[x]: 11\n@b: str\n@c: (1, a)\n"
+    );
+}
+
+/// Check that `@m[k] op= v` evaluates its key twice (read, then store) and `@m[k]++` once, as bpftrace 0.17.
+#[test]
+fn key_evaluation_of_compound_and_step() {
+    assert_eq!(
+        begin(r#"BEGIN { $i = 0; @[$i++] += 5; @[$i++]++; print($i); exit(); }"#),
+        "3\n\n\n@[2]: 1\n@[1]: 5\n"
+    );
+}
