@@ -120,13 +120,17 @@ fn run_without_probes(
     io.out.flush()?;
     while flow == Flow::Continue && !opts.interrupted.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(10));
-        flow = intervals.run_due(runtime, io);
+        flow = intervals.run_due(runtime, io, monotonic_ns());
         io.out.flush()?;
     }
     runtime.end(monotonic_ns(), io);
     io.out.flush()?;
     Ok(Outcome::default())
 }
+
+/// How long an event can wait in probe's time-ordered merge before it is handed over: two rounds of lag and
+/// the round it was read in, each at most the event loop's 100 ms poll, and a margin.
+const MERGE_WAIT_NS: u64 = 400_000_000;
 
 /// The `interval` blocks and when each runs next.
 struct Intervals {
@@ -145,18 +149,24 @@ impl Intervals {
         }
     }
 
-    /// Run the blocks whose time came (each once per period passed), in their order.
-    fn run_due(&mut self, runtime: &mut Runtime<'_>, io: &mut Io<'_>) -> Flow {
-        let now = monotonic_ns();
-        for (block, period, next) in &mut self.blocks {
-            while *next <= now {
-                *next += *period;
-                if runtime.run_block(*block, now, io) == Flow::Exit {
-                    return Flow::Exit;
-                }
+    /// Run the blocks whose time came by `upto` (CLOCK_MONOTONIC ns; each once per period passed), in time
+    /// order.
+    fn run_due(&mut self, runtime: &mut Runtime<'_>, io: &mut Io<'_>, upto: u64) -> Flow {
+        loop {
+            let Some(due) = self
+                .blocks
+                .iter_mut()
+                .filter(|b| b.2 <= upto)
+                .min_by_key(|b| b.2)
+            else {
+                return Flow::Continue;
+            };
+            let (block, at) = (due.0, due.2);
+            due.2 += due.1;
+            if runtime.run_block(block, at, io) == Flow::Exit {
+                return Flow::Exit;
             }
         }
-        Flow::Continue
     }
 }
 
@@ -216,6 +226,11 @@ impl Observer for Glue<'_, '_, '_, '_> {
             HitRole::Return => &planned.return_blocks,
             HitRole::Entry | HitRole::Hit => &planned.blocks,
         };
+        // An interval's time came before this event's: it runs first, as in bpftrace's one time order.
+        if self.intervals.run_due(self.runtime, self.io, hit.time) == Flow::Exit {
+            self.flow = Flow::Exit;
+            return false;
+        }
         if blocks.is_empty() {
             return true;
         }
@@ -258,8 +273,11 @@ impl Observer for Glue<'_, '_, '_, '_> {
     }
 
     fn round(&mut self) -> bool {
+        // Events wait in probe's merge for up to three reading rounds (100 ms each at most): an interval runs
+        // once every event before its time was handed over, so that it sees what bpftrace's would.
+        let settled = monotonic_ns().saturating_sub(MERGE_WAIT_NS);
         if self.flow == Flow::Continue {
-            self.flow = self.intervals.run_due(self.runtime, self.io);
+            self.flow = self.intervals.run_due(self.runtime, self.io, settled);
         }
         self.flush();
         self.flow == Flow::Continue

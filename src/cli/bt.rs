@@ -47,12 +47,9 @@ pub struct BtArgs {
     /// Verbose: with -l, each tracepoint's fields (`-lv`).
     #[arg(short = 'v')]
     pub verbose: bool,
-    /// The program file (without -e), then the positional parameters `$1`, `$2`...
-    #[arg(
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        value_name = "FILE ARGS"
-    )]
+    /// The program file (without -e), then the positional parameters `$1`, `$2`... Options may follow the
+    /// file, as with bpftrace (`rprof bt FILE -c CMD`); a parameter that starts with `-` goes after `--`.
+    #[arg(value_name = "FILE ARGS")]
     pub rest: Vec<String>,
 }
 

@@ -23,7 +23,7 @@ pub struct ObservedFrame {
     pub name: Option<String>,
     /// The address's offset in that function, where known.
     pub offset: u64,
-    /// The module's file name (`[kernel.kallsyms]` for the kernel).
+    /// The module's path as the process mapped it (`[kernel.kallsyms]` for the kernel).
     pub module: String,
     pub kernel: bool,
 }

@@ -120,7 +120,7 @@ fn reads_builtin(probe: &super::ast::Probe, builtins: &[&str]) -> bool {
         span: probe.pred_span,
     }];
     let mut visit = |e: &Expr| {
-        if let ExprKind::Builtin(b) = &e.kind {
+        if let ExprKind::Builtin(b) | ExprKind::Call { name: b, .. } = &e.kind {
             found |= builtins.contains(&b.as_str());
         }
     };

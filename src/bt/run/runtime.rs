@@ -100,6 +100,11 @@ impl<'p> Runtime<'p> {
         let _ = io.out.flush();
     }
 
+    /// `cpid`: the pid of `-c`'s command, known once the session forked it.
+    pub fn set_cpid(&mut self, pid: u32) {
+        self.opts.cpid = Some(pid);
+    }
+
     /// Indices of the BEGIN blocks.
     pub fn begin_blocks(&self) -> Vec<usize> {
         setup::blocks_of(self.checked, ProbeType::Begin)

@@ -115,25 +115,40 @@ impl StackCounter {
         space: Option<&AddressSpace>,
         chain: &[u64],
     ) -> Vec<crate::probe::ObservedFrame> {
-        use perf_event_open_sys::bindings::PERF_CONTEXT_MAX;
-        let ids = self.frames(pid, space, chain);
+        let parts: Vec<_> = crate::unwind::fp::split(chain, false).collect();
+        let ids: Vec<Arc<[FrameId]>> = parts
+            .iter()
+            .map(|p| {
+                self.resolver
+                    .resolve_addr(pid, space, p.addr, p.kernel, p.exact)
+            })
+            .collect();
         self.resolver.finish();
-        let addrs = chain.iter().filter(|&&a| a < PERF_CONTEXT_MAX);
-        ids.iter()
-            .zip(addrs)
-            .map(|(&id, &addr)| {
-                let offset = self.resolver.symbol_offset(id).unwrap_or(0);
-                // The function that holds the address: the outermost of the frames inlined there.
-                let mut expanded = Vec::new();
-                self.resolver.expand(&[id], true, &mut expanded);
-                let f = self.resolver.frame(expanded.first().copied().unwrap_or(id));
-                crate::probe::ObservedFrame {
-                    addr,
-                    name: f.unnamed.is_none().then(|| f.name.clone()),
-                    offset,
-                    module: f.module.clone(),
-                    kernel: f.kernel,
-                }
+        let mut expanded = Vec::new();
+        parts
+            .iter()
+            .zip(ids)
+            .filter_map(|(part, ids)| {
+                let first = *ids.first()?;
+                // A return address was looked up one byte back: its offset is the address's own, as bpftrace
+                // prints it.
+                let offset = self
+                    .resolver
+                    .symbol_offset(first)
+                    .map(|o| o + u64::from(!part.exact));
+                expanded.clear();
+                self.resolver.expand(&ids, true, &mut expanded);
+                let f = expanded.first().map(|&id| self.resolver.frame(id));
+                Some(crate::probe::ObservedFrame {
+                    addr: part.addr,
+                    name: f.filter(|f| f.unnamed.is_none()).map(|f| f.name.clone()),
+                    offset: offset.unwrap_or(0),
+                    module: match self.resolver.module_of(first) {
+                        Some((m, _)) => m.path.display().to_string(),
+                        None => f.map(|f| f.module.clone()).unwrap_or_default(),
+                    },
+                    kernel: part.kernel,
+                })
             })
             .collect()
     }
