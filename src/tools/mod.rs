@@ -3,10 +3,12 @@
 //! columns as a `--trace-format`, bcc's flags as changes to those arguments, and what this kernel cannot give.
 //! Nothing here runs a probe: [`Tool::recipe`] turns a tool's flags into `rprof probe` arguments, which the
 //! command line runs (and prints, for `--recipe`) like any others.
+mod bcc;
 mod def;
 mod flags;
 
 pub use def::{Block, FlagDef, Tool};
+pub use bcc::{Fallback, MultiRecipe, MultiTool};
 pub use flags::Recipe;
 
 /// Errors in a tool's definition or in the flags given to it.
@@ -104,4 +106,14 @@ mod tests {
             r"'a b' 'it'\''s' '{x}'"
         );
     }
+}
+
+/// bcc's multi-tools (funccount, funclatency, stackcount, trace, argdist), which take bcc's own arguments.
+pub fn multi(name: &str) -> Option<&'static MultiTool> {
+    bcc::find(name)
+}
+
+/// Every multi-tool, in `--list` order.
+pub fn multis() -> &'static [MultiTool] {
+    bcc::all()
 }
