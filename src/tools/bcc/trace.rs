@@ -123,7 +123,9 @@ fn probe(text: &str) -> Result<Translated, String> {
         let (name, _) = names.value(value)?;
         let ty = expr::printf_type(conv)?;
         message.push_str(&literal(before));
-        message.push_str(&format!("{{{name}}}"));
+        // The column is headed by the user's own expression (`req->tv_sec`), where it can be written there.
+        let header: String = value.chars().filter(|c| !"{}|".contains(*c)).collect();
+        message.push_str(&format!("{{{name}|{header}}}"));
         match name.as_str() {
             "ret" => returns = true,
             "tid" | "pid" | "cpu" => {}
