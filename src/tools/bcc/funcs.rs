@@ -45,7 +45,7 @@ fn pattern(tool: &str, g: &Given) -> Result<(Spec, Vec<Fallback>), ToolError> {
         return Err(flag_error(tool, format!("`{p}`: {tool} takes entries, not r: returns")));
     }
     if g.has("-r") {
-        spec::with_regex(&mut s);
+        spec::with_regex(&mut s).map_err(|e| flag_error(tool, e))?;
     }
     let fallbacks = s
         .usdt_fallback(&[])

@@ -118,20 +118,27 @@ impl Spec {
     }
 }
 
-/// A pattern as a regular expression anchored where bcc anchors its (`re.match`: at the start).
-pub fn anchored(re: &str) -> String {
-    match (re.starts_with('^'), re.contains('|')) {
-        (true, _) => re.to_string(),
-        (false, true) => format!("^(?:{re})"),
-        (false, false) => format!("^{re}"),
+/// A pattern as a regular expression anchored where bcc anchors its (`re.match`: at the start). rprof's
+/// patterns take `(` for the values to fetch, so a regular expression cannot group.
+pub fn anchored(re: &str) -> Result<String, String> {
+    if re.contains('(') {
+        return Err(format!(
+            "`{re}`: rprof's patterns take `(` for values to fetch, so a regular expression cannot group; \
+             write the alternatives as separate runs or a glob"
+        ));
     }
+    Ok(match re.starts_with('^') {
+        true => re.to_string(),
+        false => format!("^{re}"),
+    })
 }
 
 /// Apply `-r` to a pattern's name part (`c:^str.*`): `LIB:` and `t:CAT:` stay as they are.
-pub fn with_regex(spec: &mut Spec) {
+pub fn with_regex(spec: &mut Spec) -> Result<(), String> {
     match &mut spec.place {
-        Place::Kernel(f) | Place::User { func: f, .. } => *f = anchored(f),
-        Place::Tracepoint { event, .. } => *event = anchored(event),
-        Place::Usdt { name, .. } => *name = anchored(name),
+        Place::Kernel(f) | Place::User { func: f, .. } => *f = anchored(f)?,
+        Place::Tracepoint { event, .. } => *event = anchored(event)?,
+        Place::Usdt { name, .. } => *name = anchored(name)?,
     }
+    Ok(())
 }
