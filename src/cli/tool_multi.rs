@@ -4,7 +4,12 @@ use rprof::tools::{self, MultiRecipe, MultiTool};
 use std::io::Write;
 
 /// Describe, print or run a multi-tool; returns the launched command's exit status (0 without one).
-pub fn run(tool: &MultiTool, help: bool, recipe_only: bool, words: Vec<String>) -> anyhow::Result<u8> {
+pub fn run(
+    tool: &MultiTool,
+    help: bool,
+    recipe_only: bool,
+    words: Vec<String>,
+) -> anyhow::Result<u8> {
     let mut out = std::io::stdout().lock();
     let mut recipe_only = recipe_only;
     let mut flags = Vec::new();
@@ -34,7 +39,10 @@ pub fn run(tool: &MultiTool, help: bool, recipe_only: bool, words: Vec<String>) 
         for f in &fallbacks {
             if let Some(i) = line.iter().position(|a| *a == f.pattern) {
                 if !probes_here(&f.pattern) {
-                    eprintln!("rprof: {}: {}; probing `{}` instead", tool.name, f.why, f.instead);
+                    eprintln!(
+                        "rprof: {}: {}; probing `{}` instead",
+                        tool.name, f.why, f.instead
+                    );
                     line[i] = f.instead.clone();
                 }
             }
@@ -46,7 +54,11 @@ pub fn run(tool: &MultiTool, help: bool, recipe_only: bool, words: Vec<String>) 
     }
     if recipe_only {
         for f in &fallbacks {
-            writeln!(out, "# where `{}` finds nothing: `{}`", f.pattern, f.instead)?;
+            writeln!(
+                out,
+                "# where `{}` finds nothing: `{}`",
+                f.pattern, f.instead
+            )?;
         }
         writeln!(out, "rprof {}", tools::shell_line(&line))?;
         return Ok(0);
@@ -75,7 +87,10 @@ fn write_help(out: &mut dyn Write, t: &MultiTool) -> std::io::Result<()> {
         "\nUsage: rprof tool {} [FLAGS] ARGS... [-- COMMAND]\n\nFlags (bcc's):\n{}",
         t.name, t.usage
     )?;
-    writeln!(out, "  --recipe       print the rprof probe command, run nothing")?;
+    writeln!(
+        out,
+        "  --recipe       print the rprof probe command, run nothing"
+    )?;
     writeln!(
         out,
         "\nKernel functions need kprobes (CONFIG_KPROBE_EVENTS); `--recipe` prints what would run. See \

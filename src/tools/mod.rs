@@ -7,8 +7,8 @@ mod bcc;
 mod def;
 mod flags;
 
-pub use def::{Block, FlagDef, Tool};
 pub use bcc::{Fallback, MultiRecipe, MultiTool};
+pub use def::{Block, FlagDef, Tool};
 pub use flags::Recipe;
 
 /// Errors in a tool's definition or in the flags given to it.

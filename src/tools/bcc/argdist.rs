@@ -55,7 +55,10 @@ fn parts(spec: &str) -> Result<Parts<'_>, String> {
 fn translate(spec: &str, hist: bool) -> Result<(Vec<String>, Option<Fallback>), String> {
     let p = parts(spec)?;
     if !matches!(p.kind, "p" | "r" | "t" | "u") {
-        return Err(format!("the probe type must be p, r, t or u, not `{}`", p.kind));
+        return Err(format!(
+            "the probe type must be p, r, t or u, not `{}`",
+            p.kind
+        ));
     }
     let place = spec::parse(&format!("{}:{}:{}", p.kind, p.lib, p.func))?;
     let names = Names {
@@ -64,10 +67,15 @@ fn translate(spec: &str, hist: bool) -> Result<(Vec<String>, Option<Fallback>), 
     };
     let (types, exprs) = (p.ty.unwrap_or(""), p.expr.unwrap_or(""));
     if types.contains(',') || exprs.contains(',') {
-        return Err("several expressions: rprof splits a function's calls by one value (--by)".into());
+        return Err(
+            "several expressions: rprof splits a function's calls by one value (--by)".into(),
+        );
     }
     if exprs.contains("$entry") {
-        return Err("$entry(): rprof pairs entries and returns, but keeps no entry values for the return".into());
+        return Err(
+            "$entry(): rprof pairs entries and returns, but keeps no entry values for the return"
+                .into(),
+        );
     }
     let filter = p.filter.map(|f| names.filter(f)).transpose()?;
     let mut fetches: Vec<String> = filter
@@ -110,14 +118,20 @@ fn translate(spec: &str, hist: bool) -> Result<(Vec<String>, Option<Fallback>), 
     match (value, hist) {
         (Some((name, _)), false) => args.extend(["--by".to_string(), name]),
         (Some((name, _)), true) => args.extend([format!("--hist={name}"), "--hist-only".into()]),
-        (None, true) if exprs == "$latency" => args.extend(["--hist".to_string(), "--hist-only".into()]),
-        (None, _) if exprs == "$latency" => return Err("-C $latency: count latencies with -H".into()),
+        (None, true) if exprs == "$latency" => {
+            args.extend(["--hist".to_string(), "--hist-only".into()])
+        }
+        (None, _) if exprs == "$latency" => {
+            return Err("-C $latency: count latencies with -H".into())
+        }
         (None, _) => {}
     }
     let fallback = place.usdt_fallback(&fetches).map(|f| Fallback {
         pattern: pattern.clone(),
         instead: pattern.replacen(&place.pattern(&fetches), &f.pattern(&fetches), 1),
-        why: format!("{spec} is a USDT probe, which the library lacks (built without SystemTap notes)"),
+        why: format!(
+            "{spec} is a USDT probe, which the library lacks (built without SystemTap notes)"
+        ),
     });
     Ok((args, fallback))
 }
@@ -144,16 +158,21 @@ pub fn argdist(words: &[String]) -> Result<MultiRecipe, ToolError> {
     let [(spec, hist)] = specs.as_slice() else {
         return Err(flag_error(
             t,
-            format!("one -C or -H SPEC is supported (rprof's --by and --hist are one per run), not {}", specs.len()),
+            format!(
+                "one -C or -H SPEC is supported (rprof's --by and --hist are one per run), not {}",
+                specs.len()
+            ),
         ));
     };
     if g.has("-z") || g.has("-I") {
         return Err(flag_error(t, "-z and -I are not supported: rprof reads strings up to the kernel's fetch limit and needs no headers".into()));
     }
-    let (mut args, fallback) = translate(spec, *hist).map_err(|e| flag_error(t, format!("`{spec}`: {e}")))?;
+    let (mut args, fallback) =
+        translate(spec, *hist).map_err(|e| flag_error(t, format!("`{spec}`: {e}")))?;
     args.extend(times(t, &g)?);
     if let Some(tid) = g.value("-t") {
-        tid.parse::<u32>().map_err(|_| flag_error(t, format!("-t {tid}: not a thread id")))?;
+        tid.parse::<u32>()
+            .map_err(|_| flag_error(t, format!("-t {tid}: not a thread id")))?;
         let at = args.iter().position(|a| !a.starts_with("--")).unwrap_or(0);
         args[at] = match args[at].split_once(" if ") {
             Some((p, f)) => format!("{p} if ({f}) && tid == {tid}"),
@@ -174,7 +193,12 @@ pub fn argdist(words: &[String]) -> Result<MultiRecipe, ToolError> {
 fn times(t: &str, g: &Given) -> Result<Vec<String>, ToolError> {
     let num = |flag: &str| -> Result<Option<f64>, ToolError> {
         g.value(flag)
-            .map(|v| v.parse::<f64>().ok().filter(|n| *n >= 0.0).ok_or_else(|| flag_error(t, format!("{flag} {v}: not a number"))))
+            .map(|v| {
+                v.parse::<f64>()
+                    .ok()
+                    .filter(|n| *n >= 0.0)
+                    .ok_or_else(|| flag_error(t, format!("{flag} {v}: not a number")))
+            })
             .transpose()
     };
     let mut args = Vec::new();

@@ -77,9 +77,8 @@ impl Names {
         let mut steps = e.split("->");
         let head = steps.next().unwrap_or_default();
         let rest: Vec<&str> = steps.collect();
-        let plain = |s: &str| {
-            !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-        };
+        let plain =
+            |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
         if !plain(head) || !rest.iter().all(|s| plain(s)) {
             return Err(format!(
                 "`{expr}`: rprof fetches arguments, return values and members (`arg1`, `req->tv_sec`), it does \
@@ -92,16 +91,22 @@ impl Names {
         let Some(i) = self.position(head) else {
             return Err(format!(
                 "`{expr}`: `{head}` is no parameter of the signature{}",
-                if self.one_based_args { " nor arg1..arg6" } else { "" }
+                if self.one_based_args {
+                    " nor arg1..arg6"
+                } else {
+                    ""
+                }
             ));
         };
         let struct_name = self.params.get(i).and_then(|p| pointed_struct(&p.ctype));
         match (rest.as_slice(), struct_name) {
             ([], _) => Ok((format!("arg{i}"), None)),
-            ([member], Some(s)) => match KNOWN_MEMBERS.iter().find(|k| k.0 == s && k.1 == *member) {
-                Some(&(_, _, off, ty)) => Ok((format!("arg{i}->{off}"), Some(ty))),
-                None => Ok((format!("arg{i}->{member}"), None)),
-            },
+            ([member], Some(s)) => {
+                match KNOWN_MEMBERS.iter().find(|k| k.0 == s && k.1 == *member) {
+                    Some(&(_, _, off, ty)) => Ok((format!("arg{i}->{off}"), Some(ty))),
+                    None => Ok((format!("arg{i}->{member}"), None)),
+                }
+            }
             _ => Ok((format!("arg{i}->{}", rest.join("->")), None)),
         }
     }
@@ -123,8 +128,9 @@ impl Names {
                 String::new()
             }
         });
-        let operand = regex::Regex::new(r#"("[^"]*")|(\$?[A-Za-z_][A-Za-z0-9_]*(?:->[A-Za-z0-9_]+)*)"#)
-            .map_err(|e| e.to_string())?;
+        let operand =
+            regex::Regex::new(r#"("[^"]*")|(\$?[A-Za-z_][A-Za-z0-9_]*(?:->[A-Za-z0-9_]+)*)"#)
+                .map_err(|e| e.to_string())?;
         let text = operand.replace_all(&text, |c: &regex::Captures| {
             if c.get(1).is_some() || strings.iter().any(|s| s == &c[0]) {
                 return c[0].to_string();
@@ -164,7 +170,11 @@ pub fn c_type(t: &str) -> Result<&'static str, String> {
         "s16" | "short" | "int16_t" => "s16",
         "u8" | "unsigned char" | "uint8_t" => "u8",
         "s8" | "char" | "int8_t" => "s8",
-        other => return Err(format!("type `{other}`: rprof takes integer types and char*")),
+        other => {
+            return Err(format!(
+                "type `{other}`: rprof takes integer types and char*"
+            ))
+        }
     })
 }
 

@@ -42,7 +42,10 @@ fn pattern(tool: &str, g: &Given) -> Result<(Spec, Vec<Fallback>), ToolError> {
     };
     let mut s = spec::parse(p).map_err(|e| flag_error(tool, e))?;
     if s.kind == 'r' {
-        return Err(flag_error(tool, format!("`{p}`: {tool} takes entries, not r: returns")));
+        return Err(flag_error(
+            tool,
+            format!("`{p}`: {tool} takes entries, not r: returns"),
+        ));
     }
     if g.has("-r") {
         spec::with_regex(&mut s).map_err(|e| flag_error(tool, e))?;
@@ -52,7 +55,9 @@ fn pattern(tool: &str, g: &Given) -> Result<(Spec, Vec<Fallback>), ToolError> {
         .map(|f| Fallback {
             pattern: s.pattern(&[]),
             instead: f.pattern(&[]),
-            why: format!("{p} is a USDT probe, which the library lacks (built without SystemTap notes)"),
+            why: format!(
+                "{p} is a USDT probe, which the library lacks (built without SystemTap notes)"
+            ),
         })
         .into_iter()
         .collect();
@@ -79,14 +84,21 @@ pub fn funccount(words: &[String]) -> Result<MultiRecipe, ToolError> {
         words,
         &["-p", "-i", "-d"],
         &["-T", "-r"],
-        &[("-c", "rprof probes every CPU"), ("-D", "rprof prints no BPF program")],
+        &[
+            ("-c", "rprof probes every CPU"),
+            ("-D", "rprof prints no BPF program"),
+        ],
     )?;
     let (s, fallbacks) = pattern(t, &g)?;
     let mut args = vec!["--count".to_string(), s.pattern(&[])];
     if g.has("-r") {
         args.push("-r".into());
     }
-    args.extend(common_args(t, &g, &[("-p", "-p"), ("-i", "-i"), ("-d", "-d"), ("-T", "-T")])?);
+    args.extend(common_args(
+        t,
+        &g,
+        &[("-p", "-p"), ("-i", "-i"), ("-d", "-d"), ("-T", "-T")],
+    )?);
     Ok(finish(g, args, fallbacks))
 }
 
@@ -99,13 +111,22 @@ pub fn funclatency(words: &[String]) -> Result<MultiRecipe, ToolError> {
         &["-p", "-i", "-d"],
         &["-T", "-u", "-m", "-F", "-r"],
         &[
-            ("-l", "rprof times every call of the functions, at any nesting level"),
+            (
+                "-l",
+                "rprof times every call of the functions, at any nesting level",
+            ),
             ("-v", "rprof prints no BPF program"),
         ],
     )?;
     let (s, fallbacks) = pattern(t, &g)?;
-    if matches!(s.place, spec::Place::Tracepoint { .. } | spec::Place::Usdt { .. }) {
-        return Err(flag_error(t, "funclatency times functions: a tracepoint or USDT probe has no return".into()));
+    if matches!(
+        s.place,
+        spec::Place::Tracepoint { .. } | spec::Place::Usdt { .. }
+    ) {
+        return Err(flag_error(
+            t,
+            "funclatency times functions: a tracepoint or USDT probe has no return".into(),
+        ));
     }
     let mut args = vec![s.pattern(&[])];
     if g.has("-r") {
@@ -118,7 +139,11 @@ pub fn funclatency(words: &[String]) -> Result<MultiRecipe, ToolError> {
         (false, true) => args.extend(["--hist-unit".to_string(), "ms".into()]),
         (false, false) => {}
     }
-    args.extend(common_args(t, &g, &[("-p", "-p"), ("-i", "-i"), ("-d", "-d"), ("-T", "-T")])?);
+    args.extend(common_args(
+        t,
+        &g,
+        &[("-p", "-p"), ("-i", "-i"), ("-d", "-d"), ("-T", "-T")],
+    )?);
     Ok(finish(g, args, fallbacks))
 }
 
@@ -131,7 +156,10 @@ pub fn stackcount(words: &[String]) -> Result<MultiRecipe, ToolError> {
         &["-p", "-i", "-D"],
         &["-T", "-r", "-f"],
         &[
-            ("-P", "rprof counts stacks per probed function, not per process"),
+            (
+                "-P",
+                "rprof counts stacks per probed function, not per process",
+            ),
             ("-K", "rprof's stacks hold user and kernel frames together"),
             ("-U", "rprof's stacks hold user and kernel frames together"),
             ("-s", "rprof names frames by function"),
@@ -148,6 +176,10 @@ pub fn stackcount(words: &[String]) -> Result<MultiRecipe, ToolError> {
     if g.has("-f") {
         args.push("--folded".into());
     }
-    args.extend(common_args(t, &g, &[("-p", "-p"), ("-i", "-i"), ("-D", "-d"), ("-T", "-T")])?);
+    args.extend(common_args(
+        t,
+        &g,
+        &[("-p", "-p"), ("-i", "-i"), ("-D", "-d"), ("-T", "-T")],
+    )?);
     Ok(finish(g, args, fallbacks))
 }

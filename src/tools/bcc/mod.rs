@@ -83,7 +83,8 @@ static TOOLS: [MultiTool; 5] = [
     },
     MultiTool {
         name: "argdist",
-        about: "count (-C) or histogram (-H) the values of an argument or return value (bcc's argdist)",
+        about:
+            "count (-C) or histogram (-H) the values of an argument or return value (bcc's argdist)",
         columns: "COUNT per value (-C); a log2 histogram of the value (-H)",
         usage: argdist::USAGE,
         translate: argdist::argdist,

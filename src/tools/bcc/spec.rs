@@ -7,8 +7,14 @@ pub enum Place {
     /// A kernel function (a kprobe: not on kernels without CONFIG_KPROBE_EVENTS).
     Kernel(String),
     /// A function of a library (`c`) or binary (a path).
-    User { lib: String, func: String },
-    Tracepoint { category: String, event: String },
+    User {
+        lib: String,
+        func: String,
+    },
+    Tracepoint {
+        category: String,
+        event: String,
+    },
     /// A USDT probe of a library or binary; bcc's provider is optional.
     Usdt {
         lib: String,
@@ -82,7 +88,9 @@ impl Spec {
         };
         match &self.place {
             Place::Kernel(f) => format!("kprobe:{f}{values}"),
-            Place::User { lib, func } if lib.contains('/') => format!("uprobe:{lib}:{func}{values}"),
+            Place::User { lib, func } if lib.contains('/') => {
+                format!("uprobe:{lib}:{func}{values}")
+            }
             Place::User { lib, func } => format!("{lib}:{func}{values}"),
             Place::Tracepoint { category, event } => format!("t:{category}:{event}{values}"),
             Place::Usdt {

@@ -66,7 +66,9 @@ fn action(text: &str) -> Result<(String, Vec<String>), String> {
     let body = text
         .strip_prefix('"')
         .ok_or("the action must start with a \"format string\"")?;
-    let end = body.find('"').ok_or("the format string has no closing \"")?;
+    let end = body
+        .find('"')
+        .ok_or("the format string has no closing \"")?;
     let values = body[end + 1..].trim_start().trim_start_matches(',');
     let values = values
         .split(',')
@@ -78,7 +80,8 @@ fn action(text: &str) -> Result<(String, Vec<String>), String> {
 
 /// bcc's printf conversions in `fmt`, with the text around them: (text before, conversion) pairs and the tail.
 fn conversions(fmt: &str) -> Result<(Vec<(String, String)>, String), String> {
-    let re = regex::Regex::new(r"%(%|s|u|d|lu|llu|ld|lld|hu|hd|x|lx|llx|c|K|U|p)").map_err(|e| e.to_string())?;
+    let re = regex::Regex::new(r"%(%|s|u|d|lu|llu|ld|lld|hu|hd|x|lx|llx|c|K|U|p)")
+        .map_err(|e| e.to_string())?;
     let mut parts = Vec::new();
     let mut text = String::new();
     let mut at = 0;
@@ -105,7 +108,10 @@ fn probe(text: &str) -> Result<Translated, String> {
     let (spec_text, sig, filter, act) = split(text)?;
     let spec = spec::parse(spec_text)?;
     if sig.is_some() && matches!(spec.kind, 't' | 'u') {
-        return Err("USDT and tracepoint probes can't have a function signature; use arg1, arg2, ...".into());
+        return Err(
+            "USDT and tracepoint probes can't have a function signature; use arg1, arg2, ..."
+                .into(),
+        );
     }
     let names = Names {
         params: expr::signature(sig.unwrap_or(""))?,
@@ -114,7 +120,11 @@ fn probe(text: &str) -> Result<Translated, String> {
     let (fmt, values) = action(act)?;
     let (convs, tail) = conversions(&fmt)?;
     if convs.len() != values.len() {
-        return Err(format!("the format has {} conversions for {} values", convs.len(), values.len()));
+        return Err(format!(
+            "the format has {} conversions for {} values",
+            convs.len(),
+            values.len()
+        ));
     }
     let mut fetches: Vec<String> = Vec::new();
     let mut returns = spec.kind == 'r';
@@ -129,14 +139,19 @@ fn probe(text: &str) -> Result<Translated, String> {
         match name.as_str() {
             "ret" => returns = true,
             "tid" | "pid" | "cpu" => {}
-            _ if fetches.iter().any(|f| f.split(':').next() == Some(name.as_str())) => {}
+            _ if fetches
+                .iter()
+                .any(|f| f.split(':').next() == Some(name.as_str())) => {}
             _ => fetches.push(format!("{name}:{ty}")),
         }
     }
     message.push_str(&literal(&tail));
     let filter = filter.map(|f| names.filter(f)).transpose()?;
     for s in filter.iter().flat_map(|(_, strings)| strings) {
-        if !fetches.iter().any(|f| f.split(':').next() == Some(s.as_str())) {
+        if !fetches
+            .iter()
+            .any(|f| f.split(':').next() == Some(s.as_str()))
+        {
             fetches.push(format!("{s}:str"));
         }
     }
@@ -153,7 +168,9 @@ fn probe(text: &str) -> Result<Translated, String> {
     let fallback = spec.usdt_fallback(&fetches).map(|f: Spec| Fallback {
         pattern: suffix(spec.pattern(&fetches)),
         instead: suffix(f.pattern(&fetches)),
-        why: format!("{spec_text} is a USDT probe, which the library lacks (built without SystemTap notes)"),
+        why: format!(
+            "{spec_text} is a USDT probe, which the library lacks (built without SystemTap notes)"
+        ),
     });
     Ok(Translated {
         pattern: suffix(spec.pattern(&fetches)),
@@ -205,16 +222,26 @@ pub fn trace(words: &[String]) -> Result<MultiRecipe, ToolError> {
     }
     let mut filters = Vec::new();
     if let Some(tid) = g.value("-L") {
-        tid.parse::<u32>().map_err(|_| flag_error(t, format!("-L {tid}: not a thread id")))?;
+        tid.parse::<u32>()
+            .map_err(|_| flag_error(t, format!("-L {tid}: not a thread id")))?;
         filters.push(format!("tid == {tid}"));
     }
     if let Some(name) = g.value("-n") {
-        if !name.chars().all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c)) {
-            return Err(flag_error(t, format!("-n {name}: use letters, digits, _ . - only")));
+        if !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c))
+        {
+            return Err(flag_error(
+                t,
+                format!("-n {name}: use letters, digits, _ . - only"),
+            ));
         }
         filters.push(format!("comm ~ \"*{name}*\""));
     }
-    let mut args: Vec<String> = probes.iter().map(|p| with_filters(&p.pattern, &filters)).collect();
+    let mut args: Vec<String> = probes
+        .iter()
+        .map(|p| with_filters(&p.pattern, &filters))
+        .collect();
     if !probes.iter().any(|p| p.returns) {
         // Entries only, as bcc's p:, t: and u: probes: no return probes, each line printed at the entry.
         args.insert(0, "--count".into());
