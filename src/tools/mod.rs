@@ -78,6 +78,16 @@ pub fn shell_line(words: &[String]) -> String {
     words.iter().map(quote).collect::<Vec<_>>().join(" ")
 }
 
+/// bcc's multi-tools (funccount, funclatency, stackcount, trace, argdist), which take bcc's own arguments.
+pub fn multi(name: &str) -> Option<&'static MultiTool> {
+    bcc::find(name)
+}
+
+/// Every multi-tool, in `--list` order.
+pub fn multis() -> &'static [MultiTool] {
+    bcc::all()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -106,14 +116,4 @@ mod tests {
             r"'a b' 'it'\''s' '{x}'"
         );
     }
-}
-
-/// bcc's multi-tools (funccount, funclatency, stackcount, trace, argdist), which take bcc's own arguments.
-pub fn multi(name: &str) -> Option<&'static MultiTool> {
-    bcc::find(name)
-}
-
-/// Every multi-tool, in `--list` order.
-pub fn multis() -> &'static [MultiTool] {
-    bcc::all()
 }

@@ -25,8 +25,11 @@ struct Translated {
     fallback: Option<Fallback>,
 }
 
+/// A probe's text in its parts: specifier, signature, filter and action.
+type ProbeParts<'a> = (&'a str, Option<&'a str>, Option<&'a str>, &'a str);
+
 /// Split a probe's text into its specifier, signature, filter and action (bcc's `_parse_probe`).
-fn split(text: &str) -> Result<(&str, Option<&str>, Option<&str>, &str), String> {
+fn split(text: &str) -> Result<ProbeParts<'_>, String> {
     let text = text.trim();
     let spec_end = text.find([' ', '\t', '(']).unwrap_or(text.len());
     let (spec, mut rest) = text.split_at(spec_end);
