@@ -84,7 +84,7 @@ fn write_help(out: &mut dyn Write, t: &MultiTool) -> std::io::Result<()> {
     writeln!(out, "bcc's columns: {}", t.columns)?;
     writeln!(
         out,
-        "\nUsage: rprof tool {} [FLAGS] ARGS... [-- COMMAND]\n\nFlags (bcc's):\n{}",
+        "\nUsage: rprof tool {} [FLAGS] ARGS... [-- COMMAND]\n\nFlags (bcc's):\n  {}",
         t.name, t.usage
     )?;
     writeln!(
