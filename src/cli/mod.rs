@@ -17,6 +17,7 @@ pub mod record;
 pub mod report;
 pub mod script;
 pub mod tool;
+mod tool_multi;
 pub mod trace;
 
 /// rprof: where a program spends its time. Sampled CPU stacks as flame graphs, and exact per-function counts and

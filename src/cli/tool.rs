@@ -59,6 +59,9 @@ pub fn run(args: ToolArgs) -> anyhow::Result<u8> {
         }
         return Ok(0);
     };
+    if let Some(multi) = tools::multi(&name) {
+        return super::tool_multi::run(multi, args.help, args.recipe, with_separator(args.flags));
+    }
     let tool = tools::find(&name)?;
     if args.help {
         write_help(&mut out, &tool)?;
@@ -98,16 +101,18 @@ pub fn run(args: ToolArgs) -> anyhow::Result<u8> {
     }
     drop(out);
     // `line` is `probe ARGS...`: its first word stands for the program name.
-    let parsed = ProbeLine::try_parse_from(line).with_context(|| {
-        format!(
-            "the {} recipe is not a valid rprof probe command",
-            tool.name
-        )
-    })?;
+    let parsed = parse_probe_line(line, &tool.name)?;
     for note in &recipe.notes {
         eprintln!("rprof: {} on this kernel: {note}", tool.name);
     }
-    super::probe::run(parsed.args)
+    super::probe::run(parsed)
+}
+
+/// `line` (`probe ARGS...`) as `rprof probe`'s arguments; `tool` names the recipe in the error.
+pub(super) fn parse_probe_line(line: Vec<String>, tool: &str) -> anyhow::Result<ProbeArgs> {
+    let parsed = ProbeLine::try_parse_from(line)
+        .with_context(|| format!("the {tool} recipe is not a valid rprof probe command"))?;
+    Ok(parsed.args)
 }
 
 /// `--list`: each tool and what it shows; the ones not available yet say so.
@@ -119,6 +124,9 @@ fn write_list(out: &mut dyn Write) -> std::io::Result<()> {
             ""
         };
         writeln!(out, "{:<15} {}{todo}", t.name, t.about)?;
+    }
+    for t in tools::multis() {
+        writeln!(out, "{:<15} {}", t.name, t.about)?;
     }
     Ok(())
 }
@@ -194,7 +202,7 @@ pub fn is_usage_error(err: &anyhow::Error) -> bool {
 
 /// FLAGS with the `--` before the command put back: clap keeps a `--` among them after a flag, but takes one
 /// right after NAME for itself (`rprof tool killsnoop -- sh -c ...`).
-fn with_separator(mut flags: Vec<String>) -> Vec<String> {
+pub(super) fn with_separator(mut flags: Vec<String>) -> Vec<String> {
     let raw: Vec<String> = std::env::args().collect();
     if flags.iter().any(|f| f == "--") {
         return flags;

@@ -3,9 +3,11 @@
 //! columns as a `--trace-format`, bcc's flags as changes to those arguments, and what this kernel cannot give.
 //! Nothing here runs a probe: [`Tool::recipe`] turns a tool's flags into `rprof probe` arguments, which the
 //! command line runs (and prints, for `--recipe`) like any others.
+mod bcc;
 mod def;
 mod flags;
 
+pub use bcc::{Fallback, MultiRecipe, MultiTool};
 pub use def::{Block, FlagDef, Tool};
 pub use flags::Recipe;
 
@@ -74,6 +76,16 @@ pub fn shell_line(words: &[String]) -> String {
         }
     };
     words.iter().map(quote).collect::<Vec<_>>().join(" ")
+}
+
+/// bcc's multi-tools (funccount, funclatency, stackcount, trace, argdist), which take bcc's own arguments.
+pub fn multi(name: &str) -> Option<&'static MultiTool> {
+    bcc::find(name)
+}
+
+/// Every multi-tool, in `--list` order.
+pub fn multis() -> &'static [MultiTool] {
+    bcc::all()
 }
 
 #[cfg(test)]
