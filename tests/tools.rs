@@ -602,10 +602,18 @@ fn gethostlatency_times_each_lookup() {
     let (out, _) = tool(&["gethostlatency", "--", "/usr/bin/python3", "-c", code]);
     let lines: Vec<&str> = out.lines().filter(|l| l.ends_with(" localhost")).collect();
     assert_eq!(lines.len(), 7, "{out}");
-    for l in lines {
-        let ms: f64 = l.split_whitespace().nth(3).unwrap().parse().unwrap();
-        assert!(ms > 0.0 && ms < 5_000.0, "{l}");
-    }
+    // LATms has bcc's two decimals: a lookup answered from /etc/hosts in under 5 us prints 0.00 (seen 2 runs in
+    // 5 on this host). The first lookup loads glibc's NSS modules (dlopen, parsing nsswitch.conf): that one
+    // takes well over 10 us anywhere, so the total is never 0.
+    let ms: Vec<f64> = lines
+        .iter()
+        .map(|l| l.split_whitespace().nth(3).unwrap().parse().unwrap())
+        .collect();
+    assert!(ms.iter().all(|&m| (0.0..5_000.0).contains(&m)), "{out}");
+    assert!(
+        ms[0] > 0.0,
+        "the first lookup (NSS modules loaded) took no time: {out}"
+    );
 }
 
 /// Check ext4slower -m 0: each fsync of a file in the test's directory (on ext4), with S and its latency.

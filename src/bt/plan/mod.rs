@@ -35,6 +35,8 @@ pub struct PlannedValue {
     pub r: ValueRef,
     /// The fetch's label in the probe's pattern (its value's name in a hit).
     pub label: String,
+    /// How the pattern fetches it (`prev_pid:s32`, `filename:str`, `ret`).
+    pub fetch: String,
     /// Its integer type, or None for text.
     pub int: Option<IntType>,
 }
@@ -176,17 +178,20 @@ fn add(
         ProbeType::Tracepoint => first_fields(fields, &spec.target, &spec.func),
         _ => Vec::new(),
     };
+    let user_strings = kind == ProbeType::Tracepoint && spec.target == "syscalls";
     for r in refs {
         if p.values.iter().any(|v| &v.r == r) {
             continue;
         }
-        if let Some(v) = planned_value(r, &tp_fields) {
-            // One fetch per label: a string read of a value wins over the bare pointer.
-            match p.values.iter().position(|o| o.label == v.label) {
-                Some(i) if v.int.is_none() => p.values[i] = v,
-                Some(_) => {}
-                None => p.values.push(v),
+        if let Some(mut v) = planned_value(r, &tp_fields, user_strings) {
+            // One fetch per label: a string read of a value wins over the bare pointer, for every value of it.
+            for o in p.values.iter_mut().filter(|o| o.label == v.label) {
+                match v.int {
+                    None => (o.fetch, o.int) = (v.fetch.clone(), None),
+                    Some(_) => (v.fetch, v.int) = (o.fetch.clone(), o.int),
+                }
             }
+            p.values.push(v);
         }
     }
 }
@@ -201,13 +206,31 @@ fn first_fields(fields: &dyn TracepointFields, category: &str, event: &str) -> V
     fields.fields(&c, &e).unwrap_or_default()
 }
 
-/// How a value is fetched: its label and type.
-fn planned_value(r: &ValueRef, fields: &[TpField]) -> Option<PlannedValue> {
+/// How a value is fetched: its label and type. A syscall's `char *` field (`user_strings`) is fetched as the
+/// string it points to even where the program reads the pointer: programs keep it to read it later
+/// (opensnoop.bt's `@filename[tid] = args->filename`, `str(@filename[tid])` at the exit), which without BPF can
+/// only be read at the entry; the value is then that text.
+fn planned_value(r: &ValueRef, fields: &[TpField], user_strings: bool) -> Option<PlannedValue> {
     let (label, int) = match r {
         ValueRef::Field(name) => {
             let f = fields.iter().find(|f| &f.name == name)?;
-            let int = match tracepoint_field_type(&f.decl, f.size, f.signed, false) {
+            let int = match tracepoint_field_type(&f.decl, f.size, f.signed, user_strings) {
                 Ty::Int { bits, signed } => Some(IntType { bits, signed }),
+                Ty::Ptr { to, .. }
+                    if user_strings
+                        && *to
+                            == Ty::Int {
+                                bits: 8,
+                                signed: true,
+                            } =>
+                {
+                    return Some(PlannedValue {
+                        r: r.clone(),
+                        label: name.clone(),
+                        fetch: format!("{name}:str"),
+                        int: None,
+                    })
+                }
                 Ty::Ptr { .. } => Some(IntType::U64),
                 Ty::Str(_) => None,
                 _ => return None,
@@ -220,9 +243,15 @@ fn planned_value(r: &ValueRef, fields: &[TpField]) -> Option<PlannedValue> {
         ValueRef::Retval => ("ret".into(), Some(IntType::U64)),
         ValueRef::RetvalStr => ("ret".into(), None),
     };
+    let fetch = match int {
+        Some(t) => format!("{label}:{}{}", if t.signed { 's' } else { 'u' }, t.bits),
+        None if matches!(r, ValueRef::Field(_)) => label.clone(),
+        None => format!("{label}:str"),
+    };
     Some(PlannedValue {
         r: r.clone(),
         label,
+        fetch,
         int,
     })
 }
@@ -239,15 +268,12 @@ fn pattern(p: &PlannedProbe, program: &Program) -> String {
         _ if s.offset != 0 => format!("uprobe:{}:{}+{}", s.target, s.func, s.offset),
         _ => format!("uprobe:{}:{}", s.target, s.func),
     };
-    let fetches: Vec<String> = p
-        .values
-        .iter()
-        .map(|v| match v.int {
-            Some(t) => format!("{}:{}{}", v.label, if t.signed { 's' } else { 'u' }, t.bits),
-            None if matches!(v.r, ValueRef::Field(_)) => v.label.clone(),
-            None => format!("{}:str", v.label),
-        })
-        .collect();
+    let mut fetches: Vec<String> = Vec::new();
+    for v in &p.values {
+        if !fetches.contains(&v.fetch) {
+            fetches.push(v.fetch.clone());
+        }
+    }
     let mut text = point;
     if !fetches.is_empty() {
         text += &format!("({})", fetches.join(", "));

@@ -119,8 +119,9 @@ impl Exec<'_, '_, '_> {
                 .collect(),
             Value::Str(s) => vec![s],
             _ => {
-                self.unsupported("join() needs the strings its pointer points to, which this event does not carry (nothing printed)");
-                return;
+                // The line stays whole (join ends it), with nothing where the strings would be.
+                self.unsupported("join() of a pointer array (execve's argv) needs its strings read in the kernel, which a tracepoint cannot do without BPF: printed empty (`rprof tool execsnoop` reads argv through ld.so)");
+                Vec::new()
             }
         };
         let text = format::join(&parts, &sep);
