@@ -72,7 +72,7 @@ impl std::fmt::Display for Destination {
 }
 
 /// The URL without its `user:password@` part, and the user of that part.
-fn without_credentials(url: &str) -> (String, Option<String>) {
+pub(super) fn without_credentials(url: &str) -> (String, Option<String>) {
     let Some((scheme, rest)) = url.split_once("://") else {
         return (url.to_string(), None);
     };

@@ -193,6 +193,8 @@ impl Sender {
             request = request.header("X-Scope-OrgID", tenant);
         }
         let status = request.send(&entry.body[..]).map(|r| r.status().as_u16());
+        // The closing line names the URL, never a password in it.
+        let url = super::destination::without_credentials(url).0;
         match status {
             Ok(s) if (200..300).contains(&s) => {
                 self.spool.remove(&entry.path);
