@@ -149,7 +149,12 @@ pub fn dwarf_verdict(s: &DwarfStats) -> String {
             "; --call-graph dwarf,{enough} would do, and copy less per sample"
         ));
     }
-    if share(s.failed, s.unwound) >= SHOWN_SHARE * 100.0 {
+    if s.cut_loading > 0 {
+        line.push_str(&format!(
+            "; {} stacks met a module whose file was still being read (a slow disk) and stop there",
+            thousands(s.cut_loading)
+        ));
+    } else if share(s.failed, s.unwound) >= SHOWN_SHARE * 100.0 {
         line.push_str(
             "; install debug symbols (.debug_frame) or build with -fasynchronous-unwind-tables",
         );
