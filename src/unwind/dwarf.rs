@@ -376,7 +376,10 @@ impl DwarfUnwinder {
     /// loader, waited for at most [`loader::LOAD_WAIT`], and false while it is still loading.
     fn ready(&mut self, pid: u32, mapping: &Mapping) -> bool {
         // The common case, every frame: the mapping's module is known.
-        let known = self.processes.get(&pid).and_then(|p| p.keys.get(&mapping.start));
+        let known = self
+            .processes
+            .get(&pid)
+            .and_then(|p| p.keys.get(&mapping.start));
         match known {
             Some(None) => return true,
             Some(Some(key)) if self.modules.contains_key(key) => return true,
