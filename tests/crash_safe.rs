@@ -180,6 +180,99 @@ fn sigkilled_perf_record_file_is_read() {
     );
 }
 
+/// A recording SIGKILLed after [`WORK`] of its target's CPU time.
+struct Killed {
+    data: std::path::PathBuf,
+    /// The target's CPU time from the "sampling" line to the kill.
+    cpu: Duration,
+    /// Samples of the fixture's stack (main -> spin_outer -> spin_leaf) in the killed file.
+    samples: u64,
+    /// `rprof report`'s stderr lines.
+    lines: Vec<String>,
+    /// What rprof record said (its stderr up to the kill).
+    said: String,
+}
+
+/// `rprof record -F 999 -o DIR/NAME.data ARGS` on the spinner `pid`, SIGKILLed after [`WORK`] of its CPU time
+/// (counted from the "sampling" line).
+fn kill_after_work(dir: &Path, name: &str, args: &[&str], pid: u32) -> Killed {
+    let data = dir.join(format!("{name}.data"));
+    let mut rec = rprof()
+        .args(["record", "-F", "999", "-o"])
+        .arg(&data)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = rec.stderr.take().unwrap();
+    let line = read_line(&mut stderr);
+    assert!(
+        line.contains("sampling"),
+        "{name}: rprof record said: {line}"
+    );
+    let rest = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut text);
+        text
+    });
+    let cpu0 = common::cpu_time(pid).unwrap();
+    wait_for_cpu(pid, WORK);
+    // Whether rprof ended on its own before the kill (an error) shows in what it said.
+    let early = rec.try_wait().unwrap();
+    rec.kill().unwrap();
+    let cpu = common::cpu_time(pid).unwrap() - cpu0;
+    rec.wait().unwrap();
+    let said = format!(
+        "{line}{}{}",
+        rest.join().unwrap(),
+        match early {
+            Some(status) => format!("(rprof record had ended before the kill: {status})"),
+            None => String::new(),
+        }
+    );
+    let (_, lines) = report(&data);
+    let folded = rprof()
+        .args(["report", "--folded", "-i"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    let folded = String::from_utf8_lossy(&folded.stdout);
+    let samples: u64 = common::parse_folded(&folded)
+        .iter()
+        .filter(|(frames, _)| contains_run(frames, &["main", "spin_outer", "spin_leaf"]))
+        .map(|(_, n)| n)
+        .sum();
+    eprintln!("{name}: SIGKILL after {cpu:?} of the target's CPU: {samples} of its samples");
+    Killed {
+        data,
+        cpu,
+        samples,
+        lines,
+        said,
+    }
+}
+
+/// A killed recording holds at least half the samples its target's CPU time gave (999 a second; records
+/// reach the file 4 times a second, DWARF mode's a round of 100 ms later), and reads with the one warning.
+fn assert_kept_its_samples(name: &str, k: &Killed) {
+    let expected = k.cpu.as_secs_f64() * 999.0;
+    assert!(
+        k.samples as f64 >= expected / 2.0,
+        "{name}: {} samples of the fixture's stack after SIGKILL, for {:?} of its CPU; rprof report said \
+         {:?}; rprof record said:\n{}",
+        k.samples,
+        k.cpu,
+        k.lines,
+        k.said
+    );
+    assert!(
+        k.lines.iter().any(|l| l.contains("was not finished")),
+        "{name}: {:?}",
+        k.lines
+    );
+}
+
 /// Check that `rprof record --call-graph dwarf -p PID` and `rprof record -g -a`, SIGKILLed after 2 s of the
 /// target's CPU time, leave files that `rprof report` reads with the one warning and at least half the target's
 /// samples (999 a second of its CPU time; records reach the file 4 times a second, DWARF mode's a round of
@@ -198,50 +291,13 @@ fn sigkilled_dwarf_and_system_wide_records_keep_their_samples() {
         ("dwarf", &["--call-graph", "dwarf", "-p", &pid_arg][..]),
         ("system", &["-g", "-a"][..]),
     ] {
-        let data = dir.path().join(format!("{name}.data"));
-        let mut rec = rprof()
-            .args(["record", "-F", "999", "-o"])
-            .arg(&data)
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut stderr = rec.stderr.take().unwrap();
-        let line = read_line(&mut stderr);
-        assert!(
-            line.contains("sampling"),
-            "{name}: rprof record said: {line}"
-        );
-        std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
-        let cpu0 = common::cpu_time(pid).unwrap();
-        wait_for_cpu(pid, WORK);
-        rec.kill().unwrap();
-        let cpu = common::cpu_time(pid).unwrap() - cpu0;
-        rec.wait().unwrap();
-        let (_, lines) = report(&data);
-        let folded = rprof()
-            .args(["report", "--folded", "-i"])
-            .arg(&data)
+        let killed = kill_after_work(dir.path(), name, args, pid);
+        assert_kept_its_samples(name, &killed);
+        let script = rprof()
+            .args(["script", "-i"])
+            .arg(&killed.data)
             .output()
             .unwrap();
-        let folded = String::from_utf8_lossy(&folded.stdout);
-        let samples: u64 = common::parse_folded(&folded)
-            .iter()
-            .filter(|(frames, _)| contains_run(frames, &["main", "spin_outer", "spin_leaf"]))
-            .map(|(_, n)| n)
-            .sum();
-        let expected = cpu.as_secs_f64() * 999.0;
-        eprintln!("{name}: SIGKILL after {cpu:?} of the target's CPU: {samples} of its samples");
-        assert!(
-            samples as f64 >= expected / 2.0,
-            "{name}: {samples} samples of the fixture's stack after SIGKILL, for {cpu:?} of its CPU"
-        );
-        assert!(
-            lines.iter().any(|l| l.contains("was not finished")),
-            "{name}: {lines:?}"
-        );
-        let script = rprof().args(["script", "-i"]).arg(&data).output().unwrap();
         let script = String::from_utf8_lossy(&script.stdout);
         assert!(
             script.contains(" cpu-clock: ") && !script.contains("[unknown]:"),
@@ -249,9 +305,65 @@ fn sigkilled_dwarf_and_system_wide_records_keep_their_samples() {
             script.lines().next().unwrap_or("")
         );
         if common::perf_tool(test) {
-            assert_perf_reports(&data, "of event 'cpu-clock", name);
+            assert_perf_reports(&killed.data, "of event 'cpu-clock", name);
         }
     }
+}
+
+/// The build id of the libc that process `pid` maps, in hex (from `readelf -n`).
+fn libc_build_id(pid: u32) -> Option<String> {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+    let libc = maps
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .find(|p| p.contains("/libc.so"))?;
+    let out = Command::new("readelf").arg("-n").arg(libc).output().ok()?;
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Build ID: ").map(str::to_string))
+}
+
+/// Check issue 41's residue: a DWARF recording whose first unwind of libc waits on a file read that never
+/// ends (libc's debug file, in `--debug-dir`, is a FIFO nobody writes: as a disk that stalls under load),
+/// SIGKILLed after 2 s of its target's CPU time, still holds at least half the target's samples with the
+/// fixture's stack (before, it held none: the sampling thread waited in the read).
+#[test]
+fn sigkilled_dwarf_record_keeps_its_samples_while_a_module_read_stalls() {
+    let test = "sigkilled_dwarf_record_keeps_its_samples_while_a_module_read_stalls";
+    if !privileged(test) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let spin = spinner(dir.path());
+    let pid = spin.0.id();
+    // The spinner has mapped libc once it spends CPU time in main.
+    wait_for_cpu(pid, Duration::from_millis(20));
+    let Some(id) = libc_build_id(pid) else {
+        common::skip(
+            test,
+            "no libc build id (readelf -n) in the spinner's mappings",
+        );
+        return;
+    };
+    let debug = dir.path().join("debug");
+    let link = debug.join(".build-id").join(&id[..2]);
+    std::fs::create_dir_all(&link).unwrap();
+    nix::unistd::mkfifo(
+        &link.join(format!("{}.debug", &id[2..])),
+        nix::sys::stat::Mode::from_bits_truncate(0o600),
+    )
+    .unwrap();
+    let pid_arg = pid.to_string();
+    let args = [
+        "--call-graph",
+        "dwarf",
+        "--debug-dir",
+        debug.to_str().unwrap(),
+        "-p",
+        &pid_arg,
+    ];
+    let killed = kill_after_work(dir.path(), "stalled", &args, pid);
+    assert_kept_its_samples("stalled", &killed);
 }
 
 /// Check issue 30's bar: an `--off-cpu` recording SIGKILLed after two rounds of offcpu_sleep.c (300 ms of its

@@ -784,3 +784,134 @@ fn kernel_frames_named_from_the_kallsyms_copy() {
         "the kernel's frames were not named from the copy: {names:?}\n{stderr}"
     );
 }
+
+/// The names of the spooled profiles in `spool`, sorted (oldest first).
+fn spool_files(spool: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(spool)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".push"))
+        .collect();
+    v.sort();
+    v
+}
+
+/// How many requests the receiver in `dir` kept.
+fn received(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.flatten()
+                .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// The number in the closing line's `N profiles made`.
+fn made(stderr: &str) -> usize {
+    let at = stderr
+        .find(" profiles made (")
+        .unwrap_or_else(|| panic!("no closing line:\n{stderr}"));
+    let n = stderr[..at].rsplit(' ').next().unwrap();
+    n.parse()
+        .unwrap_or_else(|_| panic!("no count before 'profiles made':\n{stderr}"))
+}
+
+/// Check that a spooled profile goes only to the store it was made for (issue 45): profiles spooled for a
+/// store that is down are not sent by a later push to another URL, nor to the same URL under another tenant
+/// (each says what waits for the other store, in one line), and are sent by a later push to their own
+/// store. A profile of an older rprof (no destination recorded) is never sent, said in one line, and kept.
+#[test]
+fn spooled_profiles_go_only_to_their_own_store() {
+    let test = "spooled_profiles_go_only_to_their_own_store";
+    if !privileged(test) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = build_c(dir.path(), "calltree.c", FP);
+    let spool = dir.path().join("spool");
+    let push = |url: &str, more: &[&str], work: &str| -> String {
+        let mut args = vec!["record", "-F", "49", "-g", "--push", url, "--every", "1"];
+        args.extend_from_slice(more);
+        let spool = spool.to_str().unwrap();
+        args.extend_from_slice(&["--flush-timeout", "0.5", "--spool", spool]);
+        args.extend_from_slice(&["--", bin.to_str().unwrap(), work]);
+        let (stderr, status) = run_rprof(&args);
+        assert!(status.success(), "rprof failed:\n{stderr}");
+        stderr
+    };
+    // A closed port on 127.0.0.1: the first store is down.
+    let down_dir = dir.path().join("rcv-own");
+    let port = Receiver::start(&down_dir, 0).stop();
+    let own = format!("http://127.0.0.1:{port}");
+    let stderr = push(&own, &["--app", "vm"], "1500");
+    let waiting = spool_files(&spool);
+    assert_eq!(waiting.len(), made(&stderr), "{stderr}");
+    assert!(!waiting.is_empty(), "nothing was spooled:\n{stderr}");
+    // An older rprof's profile: the same content without a destination, under the old name.
+    let text = std::fs::read(spool.join(&waiting[0])).unwrap();
+    let nl = text.iter().position(|&b| b == b'\n').unwrap();
+    let mut header: serde_json::Value = serde_json::from_slice(&text[..nl]).unwrap();
+    header.as_object_mut().unwrap().remove("to");
+    let mut old = serde_json::to_vec(&header).unwrap();
+    old.extend_from_slice(&text[nl..]);
+    let old_name = format!("{}.push", &waiting[0][..38]);
+    std::fs::write(spool.join(&old_name), old).unwrap();
+
+    // Another URL, another app: only its own profiles arrive.
+    let other = Receiver::start(&dir.path().join("rcv-other"), 0);
+    let stderr = push(&other.url(), &["--app", "shop"], "300");
+    assert_eq!(received(&other.dir), made(&stderr), "{stderr}");
+    assert!(pushes(&other.dir)
+        .iter()
+        .all(|p| p.q("name").starts_with("shop{")));
+    let notice = format!(
+        "keeps {} profiles made for other stores, not sent here ({} for {own} (pyroscope))",
+        waiting.len(),
+        waiting.len()
+    );
+    assert!(stderr.contains(&notice), "no '{notice}' in:\n{stderr}");
+    assert!(
+        stderr.contains(
+            "holds 1 profiles of an older rprof that did not record their store: never sent"
+        ),
+        "{stderr}"
+    );
+    assert_eq!(spool_files(&spool).len(), waiting.len() + 1, "{stderr}");
+    let other_got = received(&other.dir);
+
+    // The same URL under another tenant: only that tenant's profiles arrive, with its header.
+    let rcv = Receiver::start(&down_dir, port);
+    let stderr = push(&own, &["--tenant", "team-b"], "300");
+    let tenant_b = made(&stderr);
+    assert_eq!(received(&rcv.dir), tenant_b, "{stderr}");
+    for p in pushes(&rcv.dir) {
+        assert_eq!(p.meta["headers"]["x-scope-orgid"], "team-b", "{stderr}");
+    }
+    assert!(stderr.contains(&notice), "no '{notice}' in:\n{stderr}");
+
+    // Their own store: every waiting profile arrives, under its own app name, and the spool keeps only the
+    // older rprof's profile.
+    let stderr = push(&own, &["--app", "vm"], "300");
+    let mine = made(&stderr);
+    assert_eq!(
+        received(&rcv.dir),
+        tenant_b + waiting.len() + mine,
+        "{stderr}"
+    );
+    let vm: Vec<Push> = pushes(&rcv.dir)
+        .into_iter()
+        .filter(|p| p.meta["headers"]["x-scope-orgid"].is_null())
+        .collect();
+    assert_eq!(vm.len(), waiting.len() + mine, "{stderr}");
+    assert!(vm.iter().all(|p| p.q("name").starts_with("vm{")));
+    assert!(
+        stderr.contains(&format!("retried {}", waiting.len())),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("made for other stores"), "{stderr}");
+    assert_eq!(spool_files(&spool), [old_name], "{stderr}");
+    assert_eq!(received(&other.dir), other_got, "{stderr}");
+}

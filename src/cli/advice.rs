@@ -149,7 +149,12 @@ pub fn dwarf_verdict(s: &DwarfStats) -> String {
             "; --call-graph dwarf,{enough} would do, and copy less per sample"
         ));
     }
-    if share(s.failed, s.unwound) >= SHOWN_SHARE * 100.0 {
+    if s.cut_loading > 0 {
+        line.push_str(&format!(
+            "; {} stacks met a module whose file was still being read (a slow disk) and stop there",
+            thousands(s.cut_loading)
+        ));
+    } else if share(s.failed, s.unwound) >= SHOWN_SHARE * 100.0 {
         line.push_str(
             "; install debug symbols (.debug_frame) or build with -fasynchronous-unwind-tables",
         );
@@ -274,11 +279,25 @@ mod tests {
             failed,
             copy_size,
             deepest,
+            cut_loading: 0,
         }
     }
 
     /// Check that the DWARF line's advice follows the numbers: the largest copy when stacks ran past it, a
     /// smaller one when the deepest stack used less than half, debug symbols when frames had no unwind info.
+    /// Check that stacks cut at a module still loading are said as such, not as missing unwind info.
+    #[test]
+    fn dwarf_line_says_stacks_cut_while_a_module_loaded() {
+        let mut s = stats(100, 0, 100, 8192, 0);
+        s.cut_loading = 40;
+        let line = dwarf_verdict(&s);
+        assert!(
+            line.contains("40 stacks met a module whose file was still being read"),
+            "{line}"
+        );
+        assert!(!line.contains("install debug symbols"), "{line}");
+    }
+
     #[test]
     fn dwarf_advice_follows_the_numbers() {
         let deep = dwarf_verdict(&stats(100, 30, 0, 8192, 8000));

@@ -308,6 +308,10 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
         Some(push) => Some(rprof::push::Pusher::start(push)?),
         None => None,
     };
+    // Said even with -q: profiles on disk that this run will not send.
+    for notice in pusher.iter().flat_map(|p| p.notices()) {
+        eprintln!("rprof record: push: {notice}");
+    }
     let tap = pusher.as_mut().and_then(|p| p.tap());
     let summary = record::record_with_tap(&cfg, &stop, &mut on_start, tap);
     let pushed = pusher.map(|p| p.finish()).transpose()?;

@@ -6,6 +6,7 @@
 //! ([`tap`]); the profile thread resolves stacks and cuts periods ([`worker`], [`live`]); the sender thread
 //! sends the spool ([`send`], [`spool`]). The push is output: it sits beside report's pprof writer (which it
 //! uses) and is fed by record's loop; it never reaches the syscall layer.
+mod destination;
 mod live;
 mod pyroscope;
 mod send;
@@ -15,7 +16,9 @@ mod worker;
 
 use crate::record::Tap;
 use crate::symbols::SymbolizerOptions;
+pub use destination::Destination;
 pub use send::SendCounts;
+pub use spool::Elsewhere;
 use std::path::PathBuf;
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -68,6 +71,85 @@ pub struct PushConfig {
     pub kallsyms_copy: bool,
 }
 
+impl PushConfig {
+    /// The user that authenticates (basic auth), part of a destination's identity.
+    fn user(&self) -> Option<&str> {
+        match &self.auth {
+            Auth::Basic { user, .. } => Some(user),
+            _ => None,
+        }
+    }
+
+    /// The Pyroscope store of this push (None without --push).
+    pub fn pyroscope_destination(&self) -> Option<Destination> {
+        let url = self.url.as_deref()?;
+        Some(Destination::new(
+            "pyroscope",
+            url,
+            self.tenant.as_deref(),
+            self.user(),
+        ))
+    }
+
+    /// The OTLP endpoint of this push (None without --push-otlp).
+    pub fn otlp_destination(&self) -> Option<Destination> {
+        let url = self.otlp_url.as_deref()?;
+        Some(Destination::new(
+            "otlp",
+            url,
+            self.tenant.as_deref(),
+            self.user(),
+        ))
+    }
+
+    /// Every store this push sends to; only their profiles leave the spool.
+    pub fn destinations(&self) -> Vec<Destination> {
+        [self.pyroscope_destination(), self.otlp_destination()]
+            .into_iter()
+            .flatten()
+            .collect()
+    }
+}
+
+/// Something the push says at its start, once (the caller prints it as one line).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PushNotice {
+    /// The spool holds profiles made for other stores: kept (within the spool's size), not sent here; an
+    /// rprof pushing to their store sends them.
+    OtherDestinations {
+        spool: PathBuf,
+        waiting: Vec<(Destination, usize)>,
+    },
+    /// The spool holds profiles of an older rprof, which did not record their store: never sent, kept until
+    /// the size bound drops them (they are the oldest).
+    Unkeyed { spool: PathBuf, count: usize },
+}
+
+impl std::fmt::Display for PushNotice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PushNotice::OtherDestinations { spool, waiting } => {
+                let total: usize = waiting.iter().map(|w| w.1).sum();
+                let each: Vec<String> = waiting.iter().map(|(d, n)| format!("{n} for {d}")).collect();
+                write!(
+                    f,
+                    "the spool {} keeps {total} profiles made for other stores, not sent here ({}); \
+                     an rprof pushing there sends them",
+                    spool.display(),
+                    each.join(", ")
+                )
+            }
+            PushNotice::Unkeyed { spool, count } => write!(
+                f,
+                "the spool {0} holds {count} profiles of an older rprof that did not record their store: never \
+                 sent, kept until the spool's size bound drops them (delete them with \
+                 rm {0}/????????????????????-??????????-??????.push)",
+                spool.display()
+            ),
+        }
+    }
+}
+
 /// Errors of the push.
 #[derive(Debug, thiserror::Error)]
 pub enum PushError {
@@ -102,8 +184,10 @@ pub enum PushError {
 pub struct PushSummary {
     pub made: MadeCounts,
     pub sent: SendCounts,
-    /// Profiles still in the spool at the end, and where.
+    /// Profiles for this push's stores still in the spool at the end, and where.
     pub spooled: usize,
+    /// Profiles in the spool for other stores (and of older rprofs), kept for them.
+    pub elsewhere: usize,
     pub spool: PathBuf,
     /// Profiles dropped from the spool (oldest first) to keep it within its size.
     pub dropped: u64,
@@ -114,7 +198,7 @@ impl std::fmt::Display for PushSummary {
         write!(
             f,
             "rprof record: push: {} profiles made ({} samples, {} bytes sent each on average); pushed {}, \
-             retried {}, still spooled {} (in {}), dropped {}",
+             retried {}, still spooled {} (in {}{}), dropped {}",
             self.made.profiles,
             self.made.samples,
             self.made.bytes.checked_div(self.made.profiles).unwrap_or(0),
@@ -122,6 +206,10 @@ impl std::fmt::Display for PushSummary {
             self.sent.retried,
             self.spooled,
             self.spool.display(),
+            match self.elsewhere {
+                0 => String::new(),
+                n => format!(", beside {n} for other stores"),
+            },
             self.dropped
         )?;
         if self.sent.rejected > 0 {
@@ -148,6 +236,9 @@ pub struct Pusher {
     sender: JoinHandle<(SendCounts, u64)>,
     spool: Arc<spool::Spool>,
     path: PathBuf,
+    /// The keys of this push's destinations.
+    keys: Vec<u64>,
+    notices: Vec<PushNotice>,
 }
 
 impl Pusher {
@@ -156,6 +247,8 @@ impl Pusher {
         crate::mapped::bound_heap();
         let cfg = Arc::new(cfg);
         let spool = Arc::new(spool::Spool::open(&cfg.spool, cfg.spool_max_bytes)?);
+        let keys: Vec<u64> = cfg.destinations().iter().map(Destination::key).collect();
+        let notices = notices(&cfg.spool, spool.elsewhere(&keys));
         let sender = send::Sender::new(Arc::clone(&cfg), Arc::clone(&spool))?;
         let (wake_tx, wake_rx) = mpsc::channel();
         let (tx, rx) = mpsc::sync_channel(tap::QUEUED_ROUNDS);
@@ -181,7 +274,14 @@ impl Pusher {
             sender,
             spool,
             path: cfg.spool.clone(),
+            keys,
+            notices,
         })
+    }
+
+    /// What to say at the start (once): profiles the spool keeps for other stores.
+    pub fn notices(&self) -> &[PushNotice] {
+        &self.notices
     }
 
     /// The tap to hand to the recorder (once).
@@ -195,12 +295,32 @@ impl Pusher {
         let made = self.worker.join().map_err(|_| PushError::Panicked)?;
         let (sent, dropped) = self.sender.join().map_err(|_| PushError::Panicked)?;
         let made = made?;
+        let spooled = self.spool.list_for(&self.keys).len();
         Ok(PushSummary {
             made,
             sent,
-            spooled: self.spool.list().len(),
+            spooled,
+            elsewhere: self.spool.list().len() - spooled,
             spool: self.path,
             dropped,
         })
     }
+}
+
+/// The notices of what a spool holds for other stores.
+fn notices(spool: &std::path::Path, elsewhere: Elsewhere) -> Vec<PushNotice> {
+    let mut out = Vec::new();
+    if !elsewhere.others.is_empty() {
+        out.push(PushNotice::OtherDestinations {
+            spool: spool.to_path_buf(),
+            waiting: elsewhere.others,
+        });
+    }
+    if elsewhere.unkeyed > 0 {
+        out.push(PushNotice::Unkeyed {
+            spool: spool.to_path_buf(),
+            count: elsewhere.unkeyed,
+        });
+    }
+    out
 }

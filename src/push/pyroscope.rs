@@ -83,6 +83,7 @@ pub(super) fn request(query: String, pprof_gz: &[u8], seed: u64) -> (Request, Ve
         kind: "pyroscope".into(),
         query,
         content_type: format!("multipart/form-data; boundary={boundary}"),
+        to: None,
     };
     (request, body)
 }

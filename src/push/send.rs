@@ -1,6 +1,10 @@
 //! The sender thread: sends the spooled profiles oldest first, removes each once the store took it, and
 //! backs off (1 s, doubling up to 30 s) while the store fails; at the end it tries once more, for at most the
 //! flush timeout, and leaves what is still spooled for the next rprof.
+//!
+//! Only the profiles made for this push's destinations are sent, each to its own: the spool's other
+//! profiles (other stores, tenants, users; an older rprof's, whose store is unknown) stay for their own.
+use super::destination::Destination;
 use super::spool::{Entry, Spool};
 use super::{Auth, PushConfig, PushError};
 use base64::Engine;
@@ -42,6 +46,9 @@ pub(super) struct Sender {
     failed_once: std::collections::HashSet<std::path::PathBuf>,
     /// Files found in the spool at the start (left by an earlier rprof).
     inherited: std::collections::HashSet<std::path::PathBuf>,
+    /// This push's destinations, and the keys of their spool files.
+    destinations: Vec<Destination>,
+    keys: Vec<u64>,
 }
 
 impl Sender {
@@ -72,8 +79,12 @@ impl Sender {
                 .build();
             config = config.tls_config(tls);
         }
-        let inherited = spool.list().into_iter().map(|f| f.0).collect();
+        let destinations = cfg.destinations();
+        let keys: Vec<u64> = destinations.iter().map(Destination::key).collect();
+        let inherited = spool.list_for(&keys).into_iter().map(|f| f.path).collect();
         Ok(Sender {
+            destinations,
+            keys,
             agent: config.build().into(),
             cfg,
             spool,
@@ -118,37 +129,54 @@ impl Sender {
         (self.counts, dropped)
     }
 
-    /// Send the spooled profiles oldest first; false at the first failure (the rest wait for the next try).
+    /// Send this push's spooled profiles oldest first; false when a destination failed (its later profiles
+    /// wait for the next try; another destination's go on).
     fn send_all(&mut self, deadline: Option<Instant>) -> bool {
-        for (path, _) in self.spool.list() {
+        let mut failed: Vec<u64> = Vec::new();
+        for file in self.spool.list_for(&self.keys) {
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 return false;
             }
-            let Some(entry) = self.spool.read(&path) else {
+            let key = file.key.unwrap_or_default();
+            if failed.contains(&key) {
+                continue;
+            }
+            let Some(entry) = self.spool.read(&file.path) else {
                 continue;
             };
-            if !self.send_one(entry) {
-                return false;
+            // The name's key says where; the header must say the same (else the file is not ours to send).
+            let Some(url) = self.url_of(&entry) else {
+                continue;
+            };
+            if !self.send_one(entry, &url) {
+                failed.push(key);
             }
         }
-        true
+        failed.is_empty()
+    }
+
+    /// Where to POST a spooled profile: None unless it was made for one of this push's destinations.
+    fn url_of(&self, entry: &Entry) -> Option<String> {
+        let to = entry.request.to.as_ref()?;
+        if !self.destinations.contains(to) {
+            return None;
+        }
+        match to.kind.as_str() {
+            "pyroscope" => self
+                .cfg
+                .url
+                .as_ref()
+                .map(|u| format!("{}/ingest?{}", u.trim_end_matches('/'), entry.request.query)),
+            "otlp" => self.cfg.otlp_url.clone(),
+            _ => None,
+        }
     }
 
     /// One try; true when the profile left the spool (taken, or refused for good).
-    fn send_one(&mut self, entry: Entry) -> bool {
-        let url = match entry.request.kind.as_str() {
-            "pyroscope" => match &self.cfg.url {
-                Some(u) => format!("{}/ingest?{}", u.trim_end_matches('/'), entry.request.query),
-                None => return true,
-            },
-            _ => match &self.cfg.otlp_url {
-                Some(u) => u.clone(),
-                None => return true,
-            },
-        };
+    fn send_one(&mut self, entry: Entry, url: &str) -> bool {
         let mut request = self
             .agent
-            .post(&url)
+            .post(url)
             .header("Content-Type", &entry.request.content_type);
         match &self.cfg.auth {
             Auth::None => {}
@@ -165,6 +193,8 @@ impl Sender {
             request = request.header("X-Scope-OrgID", tenant);
         }
         let status = request.send(&entry.body[..]).map(|r| r.status().as_u16());
+        // The closing line names the URL, never a password in it.
+        let url = super::destination::without_credentials(url).0;
         match status {
             Ok(s) if (200..300).contains(&s) => {
                 self.spool.remove(&entry.path);

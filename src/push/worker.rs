@@ -169,8 +169,9 @@ impl Worker {
             gz.write_all(&bytes).map_err(PushError::Encode)?;
             let gz = gz.finish().map_err(PushError::Encode)?;
             let query = pyroscope::query(&self.cfg.app, &self.cfg.labels, period.from, until, rate);
-            let (request, body) =
+            let (mut request, body) =
                 pyroscope::request(query, &gz, period.from ^ u64::from(std::process::id()));
+            request.to = self.cfg.pyroscope_destination();
             self.spool.put(period.from * NS, &request, &body)?;
             made.profiles += 1;
             made.bytes += body.len() as u64;
@@ -181,6 +182,7 @@ impl Worker {
                 kind: "otlp".into(),
                 query: String::new(),
                 content_type: "application/x-protobuf".into(),
+                to: self.cfg.otlp_destination(),
             };
             self.spool.put(period.from * NS, &request, &body)?;
             made.profiles += 1;

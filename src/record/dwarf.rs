@@ -69,9 +69,13 @@ impl DwarfState {
             let stack = stack.as_slice();
             let pid = s.pid.unwrap_or(0) as u32;
             let space = self.spaces.get(pid);
+            let cut_before = self.unwinder.cut_while_loading();
             let outcome = self
                 .unwinder
                 .unwind_callchain(pid, space, &regs, &stack, *dyn_size, callchain);
+            if self.unwinder.cut_while_loading() > cut_before {
+                self.stats.cut_loading += 1;
+            }
             self.stats
                 .count(outcome, stack.len() as u64, self.unwinder.last_stack_used());
         }

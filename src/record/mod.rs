@@ -228,10 +228,13 @@ pub fn record_with_tap(
         false => None,
     };
     let mut stream = session.stream(cfg, tap)?;
-    let kernel = describe_existing(cfg, &mut stream, session.cgroup.as_ref())?;
+    // Enabled before the processes are described from /proc: a mapping made after /proc/PID/maps was read
+    // then comes as a record (disabled events get none). A target caught in its exec or its dynamic loader
+    // (a process just spawned) would else lose its program and libraries, and every stack through them.
     if !matches!(cfg.target, Target::Command(_)) {
         session.events.enable()?;
     }
+    let kernel = describe_existing(cfg, &mut stream, session.cgroup.as_ref())?;
     // The command's events are enabled at its exec (enable_on_exec); a companion command just starts.
     if let Some(w) = session.workload.as_mut() {
         w.start()?;

@@ -10,6 +10,8 @@
 //! changes (its generation), the modules whose mapping is gone are removed from its unwinder first.
 //! Unwind data comes from `.eh_frame` + `.eh_frame_hdr`, or a larger `.debug_frame` (see [`super::modules`]).
 //! Addresses without a module or without CFI are unwound by framehop with a frame-pointer step.
+//! Modules are read on a loader thread ([`super::loader`]): a read that stalls cuts a stack short at that
+//! module for a while instead of stopping the recording.
 
 use std::cell::Cell;
 use std::collections::hash_map::Entry;
@@ -20,6 +22,7 @@ use std::sync::Arc;
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{FrameAddress, Module, Unwinder};
 
+use super::loader::{self, Loader};
 use super::modules::{self, ModuleKey};
 use super::signal::{self, SigreturnSites};
 pub use super::stats::{DwarfStats, UnwindOutcome};
@@ -91,7 +94,9 @@ struct CachedModule {
 
 /// Online DWARF unwinder for the user stacks of sampled processes (x86_64).
 pub struct DwarfUnwinder {
-    debug_dirs: Vec<PathBuf>,
+    loader: Loader,
+    /// Frames whose module was still loading (the unwind went on without it).
+    cut_while_loading: u64,
     module_cap: usize,
     processes: HashMap<u32, ProcessModules>,
     modules: HashMap<ModuleKey, CachedModule>,
@@ -116,7 +121,8 @@ impl DwarfUnwinder {
     /// Create an unwinder that keeps at most `module_cap` modules (at least 1) in its cache.
     pub fn with_module_cap(debug_dirs: Vec<PathBuf>, module_cap: usize) -> DwarfUnwinder {
         DwarfUnwinder {
-            debug_dirs,
+            loader: Loader::new(debug_dirs),
+            cut_while_loading: 0,
             module_cap: module_cap.max(1),
             processes: HashMap::new(),
             modules: HashMap::new(),
@@ -133,6 +139,11 @@ impl DwarfUnwinder {
     /// Number of modules currently in the cache (never more than the cap).
     pub fn cached_modules(&self) -> usize {
         self.modules.len()
+    }
+
+    /// How many frames were unwound without their module because it was still loading (a slow file read).
+    pub fn cut_while_loading(&self) -> u64 {
+        self.cut_while_loading
     }
 
     /// Forget the framehop state of process `pid` (it ended); the module cache keeps its modules.
@@ -332,11 +343,16 @@ impl DwarfUnwinder {
         key
     }
 
-    /// Make sure the module holding `address` in process `pid` is in that process's framehop unwinder.
+    /// Make sure the module holding `address` in process `pid` is in that process's framehop unwinder (unless
+    /// it is still loading).
     fn ensure_module(&mut self, pid: u32, space: &AddressSpace, address: u64) {
         let Some(mapping) = space.find(address) else {
             return;
         };
+        if !self.ready(pid, mapping) {
+            self.cut_while_loading += 1;
+            return;
+        }
         let Some(key) = self.module_key(pid, mapping) else {
             return;
         };
@@ -353,34 +369,84 @@ impl DwarfUnwinder {
                     process.unwinder.add_module(module.clone());
                 }
             }
-            return;
         }
+    }
 
-        // Not cached: make room, then build it.
-        while self.modules.len() >= self.module_cap {
-            self.evict_oldest();
+    /// Whether the module of `mapping` is known (loaded, or known not to load); else it is asked of the
+    /// loader, waited for at most [`loader::LOAD_WAIT`], and false while it is still loading.
+    fn ready(&mut self, pid: u32, mapping: &Mapping) -> bool {
+        // The common case, every frame: the mapping's module is known.
+        let known = self
+            .processes
+            .get(&pid)
+            .and_then(|p| p.keys.get(&mapping.start));
+        match known {
+            Some(None) => return true,
+            Some(Some(key)) if self.modules.contains_key(key) => return true,
+            _ => {}
         }
-        let layout = self.layouts.get(&key.path).cloned().flatten();
-        let vdso = self.vdso.clone().flatten();
-        let module = layout.and_then(|layout| {
-            modules::load_module(pid, &key, &layout, vdso.as_deref(), &self.debug_dirs).ok()
-        });
-        let Some(process) = self.processes.get_mut(&pid) else {
-            return;
+        self.take_loaded(None, std::time::Duration::ZERO);
+        if self.loader.pending(&mapping.path) {
+            return false;
+        }
+        let layout = match self.layouts.get(&mapping.path) {
+            Some(None) => return true,
+            Some(Some(layout)) => {
+                let key = ModuleKey {
+                    path: mapping.path.clone(),
+                    bias: layout.bias(mapping.start, mapping.pgoff),
+                };
+                if self.modules.contains_key(&key) {
+                    return true;
+                }
+                Some(layout.clone())
+            }
+            None => None,
         };
-        if let Some(module) = &module {
-            process
-                .loaded
-                .insert(key.clone(), module.avma_range().start);
-            process.unwinder.add_module(module.clone());
-        }
-        self.modules.insert(
-            key,
-            CachedModule {
+        let vdso = match &*mapping.path {
+            "[vdso]" => self
+                .vdso
+                .get_or_insert_with(|| modules::read_own_vdso().map(Arc::from))
+                .clone(),
+            _ => None,
+        };
+        // Behind a load that already stalls, a new one would wait too: the unwind goes on at once.
+        let wait = match self.loader.busy() {
+            true => std::time::Duration::ZERO,
+            false => loader::LOAD_WAIT,
+        };
+        self.loader.request(loader::Request {
+            pid,
+            path: mapping.path.clone(),
+            start: mapping.start,
+            pgoff: mapping.pgoff,
+            layout,
+            vdso,
+        });
+        self.take_loaded(Some(&mapping.path), wait);
+        !self.loader.pending(&mapping.path)
+    }
+
+    /// Put the loads that finished into the layout and module caches (waiting up to `wait` for `path`'s).
+    fn take_loaded(&mut self, path: Option<&str>, wait: std::time::Duration) {
+        for loaded in self.loader.collect(path, wait) {
+            if self.layouts.len() >= modules::MAX_LAYOUTS {
+                self.layouts.clear();
+            }
+            self.layouts.insert(loaded.path, loaded.layout);
+            let Some((key, module)) = loaded.module else {
+                continue;
+            };
+            while self.modules.len() >= self.module_cap {
+                self.evict_oldest();
+            }
+            self.tick += 1;
+            let cached = CachedModule {
                 module,
-                last_used: tick,
-            },
-        );
+                last_used: self.tick,
+            };
+            self.modules.insert(key, cached);
+        }
     }
 
     /// Drop the least recently used module from the cache and from every process.

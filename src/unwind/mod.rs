@@ -3,6 +3,7 @@
 //! frames; `stats`: how unwinds ended).
 pub mod dwarf;
 pub mod fp;
+mod loader;
 mod modules;
 mod signal;
 mod stats;

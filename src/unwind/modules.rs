@@ -64,7 +64,7 @@ pub(super) fn resolve_key(
     })
 }
 
-fn read_layout(
+pub(super) fn read_layout(
     vdso: &mut Option<Option<Arc<[u8]>>>,
     pid: u32,
     path: &str,

@@ -20,6 +20,8 @@ pub struct DwarfStats {
     pub truncated: u64,
     /// Unwinds that stopped at a frame without unwind information.
     pub failed: u64,
+    /// Unwinds that met a module still being loaded (a slow file read): cut or frame-pointer-unwound there.
+    pub cut_loading: u64,
     /// The stack copy size asked for.
     pub copy_size: u64,
     /// The most stack a complete unwind read (bytes from the stack pointer): about the deepest stack seen.

@@ -170,6 +170,27 @@ impl Expr {
         }
     }
 
+    /// The first name for which `is_text` holds (a value that is text) compared with a number or a mask.
+    pub fn number_compared(&self, is_text: &dyn Fn(&str) -> bool) -> Option<&str> {
+        match self {
+            Expr::Cmp {
+                name,
+                value: Literal::Int(_),
+                ..
+            }
+            | Expr::Mask { name, .. }
+                if is_text(name) =>
+            {
+                Some(name)
+            }
+            Expr::Cmp { .. } | Expr::Mask { .. } => None,
+            Expr::Not(e) => e.number_compared(is_text),
+            Expr::And(a, b) | Expr::Or(a, b) => a
+                .number_compared(is_text)
+                .or_else(|| b.number_compared(is_text)),
+        }
+    }
+
     fn visit<'a>(&'a self, f: &mut dyn FnMut(&'a str)) {
         match self {
             Expr::Cmp { name, .. } | Expr::Mask { name, .. } => f(name),

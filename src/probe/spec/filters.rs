@@ -216,6 +216,28 @@ pub fn check_strings<'a>(
     Ok(())
 }
 
+/// Why `expr` cannot run, if it cannot: a value that is text (`comm`, a fetched string) compared with a
+/// number, which would match nothing (the kernel compares `comm == 5` with the text "5"; rprof never equals
+/// text and a number). The mirror of [`check_strings`].
+pub fn check_numbers(expr: &Expr, fetches: &[Fetch]) -> Result<(), String> {
+    let is_text = |name: &str| match fetches.iter().find(|f| f.label == name) {
+        Some(f) => matches!(f.kind, ValueKind::Str | ValueKind::Chars { .. }),
+        None => name == "comm",
+    };
+    let Some(name) = expr.number_compared(&is_text) else {
+        return Ok(());
+    };
+    let part = expr
+        .conjuncts()
+        .into_iter()
+        .find(|c| c.number_compared(&is_text).is_some())
+        .map_or_else(|| expr.text(), |c| c.text());
+    Err(format!(
+        "`{part}`: `{name}` is text, compared with a number, so this would match nothing (quote the value: \
+         `{name} == \"5\"`; `~` takes a glob)"
+    ))
+}
+
 /// perf's `--filter` on a tracepoint or probe event of `rprof record`: probe's filter language over the
 /// event's own fields (`format`), every part of it run by the kernel (a recording keeps what the kernel lets
 /// through). The kernel's filter text, or why the expression cannot be that.
@@ -409,5 +431,47 @@ mod tests {
         assert!(check_strings(f.user.iter(), &fetched).is_ok());
         assert!(check_strings([&parse("pid == \"x\"").unwrap()], &[]).is_err());
         assert!(check_strings([&parse("comm ~ \"x*\"").unwrap()], &[]).is_ok());
+    }
+
+    /// Check that text (`comm`, a fetched string) compared with a number is refused in one line that names
+    /// the part and the fix, in any position of the expression, while text with text and numbers with numbers
+    /// pass.
+    #[test]
+    fn text_compared_with_a_number_is_refused() {
+        let fetched = vec![Fetch::user_string("filename", "filename", Some(1))];
+        for bad in [
+            "comm == 5",
+            "pid == 1 && comm != 5",
+            "!(comm < 3) || pid == 2",
+            "comm & 4",
+            "filename == 0",
+        ] {
+            let e = check_numbers(&parse(bad).unwrap(), &fetched).unwrap_err();
+            assert!(
+                e.contains("is text, compared with a number") && e.contains("quote the value"),
+                "{bad}: {e}"
+            );
+            assert!(!e.contains('\n'), "{e}");
+        }
+        let e = check_numbers(&parse("pid == 1 && comm == 5").unwrap(), &[]).unwrap_err();
+        assert!(e.starts_with("`comm == 5`: `comm` is text"), "{e}");
+        for good in [
+            "comm == \"5\"",
+            "comm ~ \"py*\" && pid == 5",
+            "filename != \"/x\"",
+        ] {
+            assert!(
+                check_numbers(&parse(good).unwrap(), &fetched).is_ok(),
+                "{good}"
+            );
+        }
+        // A pointer held as a number is compared with numbers.
+        let pointer = vec![Fetch::field(
+            "filename",
+            "filename",
+            ValueKind::Hex { size: 8 },
+            false,
+        )];
+        assert!(check_numbers(&parse("filename != 0").unwrap(), &pointer).is_ok());
     }
 }

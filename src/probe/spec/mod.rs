@@ -176,6 +176,10 @@ pub(super) fn target_filter(
             spec: text.to_string(),
             reason: format!("filter: {reason}"),
         })?;
+    filters::check_numbers(&cond, &t.fetches).map_err(|reason| ProbeError::Spec {
+        spec: text.to_string(),
+        reason: format!("filter: {reason}"),
+    })?;
     let fields = format
         .map(|f| crate::tracefs::parse_format(&f))
         .unwrap_or_default();
