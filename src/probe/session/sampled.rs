@@ -153,8 +153,12 @@ fn exact_counters(
     // rprof), and few of them: closing a tracepoint's last perf event costs an RCU grace period (~36 ms here),
     // one tracepoint after the other, which `syscall:*`'s hundreds would pay at the end.
     // Kernel events only: beside a uprobe a counter is one more consumer of every hit, which the target pays.
+    // Tracefs events only: a sampled software event's counter counts events (or nanoseconds), not samples.
     let few = plan.events.len() <= EXACT_EVENTS
-        && plan.events.iter().all(|p| p.members.len() == 1 && !p.user);
+        && plan
+            .events
+            .iter()
+            .all(|p| p.members.len() == 1 && !p.user && p.in_tracefs());
     if !s.opts.count_only
         || s.opts.interval.is_some()
         || !filtered_in_kernel
