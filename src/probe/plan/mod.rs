@@ -18,6 +18,8 @@ mod place;
 mod points;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_software;
 
 pub use place::{place, running_kernel_emulates};
 
