@@ -152,7 +152,7 @@ pub fn rate_text(event: &SoftwareEvent, sample: Sample) -> String {
 /// A clock's period in the largest unit that divides it: `10ms`, `250us`, `1500ns`.
 fn clock_period(ns: u64) -> String {
     for (unit, per) in [("s", 1_000_000_000), ("ms", 1_000_000), ("us", 1_000)] {
-        if ns % per == 0 {
+        if ns.is_multiple_of(per) {
             return format!("{}{unit}", ns / per);
         }
     }

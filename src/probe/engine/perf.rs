@@ -24,13 +24,11 @@ fn sample_bits(stacks: bool, by_id: bool, role: Role, user: bool) -> u64 {
     if by_id {
         bits |= sample::IDENTIFIER;
     }
-    if stacks {
-        if role != Role::Return {
-            bits |= sample::CALLCHAIN;
-            if user {
-                // The return address at SP: the caller, which a frame-pointer walk at function entry skips.
-                bits |= sample::STACK_USER;
-            }
+    if stacks && role != Role::Return {
+        bits |= sample::CALLCHAIN;
+        if user {
+            // The return address at SP: the caller, which a frame-pointer walk at function entry skips.
+            bits |= sample::STACK_USER;
         }
     }
     bits
