@@ -24,7 +24,9 @@ pub struct ProbeArgs {
     /// A pattern may name values to fetch: `'parse_*(arg0, arg1:str)'`, `'read_block ret'`, `'f(len, name:str)'`
     /// (parameter names from DWARF), `usdt:PROVIDER:NAME` (USDT probes of -x BINARY or `lib:`), whose arguments are
     /// arg0.. . bpftrace's probe names work too: uprobe:PATH:FUNC (u:, uretprobe:, ur:), tracepoint:CAT:EVENT,
-    /// kprobe:FUNC (kretprobe:).
+    /// kprobe:FUNC (kretprobe:), and perf software events sampled: profile:hz:N (N samples a second of CPU time;
+    /// profile:s|ms|us:N a period; p:hz:N), software:EVENT[:COUNT] (a hit every COUNT page-faults, cs, ...;
+    /// s:EVENT:COUNT), whose COUNT in the table is samples, not calls.
     /// An address probe, as perf's: `0xADDR` (a file offset of -x BINARY, which perf writes into uprobe_events
     /// as it is) or `FUNC+OFF`, counted only (a return inside a function cannot be timed).
     #[arg(required_unless_present_any = ["pair", "add", "funcs", "list"], value_name = "PATTERN")]

@@ -64,6 +64,12 @@ impl Attr {
         self
     }
 
+    /// A software event by its `PERF_COUNT_SW_*` config (see [`crate::perf::software`] for the names),
+    /// counting until a frequency or period is given.
+    pub fn software(config: u64) -> Attr {
+        Attr::new(sys::PERF_TYPE_SOFTWARE, config)
+    }
+
     /// A software clock event: `cpu-clock` (per-CPU hrtimer) or `task-clock` (per-task).
     pub fn software_clock(task_clock: bool) -> Attr {
         let config = if task_clock {

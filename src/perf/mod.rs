@@ -7,6 +7,7 @@ pub mod ftrace_ring;
 pub mod probe_targets;
 pub mod ring;
 pub mod run_loop;
+pub mod software;
 pub mod uprobe_pmu;
 pub mod workload;
 

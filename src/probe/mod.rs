@@ -130,6 +130,8 @@ fn bpftrace_hint(lib: &str) -> &'static str {
     match lib {
         "k" | "kr" => " (a kernel function is kprobe:FUNCTION, or the bare name)",
         "u" | "ur" => " (a function of a binary is uprobe:PATH:FUNCTION, or -x PATH FUNCTION)",
+        "p" => " (a profile probe is profile:hz:N or p:hz:N, with its rate)",
+        "s" => " (a software event is software:EVENT, or s:EVENT:COUNT with its count)",
         _ => "",
     }
 }

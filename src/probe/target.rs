@@ -4,6 +4,7 @@ use super::spec::code::FunctionCode;
 use super::spec::fetch::{ArgSource, Fetch};
 use super::spec::go::GoFunction;
 use crate::addr::{ElfAddr, FileOffset};
+use crate::perf::software::{Sample, SoftwareEvent};
 use std::ops::{Index, IndexMut};
 use std::path::{Path, PathBuf};
 
@@ -45,6 +46,13 @@ pub enum TargetKind {
         offset: FileOffset,
         semaphore: Option<u64>,
         args: Vec<ArgSource>,
+    },
+    /// A perf software event sampled (`profile:hz:99`: `cpu-clock` 99 times a second; `software:page-faults:1`:
+    /// every fault), on every CPU or in the session's tasks. Its hits are samples, counted, never timed: for a
+    /// clock, COUNT is samples of CPU time, not calls.
+    Software {
+        event: &'static SoftwareEvent,
+        sample: Sample,
     },
     /// `--pair START,DONE`: probe points timed as one call: a START opens it, DONE closes it, on the same thread
     /// innermost first, or with a key the open START whose key values DONE's equal, on any thread or CPU.
@@ -162,8 +170,21 @@ impl Target {
     pub fn can_time(&self) -> bool {
         !matches!(
             self.kind,
-            TargetKind::Tracepoint { .. } | TargetKind::Usdt { .. }
+            TargetKind::Tracepoint { .. } | TargetKind::Usdt { .. } | TargetKind::Software { .. }
         )
+    }
+
+    /// A sampled software event (`profile:`, `software:`): what it is, and how it samples.
+    pub fn software(&self) -> Option<(&'static SoftwareEvent, Sample)> {
+        match self.kind {
+            TargetKind::Software { event, sample } => Some((event, sample)),
+            _ => None,
+        }
+    }
+
+    /// A target whose hits are samples of time (`profile:`, `software:cpu-clock`): COUNT is samples, not calls.
+    pub fn samples_time(&self) -> bool {
+        self.software().is_some_and(|(e, _)| e.is_clock())
     }
 
     /// True when the target is a function whose return value can be fetched.

@@ -45,8 +45,10 @@ impl Counters {
             let Some(&member) = p.members.first() else {
                 continue;
             };
-            let attr = match (p.pmu(), pmu) {
-                (Some((path, offset)), Some(pmu)) => pmu.attr(path, offset, false),
+            let attr = match (p.pmu(), pmu, p.software()) {
+                // Counted only where every event is a hit (see the plan's `countable`).
+                (_, _, Some((event, _))) => Some(event.attr()),
+                (Some((path, offset)), Some(pmu), None) => pmu.attr(path, offset, false),
                 _ => Some(Attr::tracepoint(tracefs.event_id(&p.group, &p.event)?)),
             };
             let Some(mut attr) = attr.map(|a| a.period(0)) else {

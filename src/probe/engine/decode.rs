@@ -190,8 +190,8 @@ impl EventTypes {
     }
 }
 
-/// What a perf event of a probe session is: how its records parse, and, for an event of the uprobe PMU (which
-/// has no tracefs type id to look up), what its hits are.
+/// What a perf event of a probe session is: how its records parse, and, for an event of the uprobe PMU or a
+/// software event (which have no tracefs type id to look up), what its hits are.
 #[derive(Clone, Copy, Debug)]
 pub struct ProbeInfo {
     pub parse: RecordParseInfo,
@@ -201,7 +201,7 @@ pub struct ProbeInfo {
 }
 
 /// How the perf records of a probe session parse: one layout for all (no IDENTIFIER), or per event id (`-g`,
-/// whose entry samples carry stacks and whose returns do not).
+/// whose entry samples carry stacks and whose returns do not; software events, whose samples have no RAW data).
 #[derive(Clone, Copy, Debug)]
 pub struct PerfParse {
     /// The side-band event's: non-sample records parse the same under every attr of the session.
@@ -374,7 +374,7 @@ pub fn event_types(
     let mut ids = Vec::with_capacity(planned.len());
     let mut pid_field = None;
     for p in planned {
-        if p.pmu().is_some() {
+        if !p.in_tracefs() {
             ids.push(None);
             continue;
         }

@@ -17,19 +17,29 @@ pub struct Opened {
 }
 
 /// The sample bits of the events read through perf: the time and the event's data (which holds the thread id,
-/// the probed address and the fetch arguments), nothing more; with `-g`, the stack at entry and the event id
-/// (entries and returns then differ in layout).
-fn sample_bits(stacks: bool, role: Role, user: bool) -> u64 {
+/// the probed address and the fetch arguments), nothing more; with `-g`, the stack at entry; the event id
+/// where the session's samples differ in layout (`by_id`: entries and returns with `-g`, software events).
+fn sample_bits(stacks: bool, by_id: bool, role: Role, user: bool) -> u64 {
     let mut bits = sample::TIME | sample::RAW | sample::TID | sample::CPU;
-    if stacks {
+    if by_id {
         bits |= sample::IDENTIFIER;
-        if role != Role::Return {
-            bits |= sample::CALLCHAIN;
-            if user {
-                // The return address at SP: the caller, which a frame-pointer walk at function entry skips.
-                bits |= sample::STACK_USER;
-            }
+    }
+    if stacks && role != Role::Return {
+        bits |= sample::CALLCHAIN;
+        if user {
+            // The return address at SP: the caller, which a frame-pointer walk at function entry skips.
+            bits |= sample::STACK_USER;
         }
+    }
+    bits
+}
+
+/// The sample bits of a software event (`profile:hz:99`): no data to carry the thread, so TID (with the
+/// process); the id says which target; with `-g`, the kernel's and the user's stack where it fired.
+pub fn software_sample_bits(stacks: bool) -> u64 {
+    let mut bits = sample::TIME | sample::TID | sample::CPU | sample::IDENTIFIER;
+    if stacks {
+        bits |= sample::CALLCHAIN;
     }
     bits
 }
@@ -58,11 +68,15 @@ pub fn open_events(
 ) -> Result<Opened, ProbeError> {
     let cpus = crate::perf::online_cpus()?;
     let pages = opts.mmap_pages.max(1).next_power_of_two();
+    // Samples told apart by their event's id: with `-g` (entries carry stacks, returns do not), or beside a
+    // software event (no RAW data to name its target).
+    let by_id = opts.stacks || planned.iter().any(|p| !p.ring() && p.software().is_some());
     let common = Common {
         opts,
         watermark: (pages * ring::page_size() / 4) as u32,
+        by_id,
     };
-    let id_bits = if opts.stacks { sample::IDENTIFIER } else { 0 };
+    let id_bits = if by_id { sample::IDENTIFIER } else { 0 };
     // Mmaps (to map user addresses back to functions), forks (threads to processes) and exits (to close the
     // open calls of threads that end mid-call).
     let side = common.apply(
@@ -110,7 +124,7 @@ pub fn open_events(
         parse: PerfParse {
             any: specs[0].1.parse,
             samples: specs.get(1).map(|p| p.1.parse),
-            by_id: opts.stacks,
+            by_id,
         },
         events,
         refused: refusals,
@@ -123,6 +137,8 @@ pub fn open_events(
 struct Common<'a> {
     opts: &'a ProbeOptions,
     watermark: u32,
+    /// Every sample carries its event's id (see [`PerfParse::by_id`]).
+    by_id: bool,
 }
 
 impl Common<'_> {
@@ -184,8 +200,8 @@ pub fn set_filter(
     })
 }
 
-/// The attr of one planned event read through perf: a uprobe PMU probe (the thread and SP from the sample) or
-/// a tracefs event (its data says everything). None when the PMU cannot take the path.
+/// The attr of one planned event read through perf: a software event or a uprobe PMU probe (the thread, and
+/// the SP of a probe, from the sample) or a tracefs event (its data says everything). None when the PMU cannot take the path.
 fn event_spec(
     common: &Common<'_>,
     tracefs: &Tracefs,
@@ -194,6 +210,17 @@ fn event_spec(
     pmu: Option<UprobePmu>,
 ) -> Result<Option<(Attr, ProbeInfo)>, ProbeError> {
     let stacks = common.opts.stacks;
+    if let Some((event, sample)) = p.software() {
+        let attr = sample
+            .apply(event.attr())
+            .sample_type(software_sample_bits(stacks));
+        let mut attr = common.apply(attr, p.everywhere);
+        if stacks {
+            attr = attr.max_stack(127);
+        }
+        let hits = EventInfo::bare(p.members.first().copied(), p.role);
+        return Ok(Some((attr, info(attr, Some(hits)))));
+    }
     let (mut attr, pmu_info) = match (p.pmu(), pmu) {
         (Some((path, offset)), Some(pmu)) => {
             let Some(attr) = pmu.attr(path, offset, p.role == Role::Return) else {
@@ -210,7 +237,7 @@ fn event_spec(
                 Some(id) => id,
                 None => tracefs.event_id(&p.group, &p.event)?,
             };
-            let bits = sample_bits(stacks, p.role, p.user);
+            let bits = sample_bits(stacks, common.by_id, p.role, p.user);
             (
                 common.apply(Attr::tracepoint(id).sample_type(bits), p.everywhere),
                 None,

@@ -43,7 +43,7 @@ pub fn write_list(
 }
 
 /// Where a target is probed: `PATH:0xOFF (addr 0xADDR) at f+0x3 (why)`, `kernel FUNC`, `tracepoint CAT:EV`,
-/// a USDT probe's `PATH:0xOFF (semaphore 0xREF)`, a pair's two ends.
+/// a USDT probe's `PATH:0xOFF (semaphore 0xREF)`, a software event's rate, a pair's two ends.
 fn describe(kind: &TargetKind, placement: Option<&Placement>, name: &str) -> String {
     match (kind, placement) {
         (TargetKind::User { path, addr, offset }, Some(p)) => format!(
@@ -77,6 +77,16 @@ fn describe(kind: &TargetKind, placement: Option<&Placement>, name: &str) -> Str
             Some(sem) => format!("{}:0x{:x} (semaphore 0x{sem:x})", path.display(), offset.0),
             None => format!("{}:0x{:x}", path.display(), offset.0),
         },
+        (TargetKind::Software { event, sample }, _) => {
+            let rate = crate::perf::software::rate_text(event, *sample);
+            match event.is_clock() {
+                true => format!(
+                    "perf software {}, {rate} (COUNT: samples of CPU time, not calls)",
+                    event.name
+                ),
+                false => format!("perf software {}, {rate} (COUNT: hits)", event.name),
+            }
+        }
         (TargetKind::Pair(p), _) => {
             let starts: Vec<String> = p
                 .starts

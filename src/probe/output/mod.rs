@@ -83,6 +83,7 @@ pub fn write_report(
         },
         costs: parts.costs,
         net: opts.net,
+        notes: sampled_notes(parts.targets),
     };
     if opts.calls.trace_format.is_some() {
         // The lines are the output, as bcc's tools print theirs: no table after them.
@@ -99,4 +100,22 @@ pub fn write_report(
         percall::write_slow(out, calls, all, parts.targets, parts.stacks)?;
     }
     out.flush()
+}
+
+/// What COUNT is for the sampled software events among `targets`: samples of CPU time for the clocks, a hit
+/// per COUNT events for the others (none where every event is a hit).
+fn sampled_notes(targets: &Targets) -> Vec<String> {
+    use crate::perf::software::{rate_text, Sample};
+    targets
+        .iter()
+        .filter_map(|(_, t)| {
+            let (event, sample) = t.software()?;
+            let rate = rate_text(event, sample);
+            match (event.is_clock(), sample) {
+                (true, _) => Some(format!("{}: COUNT is samples ({rate}), not calls", t.name)),
+                (false, Sample::Period(1)) => None,
+                (false, _) => Some(format!("{}: COUNT is hits ({rate})", t.name)),
+            }
+        })
+        .collect()
 }

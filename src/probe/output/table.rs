@@ -44,6 +44,8 @@ pub struct Report<'a> {
     pub costs: Costs,
     /// Durations are net of the probe's bias (`--net`).
     pub net: bool,
+    /// What a row's COUNT is where it is not calls (`profile:hz:99: COUNT is samples ...`).
+    pub notes: Vec<String>,
 }
 
 /// What the report says of all rows: events lost, calls unpaired, returns without an entry.
@@ -316,6 +318,9 @@ fn write_costs(w: &mut dyn Write, report: &Report) -> io::Result<()> {
 
 fn write_footer(w: &mut dyn Write, report: &Report) -> io::Result<()> {
     let s = &report.totals;
+    for note in &report.notes {
+        writeln!(w, "{note}")?;
+    }
     write_costs(w, report)?;
     if s.lost > 0 || s.holes > 0 {
         writeln!(w, "{}", lost_line(s, report.timed))?;
@@ -462,6 +467,7 @@ mod tests {
             totals: Totals::of(stats),
             costs: Costs::default(),
             net: false,
+            notes: Vec::new(),
         }
     }
 

@@ -7,6 +7,7 @@ use super::spec::code::Emulation;
 use super::spec::sysno::syscall_number;
 use super::target::{PerTarget, Target, TargetId, TargetKind, Targets};
 use super::{EngineChoice, ProbeOptions, TaskTarget};
+use crate::perf::software::{Sample, SoftwareEvent};
 use crate::tracefs::ProbeDef;
 use calibrate::calibration;
 use points::{Points, Unplaced};
@@ -17,6 +18,8 @@ mod place;
 mod points;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_software;
 
 pub use place::{place, running_kernel_emulates};
 
@@ -144,6 +147,11 @@ pub enum Attach {
     Tracefs,
     /// A uprobe of the `uprobe` PMU at this file and offset (no tracefs probe; no fetch arguments).
     Pmu { path: PathBuf, offset: u64 },
+    /// A perf software event (`profile:`, `software:`), sampled so (no tracefs probe; no data but the sample's).
+    Software {
+        event: &'static SoftwareEvent,
+        sample: Sample,
+    },
 }
 
 /// Which engine reads an event.
@@ -181,6 +189,23 @@ impl PlannedEvent {
     /// Read through the tracefs instance's ring.
     pub fn ring(&self) -> bool {
         self.source == Source::Ring
+    }
+
+    /// The software event it is, and how it samples (no tracefs event).
+    pub fn software(&self) -> Option<(&'static SoftwareEvent, Sample)> {
+        match &self.source {
+            Source::Perf(Attach::Software { event, sample })
+            | Source::Counter(Attach::Software { event, sample }) => Some((event, *sample)),
+            _ => None,
+        }
+    }
+
+    /// A tracefs event: it has an id and a format in tracefs (not a uprobe PMU probe or a software event).
+    pub fn in_tracefs(&self) -> bool {
+        matches!(
+            self.source,
+            Source::Ring | Source::Perf(Attach::Tracefs) | Source::Counter(Attach::Tracefs)
+        )
     }
 
     /// The uprobe PMU probe's file and offset, for events without a tracefs event.
@@ -313,6 +338,7 @@ pub fn plan(group: &str, targets: &Targets, opts: &ProbeOptions, caps: &Capabili
         && !targets
             .iter()
             .any(|(_, t)| t.filter.as_ref().is_some_and(|f| f.user.is_some()))
+        && targets.iter().all(|(_, t)| countable(t))
     {
         Mode::Counters
     } else {
@@ -363,6 +389,13 @@ pub fn plan(group: &str, targets: &Targets, opts: &ProbeOptions, caps: &Capabili
     }
 }
 
+/// Whether a counter counts exactly what `t`'s hits would be: a software event sampled at every event (a
+/// clock's counter counts nanoseconds, and a counter of `software:faults:100` a hundred per hit); every probe.
+fn countable(t: &Target) -> bool {
+    t.software()
+        .is_none_or(|(event, sample)| !event.is_clock() && sample.every_event())
+}
+
 /// The kernel's filter of one event: its lone target's (the entry's part, or at a return the part on the task),
 /// and, for an event that watches every task, rprof's own threads kept out.
 fn event_filter(
@@ -372,6 +405,10 @@ fn event_filter(
     caps: &Capabilities,
 ) -> Option<String> {
     use crate::probe::spec::filters::{and_text, exclude_tasks};
+    // A software event takes no filter (its target's is rprof's alone).
+    if e.software.is_some() {
+        return None;
+    }
     let own = match opts.target == TaskTarget::SystemWide || e.everywhere {
         true => {
             let fields = caps.task_fields.get(&(e.group.clone(), e.event.clone()));
@@ -493,12 +530,13 @@ fn source(
     caps: &Capabilities,
     forced: &mut Vec<Sharing>,
 ) -> Source {
-    let attach = match &e.pmu_at {
-        Some((path, offset)) => Attach::Pmu {
+    let attach = match (&e.pmu_at, e.software) {
+        (_, Some((event, sample))) => Attach::Software { event, sample },
+        (Some((path, offset)), None) => Attach::Pmu {
             path: path.clone(),
             offset: *offset,
         },
-        None => Attach::Tracefs,
+        (None, None) => Attach::Tracefs,
     };
     if mode == Mode::Counters {
         return Source::Counter(attach);

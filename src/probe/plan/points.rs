@@ -5,6 +5,7 @@ use super::{
     shares_raw, Placement, PlannedEvent, Role, Source, G_FETCH, POINTS_PER_EVENT, RAW_SYSCALLS,
     SP_FETCH,
 };
+use crate::perf::software::{Sample, SoftwareEvent};
 use crate::probe::spec::fetch::FetchSource;
 use crate::probe::target::{PairSpec, PerTarget, Target, TargetId, TargetKind, Targets, DONE_BIT};
 use crate::probe::value::ValueKind;
@@ -24,6 +25,8 @@ pub(super) struct Unplaced {
     pub(super) file: Option<PathBuf>,
     /// Read on every CPU for every task (a keyed pair's ends fire in other tasks' contexts).
     pub(super) everywhere: bool,
+    /// The software event it is (no tracefs probe then).
+    pub(super) software: Option<(&'static SoftwareEvent, Sample)>,
 }
 
 impl Unplaced {
@@ -62,7 +65,8 @@ impl Points<'_> {
     /// User functions of one binary share events `u<N>` (entries) and `ur<N>` (returns), up to
     /// [`POINTS_PER_EVENT`] functions each (one function per event with `one_per_target`, and for functions that
     /// fetch values); kernel function `i` gets `k<i>` and `kr<i>`, USDT probe `i` gets `s<i>`, a `--pair` `a<i>`
-    /// (its start) and `ar<i>` (its done); syscalls and tracepoints use the kernel's own events. No return
+    /// (its start) and `ar<i>` (its done); syscalls and tracepoints use the kernel's own events; a software
+    /// event (`profile:hz:99`) is a perf event of its own, `software/NAME`, without a probe. No return
     /// probes with `count_only`; timed user probes fetch the stack pointer ([`SP_FETCH`]) and every probe
     /// fetches its target's values.
     pub(super) fn plan(&self, targets: &Targets) -> (Vec<ProbeDef>, Vec<Unplaced>) {
@@ -218,6 +222,12 @@ impl Points<'_> {
                 push(self.event(name, Role::Hit, one, true));
             }
             TargetKind::Pair(p) => self.pair(id, t, p, defs, events),
+            // A perf event of its own, named for messages only.
+            TargetKind::Software { event, sample } => push(Unplaced {
+                group: "software".into(),
+                software: Some((event, *sample)),
+                ..self.event(event.name.into(), Role::Hit, one, false)
+            }),
             TargetKind::Syscall { name } => self.syscall(id, t, name, defs, events),
             TargetKind::Tracepoint { category, event } => {
                 if self.event_probes && has_strings(t) {
@@ -397,6 +407,7 @@ impl Points<'_> {
             pmu_at: None,
             file: None,
             everywhere: false,
+            software: None,
         }
     }
 }

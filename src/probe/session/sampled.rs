@@ -12,7 +12,7 @@ use crate::probe::engine::holes::{Holes, LossSummary};
 use crate::probe::engine::perf::{open_events, Opened};
 use crate::probe::engine::ring::RingEngine;
 use crate::probe::output::{self, ReportParts, TraceOut};
-use crate::probe::plan::{Placement, Plan};
+use crate::probe::plan::{Placement, Plan, PlannedEvent};
 use crate::probe::target::{PerTarget, TargetId};
 use crate::probe::{
     DebugCost, Format, Notice, Observer, ProbeError, ProbeOptions, RunSummary, Started, TaskTarget,
@@ -152,9 +152,10 @@ fn exact_counters(
     // One target per event (an event standing for several, as raw_syscalls' for `syscall:*`, is sorted out in
     // rprof), and few of them: closing a tracepoint's last perf event costs an RCU grace period (~36 ms here),
     // one tracepoint after the other, which `syscall:*`'s hundreds would pay at the end.
-    // Kernel events only: beside a uprobe a counter is one more consumer of every hit, which the target pays.
-    let few = plan.events.len() <= EXACT_EVENTS
-        && plan.events.iter().all(|p| p.members.len() == 1 && !p.user);
+    // Kernel events only: beside a uprobe a counter is one more consumer of every hit, which the target pays;
+    // in tracefs only: a sampled software event's counter counts events (or nanoseconds), not samples.
+    let one = |p: &PlannedEvent| p.members.len() == 1 && !p.user && p.in_tracefs();
+    let few = plan.events.len() <= EXACT_EVENTS && plan.events.iter().all(one);
     if !s.opts.count_only
         || s.opts.interval.is_some()
         || !filtered_in_kernel

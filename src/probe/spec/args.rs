@@ -298,6 +298,7 @@ fn kind_name(kind: &TargetKind) -> &'static str {
         TargetKind::Tracepoint { .. } => "tracepoint",
         TargetKind::Usdt { .. } => "USDT probe",
         TargetKind::Pair { .. } => "pair of probes",
+        TargetKind::Software { .. } => "sampled perf event",
     }
 }
 

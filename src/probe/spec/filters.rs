@@ -111,6 +111,19 @@ impl TargetFilter {
         }
     }
 
+    /// `expr` tested by rprof alone, on each hit (events that take no kernel filter: software events).
+    pub fn in_rprof(expr: Expr) -> TargetFilter {
+        TargetFilter {
+            user: Some(expr.clone()),
+            expr,
+            kernel: None,
+            kernel_probe: None,
+            kernel_sites: None,
+            kernel_return: None,
+            at_return: None,
+        }
+    }
+
     /// `-l`'s words: which part runs where.
     pub fn describe(&self) -> String {
         let mut text = match (&self.kernel, &self.user) {

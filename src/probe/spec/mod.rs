@@ -15,6 +15,7 @@ pub mod library;
 pub mod pair;
 pub mod pattern;
 pub mod resolve;
+pub mod software;
 pub mod syscall_sites;
 pub mod sysno;
 pub mod usdt;
@@ -79,9 +80,12 @@ pub fn needs_tracefs(opts: &ProbeOptions, specs: &[Parsed]) -> bool {
                 .map(|s| pattern::parse_spec(s.pattern, opts.binary.is_some()));
             !matches!(spec, Ok(Ok(Spec::User { .. } | Spec::Usdt { .. })))
         });
-    pair || specs
-        .iter()
-        .any(|(_, s, _, _)| !matches!(s, Spec::User { .. } | Spec::Usdt { .. }))
+    pair || specs.iter().any(|(_, s, _, _)| {
+        !matches!(
+            s,
+            Spec::User { .. } | Spec::Usdt { .. } | Spec::Software { .. }
+        )
+    })
 }
 
 /// Resolve the specs (and `--pair`) into the session's targets, each address or event once, with their fetch
@@ -183,7 +187,11 @@ pub(super) fn target_filter(
     let fields = format
         .map(|f| crate::tracefs::parse_format(&f))
         .unwrap_or_default();
-    let placed = filters::TargetFilter::place(cond, &t.fetches, &fields);
+    let placed = match t.kind {
+        // A software event takes no filter in the kernel: rprof tests it all (`comm`, `pid`, `cpu`...).
+        TargetKind::Software { .. } => filters::TargetFilter::in_rprof(cond),
+        _ => filters::TargetFilter::place(cond, &t.fetches, &fields),
+    };
     filters::check_strings(placed.user.iter().chain(&placed.at_return), &t.fetches).map_err(
         |reason| ProbeError::Spec {
             spec: text.to_string(),

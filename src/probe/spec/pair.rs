@@ -344,6 +344,10 @@ fn end(
         TargetKind::Syscall { name } => Err(bad(format!(
             "`{head}` is two events; name one: t:syscalls:sys_enter_{name} or t:syscalls:sys_exit_{name}"
         ))),
+        TargetKind::Software { .. } => Err(bad(format!(
+            "`{head}` is a sampled perf event, which opens or closes no call: pair probe points of the program \
+             or the kernel (functions, USDT probes, tracepoints)"
+        ))),
         TargetKind::Pair { .. } => unreachable!("patterns do not make pairs"),
     }
 }

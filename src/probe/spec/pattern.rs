@@ -24,6 +24,13 @@ pub enum Spec {
         provider: String,
         name: String,
     },
+    /// `profile:hz:99`, `software:page-faults:100`: a perf software event, sampled (see [`super::software`]).
+    Software {
+        event: &'static crate::perf::software::SoftwareEvent,
+        sample: crate::perf::software::Sample,
+        /// The target's name: `profile:hz:99`, `software:page-faults:100` (perf's name, the count given).
+        name: String,
+    },
 }
 
 /// Errors in a pattern itself.
@@ -117,9 +124,12 @@ pub fn parse_spec(text: &str, has_binary: bool) -> Result<Spec, PatternError> {
 /// is `uprobe`): `uprobe:PATH:FUNC`, `uretprobe:PATH:FUNC` and their short forms `u:`, `ur:` (PATH may be a
 /// library name, as `LIB:`), `tracepoint:CAT:EVENT`, `kprobe:FUNC`, `kretprobe:FUNC`. None for other
 /// patterns. (`k:FUNC` would be rprof's `LIB:PATTERN` for a library `k`, so only the long kprobe names are
-/// taken.)
+/// taken.) `profile:` and `software:` are [`super::software`]'s.
 fn bpftrace_spec(text: &str) -> Option<Result<Spec, String>> {
     let (kind, rest) = text.split_once(':')?;
+    if let Some(spec) = super::software::parse(kind, rest) {
+        return Some(spec);
+    }
     let two = |what: &str| match rest.split_once(':') {
         Some((a, b)) if !a.is_empty() && !b.is_empty() && !b.starts_with(':') => {
             Ok((a.to_string(), b.to_string()))

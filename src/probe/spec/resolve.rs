@@ -58,6 +58,11 @@ pub fn resolve(
                 };
                 resolve_usdt(&path, provider, name)?
             }
+            Spec::Software {
+                event,
+                sample,
+                name,
+            } => vec![software_target(event, *sample, name)],
         };
         for t in found {
             if !out.iter().any(|o| o.kind == t.kind) {
@@ -96,6 +101,24 @@ pub fn resolve_usdt(path: &Path, provider: &str, name: &str) -> Result<Vec<Targe
             filter: None,
         })
         .collect())
+}
+
+/// The target of a `profile:` or `software:` pattern: a perf software event, nothing to resolve.
+fn software_target(
+    event: &'static crate::perf::software::SoftwareEvent,
+    sample: crate::perf::software::Sample,
+    name: &str,
+) -> Target {
+    Target {
+        name: name.to_string(),
+        aliases: Vec::new(),
+        kind: TargetKind::Software { event, sample },
+        fetches: Vec::new(),
+        code: None,
+        go: None,
+        syscall_sites: Vec::new(),
+        filter: None,
+    }
 }
 
 /// A USDT argument as the fetch planner sees it.
