@@ -2,6 +2,7 @@
 //! merge), every hit handed to the runtime as an [`Event`] of the blocks its attach point runs; BEGIN when the
 //! probes are enabled, `interval` blocks at the end of each reading round that passed their time, END and the
 //! maps at the end. A program without probes (BEGIN, END and intervals alone) runs without a session.
+use super::attach::ProbeType;
 use super::plan::{BtPlan, PlannedProbe};
 use super::print::Printer;
 use super::run::{Event, Flow, Io, Runtime, Symbols};
@@ -198,9 +199,32 @@ struct Glue<'r, 'p, 'i, 'o> {
 
 impl Observer for Glue<'_, '_, '_, '_> {
     fn targets(&mut self, targets: &Targets) {
+        // Software targets are made in the order of their patterns: the nth is the nth planned one.
+        let mut software = self
+            .plan
+            .probes
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| matches!(p.kind, ProbeType::Profile | ProbeType::Software))
+            .map(|(i, _)| i);
         self.targets = targets
             .iter()
-            .map(|(_, t)| target_info(self.plan, t))
+            .map(|(_, t)| match &t.kind {
+                TargetKind::Software { .. } => {
+                    let probe = software.next();
+                    let name = probe.map_or(t.name.clone(), |i| {
+                        super::plan::software_name(&self.plan.probes[i].spec)
+                    });
+                    TargetInfo {
+                        probe,
+                        return_name: name.clone(),
+                        name,
+                        func: String::new(),
+                        values: Vec::new(),
+                    }
+                }
+                _ => target_info(self.plan, t),
+            })
             .collect();
     }
 

@@ -163,8 +163,9 @@ pub fn run(args: BtArgs) -> anyhow::Result<u8> {
             eprintln!("rprof bt: {}", super::probe::notice(&n));
         }
     };
-    let outcome = session::run(&mut runtime, &plan, &sopts, &mut io, &mut say)?;
-    Ok(outcome.exit_code.map_or(0, |c| c.clamp(0, 255) as u8))
+    // bpftrace exits 0 when the program ran, whatever `-c`'s command returned.
+    session::run(&mut runtime, &plan, &sopts, &mut io, &mut say)?;
+    Ok(0)
 }
 
 /// The tasks the session probes: `-p`'s process where every probe is a uprobe or USDT probe (bpftrace 0.17's

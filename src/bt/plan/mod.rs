@@ -81,7 +81,7 @@ pub fn plan(
                     plan.attached += fields.expand(&spec.target, &spec.func).len().max(1);
                     add(&mut plan, spec, block, &refs, fields, false);
                 }
-                ProbeType::Uprobe | ProbeType::Usdt => {
+                ProbeType::Uprobe | ProbeType::Usdt | ProbeType::Profile | ProbeType::Software => {
                     plan.attached += 1;
                     add(&mut plan, spec, block, &refs, fields, false);
                 }
@@ -262,6 +262,7 @@ fn pattern(p: &PlannedProbe, program: &Program) -> String {
     let s = &p.spec;
     let point = match p.kind {
         ProbeType::Tracepoint => format!("t:{}:{}", s.target, s.func),
+        ProbeType::Profile | ProbeType::Software => software_name(s),
         ProbeType::Usdt if s.ns.is_empty() => format!("usdt:{}:*:{}", s.target, s.func),
         ProbeType::Usdt => format!("usdt:{}:{}:{}", s.target, s.ns, s.func),
         _ if s.address != 0 => format!("uprobe:{}:{:#x}", s.target, s.address),
@@ -290,6 +291,16 @@ fn pattern(p: &PlannedProbe, program: &Program) -> String {
         text += &format!(" if {f}");
     }
     text
+}
+
+/// A `profile:` or `software:` attach point as bpftrace names it (`profile:hz:99`, `software:faults:100`),
+/// which is also its pattern in probe's language.
+pub fn software_name(s: &ProbeSpec) -> String {
+    match (s.kind, s.freq) {
+        (ProbeType::Software, 0) => format!("software:{}", s.target),
+        (ProbeType::Software, n) => format!("software:{}:{n}", s.target),
+        (_, n) => format!("profile:{}:{n}", s.target),
+    }
 }
 
 /// The part of predicate `e` that ftrace's event filter evaluates the same way: `&&` of comparisons of a

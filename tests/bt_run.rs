@@ -1,0 +1,152 @@
+//! `rprof bt` running programs against bpftrace 0.17 on the same workload in the same test: the issue's
+//! programs and bpftrace's own tools, on commands whose events are known (`-c`), compared exactly for the
+//! command's own events and within physical bounds for sampled ones.
+mod common;
+use common::{privileged, rprof};
+use std::process::Command;
+
+/// The stdout of `rprof bt ARGS` (it must succeed).
+fn rprof_bt(args: &[&str]) -> String {
+    let out = rprof().arg("bt").args(args).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "rprof bt {args:?}: {text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}
+
+/// The stdout of `bpftrace ARGS` (the peer; CI installs it).
+fn bpftrace(args: &[&str]) -> String {
+    let out = Command::new("bpftrace")
+        .args(args)
+        .output()
+        .expect("bpftrace runs (.ci/install installs it)");
+    assert!(
+        out.status.success(),
+        "bpftrace {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Check that the issue's write-count program gives bpftrace's output byte for byte on dd's 100 writes (and its
+/// closing message), counted by the command's own name.
+#[test]
+fn write_counts_by_comm_equal_bpftrace() {
+    if !privileged("write_counts_by_comm_equal_bpftrace") {
+        return;
+    }
+    let program = "tracepoint:syscalls:sys_enter_write /comm == \"dd\"/ \
+                   { @write_counts[comm] = count(); @write_bytes[comm] = sum(args->count); }";
+    let cmd = "/bin/dd if=/dev/zero of=/dev/null bs=1k count=100 status=none";
+    let mine = rprof_bt(&["-e", program, "-c", cmd]);
+    let theirs = bpftrace(&["-e", program, "-c", cmd]);
+    assert_eq!(mine, theirs);
+    assert!(mine.contains("@write_counts[dd]: 100\n"), "{mine}");
+}
+
+/// Check that bpftrace's opensnoop.bt lists every open of a command as bpftrace does: the same lines (PID
+/// aside), paths read at the entry and results at the exit.
+#[test]
+fn opensnoop_bt_lists_what_bpftrace_lists() {
+    if !privileged("opensnoop_bt_lists_what_bpftrace_lists") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    std::fs::write(&a, "x").unwrap();
+    let cmd = format!("/bin/cat {} {}", a.display(), b.display());
+    let lines = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| l.contains(" cat "))
+            .map(|l| l.split_whitespace().skip(1).collect::<Vec<_>>().join(" "))
+            .collect()
+    };
+    let mine = lines(&rprof_bt(&["/usr/sbin/opensnoop.bt", "-c", &cmd]));
+    let theirs = lines(&bpftrace(&["/usr/sbin/opensnoop.bt", "-c", &cmd]));
+    assert_eq!(mine, theirs);
+    assert!(
+        mine.contains(&format!("cat 3 0 {}", a.display())),
+        "{mine:?}"
+    );
+    assert!(
+        mine.contains(&format!("cat -1 2 {}", b.display())),
+        "{mine:?}"
+    );
+}
+
+/// Check that the offcpu program (sched_switch twice, stacks in maps, a histogram, an interval's exit) counts
+/// each of a command's sleeps: 20 sleeps of 20 ms land in `[16K, 32K)` us, as bpftrace's run of the same
+/// command shows, and the user stack at the switch names the sleep.
+#[test]
+fn offcpu_program_sees_each_sleep() {
+    if !privileged("offcpu_program_sees_each_sleep") {
+        return;
+    }
+    let program = "tracepoint:sched:sched_switch /args->prev_pid == cpid/ { @ts = nsecs; @uu = ustack; } \
+        tracepoint:sched:sched_switch /args->next_pid == cpid/ { $t = @ts; \
+          if ($t) { $us = (nsecs - $t) / 1000; @off = hist($us); @u[@uu] = count(); delete(@ts); delete(@uu); } }";
+    // bpftrace splits -c's command at spaces (no shell quoting): the script is a file.
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("sleeps.py");
+    std::fs::write(
+        &script,
+        "import time\nfor i in range(20): time.sleep(0.02)\n",
+    )
+    .unwrap();
+    let cmd = format!("/usr/bin/python3 {}", script.display());
+    let cmd = cmd.as_str();
+    let bucket = |text: &str| -> u64 {
+        text.lines()
+            .find(|l| l.starts_with("[16K, 32K)"))
+            .and_then(|l| l.split_whitespace().nth(2)?.parse().ok())
+            .unwrap_or(0)
+    };
+    let mine = rprof_bt(&["-e", program, "-c", cmd]);
+    let theirs = bpftrace(&["-e", program, "-c", cmd]);
+    assert_eq!(bucket(&theirs), 20, "bpftrace: {theirs}");
+    assert_eq!(bucket(&mine), 20, "rprof: {mine}");
+    assert!(mine.contains("clock_nanosleep"), "{mine}");
+}
+
+/// Check that `profile:hz:99` samples a spinning command about 99 times a second of its CPU: oncpu.bt's shape,
+/// with a predicate on the command and an exit from an interval block.
+#[test]
+fn profile_samples_a_spinner_at_its_rate() {
+    if !privileged("profile_samples_a_spinner_at_its_rate") {
+        return;
+    }
+    let program = "profile:hz:99 /pid == cpid/ { @n = count(); @k[ustack(1)] = count(); }";
+    // The spinner runs for 1 s of its own CPU (sampling follows the task's CPU time, not the wall clock).
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("spin.py");
+    let spin = "import time\nt = time.process_time()\nwhile time.process_time() - t < 1.0: pass\n";
+    std::fs::write(&script, spin).unwrap();
+    let cmd = format!("/usr/bin/python3 {}", script.display());
+    let cmd = cmd.as_str();
+    let out = rprof_bt(&["-e", program, "-c", cmd]);
+    let n: u64 = out
+        .lines()
+        .find_map(|l| l.strip_prefix("@n: "))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    // The kernel's 99 Hz clock event fires every 10.1 ms of the task's CPU: 99 in 1 s, and the program's start
+    // and end add a little CPU of their own (python's start: under 0.2 s).
+    assert!((90..=125).contains(&n), "{n} samples\n{out}");
+}
+
+/// Check that a program whose attach point cannot run here is refused in bpftrace's error format, nothing
+/// attached, exit 1.
+#[test]
+fn unrunnable_probes_are_refused() {
+    let out = rprof()
+        .args(["bt", "-e", "watchpoint:0x1000:8:rw { @ = count(); }"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.starts_with("stdin:1:"), "{err}");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("Attaching"));
+}
