@@ -278,8 +278,8 @@ fn bad_programs_match_bpftrace() {
     }
 }
 
-/// Check that `rprof bt` prints a bad program's errors as bpftrace does, with exit status 1, and says in one
-/// line that running a good one is not built yet.
+/// Check that `rprof bt` prints a bad program's errors as bpftrace does, with exit status 1, and runs a good
+/// one.
 #[test]
 fn cli_prints_bpftrace_errors() {
     if tracefs("cli_prints_bpftrace_errors").is_none() {
@@ -295,14 +295,21 @@ fn cli_prints_bpftrace_errors() {
         "stdin:1:17-19: ERROR: Type mismatch for @x: trying to assign value of type 'string[2]' when map already \
          contains a value of type 'int64\nBEGIN { @x = 1; @x = \"s\"; }\n                ~~\n"
     );
+    // A good one runs: bpftrace 0.17 prints `hi`, then at exit `\n\n` and the map (`-q`: no "Attaching" line).
     let out = common::rprof()
-        .args(["bt", "-q", "-e", "BEGIN { exit(); }"])
+        .args([
+            "bt",
+            "-q",
+            "-e",
+            "BEGIN { printf(\"hi\\n\"); @n = 7; exit(); }",
+        ])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(0));
     assert_eq!(
-        String::from_utf8_lossy(&out.stderr),
-        "rprof bt: running bpftrace programs is not built yet (parse and check only)\n"
+        String::from_utf8_lossy(&out.stdout),
+        "hi\n\n\n@n: 7\n",
+        "as bpftrace -q prints it"
     );
 }
 
