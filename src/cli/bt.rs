@@ -135,37 +135,44 @@ pub fn run(args: BtArgs) -> anyhow::Result<u8> {
         format,
         strlen,
     };
-    let mut out: Box<dyn Write> = match &args.output {
-        Some(path) => Box::new(std::io::BufWriter::new(
-            std::fs::File::create(path).map_err(|e| {
-                anyhow::anyhow!("cannot create the output file {}: {e}", path.display())
-            })?,
-        )),
-        None => Box::new(std::io::stdout().lock()),
-    };
+    let mut out = output(&args)?;
     let mut err = std::io::stderr();
     let mut io = Io {
         out: &mut *out,
         err: &mut err,
     };
     let mut runtime = Runtime::new(&front.program, &front.checked, opts);
-    let mut say = |n: rprof::probe::Notice| {
-        use rprof::probe::Notice::*;
-        if matches!(
-            n,
-            StaleRemoved(_)
-                | Refused { .. }
-                | Unresolved(_)
-                | NotRemoved(_)
-                | NoSupervisor(_)
-                | Lost(_)
-        ) {
-            eprintln!("rprof bt: {}", super::probe::notice(&n));
-        }
-    };
     // bpftrace exits 0 when the program ran, whatever `-c`'s command returned.
     session::run(&mut runtime, &plan, &sopts, &mut io, &mut say)?;
     Ok(0)
+}
+
+/// Where the program's output goes: `-o FILE`, else standard output.
+fn output(args: &BtArgs) -> anyhow::Result<Box<dyn Write>> {
+    Ok(match &args.output {
+        Some(path) => Box::new(std::io::BufWriter::new(
+            std::fs::File::create(path).map_err(|e| {
+                anyhow::anyhow!("cannot create the output file {}: {e}", path.display())
+            })?,
+        )),
+        None => Box::new(std::io::stdout().lock()),
+    })
+}
+
+/// The probe session's warnings, on standard error (its progress lines are not bpftrace's).
+fn say(n: rprof::probe::Notice) {
+    use rprof::probe::Notice::*;
+    if matches!(
+        n,
+        StaleRemoved(_)
+            | Refused { .. }
+            | Unresolved(_)
+            | NotRemoved(_)
+            | NoSupervisor(_)
+            | Lost(_)
+    ) {
+        eprintln!("rprof bt: {}", super::probe::notice(&n));
+    }
 }
 
 /// The tasks the session probes: `-p`'s process where every probe is a uprobe or USDT probe (bpftrace 0.17's

@@ -135,10 +135,26 @@ impl Tracefs {
                     }
                     errors.push(format!("{root}: mounted but empty"));
                 }
+                // EBUSY: another process (a second rprof, bpftrace, perf) is mounting it at this moment;
+                // its mount is complete once the kernel answers, so look again.
+                Err(nix::errno::Errno::EBUSY) if Tracefs::wait_mounted(root) => {
+                    return Ok(Tracefs::at(root));
+                }
                 Err(e) => errors.push(format!("mount {root}: {e}")),
             }
         }
         Err(TracefsError::Mount(errors.join("; ")))
+    }
+
+    /// Whether `root` shows a mounted tracefs within a second: after EBUSY, another process's mount of it.
+    fn wait_mounted(root: &str) -> bool {
+        for _ in 0..100 {
+            if Tracefs::at(root).is_mounted() {
+                return true;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        false
     }
 
     /// True when the tree looks like a mounted tracefs (it has `available_events` or `events/`).

@@ -235,19 +235,8 @@ impl<'a> Sink<'a> {
             self.foreign.hits += 1;
             return;
         }
-        if self.launcher == Some(hit.tid) {
-            self.launcher = None;
-            let exit_tracepoint = hit.target.is_some_and(|t| match &self.targets[t].kind {
-                TargetKind::Tracepoint { category, event } => {
-                    crate::probe::spec::sysno::tracepoint_syscall(category, event)
-                        .is_some_and(|(_, exit)| exit)
-                        || (category == "raw_syscalls" && event == "sys_exit")
-                }
-                _ => false,
-            });
-            if hit.role == Role::Return || exit_tracepoint {
-                return;
-            }
+        if self.launcher_return(&hit) {
+            return;
         }
         let keyed = hit.target.is_some_and(|t| self.targets[t].is_keyed());
         let pair = matches!(hit.role, Role::Pair(_));
@@ -336,6 +325,24 @@ impl<'a> Sink<'a> {
         if let Some(chain) = hit.stack {
             self.stacks.add(target, pid, self.spaces.get(pid), &chain);
         }
+    }
+
+    /// Whether a hit is the launched command's first event and the return of rprof's launcher's `read` (a
+    /// syscall probe's return, or a syscall exit's tracepoint), which is rprof's, not the command's.
+    fn launcher_return(&mut self, hit: &Hit) -> bool {
+        if self.launcher != Some(hit.tid) {
+            return false;
+        }
+        self.launcher = None;
+        let exit_tracepoint = hit.target.is_some_and(|t| match &self.targets[t].kind {
+            TargetKind::Tracepoint { category, event } => {
+                crate::probe::spec::sysno::tracepoint_syscall(category, event)
+                    .is_some_and(|(_, exit)| exit)
+                    || (category == "raw_syscalls" && event == "sys_exit")
+            }
+            _ => false,
+        });
+        hit.role == Role::Return || exit_tracepoint
     }
 
     /// The process of a hit, where the hit needs one (else 0); None where it cannot be known.

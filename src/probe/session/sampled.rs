@@ -85,17 +85,7 @@ pub(super) fn run_sampled(
     let counters = exact_counters(s, &plan, in_kernel || ring.is_none())?;
     events.enable()?;
     start(s)?;
-    let engine = describe_engine(&plan, ring.as_ref().map(RingEngine::mode));
-    let started = Started {
-        targets: probed,
-        probe_points: plan.probe_points(),
-        perf_events: events.len(),
-        engine,
-        counting: s.opts.count_only,
-        costs,
-        values: plan.value_ways.iter().map(|(_, w)| w.clone()).collect(),
-        setup: s.started.elapsed(),
-    };
+    let started = started(s, &plan, probed, events.len(), ring.as_ref(), costs);
     (s.notice)(Notice::Started(started));
     if let Some(o) = observer.as_mut() {
         o.started(s.workload.as_ref().map(|w| w.pid() as u32));
@@ -130,6 +120,27 @@ pub(super) fn run_sampled(
     let summary = finish_sampled(s, live)?;
     drop(events);
     Ok(summary)
+}
+
+/// What the header line says when probing starts.
+fn started(
+    s: &Setup<'_>,
+    plan: &Plan,
+    probed: usize,
+    perf_events: usize,
+    ring: Option<&RingEngine>,
+    costs: Costs,
+) -> Started {
+    Started {
+        targets: probed,
+        probe_points: plan.probe_points(),
+        perf_events,
+        engine: describe_engine(plan, ring.map(RingEngine::mode)),
+        counting: s.opts.count_only,
+        costs,
+        values: plan.value_ways.iter().map(|(_, w)| w.clone()).collect(),
+        setup: s.started.elapsed(),
+    }
 }
 
 /// The most events that [`exact_counters`] counts beside the rings.
