@@ -6,7 +6,7 @@ const LAST_SYMBOL_SPAN: u64 = 4096;
 
 /// One text symbol: its range, and where its name lies in [`KernelSymbols::names`] (24 bytes: the kernel
 /// has some 100k text symbols).
-#[derive(Debug)]
+#[derive(Clone, Copy, Debug)]
 struct Entry {
     start: u64,
     end: u64,
@@ -51,6 +51,31 @@ impl KernelSymbols {
         let e = &self.entries[i];
         let name = e.name as usize..e.name as usize + usize::from(e.name_len);
         (addr >= e.start && addr < e.end).then(|| (Arc::from(&self.names[name]), e.start))
+    }
+
+    /// Only the symbols outside the kernel image (modules, BPF programs, trampolines), for a reader that
+    /// names the image from elsewhere: their names are copied out, the rest is dropped.
+    pub fn outside_image(self) -> KernelSymbols {
+        let Some((low, high)) = self.marks.image else {
+            return self;
+        };
+        let mut names = String::new();
+        let entries = self
+            .entries
+            .iter()
+            .filter(|e| e.start > high || e.end <= low)
+            .map(|e| {
+                let at = e.name as usize;
+                let name = u32::try_from(names.len()).unwrap_or(u32::MAX);
+                names.push_str(&self.names[at..at + usize::from(e.name_len)]);
+                Entry { name, ..*e }
+            })
+            .collect();
+        KernelSymbols {
+            entries,
+            names,
+            marks: self.marks,
+        }
     }
 
     /// The `_text` address and the kernel image's extent.
@@ -325,6 +350,27 @@ ffff800078001000 t mod_fn\t[some_module]\n";
         let marks = parse_kallsyms(data).marks();
         assert_eq!(marks.text, Some(0xffff800080000000));
         assert_eq!(marks.image, Some((0xffff800080000000, 0xffff800081000000)));
+    }
+
+    /// Check that `outside_image` keeps the modules' and BPF programs' symbols with their names, and no symbol
+    /// of the image: a report that names the image from a cached copy adds these beside it.
+    #[test]
+    fn outside_image_keeps_the_run_time_symbols() {
+        let data = b"ffffffff81000000 T _text\n\
+ffffffff81000100 T ksys_write\n\
+ffffffff81000200 T _etext\n\
+ffffffffa0001000 t bpf_prog_8651a1834a802b68_sys_enter\t[bpf]\n\
+ffffffffc0001000 t mod_fn\t[some_module]\n\
+ffffffffc0001100 t mod_next\t[some_module]\n";
+        let rest = parse_kallsyms(data).outside_image();
+        assert_eq!(rest.len(), 3);
+        assert_eq!(rest.lookup(0xffffffff81000150), None);
+        assert_eq!(
+            rest.lookup(0xffffffffa0001010).as_deref(),
+            Some("bpf_prog_8651a1834a802b68_sys_enter")
+        );
+        assert_eq!(rest.lookup(0xffffffffc0001010).as_deref(), Some("mod_fn"));
+        assert_eq!(rest.lookup(0xffffffffc0001110).as_deref(), Some("mod_next"));
     }
 
     /// Check that text symbols are found by nearest-below lookup bounded by the next symbol of any kind.

@@ -41,9 +41,6 @@ fn read_kallsyms(path: &Path) -> std::io::Result<KernelSymbols> {
 pub(crate) struct KernelTable {
     cached: Option<Cached>,
     live: Live,
-    /// The running kernel has the recorded build id and `_text`: its /proc/kallsyms names the image as the
-    /// cached copy does, so loading it replaces the copy (one table in memory, not two).
-    live_is_recorded: bool,
 }
 
 /// A cached kallsyms copy and how to map recorded addresses onto it.
@@ -67,22 +64,16 @@ enum Live {
 impl KernelTable {
     /// Decide the sources for `recorded` and load what is sure to be needed.
     pub fn load(recorded: &KernelRef) -> KernelTable {
-        let (same_kernel, live_is_recorded) = match (&recorded.build_id, running_build_id()) {
+        let same_kernel = match (&recorded.build_id, running_build_id()) {
             (Some(recorded_id), Some(running)) => {
-                let running_text = if *recorded_id == running && recorded.text.is_some() {
-                    running_text()
-                } else {
-                    None
-                };
-                let same = *recorded_id == running
+                *recorded_id == running
                     && match recorded.text {
-                        Some(text) => running_text.is_none_or(|t| t == text),
+                        Some(text) => running_text().is_none_or(|t| t == text),
                         None => true,
-                    };
-                (same, same && running_text.is_some())
+                    }
             }
             // An older recording without the kernel's build id, or a kernel without notes: trust the live one.
-            _ => (true, false),
+            _ => true,
         };
         let cached = recorded
             .build_id
@@ -106,11 +97,7 @@ impl KernelTable {
                 dir.display()
             );
         }
-        KernelTable {
-            cached,
-            live,
-            live_is_recorded,
-        }
+        KernelTable { cached, live }
     }
 
     /// The text symbol at a recorded kernel address, and how far the address lies past its start.
@@ -135,11 +122,10 @@ impl KernelTable {
             }
         }
         if matches!(self.live, Live::Deferred) {
-            if self.live_is_recorded {
-                self.cached = None;
-            }
+            // The image keeps the copy's names (whatever the sample order, one source per address); only the
+            // run-time part of /proc/kallsyms is kept beside it.
             let symbols = read_kallsyms(Path::new("/proc/kallsyms")).unwrap_or_default();
-            self.live = Live::Loaded(symbols);
+            self.live = Live::Loaded(symbols.outside_image());
         }
         match &self.live {
             Live::Loaded(symbols) => symbols
@@ -246,7 +232,6 @@ ffffffffc0001000 t mod_fn\t[some_module]\n";
         let mut table = KernelTable {
             cached: Some(cached),
             live: Live::Refused,
-            live_is_recorded: false,
         };
         let name = |t: &mut KernelTable, a: u64| t.lookup_at(a).map(|(s, _)| s.to_string());
         assert_eq!(
