@@ -25,16 +25,26 @@ fn recipes_say_what_runs() {
         "{profile}"
     );
     let off = tool(&["offcputime", "-f", "-p", "7", "3", "--recipe"]);
-    assert!(off.contains("record -o FILE -g -q --off-cpu -F 1 -p 7 -d 3"), "{off}");
+    assert!(
+        off.contains("record -o FILE -g -q --off-cpu -F 1 -p 7 -d 3"),
+        "{off}"
+    );
     let runq = tool(&["runqslower", "1000", "--recipe"]);
     assert!(runq.contains("tracepoint:sched:sched_switch"), "{runq}");
     let leak = tool(&["memleak", "-p", "1", "--recipe"]);
-    assert!(leak.contains("'c:posix_memalign(arg0:x64,arg1:u64,arg2:u64,ret:x64)'"), "{leak}");
+    assert!(
+        leak.contains("'c:posix_memalign(arg0:x64,arg1:u64,arg2:u64,ret:x64)'"),
+        "{leak}"
+    );
     let bad = rprof()
         .args(["tool", "profile", "--nope"])
         .output()
         .unwrap();
-    assert_eq!(bad.status.code(), Some(2), "an unknown flag is a usage error");
+    assert_eq!(
+        bad.status.code(),
+        Some(2),
+        "an unknown flag is a usage error"
+    );
 }
 
 /// The summed counts of folded lines (`comm;frames count`) with a frame named `name`.
@@ -70,7 +80,11 @@ fn profile_shares_match_perf() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let bin = build_c(dir.path(), "profile_shares.c", &["-O1", "-fno-omit-frame-pointer"]);
+    let bin = build_c(
+        dir.path(),
+        "profile_shares.c",
+        &["-O1", "-fno-omit-frame-pointer"],
+    );
     let bin = bin.to_str().unwrap();
     let folded = tool(&["profile", "-F", "99", "-f", "--", bin, "2000"]);
     let (three, one) = (
@@ -98,18 +112,34 @@ fn profile_shares_match_perf() {
     let share = |a: u64, b: u64| a as f64 / (a + b).max(1) as f64;
     let sigma = |n: u64| (0.75 * 0.25 / n.max(1) as f64).sqrt();
     let (n, pn) = (three + one, p_three + p_one);
-    assert!(n >= 100 && pn >= 100, "too few samples: rprof {n}, perf {pn}\n{folded}");
+    assert!(
+        n >= 100 && pn >= 100,
+        "too few samples: rprof {n}, perf {pn}\n{folded}"
+    );
     let (s, ps) = (share(three, one), share(p_three, p_one));
-    assert!((s - 0.75).abs() <= 4.0 * sigma(n) + 0.02, "rprof's share {s:.3} of {n}\n{folded}");
-    assert!((ps - 0.75).abs() <= 4.0 * sigma(pn) + 0.02, "perf's share {ps:.3} of {pn}");
+    assert!(
+        (s - 0.75).abs() <= 4.0 * sigma(n) + 0.02,
+        "rprof's share {s:.3} of {n}\n{folded}"
+    );
+    assert!(
+        (ps - 0.75).abs() <= 4.0 * sigma(pn) + 0.02,
+        "perf's share {ps:.3} of {pn}"
+    );
     eprintln!("profile: three_quarters {s:.3} of {n} samples; perf {ps:.3} of {pn}");
     let both = (sigma(n).powi(2) + sigma(pn).powi(2)).sqrt();
-    assert!((s - ps).abs() <= 4.0 * both + 0.02, "rprof {s:.3} against perf {ps:.3}");
+    assert!(
+        (s - ps).abs() <= 4.0 * both + 0.02,
+        "rprof {s:.3} against perf {ps:.3}"
+    );
     // The default layout: the stack leaf first, then bcc's `-    COMM (PID)` line and the count.
     let text = tool(&["profile", "-F", "99", "--", bin, "300"]);
-    assert!(text.starts_with("Sampling at 99 Hertz of all threads by user + kernel stack"), "{text}");
     assert!(
-        text.lines().any(|l| l.starts_with("    -                profile_shares (")),
+        text.starts_with("Sampling at 99 Hertz of all threads by user + kernel stack"),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("    -                profile_shares (")),
         "{text}"
     );
 }
@@ -124,7 +154,11 @@ fn offcputime_sums_the_known_sleeps() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let bin = build_c(dir.path(), "offcpu_sleep.c", &["-O1", "-fno-omit-frame-pointer"]);
+    let bin = build_c(
+        dir.path(),
+        "offcpu_sleep.c",
+        &["-O1", "-fno-omit-frame-pointer"],
+    );
     let folded = tool(&["offcputime", "-f", "--", bin.to_str().unwrap(), "3"]);
     let us: u64 = folded
         .lines()
@@ -174,7 +208,10 @@ fn runqslower_matches_schedstat_and_bpftrace() {
         rprof().args(["tool", "runqslower", "-t", &tid, "0"]),
         "LAT(us)",
     );
-    let theirs = Tracer::start(Command::new("bpftrace").args(["-e", &program, "0"]), "LAT(us)");
+    let theirs = Tracer::start(
+        Command::new("bpftrace").args(["-e", &program, "0"]),
+        "LAT(us)",
+    );
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(fixture.id() as i32),
         nix::sys::signal::Signal::SIGUSR1,
@@ -193,7 +230,11 @@ fn runqslower_matches_schedstat_and_bpftrace() {
         a.len(),
         b.len()
     );
-    assert!(a.len() >= 200, "{} waits printed for 300 sleeps\n{ours}", a.len());
+    assert!(
+        a.len() >= 200,
+        "{} waits printed for 300 sleeps\n{ours}",
+        a.len()
+    );
     assert!(
         (sa - delay_us).abs() <= delay_us * 0.15,
         "rprof's waits sum to {sa} us, schedstat's run delay is {delay_us:.0} us"
@@ -220,7 +261,11 @@ fn memleak_shows_the_one_leak() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let bin = build_c(dir.path(), "memleak.c", &["-O1", "-g", "-fno-omit-frame-pointer"]);
+    let bin = build_c(
+        dir.path(),
+        "memleak.c",
+        &["-O1", "-g", "-fno-omit-frame-pointer"],
+    );
     let mut fixture = Command::new(&bin).stdout(Stdio::piped()).spawn().unwrap();
     let mut lines = BufReader::new(fixture.stdout.take().unwrap()).lines();
     let ready = lines.next().unwrap().unwrap();
@@ -250,7 +295,8 @@ fn memleak_shows_the_one_leak() {
         "the last report:\n{last}\nall of it:\n{out}"
     );
     assert!(
-        last.lines().any(|l| l.starts_with("\t\t0x") && l.contains("\tleak_here+0x")),
+        last.lines()
+            .any(|l| l.starts_with("\t\t0x") && l.contains("\tleak_here+0x")),
         "{last}"
     );
 }

@@ -147,7 +147,10 @@ fn run_program(name: &str, help: bool, recipe: bool, words: Vec<String>) -> anyh
         .collect();
     let stack_tool = super::tool_stacks::find(name);
     if help {
-        let about = tools::PROGRAMS.iter().find(|(n, _)| *n == name).map_or("", |p| p.1);
+        let about = tools::PROGRAMS
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map_or("", |p| p.1);
         let usage = match (name, stack_tool) {
             (_, Some(t)) => t.usage(),
             ("runqslower", _) => tools::runqslower::USAGE,
@@ -180,7 +183,10 @@ fn run_runqslower(words: &[String], recipe: bool) -> anyhow::Result<u8> {
     };
     let program = a.program(&threads);
     if recipe {
-        println!("# rprof bt -q -e PROGRAM {}, with PROGRAM:\n{program}", a.min_us);
+        println!(
+            "# rprof bt -q -e PROGRAM {}, with PROGRAM:\n{program}",
+            a.min_us
+        );
         return Ok(0);
     }
     super::bt::run(super::bt::BtArgs {

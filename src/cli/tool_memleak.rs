@@ -113,7 +113,8 @@ impl Observer for Leaks<'_> {
             println!("Attaching to pid {pid}, Ctrl+C to quit.");
         }
         let _ = std::io::stdout().flush();
-        self.next_report = rprof::bt::session::monotonic_ns() + self.args.interval_s * 1_000_000_000;
+        self.next_report =
+            rprof::bt::session::monotonic_ns() + self.args.interval_s * 1_000_000_000;
     }
 
     fn hit(&mut self, hit: &ObservedHit) -> bool {

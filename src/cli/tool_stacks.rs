@@ -34,10 +34,13 @@ pub fn run(tool: StackTool, words: &[String], recipe_only: bool) -> anyhow::Resu
         let mut line = vec!["record".to_string(), "-o".into(), "FILE".into()];
         line.extend(record);
         println!("rprof {}", rprof::tools::shell_line(&line));
-        println!("# then the stacks of FILE in bcc's layout (rprof report --folded is the same data)");
+        println!(
+            "# then the stacks of FILE in bcc's layout (rprof report --folded is the same data)"
+        );
         return Ok(0);
     }
-    let dir = tempfile::tempdir().context("cannot create a temporary directory for the recording")?;
+    let dir =
+        tempfile::tempdir().context("cannot create a temporary directory for the recording")?;
     let file = dir.path().join("rprof.data");
     let mut line = vec![
         "record".to_string(),
@@ -46,8 +49,12 @@ pub fn run(tool: StackTool, words: &[String], recipe_only: bool) -> anyhow::Resu
         file.display().to_string(),
     ];
     line.extend(record);
-    let parsed = RecordLine::try_parse_from(line)
-        .with_context(|| format!("the {} recording is not a valid rprof record command", tool.name()))?;
+    let parsed = RecordLine::try_parse_from(line).with_context(|| {
+        format!(
+            "the {} recording is not a valid rprof record command",
+            tool.name()
+        )
+    })?;
     if let Some(h) = a.header() {
         println!("{h}");
         std::io::stdout().flush()?;

@@ -299,7 +299,7 @@ impl MemleakArgs {
         if a.interval_s == 0 {
             return Err(bad("the interval is at least 1 second".into()));
         }
-        if a.pid.is_some() == !a.command.is_empty() {
+        if a.pid.is_some() != a.command.is_empty() {
             return Err(bad(
                 "give -p PID or -- COMMAND (kernel allocations need kprobes)".into(),
             ));
@@ -325,7 +325,10 @@ mod tests {
     #[test]
     fn flags() {
         let a = MemleakArgs::parse(&words("-p 42")).unwrap();
-        assert_eq!((a.pid, a.interval_s, a.older_ms, a.top), (Some(42), 5, 500, 10));
+        assert_eq!(
+            (a.pid, a.interval_s, a.older_ms, a.top),
+            (Some(42), 5, 500, 10)
+        );
         let a = MemleakArgs::parse(&words("-o 100 -T 3 -- ./x 1 2")).unwrap();
         assert_eq!((a.older_ms, a.top), (100, 3));
         assert_eq!(a.command, words("./x 1 2"));

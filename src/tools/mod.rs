@@ -84,10 +84,22 @@ pub fn shell_line(words: &[String]) -> String {
 /// The tools that are programs of their own rather than recipes (name, what it shows): faces over `record`
 /// (profile, offcputime), a bpftrace program (runqslower), and memleak's table of allocations.
 pub const PROGRAMS: &[(&str, &str)] = &[
-    ("profile", "sampled CPU stacks with counts (bcc's profile), over rprof record"),
-    ("offcputime", "blocked time by stack in microseconds (bcc's offcputime), over record --off-cpu"),
-    ("runqslower", "run queue waits longer than a threshold, one line each (bcc's runqslower)"),
-    ("memleak", "stacks with outstanding allocations of a process, every 5 s (bcc's memleak)"),
+    (
+        "profile",
+        "sampled CPU stacks with counts (bcc's profile), over rprof record",
+    ),
+    (
+        "offcputime",
+        "blocked time by stack in microseconds (bcc's offcputime), over record --off-cpu",
+    ),
+    (
+        "runqslower",
+        "run queue waits longer than a threshold, one line each (bcc's runqslower)",
+    ),
+    (
+        "memleak",
+        "stacks with outstanding allocations of a process, every 5 s (bcc's memleak)",
+    ),
 ];
 
 /// bcc's multi-tools (funccount, funclatency, stackcount, trace, argdist), which take bcc's own arguments.

@@ -79,7 +79,11 @@ impl StackArgs {
         let list = |flag: &str, v: Option<&String>| -> Result<Vec<u32>, ToolError> {
             let v = v.ok_or_else(|| bad(format!("{flag} takes a list of ids")))?;
             v.split(',')
-                .map(|s| s.trim().parse().map_err(|_| bad(format!("{flag}: '{s}' is not an id"))))
+                .map(|s| {
+                    s.trim()
+                        .parse()
+                        .map_err(|_| bad(format!("{flag}: '{s}' is not an id")))
+                })
                 .collect()
         };
         let mut a = StackArgs {
@@ -133,9 +137,7 @@ impl StackArgs {
             (a.kernel_threads_only, "-k"),
         ];
         if exclusive.iter().filter(|(set, _)| *set).count() > 1 {
-            return Err(bad(
-                "one of -p, -L/-t, -u, -k (bcc's thread group)".into(),
-            ));
+            return Err(bad("one of -p, -L/-t, -u, -k (bcc's thread group)".into()));
         }
         if a.user_stacks_only && a.kernel_stacks_only {
             return Err(bad("-U and -K exclude each other".into()));
@@ -253,8 +255,16 @@ pub fn bcc_stacks(profile: &Profile, a: &StackArgs) -> Vec<(BccStack, u64)> {
                 .map_or("[unknown]".to_string(), |i| i.name.clone())
         };
         let key = BccStack {
-            id: if a.tool == StackTool::Profile { *pid } else { *tid },
-            comm: profile.comms.get(*comm as usize).cloned().unwrap_or_default(),
+            id: if a.tool == StackTool::Profile {
+                *pid
+            } else {
+                *tid
+            },
+            comm: profile
+                .comms
+                .get(*comm as usize)
+                .cloned()
+                .unwrap_or_default(),
             user: match a.kernel_stacks_only {
                 true => Vec::new(),
                 false => frames.iter().filter(|f| is_user(f)).map(name).collect(),
@@ -326,10 +336,7 @@ mod tests {
     #[test]
     fn flags_to_record() {
         let a = StackArgs::parse(StackTool::Profile, &words("-F 99 -L 123 -f 5")).unwrap();
-        assert_eq!(
-            a.record_args(),
-            words("-g -q -F 99 -t 123 -d 5")
-        );
+        assert_eq!(a.record_args(), words("-g -q -F 99 -t 123 -d 5"));
         assert!(a.header().is_none());
         let a = StackArgs::parse(StackTool::OffCpu, &words("-f -p 7 3")).unwrap();
         assert_eq!(a.record_args(), words("-g -q --off-cpu -F 1 -p 7 -d 3"));
