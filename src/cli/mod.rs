@@ -17,7 +17,9 @@ pub mod record;
 pub mod report;
 pub mod script;
 pub mod tool;
+mod tool_memleak;
 mod tool_multi;
+mod tool_stacks;
 pub mod trace;
 
 /// rprof: where a program spends its time. Sampled CPU stacks as flame graphs, and exact per-function counts and

@@ -59,6 +59,9 @@ pub fn run(args: ToolArgs) -> anyhow::Result<u8> {
         }
         return Ok(0);
     };
+    if tools::PROGRAMS.iter().any(|(n, _)| *n == name) {
+        return run_program(&name, args.help, args.recipe, with_separator(args.flags));
+    }
     if let Some(multi) = tools::multi(&name) {
         return super::tool_multi::run(multi, args.help, args.recipe, with_separator(args.flags));
     }
@@ -125,10 +128,79 @@ fn write_list(out: &mut dyn Write) -> std::io::Result<()> {
         };
         writeln!(out, "{:<15} {}{todo}", t.name, t.about)?;
     }
+    for (name, about) in tools::PROGRAMS {
+        writeln!(out, "{name:<15} {about}")?;
+    }
     for t in tools::multis() {
         writeln!(out, "{:<15} {}", t.name, t.about)?;
     }
     Ok(())
+}
+
+/// profile, offcputime, runqslower, memleak: help, recipe or run, with bcc's arguments.
+fn run_program(name: &str, help: bool, recipe: bool, words: Vec<String>) -> anyhow::Result<u8> {
+    let help = help || words.iter().any(|w| w == "-h" || w == "--help");
+    let recipe = recipe || words.iter().any(|w| w == "--recipe" || w == "--dry-run");
+    let words: Vec<String> = words
+        .into_iter()
+        .filter(|w| !["--recipe", "--dry-run"].contains(&w.as_str()))
+        .collect();
+    let stack_tool = super::tool_stacks::find(name);
+    if help {
+        let about = tools::PROGRAMS
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map_or("", |p| p.1);
+        let usage = match (name, stack_tool) {
+            (_, Some(t)) => t.usage(),
+            ("runqslower", _) => tools::runqslower::USAGE,
+            _ => tools::memleak::USAGE,
+        };
+        println!("{name}: {about}\n\nUsage: rprof tool {name} [FLAGS]\n\nFlags (bcc's):\n{usage}");
+        println!("  --recipe        print what it runs, run nothing\n\nSee docs/tools.md for what differs from bcc.");
+        return Ok(0);
+    }
+    if let Some(t) = stack_tool {
+        return super::tool_stacks::run(t, &words, recipe);
+    }
+    if name == "memleak" {
+        return super::tool_memleak::run(&words, recipe);
+    }
+    run_runqslower(&words, recipe)
+}
+
+/// runqslower: its bpftrace program, run by `rprof bt` with the threshold as `$1`.
+fn run_runqslower(words: &[String], recipe: bool) -> anyhow::Result<u8> {
+    let a = tools::runqslower::RunqslowerArgs::parse(words)?;
+    let threads = match (a.pid, a.tid) {
+        (Some(pid), _) => rprof::process::threads(pid as i32)
+            .with_context(|| format!("runqslower: cannot list the threads of process {pid}"))?
+            .into_iter()
+            .map(|t| t as u32)
+            .collect(),
+        (_, Some(tid)) => vec![tid],
+        _ => Vec::new(),
+    };
+    let program = a.program(&threads);
+    if recipe {
+        println!(
+            "# rprof bt -q -e PROGRAM {}, with PROGRAM:\n{program}",
+            a.min_us
+        );
+        return Ok(0);
+    }
+    super::bt::run(super::bt::BtArgs {
+        program: Some(program),
+        cmd: None,
+        pid: None,
+        output: None,
+        format: "text".into(),
+        unsafe_ok: false,
+        quiet: true,
+        list: false,
+        verbose: false,
+        rest: vec![a.min_us.to_string()],
+    })
 }
 
 /// `rprof tool NAME --help`: what it shows, its flags, what this kernel cannot give, and its recipe.

@@ -6,6 +6,9 @@
 mod bcc;
 mod def;
 mod flags;
+pub mod memleak;
+pub mod runqslower;
+pub mod stacks;
 
 pub use bcc::{Fallback, MultiRecipe, MultiTool};
 pub use def::{Block, FlagDef, Tool};
@@ -77,6 +80,27 @@ pub fn shell_line(words: &[String]) -> String {
     };
     words.iter().map(quote).collect::<Vec<_>>().join(" ")
 }
+
+/// The tools that are programs of their own rather than recipes (name, what it shows): faces over `record`
+/// (profile, offcputime), a bpftrace program (runqslower), and memleak's table of allocations.
+pub const PROGRAMS: &[(&str, &str)] = &[
+    (
+        "profile",
+        "sampled CPU stacks with counts (bcc's profile), over rprof record",
+    ),
+    (
+        "offcputime",
+        "blocked time by stack in microseconds (bcc's offcputime), over record --off-cpu",
+    ),
+    (
+        "runqslower",
+        "run queue waits longer than a threshold, one line each (bcc's runqslower)",
+    ),
+    (
+        "memleak",
+        "stacks with outstanding allocations of a process, every 5 s (bcc's memleak)",
+    ),
+];
 
 /// bcc's multi-tools (funccount, funclatency, stackcount, trace, argdist), which take bcc's own arguments.
 pub fn multi(name: &str) -> Option<&'static MultiTool> {
