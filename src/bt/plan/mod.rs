@@ -10,7 +10,7 @@ use super::check::{Checked, TpField, TracepointFields};
 use super::diag::Diagnostic;
 use super::types::{tracepoint_field_type, Ty};
 use super::value::IntType;
-use super::values::{refs_of_block, ValueRef};
+use super::values::{args_kept_as_strings, refs_of_block, str_read_maps, ValueRef};
 
 /// One probe pattern of the session and the blocks it runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -70,8 +70,14 @@ pub fn plan(
 ) -> Result<BtPlan, Vec<Diagnostic>> {
     let mut plan = BtPlan::default();
     let mut errors = Vec::new();
+    let str_maps = str_read_maps(program);
     for (block, (probe, specs)) in program.probes.iter().zip(&checked.probes).enumerate() {
-        let refs = refs_of_block(probe.pred.as_ref(), &probe.block);
+        let mut refs = refs_of_block(probe.pred.as_ref(), &probe.block);
+        for r in args_kept_as_strings(&probe.block, &str_maps) {
+            if !refs.contains(&r) {
+                refs.push(r);
+            }
+        }
         plan.stacks |= reads_builtin(probe, &["kstack", "ustack"]);
         plan.uid |= reads_builtin(probe, &["uid", "gid", "username"]);
         for (spec, ap) in specs.iter().zip(&probe.attach_points) {
