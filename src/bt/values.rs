@@ -148,7 +148,8 @@ pub fn args_kept_as_strings(block: &[Stmt], maps: &[String]) -> Vec<ValueRef> {
                     maps,
                 ));
             }
-            super::ast::StmtKind::Unroll { body, .. } | super::ast::StmtKind::While { body, .. } => {
+            super::ast::StmtKind::Unroll { body, .. }
+            | super::ast::StmtKind::While { body, .. } => {
                 out.extend(args_kept_as_strings(body, maps))
             }
             _ => {}
@@ -195,7 +196,7 @@ mod tests {
                    uretprobe:libc:getaddrinfo { printf(\"%s\\n\", str(@name[tid])); }";
         let program = crate::bt::parser::parse(src).program.expect("parses");
         let maps = str_read_maps(&program);
-        assert_eq!(maps, ["name"]);
+        assert_eq!(maps, ["@name"]);
         let kept = args_kept_as_strings(&program.probes[0].block, &maps);
         assert_eq!(kept, [ValueRef::ArgStr(0)]);
     }
