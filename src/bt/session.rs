@@ -398,7 +398,11 @@ fn target_info(plan: &BtPlan, t: &probe::Target) -> TargetInfo {
     let argv = match probe.is_some() && probe == plan.argv {
         true => Some(
             (0..super::plan::ARGV_STRINGS)
-                .filter_map(|n| t.fetches.iter().position(|f| f.label == format!("arg1[{n}]")))
+                .filter_map(|n| {
+                    t.fetches
+                        .iter()
+                        .position(|f| f.label == format!("arg1[{n}]"))
+                })
                 .collect(),
         ),
         false => None,

@@ -138,7 +138,9 @@ fn argv_probe(plan: &BtPlan) -> Option<PlannedProbe> {
         p.kind == ProbeType::Tracepoint
             && p.spec.target == "syscalls"
             && matches
-            && p.values.iter().any(|v| v.r == ValueRef::Field("argv".into()))
+            && p.values
+                .iter()
+                .any(|v| v.r == ValueRef::Field("argv".into()))
     };
     plan.probes.iter().find(|p| execve(p))?;
     let spec = ProbeSpec {
@@ -388,10 +390,13 @@ pub fn kernel_filter(e: &Expr, p: &PlannedProbe) -> Option<String> {
     }
 }
 
-/// A field (by its fetch label) or `comm`.
+/// A field (by its fetch label), `comm` or `tid` (the event's `common_pid`, a thread id). bpftrace's `pid` (the
+/// process) has no field in the event: it stays in rprof's evaluation.
 fn operand(e: &Expr, p: &PlannedProbe) -> Option<String> {
-    if matches!(&e.kind, ExprKind::Builtin(b) if b == "comm") {
-        return Some("comm".into());
+    if let ExprKind::Builtin(b) = &e.kind {
+        if b == "comm" || b == "tid" {
+            return Some(b.clone());
+        }
     }
     let r = ValueRef::of(e)?;
     let v = p.values.iter().find(|v| v.r == r)?;

@@ -66,7 +66,8 @@ fn uprobes_share_a_pattern() {
 /// `execve` reading the strings, with no block of its own and not counted as attached.
 #[test]
 fn execve_argv_is_read_at_libc() {
-    let p = planned("tracepoint:syscalls:sys_enter_exec* { printf(\"%d \", pid); join(args->argv); }");
+    let p =
+        planned("tracepoint:syscalls:sys_enter_exec* { printf(\"%d \", pid); join(args->argv); }");
     assert_eq!(
         p.patterns(),
         [
@@ -79,4 +80,14 @@ fn execve_argv_is_read_at_libc() {
     assert_eq!(p.attached, 1);
     let p = planned("tracepoint:syscalls:sys_enter_openat { @ = count(); }");
     assert_eq!(p.argv, None);
+}
+
+/// Check that `tid` goes into the kernel's filter (the event's `common_pid`), and `pid` (the process, which
+/// the event does not hold) does not.
+#[test]
+fn tid_into_the_kernel_pid_not() {
+    let p = planned("tracepoint:sched:sched_switch /tid == 42/ { @ = count(); }");
+    assert_eq!(p.patterns(), ["t:sched:sched_switch if tid == 42"]);
+    let p = planned("tracepoint:sched:sched_switch /pid == 42/ { @ = count(); }");
+    assert_eq!(p.patterns(), ["t:sched:sched_switch"]);
 }
