@@ -514,7 +514,7 @@ fn quantile_bucket(hist: &[(String, u64)], q: f64) -> usize {
 fn buckets(text: &str, map: &str) -> Vec<(String, u64)> {
     let block = map_block(text, map);
     let rows = block.iter().skip(1).filter_map(|l| {
-        let (label, rest) = l.split_at(l.find(|c| c == ')' || c == ']')? + 1);
+        let (label, rest) = l.split_at(l.find([')', ']'])? + 1);
         Some((
             label.to_string(),
             rest.split_whitespace().next()?.parse().ok()?,

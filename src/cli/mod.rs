@@ -50,8 +50,8 @@ pub enum Command {
     Stat(trace::StatArgs),
     /// Run one of bcc's classic tools (execsnoop, opensnoop, biolatency, tcpconnect...) as a probe recipe.
     Tool(tool::ToolArgs),
-    /// Parse and check a bpftrace program (bpftrace 0.17's language and flags), printing its errors as bpftrace
-    /// does; running programs is not built yet.
+    /// Run a bpftrace program (bpftrace 0.17's language and flags) without BPF: probes through rprof's engines,
+    /// maps in rprof, output and errors as bpftrace prints them.
     Bt(bt::BtArgs),
     /// Write the man pages (rprof.1, rprof-record.1, ...) into DIR, as docs/man/ keeps them.
     #[command(name = "generate-man", hide = true)]
