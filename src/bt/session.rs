@@ -95,6 +95,7 @@ pub fn run(
         error: None,
         strlen: opts.strlen,
         argv: std::collections::HashMap::new(),
+        round_ends: std::collections::VecDeque::new(),
     };
     let summary = probe::run_observed(&popts, &mut std::io::sink(), notice, &mut glue)?;
     let Glue {
@@ -133,6 +134,9 @@ fn run_without_probes(
 /// How long an event can wait in probe's time-ordered merge before it is handed over: two rounds of lag and
 /// the round it was read in, each at most the event loop's 100 ms poll, and a margin.
 const MERGE_WAIT_NS: u64 = 400_000_000;
+
+/// Reading rounds an event can wait in the merge (three), and the round it was read in.
+const MERGE_ROUNDS: usize = 4;
 
 /// The `interval` blocks and when each runs next.
 struct Intervals {
@@ -202,6 +206,9 @@ struct Glue<'r, 'p, 'i, 'o> {
     strlen: usize,
     /// execve's arguments by thread, read at libc's `execve`, until the thread's `sys_enter_execve`.
     argv: std::collections::HashMap<u32, Vec<Value>>,
+    /// When the last reading rounds ended (CLOCK_MONOTONIC ns), the latest last: an event that happened before
+    /// the oldest was read and handed over by now.
+    round_ends: std::collections::VecDeque<u64>,
 }
 
 impl Observer for Glue<'_, '_, '_, '_> {
@@ -323,7 +330,18 @@ impl Observer for Glue<'_, '_, '_, '_> {
     fn round(&mut self) -> bool {
         // Events wait in probe's merge for up to three reading rounds (100 ms each at most): an interval runs
         // once every event before its time was handed over, so that it sees what bpftrace's would.
-        let settled = monotonic_ns().saturating_sub(MERGE_WAIT_NS);
+        // Under load (stacks to name, a busy CPU) a round takes longer than its 100 ms poll: the events are then
+        // settled as of the end of the round three rounds back, if that is earlier.
+        let now = monotonic_ns();
+        self.round_ends.push_back(now);
+        if self.round_ends.len() > MERGE_ROUNDS {
+            self.round_ends.pop_front();
+        }
+        let rounds_back = match self.round_ends.len() {
+            MERGE_ROUNDS => self.round_ends[0],
+            _ => 0,
+        };
+        let settled = now.saturating_sub(MERGE_WAIT_NS).min(rounds_back);
         if self.flow == Flow::Continue {
             self.flow = self.intervals.run_due(self.runtime, self.io, settled);
         }
