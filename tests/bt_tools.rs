@@ -526,7 +526,7 @@ fn buckets(text: &str, map: &str) -> Vec<(String, u64)> {
 /// Check runqlat.bt, run unchanged (TASK_RUNNING from rprof's table), against bpftrace running it with
 /// `#define TASK_RUNNING 0` for its `#include` (it cannot compile the include here: no kernel headers): a
 /// fixture's 1,000 sleeps that wait in the run queue behind two busy loops on one CPU are in each histogram,
-/// and its median and 90th percentile fall within one bucket of bpftrace's.
+/// and the median and 90th percentile of the waits from 256 us up fall within one bucket of bpftrace's.
 #[test]
 fn runqlat_as_bpftrace_with_its_define() {
     if !privileged("runqlat_as_bpftrace_with_its_define") {
@@ -564,6 +564,16 @@ fn runqlat_as_bpftrace_with_its_define() {
             "{mine}\n{theirs}"
         );
     }
+    // The fixture's waits (a time slice of the busy loops: milliseconds) against the other processes' (mostly
+    // microseconds, and which of them each tool sees differs: each sees the other start and end): the
+    // quantiles of the waits from 256 us up, where the fixture's are most.
+    let slow = |h: &[(String, u64)]| -> Vec<(String, u64)> {
+        h.iter()
+            .filter(|b| log2_bucket(&b.0) >= 9)
+            .cloned()
+            .collect()
+    };
+    let (m, t) = (slow(&m), slow(&t));
     let label = |h: &[(String, u64)], q: f64| h.get(quantile_bucket(h, q)).map(|b| b.0.clone());
     for q in [0.5, 0.9] {
         let (a, b) = (label(&m, q).unwrap(), label(&t, q).unwrap());
