@@ -94,6 +94,8 @@ pub fn run(
         flow: Flow::Continue,
         error: None,
         strlen: opts.strlen,
+        argv: std::collections::HashMap::new(),
+        round_ends: std::collections::VecDeque::new(),
     };
     let summary = probe::run_observed(&popts, &mut std::io::sink(), notice, &mut glue)?;
     let Glue {
@@ -132,6 +134,9 @@ fn run_without_probes(
 /// How long an event can wait in probe's time-ordered merge before it is handed over: two rounds of lag and
 /// the round it was read in, each at most the event loop's 100 ms poll, and a margin.
 const MERGE_WAIT_NS: u64 = 400_000_000;
+
+/// Reading rounds an event can wait in the merge (three), and the round it was read in.
+const MERGE_ROUNDS: usize = 4;
 
 /// The `interval` blocks and when each runs next.
 struct Intervals {
@@ -183,6 +188,10 @@ struct TargetInfo {
     func: String,
     /// Each planned value's place among the target's fetches.
     values: Vec<(ValueRef, usize, Option<IntType>)>,
+    /// The plan's argv probe (libc's `execve`): the places of its `arg1[N]` strings.
+    argv: Option<Vec<usize>>,
+    /// A `sys_enter_execve` tracepoint: its `args->argv` is the strings the argv probe read.
+    execve: bool,
 }
 
 /// The observer that turns hits into the runtime's events.
@@ -195,6 +204,11 @@ struct Glue<'r, 'p, 'i, 'o> {
     flow: Flow,
     error: Option<std::io::Error>,
     strlen: usize,
+    /// execve's arguments by thread, read at libc's `execve`, until the thread's `sys_enter_execve`.
+    argv: std::collections::HashMap<u32, Vec<Value>>,
+    /// When the last reading rounds ended (CLOCK_MONOTONIC ns), the latest last: an event that happened before
+    /// the oldest was read and handed over by now.
+    round_ends: std::collections::VecDeque<u64>,
 }
 
 impl Observer for Glue<'_, '_, '_, '_> {
@@ -221,6 +235,8 @@ impl Observer for Glue<'_, '_, '_, '_> {
                         name,
                         func: String::new(),
                         values: Vec::new(),
+                        argv: None,
+                        execve: false,
                     }
                 }
                 _ => target_info(self.plan, t),
@@ -255,10 +271,14 @@ impl Observer for Glue<'_, '_, '_, '_> {
             self.flow = Flow::Exit;
             return false;
         }
+        if let Some(places) = &info.argv {
+            self.argv.insert(hit.tid, argv_strings(hit, places));
+            return true;
+        }
         if blocks.is_empty() {
             return true;
         }
-        let values: Vec<(ValueRef, Value)> = info
+        let mut values: Vec<(ValueRef, Value)> = info
             .values
             .iter()
             .filter_map(|(r, i, int)| {
@@ -266,6 +286,17 @@ impl Observer for Glue<'_, '_, '_, '_> {
                 Some((r.clone(), bt_value(v, *int, self.strlen)))
             })
             .collect();
+        if info.execve {
+            let argv = self.argv.remove(&hit.tid);
+            for (r, v) in values.iter_mut() {
+                match (r, &argv) {
+                    (ValueRef::Field(f), Some(strings)) if f == "argv" => {
+                        *v = Value::Tuple(strings.clone())
+                    }
+                    _ => {}
+                }
+            }
+        }
         let (kstack, ustack) = split_stack(hit.stack.as_deref());
         let comm = hit.comm.as_deref().unwrap_or("");
         let (uid, gid) = match self.plan.uid {
@@ -299,7 +330,18 @@ impl Observer for Glue<'_, '_, '_, '_> {
     fn round(&mut self) -> bool {
         // Events wait in probe's merge for up to three reading rounds (100 ms each at most): an interval runs
         // once every event before its time was handed over, so that it sees what bpftrace's would.
-        let settled = monotonic_ns().saturating_sub(MERGE_WAIT_NS);
+        // Under load (stacks to name, a busy CPU) a round takes longer than its 100 ms poll: the events are then
+        // settled as of the end of the round three rounds back, if that is earlier.
+        let now = monotonic_ns();
+        self.round_ends.push_back(now);
+        if self.round_ends.len() > MERGE_ROUNDS {
+            self.round_ends.pop_front();
+        }
+        let rounds_back = match self.round_ends.len() {
+            MERGE_ROUNDS => self.round_ends[0],
+            _ => 0,
+        };
+        let settled = now.saturating_sub(MERGE_WAIT_NS).min(rounds_back);
         if self.flow == Flow::Continue {
             self.flow = self.intervals.run_due(self.runtime, self.io, settled);
         }
@@ -315,6 +357,21 @@ impl Glue<'_, '_, '_, '_> {
             self.flow = Flow::Exit;
         }
     }
+}
+
+/// The strings of execve's argv that the argv probe read (`arg1[0]`, `arg1[1]`...), up to the first it could
+/// not read (the array's NULL end).
+fn argv_strings(hit: &ObservedHit, places: &[usize]) -> Vec<Value> {
+    let mut out = Vec::new();
+    for &i in places {
+        let text = match hit.values.get(i).and_then(Option::as_ref) {
+            Some(probe::Value::Str(s)) => s.as_bytes().to_vec(),
+            Some(probe::Value::Bytes(b)) => b.to_vec(),
+            _ => break,
+        };
+        out.push(Value::Str(text));
+    }
+    out
 }
 
 /// Symbols of other addresses: not resolved yet (`usym()`/`ksym()` print the address).
@@ -356,6 +413,20 @@ fn target_info(plan: &BtPlan, t: &probe::Target) -> TargetInfo {
         _ => false,
     };
     let probe = plan.probes.iter().position(matches);
+    let argv = match probe.is_some() && probe == plan.argv {
+        true => Some(
+            (0..super::plan::ARGV_STRINGS)
+                .filter_map(|n| {
+                    t.fetches
+                        .iter()
+                        .position(|f| f.label == format!("arg1[{n}]"))
+                })
+                .collect(),
+        ),
+        false => None,
+    };
+    let execve = matches!(&t.kind, TargetKind::Tracepoint { category, event }
+        if category == "syscalls" && event == "sys_enter_execve");
     // The binary as the attach point names it (`/bin/bash`, not the file it links to), as bpftrace prints it.
     let written = |path: &std::path::Path| match probe.map(|i| &plan.probes[i].spec.target) {
         Some(t) if t.starts_with('/') => t.clone(),
@@ -391,6 +462,8 @@ fn target_info(plan: &BtPlan, t: &probe::Target) -> TargetInfo {
         return_name,
         func: t.name.clone(),
         values,
+        argv,
+        execve,
     }
 }
 

@@ -227,6 +227,12 @@ pub fn tracepoint_field_type(decl: &str, size: usize, signed: bool, user_pointer
         } else {
             Space::Kernel
         };
+        // `const char *const * argv`: a pointer to pointers (each `*` after the first is one more level).
+        let to = (1..decl.matches('*').count()).fold(to, |to, _| Ty::Ptr {
+            to: Box::new(to),
+            space,
+            ctx: false,
+        });
         return Ty::Ptr {
             to: Box::new(to),
             space,
@@ -272,6 +278,11 @@ mod tests {
             Ty::Str(4)
         );
         assert!(tracepoint_field_type("const char * filename", 8, false, true).is_ptr());
+        // execve's argv points to pointers, not to text (read as text, its first pointer's bytes printed).
+        match tracepoint_field_type("const char *const * argv", 8, false, true) {
+            Ty::Ptr { to, .. } => assert!(to.is_ptr(), "{to:?}"),
+            t => panic!("{t:?}"),
+        }
         assert_eq!(
             tracepoint_field_type("pid_t pid", 4, true, false),
             Ty::Int {

@@ -95,6 +95,69 @@ pub fn refs_of_block(pred: Option<&Expr>, block: &[Stmt]) -> Vec<ValueRef> {
     refs
 }
 
+/// The maps whose values a `str()` reads (`str(@name[tid])`) somewhere in the program.
+pub fn str_read_maps(program: &super::ast::Program) -> Vec<String> {
+    let mut maps = Vec::new();
+    let mut visit = |e: &Expr| {
+        if let ExprKind::Call { name, args } = &e.kind {
+            if let (true, Some(ExprKind::Map { name: m, .. })) =
+                (name == "str", args.first().map(|a| &a.kind))
+            {
+                if !maps.contains(m) {
+                    maps.push(m.clone());
+                }
+            }
+        }
+    };
+    for p in &program.probes {
+        if let Some(pred) = &p.pred {
+            let stmt = Stmt {
+                kind: super::ast::StmtKind::Expr(pred.clone()),
+                span: pred.span,
+            };
+            walk_exprs(std::slice::from_ref(&stmt), &mut visit);
+        }
+        walk_exprs(&p.block, &mut visit);
+    }
+    maps
+}
+
+/// The arguments a block stores as they are into one of `maps` (`@name[tid] = arg0`, gethostlatency.bt), which
+/// a `str()` reads later (at the return): fetched as the strings they point to at this probe too, since without
+/// BPF user memory is read only while the probe's event is in the kernel. The value is then that text.
+pub fn args_kept_as_strings(block: &[Stmt], maps: &[String]) -> Vec<ValueRef> {
+    let mut out = Vec::new();
+    for s in block {
+        match &s.kind {
+            super::ast::StmtKind::AssignMap {
+                map,
+                value,
+                compound: None,
+            } => {
+                let kept = matches!(&map.kind, ExprKind::Map { name, .. } if maps.contains(name));
+                if let (true, Some(ValueRef::Arg(n))) = (kept, ValueRef::of(value)) {
+                    out.push(ValueRef::ArgStr(n));
+                }
+            }
+            super::ast::StmtKind::If {
+                then, otherwise, ..
+            } => {
+                out.extend(args_kept_as_strings(then, maps));
+                out.extend(args_kept_as_strings(
+                    otherwise.as_deref().unwrap_or(&[]),
+                    maps,
+                ));
+            }
+            super::ast::StmtKind::Unroll { body, .. }
+            | super::ast::StmtKind::While { body, .. } => {
+                out.extend(args_kept_as_strings(body, maps))
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -122,5 +185,19 @@ mod tests {
         );
         let r = refs("uretprobe:/bin/bash:readline { printf(\"%s %d\\n\", str(retval), arg1); }");
         assert_eq!(r, vec![ValueRef::RetvalStr, ValueRef::Arg(1)]);
+    }
+
+    /// Check that an argument stored into a map that a `str()` reads later is fetched as its string too
+    /// (gethostlatency.bt's `@name[tid] = arg0`, `str(@name[tid])` at the return), and one kept for its number
+    /// is not.
+    #[test]
+    fn args_kept_for_str_are_fetched_as_strings() {
+        let src = "uprobe:libc:getaddrinfo { @start[tid] = nsecs; if (1) { @name[tid] = arg0; } @n[tid] = arg1; } \
+                   uretprobe:libc:getaddrinfo { printf(\"%s\\n\", str(@name[tid])); }";
+        let program = crate::bt::parser::parse(src).program.expect("parses");
+        let maps = str_read_maps(&program);
+        assert_eq!(maps, ["@name"]);
+        let kept = args_kept_as_strings(&program.probes[0].block, &maps);
+        assert_eq!(kept, [ValueRef::ArgStr(0)]);
     }
 }

@@ -52,8 +52,8 @@ pub enum Command {
     Stat(trace::StatArgs),
     /// Run one of bcc's classic tools (execsnoop, opensnoop, biolatency, tcpconnect...) as a probe recipe.
     Tool(tool::ToolArgs),
-    /// Run a bpftrace program (bpftrace 0.17's language and flags) with its maps in rprof, over uprobes,
-    /// tracepoints and perf events; errors are printed as bpftrace prints them.
+    /// Run a bpftrace program (bpftrace 0.17's language and flags) without BPF: probes through rprof's engines,
+    /// maps in rprof, output and errors as bpftrace prints them.
     Bt(bt::BtArgs),
     /// Write the man pages (rprof.1, rprof-record.1, ...) into DIR, as docs/man/ keeps them.
     #[command(name = "generate-man", hide = true)]

@@ -20,6 +20,12 @@ impl TracepointFields for Fake {
                 f("filename", "const char *", 8, false),
                 f("flags", "int", 8, false),
             ]),
+            ("syscalls", "sys_enter_execve") => Some(vec![
+                f("__syscall_nr", "int", 4, true),
+                f("filename", "const char *", 8, false),
+                f("argv", "const char *const *", 8, false),
+                f("envp", "const char *const *", 8, false),
+            ]),
             ("sched", "sched_switch") => Some(vec![
                 f("prev_comm", "char[16]", 16, true),
                 f("prev_pid", "pid_t", 4, true),
@@ -32,7 +38,11 @@ impl TracepointFields for Fake {
     }
 
     fn expand(&self, category: &str, event: &str) -> Vec<(String, String)> {
-        let all = [("syscalls", "sys_enter_openat"), ("sched", "sched_switch")];
+        let all = [
+            ("syscalls", "sys_enter_openat"),
+            ("syscalls", "sys_enter_execve"),
+            ("sched", "sched_switch"),
+        ];
         let m = |glob: &str, s: &str| {
             glob == "*" || glob == s || glob.strip_suffix('*').is_some_and(|p| s.starts_with(p))
         };

@@ -10,7 +10,7 @@ use super::check::{Checked, TpField, TracepointFields};
 use super::diag::Diagnostic;
 use super::types::{tracepoint_field_type, Ty};
 use super::value::IntType;
-use super::values::{refs_of_block, ValueRef};
+use super::values::{args_kept_as_strings, refs_of_block, str_read_maps, ValueRef};
 
 /// One probe pattern of the session and the blocks it runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -53,6 +53,9 @@ pub struct BtPlan {
     pub uid: bool,
     /// Probes bpftrace would count in "Attaching N probes..." (wildcards expanded; BEGIN, END and intervals).
     pub attached: usize,
+    /// The probe (an index of `probes`, with no blocks of its own) that reads execve's argv at libc's
+    /// `execve`, for `args->argv` at `sys_enter_execve` ([`argv_probe`]).
+    pub argv: Option<usize>,
 }
 
 impl BtPlan {
@@ -70,8 +73,14 @@ pub fn plan(
 ) -> Result<BtPlan, Vec<Diagnostic>> {
     let mut plan = BtPlan::default();
     let mut errors = Vec::new();
+    let str_maps = str_read_maps(program);
     for (block, (probe, specs)) in program.probes.iter().zip(&checked.probes).enumerate() {
-        let refs = refs_of_block(probe.pred.as_ref(), &probe.block);
+        let mut refs = refs_of_block(probe.pred.as_ref(), &probe.block);
+        for r in args_kept_as_strings(&probe.block, &str_maps) {
+            if !refs.contains(&r) {
+                refs.push(r);
+            }
+        }
         plan.stacks |= reads_builtin(probe, &["kstack", "ustack"]);
         plan.uid |= reads_builtin(probe, &["uid", "gid", "username"]);
         for (spec, ap) in specs.iter().zip(&probe.attach_points) {
@@ -106,7 +115,52 @@ pub fn plan(
     for p in &mut plan.probes {
         p.pattern = pattern(p, program);
     }
+    if let Some(p) = argv_probe(&plan) {
+        plan.argv = Some(plan.probes.len());
+        plan.probes.push(p);
+    }
     Ok(plan)
+}
+
+/// How many of execve's arguments `join()` prints (bpftrace 0.17's `join` reads 16).
+pub const ARGV_STRINGS: usize = 16;
+
+/// Where a block reads `args->argv` at `sys_enter_execve`: a tracepoint holds only the pointer, and without
+/// BPF the strings behind it cannot be read in the kernel, so a uprobe at libc's `execve` (which `execv`,
+/// `execvp`, `posix_spawn` and `system` call too) reads them just before the syscall, from the same thread
+/// (`arg1:str[16]`); the session hands them to the thread's next `sys_enter_execve`. Programs that exec
+/// without libc (static binaries, Go) show no arguments.
+fn argv_probe(plan: &BtPlan) -> Option<PlannedProbe> {
+    let execve = |p: &PlannedProbe| {
+        let matches = globset::Glob::new(&p.spec.func)
+            .map(|g| g.compile_matcher().is_match("sys_enter_execve"))
+            .unwrap_or(false);
+        p.kind == ProbeType::Tracepoint
+            && p.spec.target == "syscalls"
+            && matches
+            && p.values
+                .iter()
+                .any(|v| v.r == ValueRef::Field("argv".into()))
+    };
+    plan.probes.iter().find(|p| execve(p))?;
+    let spec = ProbeSpec {
+        kind: ProbeType::Uprobe,
+        target: "libc".into(),
+        ns: String::new(),
+        func: "execve".into(),
+        freq: 0,
+        offset: 0,
+        address: 0,
+        wildcard: false,
+    };
+    Some(PlannedProbe {
+        kind: ProbeType::Uprobe,
+        pattern: format!("uprobe:libc:execve(arg1:str[{ARGV_STRINGS}])"),
+        spec,
+        blocks: Vec::new(),
+        return_blocks: Vec::new(),
+        values: Vec::new(),
+    })
 }
 
 /// Whether the block's predicate or statements name one of `builtins`.
@@ -336,10 +390,13 @@ pub fn kernel_filter(e: &Expr, p: &PlannedProbe) -> Option<String> {
     }
 }
 
-/// A field (by its fetch label) or `comm`.
+/// A field (by its fetch label), `comm` or `tid` (the event's `common_pid`, a thread id). bpftrace's `pid` (the
+/// process) has no field in the event: it stays in rprof's evaluation.
 fn operand(e: &Expr, p: &PlannedProbe) -> Option<String> {
-    if matches!(&e.kind, ExprKind::Builtin(b) if b == "comm") {
-        return Some("comm".into());
+    if let ExprKind::Builtin(b) = &e.kind {
+        if b == "comm" || b == "tid" {
+            return Some(b.clone());
+        }
     }
     let r = ValueRef::of(e)?;
     let v = p.values.iter().find(|v| v.r == r)?;

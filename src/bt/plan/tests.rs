@@ -61,3 +61,33 @@ fn uprobes_share_a_pattern() {
     );
     assert!(p.returns);
 }
+
+/// Check that `args->argv` at `sys_enter_execve` (execsnoop.bt's `join(args->argv)`) plans a uprobe at libc's
+/// `execve` reading the strings, with no block of its own and not counted as attached.
+#[test]
+fn execve_argv_is_read_at_libc() {
+    let p =
+        planned("tracepoint:syscalls:sys_enter_exec* { printf(\"%d \", pid); join(args->argv); }");
+    assert_eq!(
+        p.patterns(),
+        [
+            "t:syscalls:sys_enter_exec*(argv:u64)",
+            "uprobe:libc:execve(arg1:str[16])"
+        ]
+    );
+    assert_eq!(p.argv, Some(1));
+    assert!(p.probes[1].blocks.is_empty());
+    assert_eq!(p.attached, 1);
+    let p = planned("tracepoint:syscalls:sys_enter_openat { @ = count(); }");
+    assert_eq!(p.argv, None);
+}
+
+/// Check that `tid` goes into the kernel's filter (the event's `common_pid`), and `pid` (the process, which
+/// the event does not hold) does not.
+#[test]
+fn tid_into_the_kernel_pid_not() {
+    let p = planned("tracepoint:sched:sched_switch /tid == 42/ { @ = count(); }");
+    assert_eq!(p.patterns(), ["t:sched:sched_switch if tid == 42"]);
+    let p = planned("tracepoint:sched:sched_switch /pid == 42/ { @ = count(); }");
+    assert_eq!(p.patterns(), ["t:sched:sched_switch"]);
+}

@@ -91,9 +91,10 @@ impl Exec<'_, '_, '_> {
             Some(ExprKind::Str(f)) => String::from_utf8_lossy(f).into_owned(),
             _ => DEFAULT_TIME_FORMAT.to_string(),
         };
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs() as i64);
+        // The wall-clock second of the event (its monotonic time on the boot's wall-clock base): bpftrace prints
+        // the second it handles the message, within milliseconds of the event; rprof handles events up to a
+        // reading round later, which would often print the next second.
+        let now = (self.rt.boot_ns.saturating_add(self.now_ns) / 1_000_000_000) as i64;
         match time_text(&fmt, now, &self.rt.zone) {
             Some(text) => self.message(MessageType::Time, &text, false),
             None => self.rt.warn_once(self.io, "strftime returned 0"),

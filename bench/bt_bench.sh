@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# The cost of `rprof bt` against bpftrace on the same workload, in one run (issue 42's cost bar): the program
+# `tracepoint:raw_syscalls:sys_enter { @[comm] = count(); }` system-wide while fixtures/rate_loop.c makes
+# getppid(2) calls at RATE a second (one sys_enter event a call) for BUDGET_MS of its own CPU time. Each tool is
+# started before the fixture and stopped with SIGINT after it. Per tool and program it prints the events a
+# second the fixture made, its calls, the fixture's count in the tool's map (`@[rate_loop]`: its getppid calls
+# and the clock readings of its pacing loop, also system calls; bpftrace's is the reference), the events rprof
+# says it lost (its "warning: N events were lost"; bpftrace counts in the kernel and loses none), the tool's own
+# CPU seconds (its process: utime + stime polled from /proc; bpftrace's BPF program runs in the kernel, charged
+# to the traced tasks, which rprof's ring writes are too) and that CPU per event of the fixture's row.
+# Then the same with predicates on another process (pid 1), whose events rprof never handles when the kernel
+# rejects them: `/tid == 1/` (the event's common_pid: into the kernel's event filter) and `/pid == 1/` (the
+# process id, which the event does not hold: rprof tests it), each as a ratio of the unfiltered run's CPU.
+# Usage: bench/bt_bench.sh [RATE] [BUDGET_MS]   (as root; defaults 400000 and 2000)
+# Env: NO_BUILD=1 uses target/release/rprof as it is (RPROF=PATH another binary).
+source "$(dirname "$0")/lib.sh"
+RATE=${1:-400000}
+BUDGET=${2:-2000}
+command -v bpftrace >/dev/null || die "bpftrace is needed (apt-get install bpftrace)"
+[ -n "${NO_BUILD:-}" ] || build_rprof
+BIN=$WORK/rate_loop
+gcc -O2 -o "$BIN" "$ROOT/fixtures/rate_loop.c"
+
+# The number after KEY (`calls 123`, `@[rate_loop]: 45`) in stdin.
+num() { { grep -o "$1[^0-9]*[0-9.]*" || true; } | head -1 | { grep -o "[0-9.]*$" || true; }; }
+
+# TOOL PROGRAM: start the tool on PROGRAM in the background, wait until BEGIN has printed (probes attached),
+# run the fixture, stop the tool with SIGINT. Prints the fixture's `calls N seconds S`, the tool's output and
+# its `cpu_s S`; its stderr is in $WORK/bt.err.
+run_beside() {
+    local tool=$1 program="BEGIN { printf(\"ready\\n\"); } $2"
+    local out=$WORK/bt.out
+    rm -f "$WORK/with_cpu.out"
+    case $tool in
+    rprof) with_cpu "$RPROF" bt -e "$program" >"$out" 2>"$WORK/bt.err" & ;;
+    bpftrace) with_cpu bpftrace -e "$program" >"$out" 2>"$WORK/bt.err" & ;;
+    esac
+    local wrapper=$!
+    local i
+    for i in $(seq 1 600); do grep -q ready "$WORK/with_cpu.out" 2>/dev/null && break; sleep 0.05; done
+    "$BIN" "$RATE" "$BUDGET" syscall
+    pkill -INT -P "$wrapper" 2>/dev/null || true
+    # bpftrace at times misses a SIGINT here (tests/common/tracer.rs): another after 10 s, then SIGTERM.
+    for sig in INT TERM; do
+        for i in $(seq 1 100); do pgrep -P "$wrapper" >/dev/null || break; sleep 0.1; done
+        pkill -"$sig" -P "$wrapper" 2>/dev/null || true
+    done
+    wait $wrapper
+    cat "$out"
+}
+
+printf '%-9s %-22s %10s %10s %10s %8s %7s %12s %10s\n' tool program "events/s" calls counted lost cpu_s \
+    "cpu_ns/event" "x_unfilt"
+declare -A BASE
+for what in all tid pid; do
+    case $what in
+    all) program='tracepoint:raw_syscalls:sys_enter { @[comm] = count(); }' ;;
+    tid) program='tracepoint:raw_syscalls:sys_enter /tid == 1/ { @[comm] = count(); }' ;;
+    pid) program='tracepoint:raw_syscalls:sys_enter /pid == 1/ { @[comm] = count(); }' ;;
+    esac
+    for tool in rprof bpftrace; do
+        r=$(run_beside "$tool" "$program")
+        counted=$(echo "$r" | num '@\[rate_loop\]:')
+        lost=$(num 'warning: ' <"$WORK/bt.err")
+        calls=$(echo "$r" | num 'calls')
+        secs=$(echo "$r" | num 'seconds')
+        cpu=$(echo "$r" | grep -o 'cpu_s [0-9.]*$' | tail -1 | cut -d' ' -f2)
+        [ "$what" = all ] && BASE[$tool]=$cpu
+        label="@[comm]=count()"
+        [ "$what" != all ] && label="/$what == 1/ count()"
+        # Per event of the fixture's (the unfiltered run counts them; a filtered run sees none of them).
+        awk -v tool="$tool" -v p="$label" -v c="$calls" -v s="$secs" -v e="${counted:-0}" -v l="${lost:-0}" \
+            -v cpu="$cpu" -v base="${BASE[$tool]}" 'BEGIN {
+            printf "%-9s %-22s %10.0f %10d %10d %8d %7.2f %12.0f %10.2f\n", tool, p, c / s, c, e, l, cpu,
+                cpu * 1e9 / c, (base > 0 ? cpu / base : 0) }'
+    done
+done
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
