@@ -15,6 +15,8 @@
 //! - [`symbols`]: kallsyms, ELF, DWARF, debug files, perf maps, demangling.
 //! - [`unwind`]: frame-pointer callchains and DWARF unwinding.
 //! - [`recording`]: the perf.data (PERFILE2) writer and reader.
+//! - [`events`]: the event layer: perf's event-list grammar and the plan of what the kernel opens (attrs,
+//!   tracepoint ids, probe points), below record and stat.
 //! - [`record`]: `rprof record`, sampling into a recording.
 //! - [`resolve`]: the one stack resolver (callchains to interned frames), shared by report, script, annotate and
 //!   probe.
@@ -35,6 +37,7 @@ pub mod buildid;
 #[allow(unsafe_code)]
 pub mod dl;
 pub mod elf_layout;
+pub mod events;
 #[allow(unsafe_code)]
 pub mod mapped;
 pub mod merge;

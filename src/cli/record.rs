@@ -215,24 +215,7 @@ pub fn config(a: &RecordArgs) -> RecordConfig {
 /// written (clap keeps no order between two options); with no filter, or when the order cannot be read,
 /// the events of clap with the filters given to the last one.
 fn event_specs(a: &RecordArgs, argv: &[String]) -> Vec<EventSpec> {
-    let mut specs: Vec<EventSpec> = Vec::new();
-    let mut words = argv.iter().skip(1).take_while(|w| *w != "--");
-    while let Some(w) = words.next() {
-        let (event, filter) = match w.as_str() {
-            "-e" | "--event" => (words.next().cloned(), None),
-            "--filter" => (None, words.next().cloned()),
-            w if w.starts_with("--event=") => (Some(w["--event=".len()..].to_string()), None),
-            w if w.starts_with("--filter=") => (None, Some(w["--filter=".len()..].to_string())),
-            w if w.starts_with("-e") && w.len() > 2 => (Some(w[2..].to_string()), None),
-            _ => (None, None),
-        };
-        for e in event.iter().flat_map(|e| e.split(',')) {
-            specs.push(EventSpec::new(e));
-        }
-        if let (Some(f), Some(last)) = (filter, specs.last_mut()) {
-            last.filter = Some(f);
-        }
-    }
+    let specs = rprof::events::specs_from_args(argv.get(1..).unwrap_or_default());
     if specs.iter().map(|s| &s.name).eq(a.event.iter()) {
         return specs;
     }
