@@ -18,6 +18,7 @@
 //! - [`events`]: the event layer: perf's event-list grammar and the plan of what the kernel opens (attrs,
 //!   tracepoint ids, probe points), below record and stat.
 //! - [`record`]: `rprof record`, sampling into a recording.
+//! - [`stat`]: `rprof stat`, counting events as perf stat counts and prints them.
 //! - [`resolve`]: the one stack resolver (callchains to interned frames), shared by report, script, annotate and
 //!   probe.
 //! - [`replay`]: reading a recording as every reader does (the resolver set up from it, streamed events).
@@ -52,6 +53,7 @@ pub mod regs;
 pub mod replay;
 pub mod report;
 pub mod resolve;
+pub mod stat;
 pub mod symbols;
 pub mod text;
 pub mod tools;
