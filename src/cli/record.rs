@@ -226,6 +226,35 @@ fn event_specs(a: &RecordArgs, argv: &[String]) -> Vec<EventSpec> {
     specs
 }
 
+/// What this user may record: with kernel.perf_event_paranoid=2 and no CAP_PERFMON, its own processes' user
+/// space only (perf's `:u` fallback), said in one line; at 3 and above nothing (the line names the sysctl);
+/// system-wide targets need CAP_PERFMON or paranoid <= 0.
+fn least_privilege(cfg: &mut RecordConfig) -> anyhow::Result<()> {
+    use rprof::events::privilege::{self, Access};
+    if matches!(
+        cfg.target,
+        record::Target::System | record::Target::Cgroup(_)
+    ) {
+        if let Some(line) = privilege::system_wide_refusal("record") {
+            anyhow::bail!(line);
+        }
+    }
+    match privilege::access() {
+        Access::Full => {}
+        Access::UserOnly { .. } if cfg.user_only => {}
+        Access::UserOnly { .. } if cfg.kernel_only => anyhow::bail!(
+            "rprof record: --kernel-only needs CAP_PERFMON or kernel.perf_event_paranoid <= 1 (it is {})",
+            rprof::perf::paranoid_level()
+        ),
+        Access::UserOnly { paranoid } => {
+            eprintln!("{}", privilege::user_only_line("record", paranoid));
+            cfg.user_only = true;
+        }
+        Access::Nothing { paranoid } => anyhow::bail!(privilege::nothing_line("record", paranoid)),
+    }
+    Ok(())
+}
+
 fn join(ids: &[i32]) -> String {
     ids.iter()
         .map(|i| i.to_string())
@@ -255,7 +284,8 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
         // A pipe-mode stream on stdout: everything else written there goes to stderr, as with perf.
         rprof::recording::claim_stdout()?;
     }
-    let cfg = config(&args);
+    let mut cfg = config(&args);
+    least_privilege(&mut cfg)?;
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, Arc::clone(&stop))

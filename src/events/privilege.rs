@@ -62,16 +62,16 @@ pub fn user_only_line(command: &str, paranoid: i32) -> String {
     )
 }
 
-/// Why this process cannot open anything, naming the sysctl.
+/// Why this process cannot open anything, naming the sysctl (an error: `rprof: ` comes before it).
 pub fn nothing_line(command: &str, paranoid: i32) -> String {
     format!(
-        "rprof {command}: kernel.perf_event_paranoid={paranoid} forbids perf_event_open to users without \
+        "{command}: kernel.perf_event_paranoid={paranoid} forbids perf_event_open to users without \
          CAP_PERFMON; run as root, grant CAP_PERFMON (setcap cap_perfmon+ep on rprof), or allow user-space \
          profiling with `sysctl kernel.perf_event_paranoid=2`"
     )
 }
 
-/// Why per-CPU (system-wide, `-a`, `-C`) events are refused here, if they are.
+/// Why per-CPU (system-wide, `-a`, `-C`) events are refused here, if they are (an error, as above).
 pub fn system_wide_refusal(command: &str) -> Option<String> {
     if has_perfmon() {
         return None;
@@ -79,7 +79,7 @@ pub fn system_wide_refusal(command: &str) -> Option<String> {
     let p = paranoid()?;
     (p >= 1).then(|| {
         format!(
-            "rprof {command}: counting the whole system (-a, -C) needs CAP_PERFMON or \
+            "{command}: counting or sampling the whole system (-a, -C, -G) needs CAP_PERFMON or \
              kernel.perf_event_paranoid <= 0 (it is {p}); run as root, grant CAP_PERFMON, or count your own \
              command or processes instead (drop -a)"
         )
