@@ -319,7 +319,7 @@ fn default_rows_as_perf() {
 }
 
 /// Check `stat -I 500 -a -- sleep 2.2`: perf's header, 4 whole intervals and the partial last one (5
-/// timestamps, the last between 2.2 and 2.5 s), each with perf's rows; perf prints as many on the same command.
+/// timestamps, the last between 2.2 and 2.5 s), each with perf's rows, as perf prints them on the same command.
 #[test]
 fn intervals_as_perf() {
     const TEST: &str = "intervals_as_perf";
@@ -348,21 +348,17 @@ fn intervals_as_perf() {
     };
     let (o, p) = (stamps(&ours), stamps(&perfs));
     assert_eq!(o.len(), 5, "{ours}");
-    assert_eq!(p.len(), 5, "perf: {perfs}");
     assert!(
         (2.2..2.5).contains(&o[4]) && (0.45..0.6).contains(&o[0]),
         "{o:?}"
     );
+    // perf's ticks drift under load (each timed from the last print): 4 or 5 of them before sleep ends.
+    assert!((4..=5).contains(&p.len()), "perf: {perfs}");
     assert_eq!(ours.lines().next(), perfs.lines().next());
-    assert_eq!(
-        ours.lines().count(),
-        perfs.lines().count(),
-        "{ours}\n{perfs}"
-    );
-    assert!(ours
-        .lines()
-        .skip(1)
-        .all(|l| l.contains(" cs ") || l.contains("msec cpu-clock")));
+    assert_eq!(ours.lines().count(), 1 + 2 * o.len(), "{ours}");
+    assert_eq!(perfs.lines().count(), 1 + 2 * p.len(), "{perfs}");
+    let row_shapes = |t: &str| -> Vec<String> { t.lines().skip(1).take(2).map(shape).collect() };
+    assert_eq!(row_shapes(&ours), row_shapes(&perfs));
 }
 
 /// Run `args` as uid 65534 (nobody) with no capabilities: the host's perf_event_paranoid unchanged.

@@ -5,6 +5,7 @@ mod advice;
 pub mod annotate;
 pub mod bt;
 mod debuginfod;
+pub mod list;
 mod man;
 mod output;
 mod parse;
@@ -45,9 +46,11 @@ pub enum Command {
     /// Every system call of a command or process with its return value and duration, as strace and perf trace
     /// show them (rprof probe's engines).
     Trace(trace::TraceArgs),
-    /// Count tracepoint hits over a command, a process or the whole system, as perf stat does (rprof probe
-    /// --count).
+    /// Count events (software events, tracepoints, probe points) over a command, processes or the whole system,
+    /// and print them as perf stat does.
     Stat(trace::StatArgs),
+    /// List the events rprof can count and sample here (perf list), or a binary's probe points (-x).
+    List(list::ListArgs),
     /// Run one of bcc's classic tools (execsnoop, opensnoop, biolatency, tcpconnect...) as a probe recipe.
     Tool(tool::ToolArgs),
     /// Parse and check a bpftrace program (bpftrace 0.17's language and flags), printing its errors as bpftrace
@@ -101,6 +104,7 @@ pub fn run() -> anyhow::Result<u8> {
         Command::Probe(a) => probe::run(a),
         Command::Trace(a) => trace::run_trace(a),
         Command::Stat(a) => trace::run_stat(a),
+        Command::List(a) => list::run(a),
         Command::Tool(a) => tool::run(a),
         Command::Bt(a) => bt::run(a),
         Command::GenerateMan { dir } => man::run(&dir),

@@ -72,10 +72,12 @@ pub struct RecordArgs {
           conflicts_with_all = ["pid", "tid"])]
     pub cgroup: Option<String>,
     /// The sampled event (repeat -e, or separate with commas, for several): cpu-clock (the default),
-    /// task-clock, a tracepoint CATEGORY:EVENT (sched:sched_switch, syscalls:sys_enter_openat, globs
-    /// allowed), a user function u:BINARY:FUNCTION (or probe:FUNCTION with -x BINARY) or a kernel function
-    /// kprobe:FUNCTION, probed for the recording's lifetime. Every hit of a tracepoint or probe is a sample
-    /// (period 1) unless -c or -F is given.
+    /// task-clock, any software event (page-faults/faults, major-faults, context-switches/cs,
+    /// cpu-migrations/migrations, ...), hardware and cache events where there is a PMU (cycles, ...), with
+    /// perf's modifiers (:u, :k, :p), a tracepoint CATEGORY:EVENT (sched:sched_switch, globs allowed), a user
+    /// function u:BINARY:FUNCTION (or probe:FUNCTION with -x BINARY) or a kernel function kprobe:FUNCTION,
+    /// probed for the recording's lifetime. `rprof list` lists them. Every hit of a tracepoint or probe is a
+    /// sample (period 1) unless -c or -F is given.
     #[arg(short = 'e', long = "event", value_name = "EVENT", value_delimiter = ',', value_parser = parse::record_event)]
     pub event: Vec<String>,
     /// A filter on the event of the -e before it, run in the kernel (perf's --filter; the language of

@@ -7,12 +7,14 @@
 //!   allowed) or a probe point (`u:BIN:FUNC`, `probe:FUNC` with `-x`, `kprobe:FUNC`).
 //! - [`plan`]: [`plan::plan`] resolves the specs into [`PlannedEvent`]s, each an attr to open (counting; the
 //!   caller adds sampling and sample fields), creating probe points for the plan's lifetime.
+//! - [`catalog`]: the events of this machine as `perf list` prints them.
 //! - [`hardware`]: perf's hardware and cache names and configs, and whether this machine has a PMU.
 //! - [`privilege`]: what an unprivileged user may open (perf's `:u` fallback at `perf_event_paranoid` 2).
 //!
 //! Use: `let specs = events::specs_from_args(&argv); let plan = events::plan::plan(&specs, None)?;` then open
 //! `plan.events[i].attr()` (with the caller's sample fields) and set `plan.events[i].filter`; keep `plan`
 //! alive until the events are closed.
+pub mod catalog;
 pub mod grammar;
 pub mod hardware;
 pub mod plan;
