@@ -234,7 +234,7 @@ mod tests {
             value,
             unit,
             name,
-            metric: metric.map(|(v, u)| (v, u.to_string())),
+            metric,
             noise: None,
             running: 803350,
             share: 100.0,
@@ -246,7 +246,7 @@ mod tests {
     fn rows_as_perf_prints_them() {
         let std = Layout { csv: None };
         assert_eq!(
-            std.row("", &row(Value::Num(0.85), "msec", "task-clock", Some((0.008, "CPUs utilized")))),
+            std.row("", &row(Value::Num(0.85), "msec", "task-clock", m(0.008, "CPUs utilized"))),
             "              0.85 msec task-clock                       #    0.008 CPUs utilized          "
         );
         assert_eq!(
@@ -281,7 +281,7 @@ mod tests {
                     Value::Num(0.80),
                     "msec",
                     "task-clock",
-                    Some((0.009, "CPUs utilized"))
+                    m(0.009, "CPUs utilized")
                 )
             ),
             "0.80,msec,task-clock,803350,100.00,0.009,CPUs utilized"
@@ -293,7 +293,7 @@ mod tests {
             Value::Num(140.01),
             "msec",
             "task-clock",
-            Some((1.0, "CPUs utilized")),
+            m(1.0, "CPUs utilized"),
         );
         cpu.label = Label::Cpu(1);
         assert_eq!(
