@@ -223,11 +223,15 @@ pub fn mean_and_error(xs: &[f64]) -> (f64, f64) {
 mod tests {
     use super::*;
 
+    fn m(v: f64, unit: &str) -> Option<(f64, String)> {
+        Some((v, unit.to_string()))
+    }
+
     fn row(
         value: Value,
         unit: &'static str,
         name: &'static str,
-        metric: Option<(f64, &str)>,
+        metric: Option<(f64, String)>,
     ) -> Row<'static> {
         Row {
             label: Label::Total,
