@@ -84,6 +84,10 @@ pub fn run() -> anyhow::Result<u8> {
         print!("{}", rprof::symbols::ifunc::helper(&args[2..])?);
         return Ok(0);
     }
+    if let Some(line) = trace::stat_d_without_number(&args) {
+        eprintln!("{line}");
+        return Ok(2);
+    }
     // perf's flags that rprof does not define get rprof's answer before clap reads the rest.
     let (args, notes) = match perf_flags::rewrite(args) {
         Ok(rewritten) => rewritten,

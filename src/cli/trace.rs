@@ -106,6 +106,10 @@ pub struct StatArgs {
     /// A row per thread (with -p).
     #[arg(long = "per-thread", conflicts_with_all = ["no_aggr", "per_core"])]
     pub per_thread: bool,
+    /// Add perf's detailed rows to the default set (L1-dcache-loads, L1-dcache-load-misses, LLC-loads,
+    /// LLC-load-misses; perf's -d, which is rprof's duration).
+    #[arg(long = "detailed")]
+    pub detailed: bool,
     /// Count user space only (perf's --all-user; :u on every event).
     #[arg(long = "all-user")]
     pub all_user: bool,
@@ -222,9 +226,31 @@ pub fn run_stat(a: StatArgs) -> anyhow::Result<u8> {
             .transpose()
             .map_err(anyhow::Error::msg)?,
         user_only,
+        detailed: a.detailed,
     };
     let code = rprof::stat::stat(&cfg, &mut std::io::stderr())?;
     Ok(code.map_or(0, |c| c.clamp(0, 255) as u8))
+}
+
+/// `rprof stat -d` without a number of seconds (perf's `-d`, detailed): the one line that says what -d is here.
+pub fn stat_d_without_number(args: &[OsString]) -> Option<String> {
+    if args.get(1).is_none_or(|a| a != "stat") {
+        return None;
+    }
+    let words: Vec<String> = args
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let before: Vec<&String> = words.iter().skip(2).take_while(|w| *w != "--").collect();
+    let at = before
+        .iter()
+        .position(|w| *w == "-d" || *w == "--duration")?;
+    let number = before.get(at + 1).is_some_and(|n| n.parse::<f64>().is_ok());
+    (!number).then(|| {
+        "rprof stat: -d is rprof's duration and takes a number of seconds (-d 5); perf's -d (detailed rows) \
+         is --detailed here"
+            .to_string()
+    })
 }
 
 /// The -C list as written, for perf's title `'CPU(s) 0-1'`.

@@ -60,6 +60,8 @@ pub struct StatConfig {
     pub duration: Option<Duration>,
     /// Count user space only (the unprivileged fallback, or `--all-user`).
     pub user_only: bool,
+    /// `--detailed`: perf's `-d` rows after the default set.
+    pub detailed: bool,
 }
 
 /// Errors of `rprof stat`.
@@ -77,8 +79,9 @@ pub enum StatError {
     Write(#[from] std::io::Error),
 }
 
-/// perf stat's default events, in its order (the clock is cpu-clock system-wide, task-clock otherwise).
-pub fn default_events(system_wide: bool) -> Vec<EventSpec> {
+/// perf stat's default events, in its order (the clock is cpu-clock system-wide, task-clock otherwise), with
+/// perf's `-d` rows when `detailed`.
+pub fn default_events(system_wide: bool, detailed: bool) -> Vec<EventSpec> {
     let clock = match system_wide {
         true => "cpu-clock",
         false => "task-clock",
@@ -94,9 +97,21 @@ pub fn default_events(system_wide: bool) -> Vec<EventSpec> {
         "branch-misses",
     ]
     .iter()
+    .chain(match detailed {
+        true => DETAILED,
+        false => &[],
+    })
     .map(|n| EventSpec::new(n))
     .collect()
 }
+
+/// The rows perf stat's `-d` adds.
+const DETAILED: &[&str] = &[
+    "L1-dcache-loads",
+    "L1-dcache-load-misses",
+    "LLC-loads",
+    "LLC-load-misses",
+];
 
 /// Count as `cfg` says, writing perf stat's output to `out`; returns the exit code of the command (or of the
 /// companion command), to mirror.
@@ -105,7 +120,7 @@ pub fn stat(cfg: &StatConfig, out: &mut dyn std::io::Write) -> Result<Option<i32
     let explicit = !cfg.events.is_empty();
     let specs = match explicit {
         true => cfg.events.clone(),
-        false => default_events(matches!(cfg.target, StatTarget::Cpus { .. })),
+        false => default_events(matches!(cfg.target, StatTarget::Cpus { .. }), cfg.detailed),
     };
     let plan = events::plan::plan(&specs, None)?;
     if explicit {
