@@ -277,9 +277,21 @@ fn shape(line: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// Check that two outputs of stat have the same lines, numbers aside, each as wide as the other's.
+fn same_layout(ours: &str, perfs: &str) {
+    let lines = |t: &str| t.lines().map(str::to_string).collect::<Vec<_>>();
+    let (ours_l, perf_l) = (lines(ours), lines(perfs));
+    assert_eq!(ours_l.len(), perf_l.len(), "rprof:\n{ours}\nperf:\n{perfs}");
+    for (o, p) in ours_l.iter().zip(&perf_l) {
+        assert_eq!(shape(o), shape(p), "rprof:\n{ours}\nperf:\n{perfs}");
+        let fixed = !p.contains("seconds");
+        assert!(!fixed || o.len() == p.len(), "widths differ:\n{o:?}\n{p:?}");
+    }
+}
+
 /// Check that `rprof stat -- CMD` without -e prints perf stat's rows, line for line: the same events and
 /// metrics in the same order, every line as long as perf's (the columns fixed), `<not supported>` rows
-/// for the PMU's events; and `-x,` the same fields.
+/// for the PMU's events; `--detailed` as perf's `-d`; and `-x,` the same fields.
 #[test]
 fn default_rows_as_perf() {
     const TEST: &str = "default_rows_as_perf";
@@ -294,14 +306,19 @@ fn default_rows_as_perf() {
     args.extend(cmd);
     let (_, ours) = rprof_stat(&args);
     let (_, perfs) = perf_stat(&args);
-    let lines = |t: &str| t.lines().map(str::to_string).collect::<Vec<_>>();
-    let (ours_l, perf_l) = (lines(&ours), lines(&perfs));
-    assert_eq!(ours_l.len(), perf_l.len(), "rprof:\n{ours}\nperf:\n{perfs}");
-    for (o, p) in ours_l.iter().zip(&perf_l) {
-        assert_eq!(shape(o), shape(p), "rprof:\n{ours}\nperf:\n{perfs}");
-        let fixed = !p.contains("seconds");
-        assert!(!fixed || o.len() == p.len(), "widths differ:\n{o:?}\n{p:?}");
-    }
+    same_layout(&ours, &perfs);
+    // perf's -d is rprof's --detailed (rprof's -d is a duration, and without a number one line says so).
+    let detailed = |flag: &'static str| [flag, "--", b, "touch", "500"];
+    same_layout(
+        &rprof_stat(&detailed("--detailed")).1,
+        &perf_stat(&detailed("-d")).1,
+    );
+    let d = run(rprof().arg("stat").args(detailed("-d")));
+    let said = String::from_utf8_lossy(&d.stderr);
+    assert!(
+        d.status.code() == Some(2) && said.lines().count() == 1 && said.contains("--detailed"),
+        "{said}"
+    );
     assert!(ours.contains("msec task-clock") && ours.contains("CPUs utilized"));
     assert!(
         ours.contains("<not supported>      cycles")

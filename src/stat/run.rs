@@ -10,9 +10,12 @@ use std::io::Write;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+/// Readings per (event index, aggregate); None for an event none of whose counters opened.
+type Totals = BTreeMap<(usize, Unit), Option<Reading>>;
+
 /// The counts of one run, per (event, aggregate), with its elapsed seconds and the command's user and sys.
 struct Counted {
-    totals: BTreeMap<(usize, Unit), Option<Reading>>,
+    totals: Totals,
     elapsed: f64,
     user_sys: Option<(f64, f64)>,
     exit: Option<i32>,
@@ -211,12 +214,8 @@ fn children_times() -> (f64, f64) {
 }
 
 /// Readings summed per (event, aggregate); an event none of whose counters opened is None.
-fn aggregate(
-    aggr: Aggr,
-    readings: &[Option<Reading>],
-    units: &[(usize, Unit)],
-) -> BTreeMap<(usize, Unit), Option<Reading>> {
-    let mut totals: BTreeMap<(usize, Unit), Option<Reading>> = BTreeMap::new();
+fn aggregate(aggr: Aggr, readings: &[Option<Reading>], units: &[(usize, Unit)]) -> Totals {
+    let mut totals: Totals = BTreeMap::new();
     for (r, &(event, unit)) in readings.iter().zip(units) {
         let slot = totals
             .entry((event, counters::key_of(aggr, unit)))
@@ -262,7 +261,7 @@ impl Intervals<'_> {
             .map(|c| (c.event, c.unit))
             .collect();
         let totals = aggregate(self.cfg.aggr, &delta, &units);
-        if self.printed % 25 == 0 {
+        if self.printed.is_multiple_of(25) {
             if let Some(h) = self.layout.interval_header(self.cfg.aggr) {
                 writeln!(out, "{h}")?;
             }
@@ -287,8 +286,7 @@ fn summary(
     out: &mut dyn Write,
 ) -> Result<(), StatError> {
     let comms = runs.last().map(|r| r.comms.clone()).unwrap_or_default();
-    let per_run: Vec<(BTreeMap<(usize, Unit), Option<Reading>>, f64)> =
-        runs.iter().map(|r| (r.totals.clone(), r.elapsed)).collect();
+    let per_run: Vec<(Totals, f64)> = runs.iter().map(|r| (r.totals.clone(), r.elapsed)).collect();
     let rows = rows(cfg, plan, &per_run, &comms);
     if layout.csv.is_none() {
         let runs_text = match runs.len() {
@@ -330,7 +328,7 @@ fn title(cfg: &StatConfig) -> String {
 fn rows<'a>(
     cfg: &StatConfig,
     plan: &'a Plan,
-    runs: &[(BTreeMap<(usize, Unit), Option<Reading>>, f64)],
+    runs: &[(Totals, f64)],
     comms: &BTreeMap<i32, String>,
 ) -> Vec<Row<'a>> {
     let first = &runs[0].0;
@@ -348,7 +346,7 @@ fn rows<'a>(
                     let r = t.get(&(event, unit)).copied().flatten()?;
                     let clock_ns = clock
                         .and_then(|c| t.get(&(c, unit)).copied().flatten())
-                        .map(|c| scaled(c));
+                        .map(scaled);
                     Some((scaled(r), r, metric_base(e.is_clock(), clock_ns, *wall)))
                 })
                 .collect();
