@@ -158,12 +158,23 @@ pub fn call_graph(s: &str) -> Result<CallGraph, String> {
     }
 }
 
-/// One `-e` of `rprof record` or `rprof stat`, as the event layer parses it (a software, hardware or cache
-/// event with its modifiers, a tracepoint or a probe point, which the plan resolves).
-pub fn record_event(s: &str) -> Result<String, String> {
+/// One `-e` of `rprof stat`, as the event layer parses it (a software, hardware or cache event with its
+/// modifiers, a tracepoint or a probe point, which the plan resolves).
+pub fn event(s: &str) -> Result<String, String> {
     rprof::events::parse(&rprof::events::EventSpec::new(s))
         .map(|_| s.to_string())
         .map_err(|e| e.to_string())
+}
+
+/// One `-e` of `rprof record`: as [`event`], and a hardware event is refused in one line where the machine
+/// has no PMU (a sampled event must open).
+pub fn record_event(s: &str) -> Result<String, String> {
+    let parsed =
+        rprof::events::parse(&rprof::events::EventSpec::new(s)).map_err(|e| e.to_string())?;
+    match parsed.needs_pmu() && !rprof::events::hardware::pmu_present() {
+        true => Err(rprof::events::hardware::pmu_missing(s)),
+        false => Ok(s.to_string()),
+    }
 }
 
 /// A list of CPUs, as `0,1` or `0-3` or `0-1,3`.

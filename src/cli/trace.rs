@@ -65,7 +65,7 @@ pub struct StatArgs {
     /// ...), hardware events (cycles, ... where there is a PMU), with perf's modifiers (:u, :k), tracepoints
     /// CATEGORY:EVENT (globs allowed), probe points u:BINARY:FUNCTION. Default: perf stat's set.
     #[arg(short = 'e', long = "event", value_delimiter = ',', value_name = "EVENTS",
-          value_parser = super::parse::record_event)]
+          value_parser = super::parse::event)]
     pub events: Vec<String>,
     /// A filter on the tracepoint of the -e before it, run in the kernel (perf's --filter).
     #[arg(long = "filter", value_name = "EXPR")]
