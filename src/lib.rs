@@ -15,7 +15,10 @@
 //! - [`symbols`]: kallsyms, ELF, DWARF, debug files, perf maps, demangling.
 //! - [`unwind`]: frame-pointer callchains and DWARF unwinding.
 //! - [`recording`]: the perf.data (PERFILE2) writer and reader.
+//! - [`events`]: the event layer: perf's event-list grammar and the plan of what the kernel opens (attrs,
+//!   tracepoint ids, probe points), below record and stat.
 //! - [`record`]: `rprof record`, sampling into a recording.
+//! - [`stat`]: `rprof stat`, counting events as perf stat counts and prints them.
 //! - [`resolve`]: the one stack resolver (callchains to interned frames), shared by report, script, annotate and
 //!   probe.
 //! - [`replay`]: reading a recording as every reader does (the resolver set up from it, streamed events).
@@ -35,6 +38,7 @@ pub mod buildid;
 #[allow(unsafe_code)]
 pub mod dl;
 pub mod elf_layout;
+pub mod events;
 #[allow(unsafe_code)]
 pub mod mapped;
 pub mod merge;
@@ -49,6 +53,7 @@ pub mod regs;
 pub mod replay;
 pub mod report;
 pub mod resolve;
+pub mod stat;
 pub mod symbols;
 pub mod text;
 pub mod tools;

@@ -5,6 +5,7 @@ mod advice;
 pub mod annotate;
 pub mod bt;
 mod debuginfod;
+pub mod list;
 mod man;
 mod output;
 mod parse;
@@ -47,9 +48,11 @@ pub enum Command {
     /// Every system call of a command or process with its return value and duration, as strace and perf trace
     /// show them (rprof probe's engines).
     Trace(trace::TraceArgs),
-    /// Count tracepoint hits over a command, a process or the whole system, as perf stat does (rprof probe
-    /// --count).
+    /// Count events (software events, tracepoints, probe points) over a command, processes or the whole system,
+    /// and print them as perf stat does.
     Stat(trace::StatArgs),
+    /// List the events rprof can count and sample here (perf list), or a binary's probe points (-x).
+    List(list::ListArgs),
     /// Run one of bcc's classic tools (execsnoop, opensnoop, biolatency, tcpconnect...) as a probe recipe.
     Tool(tool::ToolArgs),
     /// Run a bpftrace program (bpftrace 0.17's language and flags) without BPF: probes through rprof's engines,
@@ -83,6 +86,10 @@ pub fn run() -> anyhow::Result<u8> {
         print!("{}", rprof::symbols::ifunc::helper(&args[2..])?);
         return Ok(0);
     }
+    if let Some(line) = trace::stat_d_without_number(&args) {
+        eprintln!("{line}");
+        return Ok(2);
+    }
     // perf's flags that rprof does not define get rprof's answer before clap reads the rest.
     let (args, notes) = match perf_flags::rewrite(args) {
         Ok(rewritten) => rewritten,
@@ -103,6 +110,7 @@ pub fn run() -> anyhow::Result<u8> {
         Command::Probe(a) => probe::run(a),
         Command::Trace(a) => trace::run_trace(a),
         Command::Stat(a) => trace::run_stat(a),
+        Command::List(a) => list::run(a),
         Command::Tool(a) => tool::run(a),
         Command::Bt(a) => bt::run(a),
         Command::GenerateMan { dir } => man::run(&dir),

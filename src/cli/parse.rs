@@ -158,33 +158,22 @@ pub fn call_graph(s: &str) -> Result<CallGraph, String> {
     }
 }
 
-/// The sampling clock: CPU time of the CPU (`cpu-clock`) or of the task (`task-clock`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Clock {
-    Cpu,
-    Task,
+/// One `-e` of `rprof stat`, as the event layer parses it (a software, hardware or cache event with its
+/// modifiers, a tracepoint or a probe point, which the plan resolves).
+pub fn event(s: &str) -> Result<String, String> {
+    rprof::events::parse(&rprof::events::EventSpec::new(s))
+        .map(|_| s.to_string())
+        .map_err(|e| e.to_string())
 }
 
-/// `cpu-clock` or `task-clock`, the software clocks rprof samples.
-pub fn clock_event(s: &str) -> Result<Clock, String> {
-    match s {
-        "cpu-clock" => Ok(Clock::Cpu),
-        "task-clock" => Ok(Clock::Task),
-        _ => Err(
-            "rprof samples the software clocks cpu-clock and task-clock (hardware events need a PMU)"
-                .to_string(),
-        ),
-    }
-}
-
-/// One `-e` of `rprof record`: a software clock, or an event named with its category or probe kind
-/// (`sched:sched_switch`, `u:BIN:FUNC`, `probe:FUNC`), which the recording resolves.
+/// One `-e` of `rprof record`: as [`event`], and a hardware event is refused in one line where the machine
+/// has no PMU (a sampled event must open).
 pub fn record_event(s: &str) -> Result<String, String> {
-    match s.contains(':') {
-        true => Ok(s.to_string()),
-        false => clock_event(s).map(|_| s.to_string()).map_err(|e| {
-            format!("{e}; tracepoints are CATEGORY:EVENT (sched:sched_switch), user functions u:BINARY:FUNCTION")
-        }),
+    let parsed =
+        rprof::events::parse(&rprof::events::EventSpec::new(s)).map_err(|e| e.to_string())?;
+    match parsed.needs_pmu() && !rprof::events::hardware::pmu_present() {
+        true => Err(rprof::events::hardware::pmu_missing(s)),
+        false => Ok(s.to_string()),
     }
 }
 
@@ -411,8 +400,8 @@ mod tests {
         assert_eq!(cpu_list("0-1,3"), Ok(CpuList(vec![0, 1, 3])));
         assert!(cpu_list("3-1").is_err());
         assert!(cpu_list("").is_err());
-        assert_eq!(clock_event("task-clock"), Ok(Clock::Task));
-        assert!(clock_event("cycles").is_err());
+        assert_eq!(record_event("cs:u"), Ok("cs:u".to_string()));
+        assert!(record_event("nonsense").is_err());
         assert!(above_zero("0").is_err());
         assert!(pages("100").is_err());
         assert_eq!(pages("64"), Ok(64));

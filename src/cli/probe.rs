@@ -288,13 +288,53 @@ pub enum KeepArg {
     First,
 }
 
+/// `-l 'sched:*'` as perf users write it: `CATEGORY:EVENT` names tracepoints (`t:sched:*`) when no library
+/// CATEGORY exists and tracefs has that category; otherwise it stays LIBRARY:FUNCTION.
+fn tracepoint_if_no_library(pattern: &str) -> String {
+    let parts: Vec<&str> = pattern.split(':').collect();
+    let [system, _] = parts.as_slice() else {
+        return pattern.to_string();
+    };
+    let known = [
+        "t",
+        "u",
+        "k",
+        "uprobe",
+        "kprobe",
+        "tracepoint",
+        "usdt",
+        "syscall",
+        "software",
+        "profile",
+    ];
+    if known.contains(system)
+        || system.contains('/')
+        || rprof::probe::find_library(system, None).is_ok()
+    {
+        return pattern.to_string();
+    }
+    let category = rprof::tracefs::Tracefs::find_or_mount()
+        .is_ok_and(|t| t.root().join("events").join(system).is_dir());
+    match category {
+        true => format!("t:{pattern}"),
+        false => pattern.to_string(),
+    }
+}
+
 /// Probe; returns the launched command's exit status (0 without one).
 pub fn run(args: ProbeArgs) -> anyhow::Result<u8> {
     run_with(args, |_| {})
 }
 
 /// `rprof probe` with its options adjusted by `adjust` (the faces over it: `rprof trace`).
-pub fn run_with(args: ProbeArgs, adjust: impl FnOnce(&mut ProbeOptions)) -> anyhow::Result<u8> {
+pub fn run_with(mut args: ProbeArgs, adjust: impl FnOnce(&mut ProbeOptions)) -> anyhow::Result<u8> {
+    if args.list {
+        args.patterns = args
+            .patterns
+            .iter()
+            .map(|p| tracepoint_if_no_library(p))
+            .collect();
+    }
     if args.funcs.is_some() || (args.list && args.patterns.is_empty() && args.add.is_empty()) {
         return super::probe_list::run(&args);
     }

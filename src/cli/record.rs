@@ -72,10 +72,12 @@ pub struct RecordArgs {
           conflicts_with_all = ["pid", "tid"])]
     pub cgroup: Option<String>,
     /// The sampled event (repeat -e, or separate with commas, for several): cpu-clock (the default),
-    /// task-clock, a tracepoint CATEGORY:EVENT (sched:sched_switch, syscalls:sys_enter_openat, globs
-    /// allowed), a user function u:BINARY:FUNCTION (or probe:FUNCTION with -x BINARY) or a kernel function
-    /// kprobe:FUNCTION, probed for the recording's lifetime. Every hit of a tracepoint or probe is a sample
-    /// (period 1) unless -c or -F is given.
+    /// task-clock, any software event (page-faults/faults, major-faults, context-switches/cs,
+    /// cpu-migrations/migrations, ...), hardware and cache events where there is a PMU (cycles, ...), with
+    /// perf's modifiers (:u, :k, :p), a tracepoint CATEGORY:EVENT (sched:sched_switch, globs allowed), a user
+    /// function u:BINARY:FUNCTION (or probe:FUNCTION with -x BINARY) or a kernel function kprobe:FUNCTION,
+    /// probed for the recording's lifetime. `rprof list` lists them. Every hit of a tracepoint or probe is a
+    /// sample (period 1) unless -c or -F is given.
     #[arg(short = 'e', long = "event", value_name = "EVENT", value_delimiter = ',', value_parser = parse::record_event)]
     pub event: Vec<String>,
     /// A filter on the event of the -e before it, run in the kernel (perf's --filter; the language of
@@ -215,24 +217,7 @@ pub fn config(a: &RecordArgs) -> RecordConfig {
 /// written (clap keeps no order between two options); with no filter, or when the order cannot be read,
 /// the events of clap with the filters given to the last one.
 fn event_specs(a: &RecordArgs, argv: &[String]) -> Vec<EventSpec> {
-    let mut specs: Vec<EventSpec> = Vec::new();
-    let mut words = argv.iter().skip(1).take_while(|w| *w != "--");
-    while let Some(w) = words.next() {
-        let (event, filter) = match w.as_str() {
-            "-e" | "--event" => (words.next().cloned(), None),
-            "--filter" => (None, words.next().cloned()),
-            w if w.starts_with("--event=") => (Some(w["--event=".len()..].to_string()), None),
-            w if w.starts_with("--filter=") => (None, Some(w["--filter=".len()..].to_string())),
-            w if w.starts_with("-e") && w.len() > 2 => (Some(w[2..].to_string()), None),
-            _ => (None, None),
-        };
-        for e in event.iter().flat_map(|e| e.split(',')) {
-            specs.push(EventSpec::new(e));
-        }
-        if let (Some(f), Some(last)) = (filter, specs.last_mut()) {
-            last.filter = Some(f);
-        }
-    }
+    let specs = rprof::events::specs_from_args(argv.get(1..).unwrap_or_default());
     if specs.iter().map(|s| &s.name).eq(a.event.iter()) {
         return specs;
     }
@@ -241,6 +226,35 @@ fn event_specs(a: &RecordArgs, argv: &[String]) -> Vec<EventSpec> {
         last.filter = Some(f.clone());
     }
     specs
+}
+
+/// What this user may record: with kernel.perf_event_paranoid=2 and no CAP_PERFMON, its own processes' user
+/// space only (perf's `:u` fallback), said in one line; at 3 and above nothing (the line names the sysctl);
+/// system-wide targets need CAP_PERFMON or paranoid <= 0.
+fn least_privilege(cfg: &mut RecordConfig) -> anyhow::Result<()> {
+    use rprof::events::privilege::{self, Access};
+    if matches!(
+        cfg.target,
+        record::Target::System | record::Target::Cgroup(_)
+    ) {
+        if let Some(line) = privilege::system_wide_refusal("record") {
+            anyhow::bail!(line);
+        }
+    }
+    match privilege::access() {
+        Access::Full => {}
+        Access::UserOnly { .. } if cfg.user_only => {}
+        Access::UserOnly { .. } if cfg.kernel_only => anyhow::bail!(
+            "rprof record: --kernel-only needs CAP_PERFMON or kernel.perf_event_paranoid <= 1 (it is {})",
+            rprof::perf::paranoid_level()
+        ),
+        Access::UserOnly { paranoid } => {
+            eprintln!("{}", privilege::user_only_line("record", paranoid));
+            cfg.user_only = true;
+        }
+        Access::Nothing { paranoid } => anyhow::bail!(privilege::nothing_line("record", paranoid)),
+    }
+    Ok(())
 }
 
 fn join(ids: &[i32]) -> String {
@@ -272,7 +286,8 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
         // A pipe-mode stream on stdout: everything else written there goes to stderr, as with perf.
         rprof::recording::claim_stdout()?;
     }
-    let cfg = config(&args);
+    let mut cfg = config(&args);
+    least_privilege(&mut cfg)?;
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, Arc::clone(&stop))

@@ -3,6 +3,7 @@
 //! value formatting with errno and flag names, the same reports).
 use super::probe::{self, ProbeArgs};
 use clap::{Args, Parser};
+use rprof::stat::{Aggr, StatConfig, StatTarget};
 use std::ffi::OsString;
 
 /// Every system call of a command or process as it returns: name, return value (with its errno name) and
@@ -44,37 +45,74 @@ pub struct TraceArgs {
     pub command: Vec<OsString>,
 }
 
-/// Count events (tracepoints, syscalls, probe points) over a command, processes or the whole system, as perf
-/// stat counts them (`rprof probe --count`).
+/// Count events as perf stat counts them: software events, tracepoints and probe points over a command,
+/// processes or the whole system.
 #[derive(Args, Debug)]
 #[command(
-    after_help = "Examples:\n  rprof stat -e 'syscalls:sys_enter_*' -- ./prog\n  \
-                  rprof stat -e sched:sched_switch,sched:sched_wakeup -a -d 5\n  \
-                  rprof stat -e 'syscalls:*' -G system.slice/docker-ID.scope -a\n\n\
-                  The same as `rprof probe --count t:CATEGORY:EVENT...`."
+    after_help = "Examples:\n  rprof stat -- ./prog                 (perf's default rows: task-clock, \
+                  context-switches, ...)\n  \
+                  rprof stat -e cs,faults,migrations -- ./prog\n  \
+                  rprof stat -e 'syscalls:sys_enter_*' -- ./prog\n  \
+                  rprof stat -I 1000 -a -- sleep 5      (every second, system-wide)\n  \
+                  rprof stat -p 1234 -- sleep 3\n  rprof stat -r 5 -x, -- ./prog\n  \
+                  rprof stat -e sched:sched_switch -a -G system.slice/docker-ID.scope\n\n\
+                  The counts go to standard error, as perf stat's. Without -e: perf's default set; hardware \
+                  events print <not supported> where the machine has no PMU. As an unprivileged user with \
+                  kernel.perf_event_paranoid=2, only user space is counted (said in one line)."
 )]
 pub struct StatArgs {
-    /// The events: tracepoints CATEGORY:EVENT (globs allowed), comma-separated or repeated.
-    #[arg(
-        short = 'e',
-        long = "event",
-        value_delimiter = ',',
-        required = true,
-        value_name = "EVENTS"
-    )]
+    /// The events (comma-separated or repeated): software events (task-clock, cs, faults, migrations,
+    /// ...), hardware events (cycles, ... where there is a PMU), with perf's modifiers (:u, :k), tracepoints
+    /// CATEGORY:EVENT (globs allowed), probe points u:BINARY:FUNCTION. Default: perf stat's set.
+    #[arg(short = 'e', long = "event", value_delimiter = ',', value_name = "EVENTS",
+          value_parser = super::parse::event)]
     pub events: Vec<String>,
-    /// Count in every process (the default without -p or a command).
-    #[arg(short = 'a', long = "all-cpus")]
+    /// A filter on the tracepoint of the -e before it, run in the kernel (perf's --filter).
+    #[arg(long = "filter", value_name = "EXPR")]
+    pub filter: Vec<String>,
+    /// Count on every CPU (system-wide).
+    #[arg(short = 'a', long = "all-cpus", conflicts_with = "pid")]
     pub all_cpus: bool,
-    /// Count in this process.
-    #[arg(short = 'p', long = "pid", conflicts_with = "command")]
-    pub pid: Option<i32>,
-    /// Count in the processes of this cgroup only (a path relative to the cgroup2 mount, as perf's -G).
+    /// Count on these CPUs only (system-wide on them), e.g. 0 or 0-1.
+    #[arg(short = 'C', long = "cpu", value_name = "CPUS", value_parser = super::parse::cpu_list,
+          conflicts_with = "pid")]
+    pub cpu: Option<super::parse::CpuList>,
+    /// Count in these processes (comma-separated); with -- COMMAND, the command bounds the count.
+    #[arg(short = 'p', long = "pid", value_delimiter = ',')]
+    pub pid: Vec<i32>,
+    /// Count in the processes of this cgroup only (a path relative to the cgroup2 mount, as perf's -G):
+    /// tracepoints, through `rprof probe --count`.
     #[arg(short = 'G', long = "cgroup", value_name = "CGROUP")]
     pub cgroup: Option<String>,
     /// Stop after this many seconds.
     #[arg(short = 'd', long = "duration", value_name = "SECONDS")]
     pub duration: Option<String>,
+    /// Print the counts of every interval of MSEC milliseconds (perf's -I).
+    #[arg(short = 'I', long = "interval-print", value_name = "MSEC",
+          value_parser = super::parse::above_zero)]
+    pub interval: Option<u64>,
+    /// Run the command N times and print the means with their noise (+- x%).
+    #[arg(short = 'r', long = "repeat", value_name = "N", default_value_t = 1)]
+    pub repeat: u32,
+    /// CSV output with this separator (perf's -x).
+    #[arg(short = 'x', long = "field-separator", value_name = "SEP")]
+    pub csv: Option<String>,
+    /// A row per CPU (with -a or -C).
+    #[arg(short = 'A', long = "no-aggr")]
+    pub no_aggr: bool,
+    /// A row per physical core (with -a or -C).
+    #[arg(long = "per-core", conflicts_with = "no_aggr")]
+    pub per_core: bool,
+    /// A row per thread (with -p).
+    #[arg(long = "per-thread", conflicts_with_all = ["no_aggr", "per_core"])]
+    pub per_thread: bool,
+    /// Add perf's detailed rows to the default set (L1-dcache-loads, L1-dcache-load-misses, LLC-loads,
+    /// LLC-load-misses; perf's -d, which is rprof's duration).
+    #[arg(long = "detailed")]
+    pub detailed: bool,
+    /// Count user space only (perf's --all-user; :u on every event).
+    #[arg(long = "all-user")]
+    pub all_user: bool,
     /// The command to run; counting stops when it exits.
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<OsString>,
@@ -138,16 +176,122 @@ pub fn run_trace(a: TraceArgs) -> anyhow::Result<u8> {
 
 /// `rprof stat`: returns the command's exit status.
 pub fn run_stat(a: StatArgs) -> anyhow::Result<u8> {
-    if a.cgroup.is_some() && (a.pid.is_some() || !a.command.is_empty()) {
+    if let Some(cgroup) = a.cgroup.clone() {
+        return run_stat_cgroup(a, cgroup);
+    }
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let mut events = rprof::events::specs_from_args(&argv);
+    if !events.iter().map(|s| &s.name).eq(a.events.iter()) {
+        events = a
+            .events
+            .iter()
+            .map(|e| rprof::events::EventSpec::new(e))
+            .collect();
+    }
+    let command = (!a.command.is_empty()).then(|| super::command(&a.command));
+    let system = a.all_cpus || a.cpu.is_some();
+    let target = match (&a.pid[..], system, &command) {
+        ([_, ..], _, _) => StatTarget::Pids(a.pid.clone()),
+        (_, true, _) => StatTarget::Cpus {
+            cpus: match &a.cpu {
+                Some(c) => c.0.clone(),
+                None => rprof::perf::online_cpus()?,
+            },
+            list: a.cpu.as_ref().map(|_| cpu_list_text(&argv)),
+        },
+        (_, false, Some(cmd)) => StatTarget::Command(cmd.clone()),
+        (_, false, None) => StatTarget::Cpus {
+            cpus: rprof::perf::online_cpus()?,
+            list: None,
+        },
+    };
+    let user_only = a.all_user || least_privilege(matches!(target, StatTarget::Cpus { .. }))?;
+    let cfg = StatConfig {
+        events,
+        companion: command.filter(|_| !matches!(target, StatTarget::Command(_))),
+        target,
+        interval: a.interval.map(std::time::Duration::from_millis),
+        repeat: a.repeat,
+        aggr: match (a.no_aggr, a.per_core, a.per_thread) {
+            (true, _, _) => Aggr::PerCpu,
+            (_, true, _) => Aggr::PerCore,
+            (_, _, true) => Aggr::PerThread,
+            _ => Aggr::Global,
+        },
+        csv: a.csv,
+        duration: a
+            .duration
+            .as_deref()
+            .map(super::parse::seconds)
+            .transpose()
+            .map_err(anyhow::Error::msg)?,
+        user_only,
+        detailed: a.detailed,
+    };
+    let code = rprof::stat::stat(&cfg, &mut std::io::stderr())?;
+    Ok(code.map_or(0, |c| c.clamp(0, 255) as u8))
+}
+
+/// `rprof stat -d` without a number of seconds (perf's `-d`, detailed): the one line that says what -d is here.
+pub fn stat_d_without_number(args: &[OsString]) -> Option<String> {
+    if args.get(1).is_none_or(|a| a != "stat") {
+        return None;
+    }
+    let words: Vec<String> = args
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let before: Vec<&String> = words.iter().skip(2).take_while(|w| *w != "--").collect();
+    let at = before
+        .iter()
+        .position(|w| *w == "-d" || *w == "--duration")?;
+    let number = before.get(at + 1).is_some_and(|n| n.parse::<f64>().is_ok());
+    (!number).then(|| {
+        "rprof stat: -d is rprof's duration and takes a number of seconds (-d 5); perf's -d (detailed rows) \
+         is --detailed here"
+            .to_string()
+    })
+}
+
+/// The -C list as written, for perf's title `'CPU(s) 0-1'`.
+fn cpu_list_text(argv: &[String]) -> String {
+    let mut words = argv.iter();
+    while let Some(w) = words.next() {
+        match w.as_str() {
+            "-C" | "--cpu" => return words.next().cloned().unwrap_or_default(),
+            w if w.starts_with("--cpu=") => return w["--cpu=".len()..].to_string(),
+            w if w.starts_with("-C") && w.len() > 2 => return w[2..].to_string(),
+            _ => {}
+        }
+    }
+    String::new()
+}
+
+/// What this user may count: everything, user space only (said in one line, perf's `:u` fallback), or
+/// nothing (the line names the sysctl).
+pub fn least_privilege(system_wide: bool) -> anyhow::Result<bool> {
+    use rprof::events::privilege::{self, Access};
+    if system_wide {
+        if let Some(line) = privilege::system_wide_refusal("stat") {
+            anyhow::bail!(line);
+        }
+    }
+    match privilege::access() {
+        Access::Full => Ok(false),
+        Access::UserOnly { paranoid } => {
+            eprintln!("{}", privilege::user_only_line("stat", paranoid));
+            Ok(true)
+        }
+        Access::Nothing { paranoid } => anyhow::bail!(privilege::nothing_line("stat", paranoid)),
+    }
+}
+
+/// `rprof stat -G CGROUP`: the cgroup's tracepoint counts through `rprof probe --count`.
+fn run_stat_cgroup(a: StatArgs, cgroup: String) -> anyhow::Result<u8> {
+    if !a.pid.is_empty() || !a.command.is_empty() {
         anyhow::bail!(
             "rprof stat -G counts the cgroup's tasks on every CPU (perf's system-wide mode): drop -p and the \
              command, and start the programs in the cgroup"
-        );
-    }
-    if a.all_cpus && !a.command.is_empty() {
-        anyhow::bail!(
-            "rprof stat -a -- COMMAND: counting the whole system while a command runs is not built yet; count \
-             the command (drop -a) or the whole system for a time (-a -d SECONDS)"
         );
     }
     let mut words: Vec<String> = vec!["--count".into()];
@@ -157,7 +301,6 @@ pub fn run_stat(a: StatArgs) -> anyhow::Result<u8> {
             _ => e.clone(),
         });
     }
-    words.extend(target_words(a.pid, a.duration));
-    let cgroup = a.cgroup;
-    probe::run_with(probe_args(words, a.command)?, |o| o.cgroup = cgroup)
+    words.extend(target_words(None, a.duration));
+    probe::run_with(probe_args(words, a.command)?, |o| o.cgroup = Some(cgroup))
 }

@@ -52,6 +52,59 @@ impl Attr {
         Attr { raw }
     }
 
+    /// An event of any perf type (`PERF_TYPE_HARDWARE`, `PERF_TYPE_HW_CACHE`, `PERF_TYPE_RAW`, ...) and config,
+    /// counting until a frequency or period is given.
+    pub fn typed(type_: u32, config: u64) -> Attr {
+        Attr::new(type_, config)
+    }
+
+    /// perf's event modifiers as attr bits (`:u` excludes kernel and hypervisor, `:p` asks for precision).
+    pub fn modifiers(
+        mut self,
+        user: bool,
+        kernel: bool,
+        hv: bool,
+        guest: bool,
+        precise: u8,
+    ) -> Attr {
+        self.raw.set_exclude_user(user as u64);
+        self.raw.set_exclude_kernel(kernel as u64);
+        self.raw.set_exclude_hv(hv as u64);
+        self.raw.set_exclude_guest(guest as u64);
+        self.raw.set_precise_ip(u64::from(precise));
+        self
+    }
+
+    /// Read the times enabled and running with the count (PERF_FORMAT_TOTAL_TIME_ENABLED|RUNNING), as perf
+    /// stat counts.
+    pub fn read_times(mut self) -> Attr {
+        self.raw.read_format =
+            (sys::PERF_FORMAT_TOTAL_TIME_ENABLED | sys::PERF_FORMAT_TOTAL_TIME_RUNNING) as u64;
+        self
+    }
+
+    /// The attr's fields that `perf stat -vv` prints and event modifiers set: type, config, exclude_user,
+    /// exclude_kernel, exclude_hv, exclude_guest, precise_ip.
+    pub fn event_fields(&self) -> (u32, u64, [u64; 5]) {
+        let r = &self.raw;
+        (
+            r.type_,
+            r.config,
+            [
+                r.exclude_user(),
+                r.exclude_kernel(),
+                r.exclude_hv(),
+                r.exclude_guest(),
+                r.precise_ip(),
+            ],
+        )
+    }
+
+    /// Whether the attr leaves the kernel out (`:u`, `--user-only`).
+    pub fn excludes_kernel(&self) -> bool {
+        self.raw.exclude_kernel() != 0
+    }
+
     /// The software `dummy` event: it counts nothing and samples nothing, and carries side-band records.
     pub fn dummy() -> Attr {
         Attr::new(sys::PERF_TYPE_SOFTWARE, sys::PERF_COUNT_SW_DUMMY as u64)

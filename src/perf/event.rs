@@ -121,6 +121,27 @@ impl PerfEvent {
         }
     }
 
+    /// The value of a counting event opened with [`Attr::read_times`]: (count, time enabled, time running),
+    /// the times in nanoseconds.
+    pub fn read_timed(&self) -> Result<(u64, u64, u64), PerfError> {
+        let mut b = [0u8; 24];
+        match nix::unistd::read(&self.fd, &mut b) {
+            Ok(24) => {
+                let word =
+                    |i: usize| u64::from_ne_bytes(b[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+                Ok((word(0), word(1), word(2)))
+            }
+            Ok(n) => Err(PerfError::Ioctl {
+                what: "read of a counter",
+                source: std::io::Error::other(format!("{n} bytes instead of 24")),
+            }),
+            Err(e) => Err(PerfError::Ioctl {
+                what: "read of a counter",
+                source: e.into(),
+            }),
+        }
+    }
+
     /// Set a tracepoint filter expression (e.g. "common_pid == 42").
     pub fn set_filter(&self, filter: &str) -> Result<(), PerfError> {
         let c = std::ffi::CString::new(filter).map_err(|e| PerfError::Ioctl {

@@ -1,19 +1,61 @@
 //! The attrs of `rprof record`: the one handed to the kernel, the one stored in the file, and the tasks they
 //! are opened on.
-use super::events::SessionEvent;
-use super::{CallGraph, RecordConfig, RecordError, Target};
+use super::{CallGraph, Rate, RecordConfig, RecordError, Target};
+use crate::events::{self, EventSpec, Plan, PlannedEvent};
 use crate::perf::attr::sample;
 use crate::perf::{self, Attr, Workload};
 use crate::process::{self, ProcessError};
 
 /// The attr handed to the kernel for one sampled event; the first event of the session also carries the
 /// side-band records.
-pub(super) fn build_attr(cfg: &RecordConfig, event: &SessionEvent, first: bool) -> Attr {
-    let attr = sampled_like_the_clock(cfg, event.attr(cfg));
+pub(super) fn build_attr(cfg: &RecordConfig, event: &PlannedEvent, first: bool) -> Attr {
+    let base = event.attr();
+    let attr = sampled_like_the_clock(cfg, sampling(cfg, event, base));
+    // The event's own modifiers (`page-faults:u`) add to --user-only/--kernel-only.
+    let attr = match base.excludes_kernel() {
+        true => attr.exclude(false, true),
+        false => attr,
+    };
     match first {
         true => attr.side_band(),
         false => attr,
     }
+}
+
+/// `attr` sampling at the recording's rate: every perf-type event (perf's default 4000 Hz, or -F/-c); a
+/// tracefs event at every hit unless -c or -F was given (as perf).
+fn sampling(cfg: &RecordConfig, event: &PlannedEvent, attr: Attr) -> Attr {
+    match (event.is_trace() && !cfg.rate_given, cfg.rate) {
+        (true, _) => attr,
+        (false, Rate::Frequency(hz)) => attr.frequency(hz),
+        (false, Rate::Period(p)) => attr.period(p),
+    }
+}
+
+/// The plan of the recording's events (the clock of `cfg.task_clock` when none is given); an event that
+/// needs the PMU this machine lacks is refused in one line.
+pub(super) fn plan(cfg: &RecordConfig) -> Result<Plan, RecordError> {
+    let specs = match cfg.events.is_empty() {
+        true => vec![EventSpec::new(match cfg.task_clock {
+            true => "task-clock",
+            false => "cpu-clock",
+        })],
+        false => cfg.events.clone(),
+    };
+    let plan = events::plan::plan(&specs, cfg.binary.as_deref())?;
+    if let Some(line) = plan.events.iter().find_map(PlannedEvent::pmu_missing) {
+        return Err(RecordError::Config(line));
+    }
+    Ok(plan)
+}
+
+/// Whether the session records every event rather than a sample: only tracefs events, at a fixed period
+/// (no -F). The kernel writes every hit of such an event whose samples carry their period (PERF_SAMPLE_PERIOD,
+/// which record always asks for), at any -c, as `perf record -e TRACEPOINT -c N` shows. A clock is sampled
+/// at any period.
+pub(super) fn every_event(cfg: &RecordConfig, plan: &Plan) -> bool {
+    let every_hit = !cfg.rate_given || matches!(cfg.rate, Rate::Period(_));
+    every_hit && plan.all_trace()
 }
 
 /// The `context-switches` event of `--off-cpu`: a sample with the stack of every thread leaving a CPU, and the
@@ -31,6 +73,10 @@ pub(super) fn switch_attr(cfg: &RecordConfig) -> Attr {
 
 /// The sample fields, stacks and task scope of the session's events.
 fn sampled_like_the_clock(cfg: &RecordConfig, mut attr: Attr) -> Attr {
+    let tracing = cfg
+        .events
+        .iter()
+        .any(|e| events::parse(e).map_or(true, |e| e.is_trace()));
     let mut st = sample::IP | sample::TID | sample::TIME | sample::PERIOD;
     // As perf does: the CPU of each sample only when sampling CPUs rather than tasks (8 bytes a sample).
     if matches!(cfg.target, Target::System | Target::Cgroup(_)) || cfg.cpus.is_some() || cfg.raw {
@@ -38,7 +84,6 @@ fn sampled_like_the_clock(cfg: &RecordConfig, mut attr: Attr) -> Attr {
     }
     // Several events write into the rings and the file: each record says which. Tracepoints and probes
     // carry their fields (perf's samples of them always do).
-    let tracing = cfg.events.iter().any(|e| !e.is_clock());
     if cfg.off_cpu || tracing || cfg.events.len() > 1 {
         st |= sample::IDENTIFIER;
     }

@@ -4,6 +4,7 @@
 //! [`attrs`] builds the attrs and lists the tasks; [`stream`] counts and writes the records (through
 //! [`dwarf`]'s online unwinder in DWARF mode); [`summary`] is what the session produced. The event set and
 //! the loop are `perf`'s, shared with `rprof probe`.
+use crate::events;
 use crate::perf::{self, EventSet, PerfError, Refused, StopSignals, StopWhen, Workload};
 use crate::process::{self, Cgroup, ProcessError};
 use crate::recording::{self, FileAttr, Meta, RecordingError, SampleId, Writer};
@@ -12,7 +13,6 @@ mod attrs;
 pub use attrs::default_mmap_pages;
 mod buildids;
 mod dwarf;
-mod events;
 mod hits;
 mod offcpu;
 mod rate;
@@ -20,8 +20,8 @@ mod sink;
 mod stream;
 mod summary;
 mod synth;
+pub use crate::events::EventSpec;
 use dwarf::DwarfState;
-pub use events::EventSpec;
 use offcpu::OffCpu;
 pub use offcpu::OffCpuStats;
 pub use rate::{max_sample_rate, LoweredRate, MAX_SAMPLE_RATE_PATH};
@@ -168,6 +168,8 @@ pub enum RecordError {
     Recording(#[from] RecordingError),
     #[error("{0}")]
     Config(String),
+    #[error(transparent)]
+    Event(#[from] crate::events::EventError),
     #[error("{option} {asked} Hz is above the kernel's limit kernel.perf_event_max_sample_rate = {max} Hz and --strict-freq refuses to lower it: ask for at most {max} Hz, or raise the limit with `sysctl -w kernel.perf_event_max_sample_rate={asked}`")]
     FrequencyAboveLimit {
         option: &'static str,
@@ -295,13 +297,13 @@ struct Session {
     switch_attr: Option<perf::Attr>,
     /// The sampled events (names, formats) and the probe points made for them, removed after the events
     /// above are closed (fields drop in order).
-    resolved: events::Resolved,
+    resolved: events::Plan,
 }
 
 impl Session {
     /// Prepare the command or open the cgroup, and open the events on the target.
     fn open(cfg: &RecordConfig, cpus: &[u32]) -> Result<Session, RecordError> {
-        let resolved = events::resolve(cfg)?;
+        let resolved = attrs::plan(cfg)?;
         let attrs: Vec<perf::Attr> = resolved
             .events
             .iter()
@@ -462,7 +464,7 @@ fn finish(
     ncpus: usize,
     kernel: bool,
 ) -> Result<RecordSummary, RecordError> {
-    let every_event = session.resolved.every_event(cfg);
+    let every_event = attrs::every_event(cfg, &session.resolved);
     let Session { events, cgroup, .. } = session;
     drop(events);
     let Stream {

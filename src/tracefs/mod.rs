@@ -28,6 +28,14 @@ pub const TRACEFS_ROOTS: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/
 pub enum TracefsError {
     #[error("cannot find or mount tracefs at /sys/kernel/tracing or /sys/kernel/debug/tracing ({0}); run as root or mount it with `mount -t tracefs nodev /sys/kernel/tracing`")]
     Mount(String),
+    #[error("tracefs is mounted at {root} but this user (uid {uid}) cannot read it: mode {mode:04o}, owner {owner}:{group}; run as root, or let a group read it (`mount -o remount,gid=GROUP,mode=0750 {root}` as root, then add the user to GROUP)")]
+    Unreadable {
+        root: PathBuf,
+        uid: u32,
+        mode: u32,
+        owner: u32,
+        group: u32,
+    },
     #[error("cannot read {path}: {error}")]
     Read {
         path: PathBuf,
@@ -119,6 +127,9 @@ impl Tracefs {
                 return Ok(t);
             }
         }
+        if let Some(e) = Tracefs::unreadable() {
+            return Err(e);
+        }
         let mut errors = Vec::new();
         for root in TRACEFS_ROOTS {
             match nix::mount::mount(
@@ -144,6 +155,25 @@ impl Tracefs {
             }
         }
         Err(TracefsError::Mount(errors.join("; ")))
+    }
+
+    /// A tracefs mounted (in /proc/self/mounts) at one of the usual roots that this user cannot read.
+    fn unreadable() -> Option<TracefsError> {
+        use std::os::unix::fs::MetadataExt;
+        let mounts = std::fs::read_to_string("/proc/self/mounts").ok()?;
+        let root = mounts.lines().find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.get(2) == Some(&"tracefs") && TRACEFS_ROOTS.contains(f.get(1)?))
+                .then(|| f[1].to_string())
+        })?;
+        let meta = std::fs::metadata(&root).ok()?;
+        Some(TracefsError::Unreadable {
+            root: PathBuf::from(root),
+            uid: nix::unistd::geteuid().as_raw(),
+            mode: meta.mode() & 0o7777,
+            owner: meta.uid(),
+            group: meta.gid(),
+        })
     }
 
     /// Whether `root` shows a mounted tracefs within a second: after EBUSY, another process's mount of it.

@@ -1,9 +1,11 @@
-//! The events `rprof record -e` samples: the software clocks, tracepoints (`sched:sched_switch`,
-//! `syscalls:sys_enter_*`, globs allowed), and probe points created for the recording's lifetime (`u:BIN:FUNC`,
-//! `probe:FUNC` with `-x BIN`, `kprobe:FUNC` where the kernel has kprobes), each with perf's `--filter` run in
-//! the kernel. Probe points are tracefs probes of the group `rprof_<pid>`, removed when the recording ends (and
-//! by the supervisor process when rprof is killed), so that the recording holds their format as perf's does.
-use super::{RecordConfig, RecordError};
+//! The event plan: the events of an event list resolved into what the kernel opens. Perf-type events (software,
+//! hardware, cache, raw) become attrs with their modifiers; tracepoints (globs allowed) become tracefs ids
+//! with their formats; probe points (`u:BIN:FUNC`, `probe:FUNC` with `-x BIN`, `kprobe:FUNC` where the kernel
+//! has kprobes) are created for the plan's lifetime, each with perf's `--filter` run in the kernel. Probe
+//! points are tracefs probes of the group `rprof_<pid>`, removed when the plan is dropped (and by the
+//! supervisor process when rprof is killed), so that a recording holds their format as perf's does.
+use super::grammar::{self, EventSpec, Kind};
+use super::EventError;
 use crate::perf::Attr;
 use crate::probe::group::{self, ProbeGroup};
 use crate::probe::{Supervisor, TargetKind};
@@ -12,44 +14,22 @@ use crate::symbols::DebugSources;
 use crate::tracefs::{ProbeDef, ProbeLocation, Tracefs};
 use std::path::{Path, PathBuf};
 
-/// One `-e EVENT` as written, with the `--filter` that followed it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct EventSpec {
+/// An event of the plan, resolved.
+#[derive(Clone, Debug)]
+pub struct PlannedEvent {
+    /// Its name as perf prints it (`cs:u`, `sched:sched_switch`, `probe_prog:func_d`).
     pub name: String,
+    pub kind: PlannedKind,
+    /// The kernel's filter text (PERF_EVENT_IOC_SET_FILTER).
     pub filter: Option<String>,
 }
 
-impl EventSpec {
-    /// An event without a filter.
-    pub fn new(name: &str) -> EventSpec {
-        EventSpec {
-            name: name.to_string(),
-            filter: None,
-        }
-    }
-
-    /// A software clock (`cpu-clock`, `task-clock`), which has no format and no filter.
-    pub fn is_clock(&self) -> bool {
-        matches!(self.name.as_str(), "cpu-clock" | "task-clock")
-    }
-}
-
-/// An event of the session, resolved.
+/// What the kernel opens for a planned event.
 #[derive(Clone, Debug)]
-pub(super) struct SessionEvent {
-    /// Its name in the recording (`cpu-clock`, `sched:sched_switch`, `probe_prog:func_d`).
-    pub(super) name: String,
-    pub(super) kind: EventKind,
-    /// The kernel's filter text (PERF_EVENT_IOC_SET_FILTER).
-    pub(super) filter: Option<String>,
-}
-
-#[derive(Clone, Debug)]
-pub(super) enum EventKind {
-    Clock {
-        task: bool,
-    },
-    /// A tracefs event (a tracepoint or one of the session's probes): its id and format.
+pub enum PlannedKind {
+    /// A perf-type event: its counting attr with the modifiers written, and whether it needs the CPU's PMU.
+    Perf { attr: Attr, clock: bool, pmu: bool },
+    /// A tracefs event (a tracepoint or one of the plan's probes): its id and format.
     Trace {
         id: u64,
         system: String,
@@ -57,65 +37,69 @@ pub(super) enum EventKind {
     },
 }
 
-impl SessionEvent {
-    /// The event's attr before the session's sample fields: a clock at the recording's rate; a tracefs
-    /// event at every hit unless -c or -F was given (as perf).
-    pub(super) fn attr(&self, cfg: &RecordConfig) -> Attr {
-        let (attr, rate) = match &self.kind {
-            EventKind::Clock { task } => (Attr::software_clock(*task), Some(cfg.rate)),
-            EventKind::Trace { id, .. } => {
-                (Attr::tracepoint(*id), cfg.rate_given.then_some(cfg.rate))
+impl PlannedEvent {
+    /// The event's counting attr (a tracefs event counts every hit).
+    pub fn attr(&self) -> Attr {
+        match &self.kind {
+            PlannedKind::Perf { attr, .. } => *attr,
+            PlannedKind::Trace { id, .. } => Attr::tracepoint(*id),
+        }
+    }
+
+    /// A software clock (`cpu-clock`, `task-clock`).
+    pub fn is_clock(&self) -> bool {
+        matches!(self.kind, PlannedKind::Perf { clock: true, .. })
+    }
+
+    /// A tracefs event.
+    pub fn is_trace(&self) -> bool {
+        matches!(self.kind, PlannedKind::Trace { .. })
+    }
+
+    /// An event that needs the CPU's PMU on a machine that has none: the line that says so.
+    pub fn pmu_missing(&self) -> Option<String> {
+        match self.kind {
+            PlannedKind::Perf { pmu: true, .. } if !super::hardware::pmu_present() => {
+                Some(super::hardware::pmu_missing(&self.name))
             }
-        };
-        match rate {
-            Some(super::Rate::Frequency(hz)) => attr.frequency(hz),
-            Some(super::Rate::Period(p)) => attr.period(p),
-            None => attr,
+            _ => None,
         }
     }
 }
 
-/// The session's probe points: removed (group first, then the supervisor told) when dropped, after the
+/// The plan's probe points: removed (group first, then the supervisor told) when dropped, after the
 /// events on them are closed.
-pub(super) struct Probes {
+struct Probes {
     _group: ProbeGroup,
     _supervisor: Option<Supervisor>,
 }
 
-/// The session's events, the probes created for them, and the tracefs their formats come from.
-pub(super) struct Resolved {
-    pub(super) events: Vec<SessionEvent>,
-    pub(super) _probes: Option<Probes>,
-    pub(super) tracefs: Option<Tracefs>,
+/// The events of a plan, the probes created for them, and the tracefs their formats come from. Drop it after
+/// the events opened on it are closed.
+pub struct Plan {
+    pub events: Vec<PlannedEvent>,
+    _probes: Option<Probes>,
+    pub tracefs: Option<Tracefs>,
 }
 
-impl Resolved {
-    /// Whether the session records every event rather than a sample: only tracefs events, at a fixed period
-    /// (no -F). The kernel writes every hit of such an event whose samples carry their period (PERF_SAMPLE_PERIOD,
-    /// which record always asks for), at any -c, as `perf record -e TRACEPOINT -c N` shows. A clock is sampled
-    /// at any period.
-    pub(super) fn every_event(&self, cfg: &RecordConfig) -> bool {
-        let every_hit = !cfg.rate_given || matches!(cfg.rate, super::Rate::Period(_));
-        every_hit
-            && !self.events.is_empty()
-            && self
-                .events
-                .iter()
-                .all(|e| matches!(e.kind, EventKind::Trace { .. }))
+impl Plan {
+    /// Whether every event is a tracefs event.
+    pub fn all_trace(&self) -> bool {
+        !self.events.is_empty() && self.events.iter().all(PlannedEvent::is_trace)
     }
 
-    /// The HEADER_TRACING_DATA section of the recording, when it has tracefs events.
-    pub(super) fn tracing_data(&self) -> Option<Vec<u8>> {
+    /// The HEADER_TRACING_DATA section of a recording of the plan, when it has tracefs events.
+    pub fn tracing_data(&self) -> Option<Vec<u8>> {
         let tracefs = self.tracefs.as_ref()?;
         let events: Vec<TracingEvent> = self
             .events
             .iter()
             .filter_map(|e| match &e.kind {
-                EventKind::Trace { system, format, .. } => Some(TracingEvent {
+                PlannedKind::Trace { system, format, .. } => Some(TracingEvent {
                     system: system.clone(),
                     format: format.clone(),
                 }),
-                EventKind::Clock { .. } => None,
+                PlannedKind::Perf { .. } => None,
             })
             .collect();
         if events.is_empty() {
@@ -142,39 +126,28 @@ fn read_in_one(path: &Path) -> String {
     String::from_utf8_lossy(&buf[..n]).into_owned()
 }
 
-/// What one `-e` names.
-enum Named {
-    Clock { task: bool },
-    Tracepoints { system: String, event: String },
-    User { binary: PathBuf, function: String },
-    Kernel { function: String },
-}
-
-/// Resolve the `-e` events of `cfg` (the clock of `cfg.task_clock` when there are none), creating the probe
-/// points they need.
-pub(super) fn resolve(cfg: &RecordConfig) -> Result<Resolved, RecordError> {
-    if cfg.events.is_empty() {
-        let name = if cfg.task_clock {
-            "task-clock"
-        } else {
-            "cpu-clock"
-        };
-        return Ok(Resolved {
-            events: vec![clock(name, cfg.task_clock)],
-            _probes: None,
-            tracefs: None,
-        });
-    }
-    let tracefs = match cfg.events.iter().all(EventSpec::is_clock) {
+/// Plan the events of `specs`, creating the probe points they need; `binary` is the `-x BINARY` that
+/// `probe:FUNC` names a function of.
+pub fn plan(specs: &[EventSpec], binary: Option<&Path>) -> Result<Plan, EventError> {
+    let parsed: Vec<grammar::Event> = specs.iter().map(grammar::parse).collect::<Result<_, _>>()?;
+    let tracefs = match parsed.iter().all(|e| !e.is_trace()) {
         true => None,
         false => Some(Tracefs::find_or_mount().map_err(probe_error)?),
     };
     let mut events = Vec::new();
     let mut defs: Vec<(usize, ProbeDef, String)> = Vec::new();
     let group = group::group_name(std::process::id());
-    for spec in &cfg.events {
-        match name(spec, cfg, tracefs.as_ref())? {
-            Named::Clock { task } => events.push(clock(&spec.name, task)),
+    for (spec, event) in specs.iter().zip(&parsed) {
+        match named(event, binary, tracefs.as_ref())? {
+            Named::Perf(attr) => events.push(PlannedEvent {
+                name: spec.name.clone(),
+                kind: PlannedKind::Perf {
+                    attr,
+                    clock: matches!(event.kind, Kind::Software(s) if s.is_clock()),
+                    pmu: event.needs_pmu(),
+                },
+                filter: None,
+            }),
             Named::Tracepoints { system, event } => {
                 let tracefs = tracefs.as_ref().expect("tracefs for tracepoints");
                 for event in tracepoints(tracefs, &system, &event, spec)? {
@@ -192,23 +165,7 @@ pub(super) fn resolve(cfg: &RecordConfig) -> Result<Resolved, RecordError> {
             }
             Named::Kernel { function } => {
                 let tracefs = tracefs.as_ref().expect("tracefs for kprobes");
-                if !tracefs.has_kprobes() {
-                    return Err(RecordError::Config(format!(
-                        "-e {}: this kernel has no kprobes (tracefs has no kprobe_events: CONFIG_KPROBE_EVENTS is \
-                         off), so kernel function {function} cannot be probed; record a tracepoint instead \
-                         (`rprof probe -l 't:*:*'` lists them), or a user function with -e u:BINARY:FUNCTION",
-                        spec.name
-                    )));
-                }
-                let def = ProbeDef {
-                    group: group.clone(),
-                    event: unique_event(&function, &defs),
-                    is_return: false,
-                    location: ProbeLocation::Kernel {
-                        symbol: function.clone(),
-                    },
-                    fetch: Vec::new(),
-                };
+                let def = kprobe_def(tracefs, spec, &function, &group, &defs)?;
                 defs.push((events.len(), def, format!("probe:{function}")));
                 events.push(placeholder(spec));
             }
@@ -234,101 +191,114 @@ pub(super) fn resolve(cfg: &RecordConfig) -> Result<Resolved, RecordError> {
             Some(probes)
         }
     };
-    Ok(Resolved {
+    Ok(Plan {
         events,
         _probes: probes,
         tracefs,
     })
 }
 
-fn clock(name: &str, task: bool) -> SessionEvent {
-    SessionEvent {
-        name: name.to_string(),
-        kind: EventKind::Clock { task },
-        filter: None,
+/// The kprobe of `function`, where the kernel has kprobes.
+fn kprobe_def(
+    tracefs: &Tracefs,
+    spec: &EventSpec,
+    function: &str,
+    group: &str,
+    defs: &[(usize, ProbeDef, String)],
+) -> Result<ProbeDef, EventError> {
+    if !tracefs.has_kprobes() {
+        return Err(EventError::Config(format!(
+            "-e {}: this kernel has no kprobes (tracefs has no kprobe_events: CONFIG_KPROBE_EVENTS is \
+             off), so kernel function {function} cannot be probed; record a tracepoint instead \
+             (`rprof probe -l 't:*:*'` lists them), or a user function with -e u:BINARY:FUNCTION",
+            spec.name
+        )));
     }
+    Ok(ProbeDef {
+        group: group.to_string(),
+        event: unique_event(function, defs),
+        is_return: false,
+        location: ProbeLocation::Kernel {
+            symbol: function.to_string(),
+        },
+        fetch: Vec::new(),
+    })
 }
 
 /// A probe's event until the probe exists: its `--filter` text waits in `filter`.
-fn placeholder(spec: &EventSpec) -> SessionEvent {
-    SessionEvent {
+fn placeholder(spec: &EventSpec) -> PlannedEvent {
+    PlannedEvent {
         name: spec.name.clone(),
-        kind: EventKind::Clock { task: false },
+        kind: PlannedKind::Trace {
+            id: 0,
+            system: String::new(),
+            format: String::new(),
+        },
         filter: spec.filter.clone(),
     }
 }
 
-/// What `spec` names: a clock, tracepoints that exist, a user function (`u:BIN:FUNC`, `uprobe:BIN:FUNC`,
+/// What one event names, resolved against tracefs and `-x`.
+enum Named {
+    Perf(Attr),
+    Tracepoints { system: String, event: String },
+    User { binary: PathBuf, function: String },
+    Kernel { function: String },
+}
+
+/// What `event` names: a perf-type event, tracepoints, a user function (`u:BIN:FUNC`, `uprobe:BIN:FUNC`,
 /// `probe:FUNC` or `probe_X:FUNC` with -x), or a kernel function (`kprobe:FUNC`, `k:FUNC`, `probe:FUNC`
 /// without -x).
-fn name(
-    spec: &EventSpec,
-    cfg: &RecordConfig,
+fn named(
+    event: &grammar::Event,
+    binary: Option<&Path>,
     tracefs: Option<&Tracefs>,
-) -> Result<Named, RecordError> {
-    let text = spec.name.as_str();
-    if spec.is_clock() {
-        if spec.filter.is_some() {
-            return Err(RecordError::Config(format!(
-                "--filter applies to tracepoints and probes, not to {text}; put it after the -e it filters"
-            )));
-        }
-        return Ok(Named::Clock {
-            task: text == "task-clock",
-        });
+) -> Result<Named, EventError> {
+    if let Some(attr) = event.attr() {
+        return Ok(Named::Perf(attr));
     }
-    let parts: Vec<&str> = text.split(':').collect();
+    let text = &event.written;
     let exists = |system: &str, event: &str| {
         tracefs.is_some_and(|t| t.root().join("events").join(system).join(event).exists())
     };
-    Ok(match parts.as_slice() {
-        ["u" | "uprobe", binary, function] if !binary.is_empty() && !function.is_empty() => Named::User {
+    Ok(match &event.kind {
+        Kind::UserProbe { binary, function } => Named::User {
             binary: binary_path(binary)?,
-            function: function.to_string(),
+            function: function.clone(),
         },
-        ["k" | "kprobe", function] if !function.is_empty() => Named::Kernel {
-            function: function.to_string(),
+        Kind::KernelProbe { function } => Named::Kernel {
+            function: function.clone(),
         },
-        ["t" | "tracepoint", system, event] => Named::Tracepoints {
-            system: system.to_string(),
-            event: event.to_string(),
-        },
-        [system, event] if system.starts_with("probe") && !exists(system, event) => match &cfg.binary {
+        Kind::ProbeNamed { system, event } if !exists(system, event) => match binary {
             Some(binary) => Named::User {
-                binary: binary.clone(),
-                function: event.to_string(),
+                binary: binary.to_path_buf(),
+                function: event.clone(),
             },
-            None if *system == "probe" => Named::Kernel {
-                function: event.to_string(),
+            None if system == "probe" => Named::Kernel {
+                function: event.clone(),
             },
             None => {
-                return Err(RecordError::Config(format!(
+                return Err(EventError::Config(format!(
                     "-e {text}: there is no probe event {text} (rprof's probes live only as long as the \
                      session that made them, never made by an earlier `rprof probe`); record the function \
                      with -e u:BINARY:{event}, or -x BINARY -e {text}"
                 )))
             }
         },
-        [system, event] if !system.is_empty() && !event.is_empty() => Named::Tracepoints {
-            system: system.to_string(),
-            event: event.to_string(),
+        Kind::ProbeNamed { system, event } | Kind::Tracepoint { system, event } => Named::Tracepoints {
+            system: system.clone(),
+            event: event.clone(),
         },
-        _ => {
-            return Err(RecordError::Config(format!(
-                "-e {text}: unknown event; rprof records cpu-clock, task-clock, a tracepoint CATEGORY:EVENT \
-                 (e.g. sched:sched_switch, syscalls:sys_enter_openat), a user function u:BINARY:FUNCTION (or \
-                 probe:FUNCTION with -x BINARY) and a kernel function kprobe:FUNCTION (hardware events need a PMU)"
-            )))
-        }
+        _ => unreachable!("perf-type events have attrs"),
     })
 }
 
 /// The binary of `u:BIN:FUNC`: a path, or a library name found as `rprof probe` finds it (`u:c:malloc`).
-fn binary_path(binary: &str) -> Result<PathBuf, RecordError> {
+fn binary_path(binary: &str) -> Result<PathBuf, EventError> {
     if binary.contains('/') || Path::new(binary).exists() {
         return Ok(PathBuf::from(binary));
     }
-    crate::probe::find_library(binary, None).map_err(|e| RecordError::Config(e.to_string()))
+    crate::probe::find_library(binary, None).map_err(|e| EventError::Config(e.to_string()))
 }
 
 /// The events of `system` that `event` (a glob) names.
@@ -337,9 +307,9 @@ fn tracepoints(
     system: &str,
     event: &str,
     spec: &EventSpec,
-) -> Result<Vec<String>, RecordError> {
+) -> Result<Vec<String>, EventError> {
     let matcher = globset::Glob::new(event)
-        .map_err(|e| RecordError::Config(format!("-e {}: {e}", spec.name)))?
+        .map_err(|e| EventError::Config(format!("-e {}: {e}", spec.name)))?
         .compile_matcher();
     let found: Vec<String> = tracefs
         .events(system)
@@ -348,7 +318,7 @@ fn tracepoints(
         .filter(|e| matcher.is_match(e))
         .collect();
     if found.is_empty() {
-        return Err(RecordError::Config(format!(
+        return Err(EventError::Config(format!(
             "-e {}: no tracepoint {system}:{event} in {} (`rprof probe -l 't:{system}:*'` lists the events of \
              {system}; a user function is u:BINARY:FUNCTION)",
             spec.name,
@@ -364,10 +334,10 @@ fn trace_event(
     system: &str,
     event: &str,
     name: &str,
-) -> Result<SessionEvent, RecordError> {
-    Ok(SessionEvent {
+) -> Result<PlannedEvent, EventError> {
+    Ok(PlannedEvent {
         name: name.to_string(),
-        kind: EventKind::Trace {
+        kind: PlannedKind::Trace {
             id: tracefs.event_id(system, event).map_err(probe_error)?,
             system: system.to_string(),
             format: tracefs.event_format(system, event).map_err(probe_error)?,
@@ -377,13 +347,13 @@ fn trace_event(
 }
 
 /// The kernel filter of `spec`'s `--filter` on event `e`.
-fn filter(spec: &EventSpec, e: &SessionEvent) -> Result<Option<String>, RecordError> {
-    let (Some(text), EventKind::Trace { format, .. }) = (&spec.filter, &e.kind) else {
+fn filter(spec: &EventSpec, e: &PlannedEvent) -> Result<Option<String>, EventError> {
+    let (Some(text), PlannedKind::Trace { format, .. }) = (&spec.filter, &e.kind) else {
         return Ok(None);
     };
     crate::probe::kernel_filter(text, format)
         .map(Some)
-        .map_err(|why| RecordError::Config(format!("--filter '{text}' on {}: {why}", e.name)))
+        .map_err(|why| EventError::Config(format!("--filter '{text}' on {}: {why}", e.name)))
 }
 
 /// The probe points of the functions of `binary` that `function` (a glob) names, each with its event name in
@@ -393,9 +363,9 @@ fn user_probes(
     function: &str,
     group: &str,
     spec: &EventSpec,
-) -> Result<Vec<(ProbeDef, String)>, RecordError> {
+) -> Result<Vec<(ProbeDef, String)>, EventError> {
     let targets = crate::probe::resolve_user(binary, function, false, &DebugSources::default())
-        .map_err(|e| RecordError::Config(format!("-e {}: {e}", spec.name)))?;
+        .map_err(|e| EventError::Config(format!("-e {}: {e}", spec.name)))?;
     let stem = sanitize(
         &binary
             .file_name()
@@ -478,7 +448,7 @@ fn create_probes(
     tracefs: &Tracefs,
     group: &str,
     defs: &[(usize, ProbeDef, String)],
-) -> Result<Probes, RecordError> {
+) -> Result<Probes, EventError> {
     let _ = group::remove_stale(tracefs);
     let supervisor = Supervisor::spawn(tracefs, group).ok();
     let defs: Vec<ProbeDef> = defs.iter().map(|(_, d, _)| d.clone()).collect();
@@ -489,8 +459,8 @@ fn create_probes(
     })
 }
 
-fn probe_error(e: crate::tracefs::TracefsError) -> RecordError {
-    RecordError::Config(e.to_string())
+fn probe_error(e: crate::tracefs::TracefsError) -> EventError {
+    EventError::Config(e.to_string())
 }
 
 #[cfg(test)]

@@ -1,0 +1,35 @@
+//! The event layer, below `record`, `stat` (and later `top`, `trace`): one grammar for perf's event lists and
+//! one plan of what the kernel opens for them.
+//!
+//! - [`grammar`]: `-e a,b -e c` with the `--filter` after an event ([`specs_from_args`], [`split_list`]);
+//!   one event ([`parse`]) is a software event (`cs`, `faults`, `migrations`: perf's aliases), a hardware or
+//!   cache event or a raw `rNNNN` (with perf's modifiers `:u` `:k` `:p`.. as attr bits), a tracepoint (globs
+//!   allowed) or a probe point (`u:BIN:FUNC`, `probe:FUNC` with `-x`, `kprobe:FUNC`).
+//! - [`plan`]: [`plan::plan`] resolves the specs into [`PlannedEvent`]s, each an attr to open (counting; the
+//!   caller adds sampling and sample fields), creating probe points for the plan's lifetime.
+//! - [`catalog`]: the events of this machine as `perf list` prints them.
+//! - [`hardware`]: perf's hardware and cache names and configs, and whether this machine has a PMU.
+//! - [`privilege`]: what an unprivileged user may open (perf's `:u` fallback at `perf_event_paranoid` 2).
+//!
+//! Use: `let specs = events::specs_from_args(&argv); let plan = events::plan::plan(&specs, None)?;` then open
+//! `plan.events[i].attr()` (with the caller's sample fields) and set `plan.events[i].filter`; keep `plan`
+//! alive until the events are closed.
+pub mod catalog;
+pub mod grammar;
+pub mod hardware;
+pub mod plan;
+pub mod privilege;
+
+pub use grammar::{parse, specs_from_args, split_list, Event, EventSpec, Kind, Modifiers};
+pub use plan::{Plan, PlannedEvent, PlannedKind};
+
+/// Errors of the event layer.
+#[derive(Debug, thiserror::Error)]
+pub enum EventError {
+    /// An event list that does not parse.
+    #[error("{0}")]
+    Parse(String),
+    /// An event that cannot be resolved here (no such tracepoint, no kprobes, a probe that failed).
+    #[error("{0}")]
+    Config(String),
+}
