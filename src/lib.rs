@@ -15,6 +15,7 @@
 //! - [`symbols`]: kallsyms, ELF, DWARF, debug files, perf maps, demangling.
 //! - [`unwind`]: frame-pointer callchains and DWARF unwinding.
 //! - [`recording`]: the perf.data (PERFILE2) writer and reader.
+//! - [`python`]: CPython's frames read from a running process (versions, layouts, code objects, line tables).
 //! - [`record`]: `rprof record`, sampling into a recording.
 //! - [`resolve`]: the one stack resolver (callchains to interned frames), shared by report, script, annotate and
 //!   probe.
@@ -43,6 +44,7 @@ pub mod perf;
 pub mod probe;
 pub mod process;
 pub mod push;
+pub mod python;
 pub mod record;
 pub mod recording;
 pub mod regs;

@@ -15,6 +15,7 @@ mod dwarf;
 mod events;
 mod hits;
 mod offcpu;
+mod python;
 mod rate;
 mod sink;
 mod stream;
@@ -24,6 +25,8 @@ use dwarf::DwarfState;
 pub use events::EventSpec;
 use offcpu::OffCpu;
 pub use offcpu::OffCpuStats;
+pub use python::PythonStats;
+use python::PythonStacks;
 pub use rate::{max_sample_rate, LoweredRate, MAX_SAMPLE_RATE_PATH};
 use sink::Sink;
 pub use sink::Tap;
@@ -308,6 +311,11 @@ impl Session {
             .enumerate()
             .map(|(i, e)| attrs::build_attr(cfg, e, i == 0))
             .collect();
+        let mut attrs = attrs;
+        if python::targets_python(cfg) {
+            // Python stacks are read as samples arrive: the reader wakes for each sample.
+            attrs[0] = attrs[0].wakeup_watermark(1);
+        }
         let kernel_attr = attrs[0];
         let workload = match (&cfg.target, &cfg.companion) {
             (Target::Command(cmd), _) | (_, Some(cmd)) => {
@@ -414,6 +422,10 @@ impl Session {
             offcpu: cfg.off_cpu.then(OffCpu::default),
             ordered: (dwarf_mode || cfg.off_cpu).then(|| Ordered::new(info)),
             file_sample_type: sample_type,
+            python: Some(PythonStacks::new(
+                info,
+                cfg.call_graph != CallGraph::None,
+            )),
             members: self.cgroup.as_ref().map(|_| Members {
                 pids: HashSet::new(),
                 late: 0,
@@ -471,11 +483,15 @@ fn finish(
         dwarf,
         offcpu,
         members,
+        python,
         ..
     } = stream;
     if let Some(file) = &mut writer.file {
         for (&host, &ns) in &st.ns_pids {
             file.add_ns_pid(host, ns);
+        }
+        if let Some(py) = &python {
+            file.set_python_names(py.names());
         }
     }
     let mut build_ids = Vec::new();
@@ -507,6 +523,7 @@ fn finish(
             late: m.late,
         }),
         ns_pids: st.ns_pids,
+        python: python.map(|p| p.stats).filter(|s| s.seen()),
         previous: None,
         exit_code: None,
     })
