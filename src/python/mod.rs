@@ -51,6 +51,24 @@ pub struct PyStack {
     /// Where the thread's `_PyCFrame` is (on its C stack), and the interpreter frame it pointed at.
     pub cframe: u64,
     pub current_frame: u64,
+    /// How the stack read relates to the sampled instant.
+    pub sampled: Sampled,
+}
+
+/// How a stack read after a sample relates to the sample, when the sample's stack copy holds the thread's
+/// `_PyCFrame` (whose `current_frame` is the interpreter frame the thread ran at the sample).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Sampled {
+    /// No stack copy (or it does not hold the `_PyCFrame`): the stack as read.
+    #[default]
+    Unknown,
+    /// The thread still ran the sampled frame: the stack is the sampled one.
+    Same,
+    /// The thread had called further: the stack read from the sampled frame down is the sampled one.
+    Deeper,
+    /// The thread had returned from the sampled frame: the stack is the one it runs at the read (the sampled
+    /// frame's memory may hold another frame since, so it is not followed).
+    MovedOn,
 }
 
 /// What a process runs.
@@ -207,8 +225,8 @@ const MAX_THREADS: usize = 4096;
 
 impl Runtime {
     /// The Python stack of OS thread `tid`, read now. `at_sample` gives, for the address of the thread's
-    /// `_PyCFrame`, the `current_frame` it held at the sample (from a stack copy), when known: the walk then
-    /// starts there, at the frame the thread ran when sampled, rather than at the one it runs now.
+    /// `_PyCFrame`, the `current_frame` it held at the sample (from a stack copy), when known: when the thread
+    /// has called further since, the stack is cut to start at that frame (see [`Sampled`]).
     pub fn stack(
         &mut self,
         tid: u32,
@@ -226,11 +244,14 @@ impl Runtime {
             frames: Vec::new(),
             cframe,
             current_frame: current,
+            sampled: Sampled::Unknown,
         };
-        let mut frame = match cframe {
-            0 => current,
-            c => at_sample(c).unwrap_or(current),
+        let sampled_frame = match cframe {
+            0 => None,
+            c => at_sample(c),
         };
+        let mut addrs = Vec::new();
+        let mut frame = current;
         while frame != 0 && stack.frames.len() < MAX_DEPTH {
             let f = self.mem.bytes(frame, l.frame_read)?;
             let code = u64_at(&f, l.frame_code);
@@ -240,7 +261,18 @@ impl Runtime {
                 name,
                 entry: f[l.frame_is_entry] != 0,
             });
+            addrs.push(frame);
             frame = u64_at(&f, l.frame_previous);
+        }
+        if let Some(at) = sampled_frame {
+            stack.sampled = match addrs.iter().position(|&a| a == at) {
+                Some(0) => Sampled::Same,
+                Some(i) => {
+                    stack.frames.drain(..i);
+                    Sampled::Deeper
+                }
+                None => Sampled::MovedOn,
+            };
         }
         Ok(stack)
     }

@@ -3,7 +3,7 @@
 //! `_PyEval_EvalFrameDefault` frames that ran it. Python frames are written as addresses that name entries of
 //! the recording's PYTHON section ([`crate::python::frame_addr`]).
 use crate::perf::RawRecord;
-use crate::python::{self, Detected, PythonError, Runtime};
+use crate::python::{self, Detected, PythonError, Runtime, Sampled};
 use crate::recording::{self, SampleFields};
 use linux_perf_event_reader::{EventRecord, RecordParseInfo, SampleRecord};
 use std::collections::HashMap;
@@ -39,9 +39,11 @@ pub struct PythonStats {
     /// The read failed: the process exited, or memory changed under the read.
     pub exited: u64,
     pub failed: u64,
-    /// `--call-graph dwarf`: the sample's stack copy held the thread's `_PyCFrame`; its `current_frame` was
-    /// the one read (`fresh`) or another (`stale`: the thread had moved on before the read).
+    /// `--call-graph dwarf`: the sample's stack copy held the thread's `_PyCFrame`: its `current_frame` was
+    /// the one read (`fresh`), one the thread still ran deeper down (`deeper`: the stack is cut to it, exact),
+    /// or one it had returned from (`stale`: the stack read is the thread's at the read).
     pub fresh: u64,
+    pub deeper: u64,
     pub stale: u64,
     /// Processes by version (`3.11.2`), and those of versions rprof cannot read.
     pub versions: Vec<(u32, String)>,
@@ -112,15 +114,20 @@ impl PythonStats {
                 self.failed
             ));
         }
-        if self.fresh + self.stale > 0 {
+        let checked = self.fresh + self.deeper + self.stale;
+        if checked > 0 {
+            let pct = |n: u64| 100.0 * n as f64 / checked as f64;
             lines.push(format!(
-                "stack copies holding the thread's _PyCFrame: {} ({:.1}%) pointed at the frame the thread \
-                 still ran when read, {} ({:.1}%) at another (the thread had moved on: the Python stack was \
-                 read from the copy's frame, the one sampled)",
+                "timing, from {checked} stack copies holding the thread's _PyCFrame: {} ({:.1}%) read while \
+                 the thread ran the sampled frame, {} ({:.1}%) after it called further (cut to the sampled \
+                 frame: exact), {} ({:.1}%) after it returned from the sampled frame (the stack then: may \
+                 differ from the sampled one)",
                 self.fresh,
-                100.0 * self.fresh as f64 / (self.fresh + self.stale) as f64,
+                pct(self.fresh),
+                self.deeper,
+                pct(self.deeper),
                 self.stale,
-                100.0 * self.stale as f64 / (self.fresh + self.stale) as f64,
+                pct(self.stale),
             ));
         }
         lines
@@ -227,11 +234,7 @@ impl PythonStacks {
             self.stats.no_callchain += 1;
             return None;
         }
-        let mut copied = None;
-        let stack = match runtime.stack(tid, |cframe| {
-            copied = copied_current_frame(s, cframe);
-            copied
-        }) {
+        let stack = match runtime.stack(tid, |cframe| copied_current_frame(s, cframe)) {
             Ok(stack) => stack,
             Err(PythonError::NoThread(_)) => {
                 self.stats.no_thread += 1;
@@ -251,10 +254,11 @@ impl PythonStacks {
             return None;
         }
         self.stats.with_stack += 1;
-        match copied {
-            Some(f) if f == stack.current_frame => self.stats.fresh += 1,
-            Some(_) => self.stats.stale += 1,
-            None => {}
+        match stack.sampled {
+            Sampled::Same => self.stats.fresh += 1,
+            Sampled::Deeper => self.stats.deeper += 1,
+            Sampled::MovedOn => self.stats.stale += 1,
+            Sampled::Unknown => {}
         }
         let eval = runtime.eval.clone();
         let frames = stack
