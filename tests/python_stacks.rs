@@ -109,7 +109,12 @@ fn four_functions_match_py_spy(test: &str, python: &str) {
         common::rprof_ok_stderr(&["record", "-g", "-F", "99", "-p", &pid, "-o", data]);
     let spy = spy.wait_with_output().unwrap();
     target.wait().unwrap();
-    assert!(spy.status.success(), "py-spy failed: {}", String::from_utf8_lossy(&spy.stderr));
+    assert!(
+        spy.status.success(),
+        "py-spy failed ({}): {}",
+        spy.status,
+        String::from_utf8_lossy(&spy.stderr)
+    );
     assert!(stderr.contains("rprof record: python: 1 CPython processes"), "{stderr}");
     let spy_stacks = folded(&std::fs::read_to_string(&spy_out).unwrap());
     let rprof_stacks = folded(&common::rprof_ok(&["report", "-i", data, "--folded"]));
