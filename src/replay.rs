@@ -27,7 +27,9 @@ pub(crate) fn resolver_for(reader: &Reader, opts: SymbolizerOptions) -> StackRes
     resolver.symbolizer().set_ns_pids(reader.ns_pids().clone());
     resolver
         .symbolizer()
-        .set_python_names(reader.python_names().to_vec());
+        .set_python_names(crate::python::Names::from_vec(
+            reader.python_names().to_vec(),
+        ));
     resolver
 }
 

@@ -45,7 +45,10 @@ fn folded(text: &str) -> Vec<(Vec<String>, u64)> {
     text.lines()
         .filter_map(|l| {
             let (stack, n) = l.rsplit_once(' ')?;
-            Some((stack.split(';').map(str::to_string).collect(), n.parse().ok()?))
+            Some((
+                stack.split(';').map(str::to_string).collect(),
+                n.parse().ok()?,
+            ))
         })
         .collect()
 }
@@ -75,7 +78,10 @@ fn have_py_spy(test: &str) -> bool {
     if Path::new(PY_SPY).exists() {
         return true;
     }
-    common::skip(test, "py-spy is not installed (bash tools/pyspy/install.sh)");
+    common::skip(
+        test,
+        "py-spy is not installed (bash tools/pyspy/install.sh)",
+    );
     false
 }
 
@@ -115,17 +121,32 @@ fn four_functions_match_py_spy(test: &str, python: &str) {
         spy.status,
         String::from_utf8_lossy(&spy.stderr)
     );
-    assert!(stderr.contains("rprof record: python: 1 CPython processes"), "{stderr}");
+    assert!(
+        stderr.contains("rprof record: python: 1 CPython processes"),
+        "{stderr}"
+    );
     let spy_stacks = folded(&std::fs::read_to_string(&spy_out).unwrap());
     let rprof_stacks = folded(&common::rprof_ok(&["report", "-i", data, "--folded"]));
     let (want, spy_n) = shares(&spy_stacks);
     let (got, rprof_n) = shares(&rprof_stacks);
     eprintln!("{python}: py-spy {spy_n} samples {want:?}; rprof {rprof_n} samples {got:?}");
-    assert!(spy_n >= 3000 && rprof_n >= 3000, "too few samples: py-spy {spy_n}, rprof {rprof_n}\n{stderr}");
+    assert!(
+        spy_n >= 3000 && rprof_n >= 3000,
+        "too few samples: py-spy {spy_n}, rprof {rprof_n}\n{stderr}"
+    );
     for (f, part) in FOUR {
-        assert!((got[f] - want[f]).abs() <= 5.0, "{f}: rprof {:.1}% py-spy {:.1}%\n{stderr}", got[f], want[f]);
+        assert!(
+            (got[f] - want[f]).abs() <= 5.0,
+            "{f}: rprof {:.1}% py-spy {:.1}%\n{stderr}",
+            got[f],
+            want[f]
+        );
         // The fixture's parts, loosely (each function's loop also calls thread_time).
-        assert!((got[f] - part * 10.0).abs() <= 8.0, "{f}: {:.1}% of the CPU, {part} parts of 10", got[f]);
+        assert!(
+            (got[f] - part * 10.0).abs() <= 8.0,
+            "{f}: {:.1}% of the CPU, {part} parts of 10",
+            got[f]
+        );
     }
 }
 
@@ -155,8 +176,18 @@ fn dwarf_mixed_stacks() {
     let data = data.to_str().unwrap();
     let fixture = fixture();
     let (_, stderr) = common::rprof_ok_stderr(&[
-        "record", "--call-graph", "dwarf", "-F", "199", "-o", data, "--", DEBIAN_PYTHON, &fixture,
-        "four", "5",
+        "record",
+        "--call-graph",
+        "dwarf",
+        "-F",
+        "199",
+        "-o",
+        data,
+        "--",
+        DEBIAN_PYTHON,
+        &fixture,
+        "four",
+        "5",
     ]);
     let stacks = folded(&common::rprof_ok(&["report", "-i", data, "--folded"]));
     let order = ["<module> (", "main (", "four (", "parse_json (", "spend ("];
@@ -166,8 +197,10 @@ fn dwarf_mixed_stacks() {
             continue;
         };
         json += n;
-        let at: Vec<Option<usize>> =
-            order.iter().map(|o| stack.iter().position(|f| f.starts_with(o))).collect();
+        let at: Vec<Option<usize>> = order
+            .iter()
+            .map(|o| stack.iter().position(|f| f.starts_with(o)))
+            .collect();
         let others = FOUR.iter().filter(|(f, _)| *f != "parse_json");
         let other = others
             .clone()
@@ -200,17 +233,26 @@ fn dwarf_mixed_stacks() {
         .expect("run go tool pprof");
     let top = String::from_utf8_lossy(&out.stdout);
     for (f, _) in FOUR {
-        assert!(top.contains(&format!("{f} (py_work.py:")), "pprof -top lacks {f}:\n{top}");
+        assert!(
+            top.contains(&format!("{f} (py_work.py:")),
+            "pprof -top lacks {f}:\n{top}"
+        );
     }
 }
 
 /// The samples whose Python stack was read after the thread had returned from the sampled frame, from the
 /// verdict.
 fn moved_on(stderr: &str) -> u64 {
-    let line = stderr.lines().find(|l| l.contains("timing, from")).unwrap_or_default();
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("timing, from"))
+        .unwrap_or_default();
     let before = line.split(" after it returned").next().unwrap_or_default();
     let n = before.rsplit(", ").next().unwrap_or_default();
-    n.split_whitespace().next().and_then(|n| n.parse().ok()).unwrap_or(0)
+    n.split_whitespace()
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
 }
 
 /// Two Python threads in different functions: each thread's samples carry its own function, never the other's
@@ -226,7 +268,17 @@ fn threads_carry_their_own_functions() {
     let data = data.to_str().unwrap();
     let fixture = fixture();
     common::rprof_ok_stderr(&[
-        "record", "-g", "-F", "99", "-o", data, "--", DEBIAN_PYTHON, &fixture, "threads", "3",
+        "record",
+        "-g",
+        "-F",
+        "99",
+        "-o",
+        data,
+        "--",
+        DEBIAN_PYTHON,
+        &fixture,
+        "threads",
+        "3",
     ]);
     let script = common::rprof_ok(&["script", "-i", data]);
     // tid -> (samples with spin_alpha, with spin_beta)

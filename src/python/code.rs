@@ -115,7 +115,10 @@ mod tests {
     #[test]
     fn short_file_names() {
         assert_eq!(super::short_file("/tmp/x/work.py"), "work.py");
-        assert_eq!(super::short_file("/usr/lib/python3.11/json/__init__.py"), "json/__init__.py");
+        assert_eq!(
+            super::short_file("/usr/lib/python3.11/json/__init__.py"),
+            "json/__init__.py"
+        );
         assert_eq!(super::short_file("<string>"), "<string>");
     }
 }

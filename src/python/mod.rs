@@ -117,7 +117,11 @@ pub fn detect(pid: u32) -> Detected {
         let Some((syms, layout)) = read_symbols(pid, path) else {
             continue;
         };
-        let Some(first) = maps.iter().filter(|m| m.path == path).min_by_key(|m| m.offset) else {
+        let Some(first) = maps
+            .iter()
+            .filter(|m| m.path == path)
+            .min_by_key(|m| m.offset)
+        else {
             continue;
         };
         let bias = layout.bias(first.start, first.offset);
@@ -171,7 +175,8 @@ fn version_of_name(path: &str) -> Option<(u32, u32)> {
     let (major, rest) = rest.split_once('.')?;
     let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
     let after = &rest[digits.len()..];
-    if !(after.is_empty() || after.starts_with(".so") || after == "d" || after.starts_with("d.so")) {
+    if !(after.is_empty() || after.starts_with(".so") || after == "d" || after.starts_with("d.so"))
+    {
         return None;
     }
     Some((major.parse().ok()?, digits.parse().ok()?))
@@ -216,6 +221,34 @@ pub fn frame_index(addr: u64) -> Option<usize> {
     (PYTHON_FRAMES..PYTHON_FRAMES_END)
         .contains(&addr)
         .then(|| ((addr - PYTHON_FRAMES) / 16) as usize)
+}
+
+/// The names of the Python frames of a recording session, by number (see [`frame_addr`]): filled by `record`
+/// as it meets them, read by whoever names frames meanwhile (`--push`'s profile thread) or after (the recording's
+/// PYTHON section).
+#[derive(Clone, Default)]
+pub struct Names(Arc<std::sync::RwLock<Vec<Arc<str>>>>);
+
+impl Names {
+    pub fn from_vec(names: Vec<Arc<str>>) -> Names {
+        Names(Arc::new(std::sync::RwLock::new(names)))
+    }
+
+    /// Frame number `index`'s name.
+    pub fn get(&self, index: usize) -> Option<Arc<str>> {
+        self.0.read().ok()?.get(index).cloned()
+    }
+
+    /// Add a name; returns its number.
+    pub fn push(&self, name: Arc<str>) -> usize {
+        let mut names = self.0.write().unwrap_or_else(|e| e.into_inner());
+        names.push(name);
+        names.len() - 1
+    }
+
+    pub fn to_vec(&self) -> Vec<Arc<str>> {
+        self.0.read().map(|n| n.clone()).unwrap_or_default()
+    }
 }
 
 /// The most frames read from one thread (a deeper stack is cut there).
@@ -301,7 +334,10 @@ impl Runtime {
             // PyInterpreterState.next is its first field.
             interp = self.mem.u64(interp)?;
         }
-        self.threads.get(&tid).copied().ok_or(PythonError::NoThread(tid))
+        self.threads
+            .get(&tid)
+            .copied()
+            .ok_or(PythonError::NoThread(tid))
     }
 
     /// Forget the code objects read (a long session: they are read again when met).
@@ -324,7 +360,10 @@ mod tests {
         );
         assert_eq!(version_of_name("/usr/bin/python3.12d"), Some((3, 12)));
         assert_eq!(version_of_name("/usr/bin/python3.11-config"), None);
-        assert_eq!(version_of_name("/usr/lib/python3.11/lib-dynload/_json.cpython-311.so"), None);
+        assert_eq!(
+            version_of_name("/usr/lib/python3.11/lib-dynload/_json.cpython-311.so"),
+            None
+        );
         assert_eq!(version_of_name("/usr/bin/perl"), None);
     }
 }

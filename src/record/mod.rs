@@ -25,8 +25,8 @@ use dwarf::DwarfState;
 pub use events::EventSpec;
 use offcpu::OffCpu;
 pub use offcpu::OffCpuStats;
-pub use python::PythonStats;
 use python::PythonStacks;
+pub use python::PythonStats;
 pub use rate::{max_sample_rate, LoweredRate, MAX_SAMPLE_RATE_PATH};
 use sink::Sink;
 pub use sink::Tap;
@@ -411,6 +411,7 @@ impl Session {
             }
             false => None,
         };
+        let python_names = tap.as_ref().and_then(|t| t.python_names());
         Ok(Stream {
             writer: Sink::new(file, tap, &attrs),
             identified: sample_type & perf::attr::sample::IDENTIFIER != 0,
@@ -425,6 +426,7 @@ impl Session {
             python: Some(PythonStacks::new(
                 info,
                 cfg.call_graph != CallGraph::None,
+                python_names,
             )),
             members: self.cgroup.as_ref().map(|_| Members {
                 pids: HashSet::new(),

@@ -144,7 +144,7 @@ struct Read {
 /// The Python side of a recording session.
 pub(super) struct PythonStacks {
     procs: HashMap<u32, Option<Box<Runtime>>>,
-    names: Vec<Arc<str>>,
+    names: python::Names,
     index: HashMap<Arc<str>, usize>,
     /// DWARF mode: the reads of samples waiting for their unwinding, by (tid, time).
     pending: HashMap<(u32, u64), Read>,
@@ -155,10 +155,15 @@ pub(super) struct PythonStacks {
 }
 
 impl PythonStacks {
-    pub(super) fn new(info: RecordParseInfo, call_graph: bool) -> PythonStacks {
+    /// `names`: where the frames' names go (shared with a tap's reader), else a table of its own.
+    pub(super) fn new(
+        info: RecordParseInfo,
+        call_graph: bool,
+        names: Option<python::Names>,
+    ) -> PythonStacks {
         PythonStacks {
             procs: HashMap::new(),
-            names: Vec::new(),
+            names: names.unwrap_or_default(),
             index: HashMap::new(),
             pending: HashMap::new(),
             info,
@@ -169,7 +174,7 @@ impl PythonStacks {
 
     /// The names of the Python frames written (the recording's PYTHON section).
     pub(super) fn names(&self) -> Vec<Arc<str>> {
-        self.names.clone()
+        self.names.to_vec()
     }
 
     /// A process exec'd or exited: what was known of it goes.
@@ -217,17 +222,20 @@ impl PythonStacks {
             return None;
         }
         let stats = &mut self.stats;
-        let runtime = self.procs.entry(pid).or_insert_with(|| match python::detect(pid) {
-            Detected::Python(r) => {
-                stats.versions.push((pid, r.version.clone()));
-                Some(r)
-            }
-            Detected::Unsupported(version) => {
-                stats.unsupported.push((pid, version));
-                None
-            }
-            Detected::NotPython => None,
-        });
+        let runtime = self
+            .procs
+            .entry(pid)
+            .or_insert_with(|| match python::detect(pid) {
+                Detected::Python(r) => {
+                    stats.versions.push((pid, r.version.clone()));
+                    Some(r)
+                }
+                Detected::Unsupported(version) => {
+                    stats.unsupported.push((pid, version));
+                    None
+                }
+                Detected::NotPython => None,
+            });
         let runtime = runtime.as_mut()?;
         self.stats.samples += 1;
         if !self.call_graph {
@@ -270,11 +278,14 @@ impl PythonStacks {
     }
 
     fn addr_of(&mut self, name: Arc<str>) -> u64 {
-        let next = self.names.len();
-        let index = *self.index.entry(Arc::clone(&name)).or_insert(next);
-        if index == next {
-            self.names.push(name);
-        }
+        let index = match self.index.get(&name) {
+            Some(&i) => i,
+            None => {
+                let i = self.names.push(Arc::clone(&name));
+                self.index.insert(name, i);
+                i
+            }
+        };
         python::frame_addr(index)
     }
 }
@@ -372,17 +383,45 @@ mod tests {
     #[test]
     fn evaluator_frames_become_python_frames() {
         let read = Read {
-            frames: vec![(0xa1, false), (0xa2, true), (0xb1, false), (0xb2, true), (0xc1, true)],
+            frames: vec![
+                (0xa1, false),
+                (0xa2, true),
+                (0xb1, false),
+                (0xb2, true),
+                (0xc1, true),
+            ],
             eval: 0x1000..0x2000,
         };
-        let mut chain = vec![KERNEL, 0xffff_ffff_8100_0000, PERF_CONTEXT_USER, 0x1500, 0x7000, 0x1801, 0x9000];
+        let mut chain = vec![
+            KERNEL,
+            0xffff_ffff_8100_0000,
+            PERF_CONTEXT_USER,
+            0x1500,
+            0x7000,
+            0x1801,
+            0x9000,
+        ];
         merge(&read, &mut chain);
-        let want = [KERNEL, 0xffff_ffff_8100_0000, PERF_CONTEXT_USER, 0xa1, 0xa2, 0x7000, 0xb1, 0xb2, 0x9000, 0xc1];
+        let want = [
+            KERNEL,
+            0xffff_ffff_8100_0000,
+            PERF_CONTEXT_USER,
+            0xa1,
+            0xa2,
+            0x7000,
+            0xb1,
+            0xb2,
+            0x9000,
+            0xc1,
+        ];
         assert_eq!(chain, want);
         // A return address just past the evaluator's end is still in it (looked up one byte back); the IP
         // is not.
         let mut chain = vec![PERF_CONTEXT_USER, 0x2000, 0x2000];
         merge(&read, &mut chain);
-        assert_eq!(chain, [PERF_CONTEXT_USER, 0x2000, 0xa1, 0xa2, 0xb1, 0xb2, 0xc1]);
+        assert_eq!(
+            chain,
+            [PERF_CONTEXT_USER, 0x2000, 0xa1, 0xa2, 0xb1, 0xb2, 0xc1]
+        );
     }
 }

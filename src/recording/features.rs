@@ -131,14 +131,21 @@ pub(crate) fn encode_python_names(names: &[std::sync::Arc<str>]) -> Vec<u8> {
 
 /// Parse rprof's PYTHON section.
 pub(crate) fn parse_python_names(section: &[u8]) -> Result<Vec<std::sync::Arc<str>>, String> {
-    let bad = || format!("rprof's PYTHON section is corrupt ({} bytes)", section.len());
+    let bad = || {
+        format!(
+            "rprof's PYTHON section is corrupt ({} bytes)",
+            section.len()
+        )
+    };
     let mut b = Bytes::new(section);
     let nr = b.u32().ok_or_else(bad)? as usize;
     let mut names = Vec::with_capacity(nr.min(section.len() / 4));
     for _ in 0..nr {
         let len = b.u32().ok_or_else(bad)? as usize;
         let bytes = b.take(len).ok_or_else(bad)?;
-        names.push(std::sync::Arc::from(String::from_utf8_lossy(bytes).as_ref()));
+        names.push(std::sync::Arc::from(
+            String::from_utf8_lossy(bytes).as_ref(),
+        ));
     }
     Ok(names)
 }

@@ -22,9 +22,9 @@ use std::path::{Path, PathBuf};
 use super::event_update::encode_name;
 use super::features::{
     encode_build_ids, encode_cmdline, encode_event_desc, encode_nrcpus, encode_ns_pids,
-    encode_python_names, put_string,
-    HEADER_BUILD_ID, HEADER_CMDLINE, HEADER_EVENT_DESC, HEADER_HOSTNAME, HEADER_NRCPUS,
-    HEADER_OSRELEASE, HEADER_RPROF_NS_PIDS, HEADER_RPROF_PYTHON, HEADER_TRACING_DATA,
+    encode_python_names, put_string, HEADER_BUILD_ID, HEADER_CMDLINE, HEADER_EVENT_DESC,
+    HEADER_HOSTNAME, HEADER_NRCPUS, HEADER_OSRELEASE, HEADER_RPROF_NS_PIDS, HEADER_RPROF_PYTHON,
+    HEADER_TRACING_DATA,
 };
 use super::{pipe, BuildIdEntry, FileAttr, Meta, RecordingError};
 use std::collections::BTreeMap;

@@ -50,7 +50,7 @@ pub struct Symbolizer {
     resolved: HashMap<(CacheId, u64), Symbolized>,
     perf_maps: PerfMaps,
     /// The names of the recording's Python frames (see [`crate::python::frame_addr`]).
-    python_names: Vec<Arc<str>>,
+    python_names: crate::python::Names,
     /// How many times [`Symbolizer::trim`] ran, and when (in those terms) each binary was last used, by the
     /// index of its id.
     trims: u32,
@@ -68,7 +68,7 @@ impl Symbolizer {
             pool: Pool::new(),
             resolved: HashMap::new(),
             perf_maps: PerfMaps::default(),
-            python_names: Vec::new(),
+            python_names: crate::python::Names::default(),
             trims: 0,
             last_used: Vec::new(),
         }
@@ -223,15 +223,15 @@ impl Symbolizer {
         self.perf_maps.set_ns_pids(ns_pids);
     }
 
-    /// The names of the Python frames of the recording (its PYTHON section).
-    pub fn set_python_names(&mut self, names: Vec<Arc<str>>) {
+    /// The names of the Python frames of the recording (its PYTHON section, or the live session's).
+    pub fn set_python_names(&mut self, names: crate::python::Names) {
         self.python_names = names;
     }
 
     /// The name of a Python frame's address (None for other addresses, or one the recording does not name).
     pub fn python(&self, addr: u64) -> Option<Arc<str>> {
         let index = crate::python::frame_index(addr)?;
-        self.python_names.get(index).cloned()
+        self.python_names.get(index)
     }
 
     /// A JIT address through /tmp/perf-PID.map: the host's file, else (a process in a container) the one the
