@@ -83,7 +83,6 @@ pub fn resolve_usdt(path: &Path, provider: &str, name: &str) -> Result<Vec<Targe
     })?;
     let probes = usdt::read_probes(&path)?;
     let found = usdt::select(&path, &probes, provider, name)?;
-    usdt::refuse_harmful(&path, &found, name)?;
     Ok(found
         .into_iter()
         .map(|p| Target {

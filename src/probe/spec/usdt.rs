@@ -67,12 +67,6 @@ pub enum UsdtError {
         name: String,
         available: Vec<String>,
     },
-    #[error(
-        "{path}: usdt:python:line is refused: on CPython 3.11 a uprobe on it crashes the interpreter (its \
-         semaphore turns on a code path that faults); count lines another way, or probe \
-         usdt:python:function__return"
-    )]
-    PythonLine { path: PathBuf },
 }
 
 /// The first names of a list, and how many more there are.
@@ -339,20 +333,6 @@ pub fn matching<'a>(
         .iter()
         .filter(|p| provider(&p.provider) && name(&p.name))
         .collect()
-}
-
-/// Refuse probes that are known to harm the target when attached: Python's `line`, named (not by a glob).
-pub fn refuse_harmful(path: &Path, found: &[&UsdtProbe], name_glob: &str) -> Result<(), UsdtError> {
-    match name_glob == "line"
-        && found
-            .iter()
-            .any(|p| p.provider == "python" && p.name == "line")
-    {
-        true => Err(UsdtError::PythonLine {
-            path: path.to_path_buf(),
-        }),
-        false => Ok(()),
-    }
 }
 
 /// [`matching`], with an error naming what the file has when nothing matches: its providers when no

@@ -232,18 +232,6 @@ fn probe(provider: &str, name: &str) -> UsdtProbe {
     }
 }
 
-/// Check that Python's `line` probe, named, is refused with the reason (it crashes CPython 3.11).
-#[test]
-fn python_line_refused() {
-    let probes = vec![probe("python", "line"), probe("python", "gc__start")];
-    let path = Path::new("/usr/bin/python3.11");
-    let line = select(path, &probes, "python", "line").unwrap();
-    let e = refuse_harmful(path, &line, "line").unwrap_err();
-    assert!(e.to_string().contains("usdt:python:line is refused"), "{e}");
-    let gc = select(path, &probes, "python", "gc__start").unwrap();
-    assert!(refuse_harmful(path, &gc, "gc__start").is_ok());
-}
-
 /// Check that globs select probes, and that errors list the providers, or the probes, the file has.
 #[test]
 fn matching_and_errors() {
