@@ -17,6 +17,7 @@
 //! - [`recording`]: the perf.data (PERFILE2) writer and reader.
 //! - [`events`]: the event layer: perf's event-list grammar and the plan of what the kernel opens (attrs,
 //!   tracepoint ids, probe points), below record and stat.
+//! - [`python`]: CPython's frames read from a running process (versions, layouts, code objects, line tables).
 //! - [`record`]: `rprof record`, sampling into a recording.
 //! - [`stat`]: `rprof stat`, counting events as perf stat counts and prints them.
 //! - [`resolve`]: the one stack resolver (callchains to interned frames), shared by report, script, annotate and
@@ -47,6 +48,7 @@ pub mod perf;
 pub mod probe;
 pub mod process;
 pub mod push;
+pub mod python;
 pub mod record;
 pub mod recording;
 pub mod regs;

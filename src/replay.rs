@@ -26,6 +26,11 @@ pub(crate) fn resolver_for(reader: &Reader, opts: SymbolizerOptions) -> StackRes
     });
     resolver.symbolizer().set_ns_pids(reader.ns_pids().clone());
     resolver
+        .symbolizer()
+        .set_python_names(crate::python::Names::from_vec(
+            reader.python_names().to_vec(),
+        ));
+    resolver
 }
 
 /// Apply what an event says about address spaces and the kernel (every reader of a recording does this

@@ -915,3 +915,65 @@ fn spooled_profiles_go_only_to_their_own_store() {
     assert_eq!(spool_files(&spool), [old_name], "{stderr}");
     assert_eq!(received(&other.dir), other_got, "{stderr}");
 }
+
+/// `record -a -F 49 -g --push` on a host running a Python program (fixtures/py_work.py, Debian's python3.11):
+/// the pushed profiles name its Python functions (`inner (py_work.py:LINE)` under `middle` and `outer`), as the
+/// recording does.
+#[test]
+fn pushed_profiles_name_python_functions() {
+    let test = "pushed_profiles_name_python_functions";
+    if !privileged(test) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let rcv = Receiver::start(&dir.path().join("rcv"), 0);
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/py_work.py");
+    let mut python = Command::new("/usr/bin/python3.11")
+        .arg(&fixture)
+        .args(["nested", "30"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("run python3.11");
+    let mut ready = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(python.stdout.take().unwrap()),
+        &mut ready,
+    )
+    .unwrap();
+    let spool = dir.path().join("spool");
+    let url = rcv.url();
+    let (stderr, status) = run_rprof(&[
+        "record",
+        "-a",
+        "-F",
+        "49",
+        "-g",
+        "--push",
+        &url,
+        "--every",
+        "1",
+        "--spool",
+        spool.to_str().unwrap(),
+        "--",
+        "sleep",
+        "3",
+    ]);
+    let _ = python.kill();
+    let _ = python.wait();
+    assert!(status.success(), "rprof failed:\n{stderr}");
+    let pushes = pushes(&rcv.dir);
+    let names: std::collections::HashSet<&str> = pushes
+        .iter()
+        .flat_map(|p| p.profile.string_table.iter().map(String::as_str))
+        .collect();
+    for f in [
+        "inner (py_work.py:",
+        "middle (py_work.py:",
+        "outer (py_work.py:",
+    ] {
+        assert!(
+            names.iter().any(|n| n.starts_with(f)),
+            "no {f} in the pushes:\n{stderr}"
+        );
+    }
+}

@@ -119,6 +119,11 @@ impl Live {
         }
     }
 
+    /// The names of the Python frames the samples carry.
+    pub(super) fn set_python_names(&mut self, names: crate::python::Names) {
+        self.resolver.symbolizer().set_python_names(names);
+    }
+
     /// An event read in the current round (records without a time sort first).
     pub(super) fn push(&mut self, time: Option<u64>, event: Event) {
         self.merge

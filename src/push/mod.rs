@@ -252,10 +252,12 @@ impl Pusher {
         let sender = send::Sender::new(Arc::clone(&cfg), Arc::clone(&spool))?;
         let (wake_tx, wake_rx) = mpsc::channel();
         let (tx, rx) = mpsc::sync_channel(tap::QUEUED_ROUNDS);
+        let python_names = crate::python::Names::default();
         let worker = worker::Worker {
             cfg: Arc::clone(&cfg),
             spool: Arc::clone(&spool),
             wake: wake_tx,
+            python_names: python_names.clone(),
         };
         let sender = std::thread::Builder::new()
             .name("rprof-push-send".into())
@@ -269,6 +271,7 @@ impl Pusher {
             tap: Some(tap::PushTap {
                 sender: tx,
                 records: Vec::new(),
+                python_names,
             }),
             worker,
             sender,

@@ -28,6 +28,8 @@ pub(super) const QUEUED_ROUNDS: usize = 100;
 pub(super) struct PushTap {
     pub(super) sender: SyncSender<Message>,
     pub(super) records: Vec<u8>,
+    /// The Python frames' names, shared with the profile thread.
+    pub(super) python_names: crate::python::Names,
 }
 
 impl Tap for PushTap {
@@ -39,6 +41,10 @@ impl Tap for PushTap {
         for p in parts {
             self.records.extend_from_slice(p);
         }
+    }
+
+    fn python_names(&self) -> Option<crate::python::Names> {
+        Some(self.python_names.clone())
     }
 
     fn end_round(&mut self, last: bool) {

@@ -40,6 +40,8 @@ pub(super) struct Worker {
     pub(super) cfg: Arc<PushConfig>,
     pub(super) spool: Arc<Spool>,
     pub(super) wake: Sender<Wake>,
+    /// The names of the Python frames `record` reads (see [`crate::python::Names`]).
+    pub(super) python_names: crate::python::Names,
 }
 
 /// The period being filled.
@@ -63,6 +65,7 @@ impl Worker {
             self.cfg.unsymbolized,
             running_kernel(self.cfg.kallsyms_copy),
         );
+        live.set_python_names(self.python_names.clone());
         let rate = match decoder.sampling().map(|s| s.policy) {
             Some(SamplingPolicy::Frequency(f)) => Some(f),
             _ => None,

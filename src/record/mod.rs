@@ -15,6 +15,7 @@ mod buildids;
 mod dwarf;
 mod hits;
 mod offcpu;
+mod python;
 mod rate;
 mod sink;
 mod stream;
@@ -24,6 +25,8 @@ pub use crate::events::EventSpec;
 use dwarf::DwarfState;
 use offcpu::OffCpu;
 pub use offcpu::OffCpuStats;
+use python::PythonStacks;
+pub use python::PythonStats;
 pub use rate::{max_sample_rate, LoweredRate, MAX_SAMPLE_RATE_PATH};
 use sink::Sink;
 pub use sink::Tap;
@@ -310,6 +313,11 @@ impl Session {
             .enumerate()
             .map(|(i, e)| attrs::build_attr(cfg, e, i == 0))
             .collect();
+        let mut attrs = attrs;
+        if python::targets_python(cfg) {
+            // Python stacks are read as samples arrive: the reader wakes for each sample.
+            attrs[0] = attrs[0].wakeup_watermark(1);
+        }
         let kernel_attr = attrs[0];
         let workload = match (&cfg.target, &cfg.companion) {
             (Target::Command(cmd), _) | (_, Some(cmd)) => {
@@ -405,6 +413,7 @@ impl Session {
             }
             false => None,
         };
+        let python_names = tap.as_ref().and_then(|t| t.python_names());
         Ok(Stream {
             writer: Sink::new(file, tap, &attrs),
             identified: sample_type & perf::attr::sample::IDENTIFIER != 0,
@@ -416,6 +425,11 @@ impl Session {
             offcpu: cfg.off_cpu.then(OffCpu::default),
             ordered: (dwarf_mode || cfg.off_cpu).then(|| Ordered::new(info)),
             file_sample_type: sample_type,
+            python: Some(PythonStacks::new(
+                info,
+                cfg.call_graph != CallGraph::None,
+                python_names,
+            )),
             members: self.cgroup.as_ref().map(|_| Members {
                 pids: HashSet::new(),
                 late: 0,
@@ -473,11 +487,15 @@ fn finish(
         dwarf,
         offcpu,
         members,
+        python,
         ..
     } = stream;
     if let Some(file) = &mut writer.file {
         for (&host, &ns) in &st.ns_pids {
             file.add_ns_pid(host, ns);
+        }
+        if let Some(py) = &python {
+            file.set_python_names(py.names());
         }
     }
     let mut build_ids = Vec::new();
@@ -509,6 +527,7 @@ fn finish(
             late: m.late,
         }),
         ns_pids: st.ns_pids,
+        python: python.map(|p| p.stats).filter(|s| s.seen()),
         previous: None,
         exit_code: None,
     })

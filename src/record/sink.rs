@@ -12,6 +12,10 @@ pub trait Tap: Send {
     fn record(&mut self, parts: &[&[u8]]);
     /// Every ring was read once; `last`: the final round.
     fn end_round(&mut self, last: bool);
+    /// Where the names of the Python frames the records carry go, for the tap's reader to name them.
+    fn python_names(&self) -> Option<crate::python::Names> {
+        None
+    }
 }
 
 /// The recording file and the tap, either or both.

@@ -3,6 +3,7 @@
 //! and appended to the recording with a FINISHED_ROUND per round.
 use super::dwarf::DwarfState;
 use super::offcpu::OffCpu;
+use super::python::PythonStacks;
 use super::sink::Sink;
 use super::synth;
 use super::{RecordError, PROT_EXEC};
@@ -134,6 +135,8 @@ pub(super) struct Stream {
     pub(super) members: Option<Members>,
     /// Records say which event wrote them (several events, IDENTIFIER in every sample type).
     pub(super) identified: bool,
+    /// The Python stacks of samples of Python processes, read as they arrive.
+    pub(super) python: Option<PythonStacks>,
 }
 
 impl Stream {
@@ -193,6 +196,7 @@ impl Handler<Source> for Stream {
             false => Source::Clock,
         };
         self.meet(&rec)?;
+        let rewritten = self.python_frames(&rec, source);
         let st = &mut self.st;
         match rec.kind {
             record_type::SAMPLE => st.samples += (source != Source::Switches) as u64,
@@ -205,11 +209,14 @@ impl Handler<Source> for Stream {
         match &mut self.ordered {
             Some(o) => {
                 let time = rec.event(&o.info).timestamp().unwrap_or(0);
-                let bytes = rec.bytes.as_slice().into_owned();
+                let bytes = rewritten.unwrap_or_else(|| rec.bytes.as_slice().into_owned());
                 o.merge.push(time, (source, rec.kind, rec.misc, bytes));
                 Ok(())
             }
-            None => Ok(self.writer.write_record(&rec.parts())?),
+            None => match rewritten {
+                Some(bytes) => Ok(self.writer.write_record(&[&bytes])?),
+                None => Ok(self.writer.write_record(&rec.parts())?),
+            },
         }
     }
 
@@ -243,6 +250,26 @@ impl Handler<Source> for Stream {
 }
 
 impl Stream {
+    /// A sample of a Python thread gets its Python stack now (the sample rewritten with it, or in DWARF mode
+    /// kept for after the unwinding); a process that exec'd or exited is forgotten.
+    fn python_frames(&mut self, rec: &RawRecord<'_>, source: Source) -> Option<Vec<u8>> {
+        let py = self.python.as_mut()?;
+        match rec.kind {
+            record_type::SAMPLE if source != Source::Switches => {
+                py.arrived(rec, self.dwarf.is_some(), self.file_sample_type)
+            }
+            record_type::EXIT => {
+                py.forget(body_u32(rec, 0));
+                None
+            }
+            record_type::COMM if rec.misc & COMM_EXEC != 0 => {
+                py.forget(body_u32(rec, 0));
+                None
+            }
+            _ => None,
+        }
+    }
+
     /// One record, in time order: unwound (DWARF), turned into off-CPU time (switch samples and records), and
     /// written.
     fn process(
@@ -268,7 +295,13 @@ impl Stream {
         match (&record, &mut self.offcpu) {
             (EventRecord::Sample(s), _) => {
                 let fields = match &mut self.dwarf {
-                    Some(d) => Some(d.unwind(s, misc)),
+                    Some(d) => {
+                        let mut f = d.unwind(s, misc);
+                        if let Some(py) = &mut self.python {
+                            py.unwound(&mut f);
+                        }
+                        Some(f)
+                    }
                     None if source == Source::Switches => Some(SampleFields::from_record(s, misc)),
                     None => None,
                 };
@@ -311,6 +344,9 @@ impl Stream {
         Ok(())
     }
 }
+
+/// PERF_RECORD_MISC_COMM_EXEC: the COMM record of an exec.
+const COMM_EXEC: u16 = 1 << 13;
 
 fn body_u64(rec: &perf::RawRecord<'_>, offset: usize) -> u64 {
     let body = rec.body();

@@ -1,5 +1,5 @@
 //! What a recording session produced, as `rprof record` prints it at the end.
-use super::OffCpuStats;
+use super::{OffCpuStats, PythonStats};
 use crate::unwind::dwarf::DwarfStats;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -31,6 +31,8 @@ pub struct RecordSummary {
     pub ns_pids: BTreeMap<u32, u32>,
     /// Where the recording that was at the output before is now (`rprof.data.old`).
     pub previous: Option<PathBuf>,
+    /// The samples of Python processes, when there were any.
+    pub python: Option<PythonStats>,
 }
 
 /// The processes of a `-G` cgroup that a recording met.
@@ -103,6 +105,11 @@ impl std::fmt::Display for RecordSummary {
                     " ({} moved in while running, described from /proc)",
                     cg.late
                 )?;
+            }
+        }
+        if let Some(py) = &self.python {
+            for line in py.lines() {
+                write!(f, "\nrprof record: python: {line}")?;
             }
         }
         if !self.ns_pids.is_empty() {

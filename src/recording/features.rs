@@ -31,6 +31,9 @@ pub(crate) const HEADER_EVENT_DESC: usize = 12;
 /// never read. simpleperf's bits are 128 and up from the bottom. linux-perf-data (`PerfFileReader`) reads every
 /// set bit's section into a map keyed by bit, rejects none, and hands it out by `feature_section_data`.
 pub(crate) const HEADER_RPROF_NS_PIDS: usize = 250;
+/// rprof's PYTHON section: the names of the Python frames of a recording (`qualname (file.py:line)`), which
+/// its callchains carry as addresses [`crate::python::frame_addr`] gives (bit 251: as safe as 250, above).
+pub(crate) const HEADER_RPROF_PYTHON: usize = 251;
 
 /// perf aligns header strings and build-id filenames to this many bytes.
 const NAME_ALIGN: usize = 64;
@@ -113,6 +116,38 @@ pub(crate) fn encode_ns_pids(pairs: &std::collections::BTreeMap<u32, u32>) -> Ve
         out.extend_from_slice(&ns.to_le_bytes());
     }
     out
+}
+
+/// rprof's PYTHON section: u32 nr, then nr names, each a u32 length and its UTF-8 bytes.
+pub(crate) fn encode_python_names(names: &[std::sync::Arc<str>]) -> Vec<u8> {
+    let mut out = Vec::new();
+    out.extend_from_slice(&(names.len() as u32).to_le_bytes());
+    for n in names {
+        out.extend_from_slice(&(n.len() as u32).to_le_bytes());
+        out.extend_from_slice(n.as_bytes());
+    }
+    out
+}
+
+/// Parse rprof's PYTHON section.
+pub(crate) fn parse_python_names(section: &[u8]) -> Result<Vec<std::sync::Arc<str>>, String> {
+    let bad = || {
+        format!(
+            "rprof's PYTHON section is corrupt ({} bytes)",
+            section.len()
+        )
+    };
+    let mut b = Bytes::new(section);
+    let nr = b.u32().ok_or_else(bad)? as usize;
+    let mut names = Vec::with_capacity(nr.min(section.len() / 4));
+    for _ in 0..nr {
+        let len = b.u32().ok_or_else(bad)? as usize;
+        let bytes = b.take(len).ok_or_else(bad)?;
+        names.push(std::sync::Arc::from(
+            String::from_utf8_lossy(bytes).as_ref(),
+        ));
+    }
+    Ok(names)
 }
 
 /// Parse rprof's NS_PIDS section (host pid -> namespace pid).

@@ -89,6 +89,7 @@ pub(super) fn open(path: &Path, file: File) -> Result<Reader, RecordingError> {
         meta,
         build_ids,
         ns_pids: HashMap::new(),
+        python_names: Vec::new(),
         walk_problem_at: problems.len(),
         problems,
         unfinished: false,

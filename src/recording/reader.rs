@@ -29,7 +29,9 @@ use super::convert::{convert, read_u32, AttrInfo};
 use super::data_section::{DataSection, Walked};
 use super::encode::PERF_RECORD_FINISHED_ROUND;
 use super::event_update::{event_names, names_at_start};
-use super::features::{parse_ns_pids, HEADER_RPROF_NS_PIDS};
+use super::features::{
+    parse_ns_pids, parse_python_names, HEADER_RPROF_NS_PIDS, HEADER_RPROF_PYTHON,
+};
 use super::header::{
     attr_ids, check_attrs, check_header, parse_patched, read_feature_table, read_meta, DataExtent,
 };
@@ -43,6 +45,7 @@ pub(super) struct Found {
     pub(super) meta: Meta,
     pub(super) build_ids: Vec<BuildIdEntry>,
     pub(super) ns_pids: HashMap<u32, u32>,
+    pub(super) python_names: Vec<std::sync::Arc<str>>,
     /// See [`Reader`]'s fields of the same names.
     pub(super) problems: Vec<String>,
     pub(super) walk_problem_at: usize,
@@ -80,6 +83,8 @@ pub struct Reader {
     build_ids: Vec<BuildIdEntry>,
     /// rprof's NS_PIDS section: host pid -> pid in its own pid namespace.
     ns_pids: HashMap<u32, u32>,
+    /// rprof's PYTHON section: the names of the Python frames.
+    python_names: Vec<std::sync::Arc<str>>,
     sampling: Option<Sampling>,
     /// The name of each attr's event (EVENT_DESC), by attr index.
     event_names: Vec<String>,
@@ -172,6 +177,13 @@ impl Reader {
                 problems.push(reason);
                 HashMap::new()
             });
+        let python_names = perf_file
+            .feature_section_data(Feature(HEADER_RPROF_PYTHON as u32))
+            .map_or(Ok(Vec::new()), parse_python_names)
+            .unwrap_or_else(|reason| {
+                problems.push(reason);
+                Vec::new()
+            });
         // The data section is read on the first call of next_event (report runs that on its own thread).
         let mut file = file.into_inner();
         file.seek(SeekFrom::Start(header.data.0))
@@ -181,6 +193,7 @@ impl Reader {
             meta,
             build_ids,
             ns_pids,
+            python_names,
             problems,
             walk_problem_at,
             unfinished: extent.unfinished,
@@ -220,6 +233,7 @@ impl Reader {
             meta: found.meta,
             build_ids: found.build_ids,
             ns_pids: found.ns_pids,
+            python_names: found.python_names,
             sampling: sampling_of(descs, &event_names),
             event_names,
             tracepoint_ids: descs
@@ -348,6 +362,11 @@ impl Reader {
     /// pid namespace (rprof's NS_PIDS feature section; empty for other recordings).
     pub fn ns_pids(&self) -> &HashMap<u32, u32> {
         &self.ns_pids
+    }
+
+    /// The names of the Python frames the callchains carry (rprof's PYTHON section; empty for others).
+    pub fn python_names(&self) -> &[std::sync::Arc<str>] {
+        &self.python_names
     }
 
     /// How the sampled event fired (`-F` or a period), from the first attr other than the off-CPU event.

@@ -21,9 +21,10 @@ use std::path::{Path, PathBuf};
 
 use super::event_update::encode_name;
 use super::features::{
-    encode_build_ids, encode_cmdline, encode_event_desc, encode_nrcpus, encode_ns_pids, put_string,
-    HEADER_BUILD_ID, HEADER_CMDLINE, HEADER_EVENT_DESC, HEADER_HOSTNAME, HEADER_NRCPUS,
-    HEADER_OSRELEASE, HEADER_RPROF_NS_PIDS, HEADER_TRACING_DATA,
+    encode_build_ids, encode_cmdline, encode_event_desc, encode_nrcpus, encode_ns_pids,
+    encode_python_names, put_string, HEADER_BUILD_ID, HEADER_CMDLINE, HEADER_EVENT_DESC,
+    HEADER_HOSTNAME, HEADER_NRCPUS, HEADER_OSRELEASE, HEADER_RPROF_NS_PIDS, HEADER_RPROF_PYTHON,
+    HEADER_TRACING_DATA,
 };
 use super::{pipe, BuildIdEntry, FileAttr, Meta, RecordingError};
 use std::collections::BTreeMap;
@@ -92,6 +93,8 @@ pub struct Writer {
     last_flush: std::time::Instant,
     /// Host pid -> pid in its own namespace, for rprof's NS_PIDS section.
     ns_pids: BTreeMap<u32, u32>,
+    /// The names of the Python frames, for rprof's PYTHON section.
+    python_names: Vec<std::sync::Arc<str>>,
     /// A pipe-mode stream (`-o -`): no header to update, and the features go out as records.
     pipe: bool,
     /// Bytes written before the data section's records (the pipe mode's header and metadata records).
@@ -189,6 +192,7 @@ impl Writer {
             data_size: 0,
             last_flush: std::time::Instant::now(),
             ns_pids: BTreeMap::new(),
+            python_names: Vec::new(),
             pipe,
             before_data: 0,
             tracing_data: None,
@@ -282,14 +286,14 @@ impl Writer {
         self.write(&head)
     }
 
-    /// End a pipe-mode stream: the features as HEADER_FEATURE records (rprof's NS_PIDS, which perf would
-    /// refuse there, is left out), the build ids as HEADER_BUILD_ID records. Returns the bytes written.
+    /// End a pipe-mode stream: the features as HEADER_FEATURE records (rprof's NS_PIDS and PYTHON, which perf
+    /// would refuse there, are left out), the build ids as HEADER_BUILD_ID records. Returns the bytes written.
     fn finish_pipe(mut self, sections: &[(usize, Vec<u8>)]) -> Result<u64, RecordingError> {
         let mut tail = Vec::new();
         for (bit, bytes) in sections {
             match *bit {
                 HEADER_BUILD_ID => tail.extend(pipe::encode_build_id_records(bytes)),
-                HEADER_EVENT_DESC | HEADER_RPROF_NS_PIDS => {}
+                HEADER_EVENT_DESC | HEADER_RPROF_NS_PIDS | HEADER_RPROF_PYTHON => {}
                 bit => tail.extend(pipe::encode_feature(bit, bytes).unwrap_or_default()),
             }
         }
@@ -376,6 +380,12 @@ impl Writer {
         self.ns_pids.insert(host_pid, ns_pid);
     }
 
+    /// The names of the Python frames the callchains carry (see [`crate::python::frame_addr`]), stored by
+    /// [`Writer::finish`] in rprof's PYTHON section, which perf ignores.
+    pub fn set_python_names(&mut self, names: Vec<std::sync::Arc<str>>) {
+        self.python_names = names;
+    }
+
     /// Bytes of records written so far.
     pub fn data_size(&self) -> u64 {
         self.data_size
@@ -421,6 +431,9 @@ impl Writer {
         // In bit order, as the section table is: the highest bit comes last.
         if !self.ns_pids.is_empty() {
             sections.push((HEADER_RPROF_NS_PIDS, encode_ns_pids(&self.ns_pids)));
+        }
+        if !self.python_names.is_empty() {
+            sections.push((HEADER_RPROF_PYTHON, encode_python_names(&self.python_names)));
         }
         if self.pipe {
             return self.finish_pipe(&sections);

@@ -40,6 +40,18 @@ pub enum UnnamedCode {
 }
 
 impl FrameInfo {
+    /// A named frame of `module` without a system name (a Python function, a JIT's).
+    pub fn named(name: String, module: String) -> FrameInfo {
+        FrameInfo {
+            name,
+            module,
+            kernel: false,
+            system_name: None,
+            unnamed: None,
+            inlined: false,
+        }
+    }
+
     /// An unnamed frame of `module`.
     pub fn unnamed(module: String, kernel: bool, cause: Unnamed, code: UnnamedCode) -> FrameInfo {
         FrameInfo {

@@ -35,6 +35,8 @@ const KERNEL_START: u64 = 0xffff_8000_0000_0000;
 
 /// The name of the kernel's uprobe trampoline page in /proc/PID/maps and MMAP records.
 pub const UPROBES: &str = "[uprobes]";
+/// The module of Python frames (read from the interpreter by `record`).
+pub const PYTHON_MODULE: &str = "[python]";
 
 /// Where x86-64 puts that page (the top page of the user address space, `TASK_SIZE - PAGE_SIZE`): a stack
 /// recorded before the page was mapped, or without its mapping, still has its addresses.
@@ -294,6 +296,9 @@ impl StackResolver {
     }
 
     fn resolve_user(&mut self, pid: u32, mapping: Option<&Mapping>, addr: u64) -> FrameId {
+        if let Some(name) = self.symbolizer.python(addr) {
+            return self.frame_id(FrameInfo::named(name.to_string(), PYTHON_MODULE.into()));
+        }
         let path = mapping.map_or("", |m| &*m.path);
         // Files, and the vDSO (the symbolizer finds its image).
         let is_file = (path.starts_with('/') && !path.starts_with("//")) || path == VDSO;

@@ -49,6 +49,8 @@ pub struct Symbolizer {
     /// What each (binary, file offset) resolved to.
     resolved: HashMap<(CacheId, u64), Symbolized>,
     perf_maps: PerfMaps,
+    /// The names of the recording's Python frames (see [`crate::python::frame_addr`]).
+    python_names: crate::python::Names,
     /// How many times [`Symbolizer::trim`] ran, and when (in those terms) each binary was last used, by the
     /// index of its id.
     trims: u32,
@@ -66,6 +68,7 @@ impl Symbolizer {
             pool: Pool::new(),
             resolved: HashMap::new(),
             perf_maps: PerfMaps::default(),
+            python_names: crate::python::Names::default(),
             trims: 0,
             last_used: Vec::new(),
         }
@@ -218,6 +221,17 @@ impl Symbolizer {
     /// Host pid -> pid in the process's own pid namespace (a container), for finding its perf-PID.map.
     pub fn set_ns_pids(&mut self, ns_pids: HashMap<u32, u32>) {
         self.perf_maps.set_ns_pids(ns_pids);
+    }
+
+    /// The names of the Python frames of the recording (its PYTHON section, or the live session's).
+    pub fn set_python_names(&mut self, names: crate::python::Names) {
+        self.python_names = names;
+    }
+
+    /// The name of a Python frame's address (None for other addresses, or one the recording does not name).
+    pub fn python(&self, addr: u64) -> Option<Arc<str>> {
+        let index = crate::python::frame_index(addr)?;
+        self.python_names.get(index)
     }
 
     /// A JIT address through /tmp/perf-PID.map: the host's file, else (a process in a container) the one the

@@ -1,0 +1,124 @@
+//! Code objects read from the interpreter, cached by address (and checked against the pointers they hold, so
+//! that a code object freed and another allocated at its address is read anew), and the strings they name.
+use super::layout::{self, Layout};
+use super::linetable;
+use super::memory::{i32_at, u64_at, Memory, ReadError};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// What rprof keeps of a code object.
+struct Code {
+    /// The pointers it held when read (qualname, filename, line table): the check that it is the same object.
+    key: [u64; 3],
+    qualname: String,
+    file: String,
+    first_line: i32,
+    linetable: Vec<u8>,
+}
+
+/// The code objects of one process, and the frame names made of them.
+#[derive(Default)]
+pub struct Codes {
+    codes: HashMap<u64, Code>,
+    names: HashMap<(u64, i32), Arc<str>>,
+}
+
+/// The longest string or line table read.
+const MAX_STR: usize = 4096;
+const MAX_TABLE: usize = 1 << 20;
+
+impl Codes {
+    /// `qualname (file.py:line)` of a frame running `code`, its last instruction at `prev_instr`.
+    pub fn frame_name(
+        &mut self,
+        mem: &Memory,
+        l: &Layout,
+        code: u64,
+        prev_instr: u64,
+    ) -> Result<Arc<str>, ReadError> {
+        let head = mem.bytes(code, l.code_read)?;
+        let key = [
+            u64_at(&head, l.code_qualname),
+            u64_at(&head, l.code_filename),
+            u64_at(&head, l.code_linetable),
+        ];
+        if self.codes.get(&code).is_none_or(|c| c.key != key) {
+            let c = Code {
+                key,
+                qualname: read_str(mem, key[0])?,
+                file: short_file(&read_str(mem, key[1])?),
+                first_line: i32_at(&head, l.code_first_line),
+                linetable: read_bytes(mem, key[2])?,
+            };
+            self.names.retain(|k, _| k.0 != code);
+            self.codes.insert(code, c);
+        }
+        let c = &self.codes[&code];
+        // The instruction run last, in code units (2 bytes) from the start of the code; before the first
+        // instruction a frame is at its first line.
+        let start = code + l.code_code;
+        let line = match prev_instr.checked_sub(start) {
+            Some(bytes) => linetable::line_of(&c.linetable, c.first_line, bytes / 2),
+            None => Some(c.first_line),
+        }
+        .unwrap_or(c.first_line);
+        let name = self
+            .names
+            .entry((code, line))
+            .or_insert_with(|| Arc::from(format!("{} ({}:{line})", c.qualname, c.file)));
+        Ok(Arc::clone(name))
+    }
+}
+
+/// A file name as py-spy shortens it: the base name (with its package directory for `__init__.py`).
+fn short_file(path: &str) -> String {
+    let mut parts = path.rsplit('/');
+    let base = parts.next().unwrap_or(path);
+    match (base, parts.next()) {
+        ("__init__.py", Some(dir)) => format!("{dir}/{base}"),
+        _ => base.to_string(),
+    }
+}
+
+/// A Python `str` (compact: ASCII, Latin-1, UCS-2 or UCS-4).
+pub fn read_str(mem: &Memory, addr: u64) -> Result<String, ReadError> {
+    let head = mem.bytes(addr, layout::STR_STATE + 4)?;
+    let len = (u64_at(&head, layout::STR_LENGTH) as usize).min(MAX_STR);
+    let state = head[layout::STR_STATE];
+    let (kind, compact, ascii) = ((state >> 2) & 7, state & 32 != 0, state & 64 != 0);
+    if !compact {
+        return Ok("?".into());
+    }
+    if ascii {
+        let bytes = mem.bytes(addr + layout::STR_ASCII_DATA, len)?;
+        return Ok(String::from_utf8_lossy(&bytes).into_owned());
+    }
+    let width = usize::from(kind.clamp(1, 4));
+    let bytes = mem.bytes(addr + layout::STR_COMPACT_DATA, len * width)?;
+    let chars = bytes.chunks_exact(width).map(|c| {
+        let mut v = [0u8; 4];
+        v[..width].copy_from_slice(c);
+        char::from_u32(u32::from_le_bytes(v)).unwrap_or('?')
+    });
+    Ok(chars.collect())
+}
+
+/// A Python `bytes` object's contents.
+fn read_bytes(mem: &Memory, addr: u64) -> Result<Vec<u8>, ReadError> {
+    let size = mem.u64(addr + layout::BYTES_SIZE as u64)? as usize;
+    mem.bytes(addr + layout::BYTES_DATA, size.min(MAX_TABLE))
+}
+
+#[cfg(test)]
+mod tests {
+    /// Check the file names frames show.
+    #[test]
+    fn short_file_names() {
+        assert_eq!(super::short_file("/tmp/x/work.py"), "work.py");
+        assert_eq!(
+            super::short_file("/usr/lib/python3.11/json/__init__.py"),
+            "json/__init__.py"
+        );
+        assert_eq!(super::short_file("<string>"), "<string>");
+    }
+}

@@ -1,0 +1,369 @@
+//! Python functions in native stacks: CPython's own state read from a running process (`process_vm_readv`, no
+//! ptrace stop), as py-spy does.
+//!
+//! [`detect`] finds the interpreter a process runs (its binary or libpython, `_PyRuntime` among the dynamic
+//! symbols, the version in `Py_Version`), [`Runtime::stack`] reads one thread's chain of interpreter frames
+//! (3.11: `_PyRuntime.interpreters.head->threads.head`, the thread whose `native_thread_id` is the tid, its
+//! `cframe->current_frame`, then `previous`), naming each `qualname (file.py:line)` from its code object
+//! ([`code`]) and the line table ([`linetable`]). [`layout`] holds the offsets per version; a version without
+//! one is reported as such and read no further.
+pub mod code;
+pub mod layout;
+pub mod linetable;
+pub mod memory;
+
+use crate::elf_layout::ElfLayout;
+use crate::process;
+use layout::Layout;
+use memory::{u64_at, Memory, ReadError};
+use object::{Object, ObjectSymbol};
+use std::collections::HashMap;
+use std::io::Read;
+use std::ops::Range;
+use std::path::Path;
+use std::sync::Arc;
+
+/// Why a thread's Python stack could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PythonError {
+    #[error("reading the interpreter's memory: {0}")]
+    Read(#[from] ReadError),
+    /// No `PyThreadState` has this OS thread id (a thread that never ran Python, or one that just ended).
+    #[error("no Python thread state for thread {0}")]
+    NoThread(u32),
+}
+
+/// One Python frame, as py-spy prints it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PyFrame {
+    /// `qualname (file.py:line)`.
+    pub name: Arc<str>,
+    /// The frame is the first one an invocation of `_PyEval_EvalFrameDefault` ran (3.11's `is_entry`): the
+    /// frames from the leaf down to it were run by one C frame of the evaluator.
+    pub entry: bool,
+}
+
+/// One thread's Python stack, read at one instant.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PyStack {
+    /// Leaf first; empty when the thread had no Python frame.
+    pub frames: Vec<PyFrame>,
+    /// Where the thread's `_PyCFrame` is (on its C stack), and the interpreter frame it pointed at.
+    pub cframe: u64,
+    pub current_frame: u64,
+    /// How the stack read relates to the sampled instant.
+    pub sampled: Sampled,
+}
+
+/// How a stack read after a sample relates to the sample, when the sample's stack copy holds the thread's
+/// `_PyCFrame` (whose `current_frame` is the interpreter frame the thread ran at the sample).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Sampled {
+    /// No stack copy (or it does not hold the `_PyCFrame`): the stack as read.
+    #[default]
+    Unknown,
+    /// The thread still ran the sampled frame: the stack is the sampled one.
+    Same,
+    /// The thread had called further: the stack read from the sampled frame down is the sampled one.
+    Deeper,
+    /// The thread had returned from the sampled frame: the stack is the one it runs at the read (the sampled
+    /// frame's memory may hold another frame since, so it is not followed).
+    MovedOn,
+}
+
+/// What a process runs.
+pub enum Detected {
+    NotPython,
+    Python(Box<Runtime>),
+    /// CPython of a version whose layout rprof does not know (`3.13.0`).
+    Unsupported(String),
+}
+
+/// The interpreter of one process.
+pub struct Runtime {
+    mem: Memory,
+    layout: &'static Layout,
+    /// `major.minor.micro`.
+    pub version: String,
+    /// The runtime address of `_PyRuntime`.
+    runtime: u64,
+    /// Where `_PyEval_EvalFrameDefault` runs (empty when the binary does not export it).
+    pub eval: Range<u64>,
+    /// tid -> its `PyThreadState` (as last found).
+    threads: HashMap<u32, u64>,
+    codes: code::Codes,
+}
+
+/// The dynamic symbols rprof needs from the interpreter's binary, as ELF addresses.
+struct Symbols {
+    runtime: u64,
+    version: Option<u64>,
+    eval: Option<(u64, u64)>,
+}
+
+/// Find the CPython interpreter process `pid` runs: the libpython it maps, else its python binary.
+pub fn detect(pid: u32) -> Detected {
+    let Ok(maps) = process::maps(pid as i32) else {
+        return Detected::NotPython;
+    };
+    let mut candidates: Vec<&str> = maps
+        .iter()
+        .map(|m| m.path.as_str())
+        .filter(|p| is_python_file(p))
+        .collect();
+    candidates.sort_by_key(|p| !file_name(p).starts_with("libpython"));
+    candidates.dedup();
+    for path in candidates {
+        let Some((syms, layout)) = read_symbols(pid, path) else {
+            continue;
+        };
+        let Some(first) = maps
+            .iter()
+            .filter(|m| m.path == path)
+            .min_by_key(|m| m.offset)
+        else {
+            continue;
+        };
+        let bias = layout.bias(first.start, first.offset);
+        let mem = Memory::new(pid);
+        let version = match syms.version {
+            Some(v) => mem.u64(bias.wrapping_add(v)).map(|v| v as u32).ok(),
+            None => None,
+        };
+        let (major, minor, micro) = match version {
+            Some(v) => (v >> 24, (v >> 16) & 0xff, (v >> 8) & 0xff),
+            None => match version_of_name(path) {
+                Some((major, minor)) => (major, minor, 0),
+                None => continue,
+            },
+        };
+        let version = format!("{major}.{minor}.{micro}");
+        let Some(layout) = layout::of_version(major, minor) else {
+            return Detected::Unsupported(version);
+        };
+        let eval = syms.eval.map_or(0..0, |(a, size)| {
+            bias.wrapping_add(a)..bias.wrapping_add(a + size)
+        });
+        return Detected::Python(Box::new(Runtime {
+            mem,
+            layout,
+            version,
+            runtime: bias.wrapping_add(syms.runtime),
+            eval,
+            threads: HashMap::new(),
+            codes: code::Codes::default(),
+        }));
+    }
+    Detected::NotPython
+}
+
+fn file_name(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+/// `python3.11`, `libpython3.11.so.1.0`, `python3.12d` (not `python3.11-config`).
+pub fn is_python_file(path: &str) -> bool {
+    path.starts_with('/') && version_of_name(path).is_some()
+}
+
+/// The `major.minor` in an interpreter's file name.
+fn version_of_name(path: &str) -> Option<(u32, u32)> {
+    let name = file_name(path);
+    let rest = name
+        .strip_prefix("libpython")
+        .or_else(|| name.strip_prefix("python"))?;
+    let (major, rest) = rest.split_once('.')?;
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    let after = &rest[digits.len()..];
+    if !(after.is_empty() || after.starts_with(".so") || after == "d" || after.starts_with("d.so"))
+    {
+        return None;
+    }
+    Some((major.parse().ok()?, digits.parse().ok()?))
+}
+
+/// `_PyRuntime`, `Py_Version` and `_PyEval_EvalFrameDefault` from the dynamic symbols of `path` (as process
+/// `pid` sees it), with the file's load layout.
+fn read_symbols(pid: u32, path: &str) -> Option<(Symbols, ElfLayout)> {
+    let (mut file, _) = process::open_target_file(pid, Path::new(path)).ok()?;
+    let mut data = Vec::new();
+    file.read_to_end(&mut data).ok()?;
+    let elf = object::File::parse(&*data).ok()?;
+    let mut syms = Symbols {
+        runtime: 0,
+        version: None,
+        eval: None,
+    };
+    for s in elf.dynamic_symbols().chain(elf.symbols()) {
+        match s.name() {
+            Ok("_PyRuntime") => syms.runtime = s.address(),
+            Ok("Py_Version") => syms.version = Some(s.address()),
+            Ok("_PyEval_EvalFrameDefault") => syms.eval = Some((s.address(), s.size())),
+            _ => {}
+        }
+    }
+    (syms.runtime != 0).then(|| (syms, ElfLayout::of(&elf)))
+}
+
+/// Where the addresses of Python frames start in a recording's callchains: not a canonical x86-64 address (nor
+/// one of 5-level paging), so never code's. Frame `i` of the recording's PYTHON section is at
+/// `PYTHON_FRAMES + 16 * i + 8`, so that a return address looked up one byte back still names it.
+pub const PYTHON_FRAMES: u64 = 0x5079_0000_0000_0000;
+const PYTHON_FRAMES_END: u64 = 0x507a_0000_0000_0000;
+
+/// The callchain address of the recording's Python frame number `index`.
+pub fn frame_addr(index: usize) -> u64 {
+    PYTHON_FRAMES + 16 * index as u64 + 8
+}
+
+/// The Python frame number of a callchain address (None for any other address).
+pub fn frame_index(addr: u64) -> Option<usize> {
+    (PYTHON_FRAMES..PYTHON_FRAMES_END)
+        .contains(&addr)
+        .then(|| ((addr - PYTHON_FRAMES) / 16) as usize)
+}
+
+/// The names of the Python frames of a recording session, by number (see [`frame_addr`]): filled by `record`
+/// as it meets them, read by whoever names frames meanwhile (`--push`'s profile thread) or after (the recording's
+/// PYTHON section).
+#[derive(Clone, Default)]
+pub struct Names(Arc<std::sync::RwLock<Vec<Arc<str>>>>);
+
+impl Names {
+    pub fn from_vec(names: Vec<Arc<str>>) -> Names {
+        Names(Arc::new(std::sync::RwLock::new(names)))
+    }
+
+    /// Frame number `index`'s name.
+    pub fn get(&self, index: usize) -> Option<Arc<str>> {
+        self.0.read().ok()?.get(index).cloned()
+    }
+
+    /// Add a name; returns its number.
+    pub fn push(&self, name: Arc<str>) -> usize {
+        let mut names = self.0.write().unwrap_or_else(|e| e.into_inner());
+        names.push(name);
+        names.len() - 1
+    }
+
+    pub fn to_vec(&self) -> Vec<Arc<str>> {
+        self.0.read().map(|n| n.clone()).unwrap_or_default()
+    }
+}
+
+/// The most frames read from one thread (a deeper stack is cut there).
+const MAX_DEPTH: usize = 512;
+/// The most thread states walked looking for a thread.
+const MAX_THREADS: usize = 4096;
+
+impl Runtime {
+    /// The Python stack of OS thread `tid`, read now. `at_sample` gives, for the address of the thread's
+    /// `_PyCFrame`, the `current_frame` it held at the sample (from a stack copy), when known: when the thread
+    /// has called further since, the stack is cut to start at that frame (see [`Sampled`]).
+    pub fn stack(
+        &mut self,
+        tid: u32,
+        at_sample: impl FnOnce(u64) -> Option<u64>,
+    ) -> Result<PyStack, PythonError> {
+        let l = self.layout;
+        let tstate = self.thread_state(tid)?;
+        let buf = self.mem.bytes(tstate, l.tstate_read)?;
+        let cframe = u64_at(&buf, l.tstate_cframe);
+        let current = match cframe {
+            0 => 0,
+            c => self.mem.u64(c + l.cframe_current_frame)?,
+        };
+        let mut stack = PyStack {
+            frames: Vec::new(),
+            cframe,
+            current_frame: current,
+            sampled: Sampled::Unknown,
+        };
+        let sampled_frame = match cframe {
+            0 => None,
+            c => at_sample(c),
+        };
+        let mut addrs = Vec::new();
+        let mut frame = current;
+        while frame != 0 && stack.frames.len() < MAX_DEPTH {
+            let f = self.mem.bytes(frame, l.frame_read)?;
+            let code = u64_at(&f, l.frame_code);
+            let prev_instr = u64_at(&f, l.frame_prev_instr);
+            let name = self.codes.frame_name(&self.mem, l, code, prev_instr)?;
+            stack.frames.push(PyFrame {
+                name,
+                entry: f[l.frame_is_entry] != 0,
+            });
+            addrs.push(frame);
+            frame = u64_at(&f, l.frame_previous);
+        }
+        if let Some(at) = sampled_frame {
+            stack.sampled = match addrs.iter().position(|&a| a == at) {
+                Some(0) => Sampled::Same,
+                Some(i) => {
+                    stack.frames.drain(..i);
+                    Sampled::Deeper
+                }
+                None => Sampled::MovedOn,
+            };
+        }
+        Ok(stack)
+    }
+
+    /// The `PyThreadState` of `tid`: the one found last time if it still is that thread's, else found anew.
+    fn thread_state(&mut self, tid: u32) -> Result<u64, PythonError> {
+        let l = self.layout;
+        if let Some(&t) = self.threads.get(&tid) {
+            let buf = self.mem.bytes(t, l.tstate_read)?;
+            if u64_at(&buf, l.tstate_native_thread_id) == u64::from(tid) {
+                return Ok(t);
+            }
+        }
+        self.threads.clear();
+        let mut interp = self.mem.u64(self.runtime + l.runtime_interpreters_head)?;
+        let mut seen = 0;
+        while interp != 0 && seen < MAX_THREADS {
+            let mut t = self.mem.u64(interp + l.interp_threads_head)?;
+            while t != 0 && seen < MAX_THREADS {
+                seen += 1;
+                let buf = self.mem.bytes(t, l.tstate_read)?;
+                let native = u64_at(&buf, l.tstate_native_thread_id) as u32;
+                self.threads.insert(native, t);
+                t = u64_at(&buf, l.tstate_next);
+            }
+            // PyInterpreterState.next is its first field.
+            interp = self.mem.u64(interp)?;
+        }
+        self.threads
+            .get(&tid)
+            .copied()
+            .ok_or(PythonError::NoThread(tid))
+    }
+
+    /// Forget the code objects read (a long session: they are read again when met).
+    pub fn forget_code(&mut self) {
+        self.codes = code::Codes::default();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::version_of_name;
+
+    /// Check which file names are interpreters, and their versions.
+    #[test]
+    fn interpreter_file_names() {
+        assert_eq!(version_of_name("/usr/bin/python3.11"), Some((3, 11)));
+        assert_eq!(
+            version_of_name("/root/.pyenv/versions/3.11.7/lib/libpython3.11.so.1.0"),
+            Some((3, 11))
+        );
+        assert_eq!(version_of_name("/usr/bin/python3.12d"), Some((3, 12)));
+        assert_eq!(version_of_name("/usr/bin/python3.11-config"), None);
+        assert_eq!(
+            version_of_name("/usr/lib/python3.11/lib-dynload/_json.cpython-311.so"),
+            None
+        );
+        assert_eq!(version_of_name("/usr/bin/perl"), None);
+    }
+}

@@ -1,0 +1,303 @@
+//! Python frames in rprof's profiles, against py-spy (PyPI's, installed by .ci/install) on the same run of the
+//! same process: fixtures/py_work.py runs Python functions for amounts of their own CPU time.
+mod common;
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+const PY_SPY: &str = "/opt/rprof-tests/py-spy/bin/py-spy";
+const DEBIAN_PYTHON: &str = "/usr/bin/python3.11";
+const PYENV_PYTHON: &str = "/root/.pyenv/versions/3.11.7/bin/python3.11";
+/// The four functions of `py_work.py four`, and their parts of each round's CPU time (of 10).
+const FOUR: [(&str, f64); 4] = [
+    ("sort_data", 4.0),
+    ("py_loop", 3.0),
+    ("parse_json", 2.0),
+    ("regex_scan", 1.0),
+];
+
+fn fixture() -> String {
+    common::fixtures()
+        .join("py_work.py")
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// Start `python py_work.py MODE SECONDS` and wait until it says it runs.
+fn start(python: &str, mode: &str, seconds: &str) -> Child {
+    let mut child = Command::new(python)
+        .args([&fixture(), mode, seconds])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start python");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), "ready", "the fixture did not start");
+    child
+}
+
+/// Folded stacks (`a;b;c COUNT`) as (frames, count).
+fn folded(text: &str) -> Vec<(Vec<String>, u64)> {
+    text.lines()
+        .filter_map(|l| {
+            let (stack, n) = l.rsplit_once(' ')?;
+            Some((
+                stack.split(';').map(str::to_string).collect(),
+                n.parse().ok()?,
+            ))
+        })
+        .collect()
+}
+
+/// Each function's share (%) of the stacks that hold a Python frame: the stacks with a frame of it (`NAME (`),
+/// and how many such stacks there are.
+fn shares(stacks: &[(Vec<String>, u64)]) -> (BTreeMap<&'static str, f64>, u64) {
+    let python: Vec<&(Vec<String>, u64)> = stacks
+        .iter()
+        .filter(|(s, _)| s.iter().any(|f| f.starts_with("<module> (")))
+        .collect();
+    let total: u64 = python.iter().map(|(_, n)| n).sum();
+    let share = |name: &str| {
+        let prefix = format!("{name} (");
+        let n: u64 = python
+            .iter()
+            .filter(|(s, _)| s.iter().any(|f| f.starts_with(&prefix)))
+            .map(|(_, n)| n)
+            .sum();
+        100.0 * n as f64 / total.max(1) as f64
+    };
+    (FOUR.iter().map(|&(f, _)| (f, share(f))).collect(), total)
+}
+
+/// Whether py-spy is installed (else skip).
+fn have_py_spy(test: &str) -> bool {
+    if Path::new(PY_SPY).exists() {
+        return true;
+    }
+    common::skip(
+        test,
+        "py-spy is not installed (bash tools/pyspy/install.sh)",
+    );
+    false
+}
+
+/// One run of `py_work.py four` sampled at once by py-spy (`--nonblocking -r 99 -f raw`) and by `rprof record
+/// -g -F 99 -p PID`: each function's share of the Python samples in rprof's folded report is within 5 points of
+/// py-spy's, each tool has at least 3,000 samples, and the shares follow the fixture's CPU parts.
+fn four_functions_match_py_spy(test: &str, python: &str) {
+    if !common::privileged(test) || !have_py_spy(test) {
+        return;
+    }
+    if !Path::new(python).exists() {
+        common::skip(test, &format!("{python} is not installed"));
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // 3,000 samples at 99 Hz of CPU time are 30.3 s of it.
+    let mut target = start(python, "four", "33");
+    let pid = target.id().to_string();
+    let spy_out = dir.path().join("spy.txt");
+    let spy = Command::new(PY_SPY)
+        .args(["record", "--nonblocking", "-r", "99", "-f", "raw", "-o"])
+        .arg(&spy_out)
+        .args(["-p", &pid])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start py-spy");
+    let data = dir.path().join("py.data");
+    let data = data.to_str().unwrap();
+    let (_, stderr) =
+        common::rprof_ok_stderr(&["record", "-g", "-F", "99", "-p", &pid, "-o", data]);
+    let spy = spy.wait_with_output().unwrap();
+    target.wait().unwrap();
+    assert!(
+        spy.status.success(),
+        "py-spy failed ({}): {}",
+        spy.status,
+        String::from_utf8_lossy(&spy.stderr)
+    );
+    assert!(
+        stderr.contains("rprof record: python: 1 CPython processes"),
+        "{stderr}"
+    );
+    let spy_stacks = folded(&std::fs::read_to_string(&spy_out).unwrap());
+    let rprof_stacks = folded(&common::rprof_ok(&["report", "-i", data, "--folded"]));
+    let (want, spy_n) = shares(&spy_stacks);
+    let (got, rprof_n) = shares(&rprof_stacks);
+    eprintln!("{python}: py-spy {spy_n} samples {want:?}; rprof {rprof_n} samples {got:?}");
+    assert!(
+        spy_n >= 3000 && rprof_n >= 3000,
+        "too few samples: py-spy {spy_n}, rprof {rprof_n}\n{stderr}"
+    );
+    for (f, part) in FOUR {
+        assert!(
+            (got[f] - want[f]).abs() <= 5.0,
+            "{f}: rprof {:.1}% py-spy {:.1}%\n{stderr}",
+            got[f],
+            want[f]
+        );
+        // The fixture's parts, loosely (each function's loop also calls thread_time).
+        assert!(
+            (got[f] - part * 10.0).abs() <= 8.0,
+            "{f}: {:.1}% of the CPU, {part} parts of 10",
+            got[f]
+        );
+    }
+}
+
+#[test]
+fn four_functions_match_py_spy_debian() {
+    four_functions_match_py_spy("four_functions_match_py_spy_debian", DEBIAN_PYTHON);
+}
+
+#[test]
+fn four_functions_match_py_spy_pyenv() {
+    four_functions_match_py_spy("four_functions_match_py_spy_pyenv", PYENV_PYTHON);
+}
+
+/// `--call-graph dwarf` on Debian's python3.11 (no frame pointers): whole mixed stacks. json's C scanner
+/// (`_json...so`) sits under `parse_json`'s frames, in call order from `<module>`, in at least 95% of its
+/// samples (the rest: samples whose Python stack was read after the thread had returned from the sampled
+/// frame, which the verdict counts; at most that many), and `go tool pprof -top` of the pprof export names the
+/// Python functions.
+#[test]
+fn dwarf_mixed_stacks() {
+    let test = "dwarf_mixed_stacks";
+    if !common::privileged(test) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("py.data");
+    let data = data.to_str().unwrap();
+    let fixture = fixture();
+    let (_, stderr) = common::rprof_ok_stderr(&[
+        "record",
+        "--call-graph",
+        "dwarf",
+        "-F",
+        "199",
+        "-o",
+        data,
+        "--",
+        DEBIAN_PYTHON,
+        &fixture,
+        "four",
+        "5",
+    ]);
+    let stacks = folded(&common::rprof_ok(&["report", "-i", data, "--folded"]));
+    let order = ["<module> (", "main (", "four (", "parse_json (", "spend ("];
+    let (mut json, mut placed, mut wrong) = (0, 0, Vec::new());
+    for (stack, n) in &stacks {
+        let Some(scanner) = stack.iter().position(|f| f.contains("_json.cpython")) else {
+            continue;
+        };
+        json += n;
+        let at: Vec<Option<usize>> = order
+            .iter()
+            .map(|o| stack.iter().position(|f| f.starts_with(o)))
+            .collect();
+        let others = FOUR.iter().filter(|(f, _)| *f != "parse_json");
+        let other = others
+            .clone()
+            .any(|(o, _)| stack.iter().any(|f| f.starts_with(&format!("{o} ("))));
+        match at.iter().all(Option::is_some)
+            && at.windows(2).all(|w| w[0] < w[1])
+            && at[4] < Some(scanner)
+            && !other
+        {
+            true => placed += n,
+            false => wrong.push(stack.join(";")),
+        }
+    }
+    let moved_on = moved_on(&stderr);
+    eprintln!("json's scanner: {json} samples, {placed} under parse_json; moved on: {moved_on}");
+    // parse_json has 2 parts of 10 of 5 s at 199 Hz (~200 samples); most of it is in the scanner.
+    assert!(json >= 40, "{json} samples in json's scanner\n{stderr}");
+    assert!(
+        placed as f64 >= 0.95 * json as f64 && json - placed <= moved_on,
+        "json's scanner under another Python stack in {} of {json} samples ({moved_on} moved on):\n{}\n{stderr}",
+        json - placed,
+        wrong.join("\n")
+    );
+    let pprof = dir.path().join("py.pb.gz");
+    common::rprof_ok(&["report", "-i", data, "--pprof", pprof.to_str().unwrap()]);
+    let out = Command::new("go")
+        .args(["tool", "pprof", "-top"])
+        .arg(&pprof)
+        .output()
+        .expect("run go tool pprof");
+    let top = String::from_utf8_lossy(&out.stdout);
+    for (f, _) in FOUR {
+        assert!(
+            top.contains(&format!("{f} (py_work.py:")),
+            "pprof -top lacks {f}:\n{top}"
+        );
+    }
+}
+
+/// The samples whose Python stack was read after the thread had returned from the sampled frame, from the
+/// verdict.
+fn moved_on(stderr: &str) -> u64 {
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("timing, from"))
+        .unwrap_or_default();
+    let before = line.split(" after it returned").next().unwrap_or_default();
+    let n = before.rsplit(", ").next().unwrap_or_default();
+    n.split_whitespace()
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Two Python threads in different functions: each thread's samples carry its own function, never the other's
+/// (a stack read for the sampled thread only, as the sample arrives).
+#[test]
+fn threads_carry_their_own_functions() {
+    let test = "threads_carry_their_own_functions";
+    if !common::privileged(test) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("py.data");
+    let data = data.to_str().unwrap();
+    let fixture = fixture();
+    common::rprof_ok_stderr(&[
+        "record",
+        "-g",
+        "-F",
+        "99",
+        "-o",
+        data,
+        "--",
+        DEBIAN_PYTHON,
+        &fixture,
+        "threads",
+        "3",
+    ]);
+    let script = common::rprof_ok(&["script", "-i", data]);
+    // tid -> (samples with spin_alpha, with spin_beta)
+    let mut by_tid: HashMap<u32, (u64, u64)> = HashMap::new();
+    for sample in script.split("\n\n") {
+        let mut lines = sample.lines();
+        let Some(head) = lines.next() else { continue };
+        let Some(tid) = head.split_whitespace().nth(1).and_then(|t| t.parse().ok()) else {
+            continue;
+        };
+        let body: String = lines.collect::<Vec<_>>().join("\n");
+        let e = by_tid.entry(tid).or_default();
+        e.0 += body.contains("spin_alpha (") as u64;
+        e.1 += body.contains("spin_beta (") as u64;
+    }
+    let alpha: Vec<(&u32, &(u64, u64))> = by_tid.iter().filter(|(_, c)| c.0 > 0).collect();
+    let beta: Vec<(&u32, &(u64, u64))> = by_tid.iter().filter(|(_, c)| c.1 > 0).collect();
+    assert_eq!((alpha.len(), beta.len()), (1, 1), "threads: {by_tid:?}");
+    assert_ne!(alpha[0].0, beta[0].0, "one thread ran both: {by_tid:?}");
+    // 3 s of each thread's CPU at 99 Hz: about 297 samples each.
+    assert!(alpha[0].1 .0 >= 150 && beta[0].1 .1 >= 150, "{by_tid:?}");
+}
