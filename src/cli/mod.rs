@@ -14,7 +14,9 @@ pub mod probe;
 mod probe_list;
 mod push;
 pub mod record;
+mod recording_info;
 pub mod report;
+mod report_events;
 pub mod script;
 pub mod tool;
 mod tool_multi;
@@ -48,6 +50,11 @@ pub enum Command {
     /// Count tracepoint hits over a command, a process or the whole system, as perf stat does (rprof probe
     /// --count).
     Stat(trace::StatArgs),
+    /// Print the events of a recording (rprof's or perf's), one a line, as perf evlist does.
+    Evlist(recording_info::EvlistArgs),
+    /// Print the build-ids of the binaries a recording (rprof's or perf's) names, as perf buildid-list does.
+    #[command(name = "buildid-list")]
+    BuildidList(recording_info::BuildidListArgs),
     /// Run one of bcc's classic tools (execsnoop, opensnoop, biolatency, tcpconnect...) as a probe recipe.
     Tool(tool::ToolArgs),
     /// Parse and check a bpftrace program (bpftrace 0.17's language and flags), printing its errors as bpftrace
@@ -101,6 +108,8 @@ pub fn run() -> anyhow::Result<u8> {
         Command::Probe(a) => probe::run(a),
         Command::Trace(a) => trace::run_trace(a),
         Command::Stat(a) => trace::run_stat(a),
+        Command::Evlist(a) => recording_info::run_evlist(a),
+        Command::BuildidList(a) => recording_info::run_buildid_list(a),
         Command::Tool(a) => tool::run(a),
         Command::Bt(a) => bt::run(a),
         Command::GenerateMan { dir } => man::run(&dir),
