@@ -208,6 +208,14 @@ pub fn percent(s: &str) -> Result<f64, String> {
     }
 }
 
+/// `trace --duration MSEC`: milliseconds, 0 or more (`0.5`).
+pub fn msec(s: &str) -> Result<f64, String> {
+    match s.trim().trim_end_matches("ms").parse::<f64>() {
+        Ok(v) if v >= 0.0 && v.is_finite() => Ok(v),
+        _ => Err("give milliseconds, like 1 or 0.5".to_string()),
+    }
+}
+
 /// `-F`: a frequency above zero, or `max`: the kernel's limit (kernel.perf_event_max_sample_rate), as perf's.
 pub fn freq(s: &str) -> Result<u64, String> {
     if s != "max" {
