@@ -17,6 +17,7 @@ pub mod record;
 mod recording_info;
 pub mod report;
 mod report_events;
+mod sched;
 pub mod script;
 pub mod tool;
 mod tool_multi;
@@ -50,6 +51,9 @@ pub enum Command {
     /// Count tracepoint hits over a command, a process or the whole system, as perf stat does (rprof probe
     /// --count).
     Stat(trace::StatArgs),
+    /// Scheduler latencies, as perf sched: `record` the sched tracepoints, then `latency` per task or
+    /// `timehist` per context switch.
+    Sched(sched::SchedArgs),
     /// Print the events of a recording (rprof's or perf's), one a line, as perf evlist does.
     Evlist(recording_info::EvlistArgs),
     /// Print the build-ids of the binaries a recording (rprof's or perf's) names, as perf buildid-list does.
@@ -108,6 +112,7 @@ pub fn run() -> anyhow::Result<u8> {
         Command::Probe(a) => probe::run(a),
         Command::Trace(a) => trace::run_trace(a),
         Command::Stat(a) => trace::run_stat(a),
+        Command::Sched(a) => sched::run(a),
         Command::Evlist(a) => recording_info::run_evlist(a),
         Command::BuildidList(a) => recording_info::run_buildid_list(a),
         Command::Tool(a) => tool::run(a),

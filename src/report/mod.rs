@@ -17,6 +17,7 @@ mod otlp;
 mod output;
 mod pprof;
 mod quality;
+pub mod sched;
 mod script;
 mod script_fields;
 mod table;
