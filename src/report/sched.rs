@@ -109,7 +109,7 @@ fn sched_event(formats: &Formats, s: &Sample) -> Option<SchedEvent> {
 fn each_event(
     input: &Path,
     mut visit: impl FnMut(&Sample, SchedEvent, &HashMap<u32, String>),
-) -> Result<(), ReportError> {
+) -> Result<HashMap<u32, String>, ReportError> {
     let mut reader = Reader::open(input)?;
     let formats = Formats::of(&reader);
     let mut comms: HashMap<u32, String> = HashMap::new();
@@ -132,7 +132,7 @@ fn each_event(
             _ => {}
         }
     }
-    Ok(())
+    Ok(comms)
 }
 
 /// A task's state between its events (perf's work atom): how it left the CPU and when it became runnable.
@@ -232,10 +232,8 @@ impl TaskLatency {
 /// perf's default `avg, max, switch, runtime`.
 pub fn latency(input: &Path, per_pid: bool) -> Result<Vec<TaskLatency>, ReportError> {
     let mut tasks: HashMap<u32, TaskLatency> = HashMap::new();
-    each_event(input, |s, e, comms| {
+    let comms = each_event(input, |s, e, _| {
         let time = s.time.unwrap_or(0);
-        // perf names a task by its COMM records (`:PID` without one), not by the switch's fields.
-        let comm = |pid: u32| comms.get(&pid).cloned().unwrap_or(format!(":{pid}"));
         match e {
             SchedEvent::Switch {
                 prev_pid,
@@ -243,12 +241,9 @@ pub fn latency(input: &Path, per_pid: bool) -> Result<Vec<TaskLatency>, ReportEr
                 next_pid,
                 ..
             } => {
-                let prev = tasks_entry(&mut tasks, prev_pid, time, prev_runnable);
-                prev.comm = comm(prev_pid);
-                prev.sched_out(prev_runnable, time);
-                let next = tasks_entry(&mut tasks, next_pid, time, true);
-                next.comm = comm(next_pid);
-                next.sched_in(time);
+                tasks_entry(&mut tasks, prev_pid, time, prev_runnable)
+                    .sched_out(prev_runnable, time);
+                tasks_entry(&mut tasks, next_pid, time, true).sched_in(time);
             }
             SchedEvent::Runtime { pid, runtime } => {
                 tasks_entry(&mut tasks, pid, time, true).runtime += runtime;
@@ -259,6 +254,12 @@ pub fn latency(input: &Path, per_pid: bool) -> Result<Vec<TaskLatency>, ReportEr
             }
         }
     })?;
+    // perf names a task by its last COMM record (`:PID` without one), not by the switch's fields.
+    for (pid, t) in tasks.iter_mut() {
+        if let Some(c) = comms.get(pid) {
+            t.comm = c.clone();
+        }
+    }
     let mut rows: Vec<TaskLatency> = Vec::new();
     let mut tids: Vec<&TaskLatency> = tasks.values().filter(|t| t.tid != 0).collect();
     tids.sort_by_key(|t| t.tid);
@@ -364,16 +365,17 @@ pub fn write_timehist(input: &Path, out: &mut impl Write) -> Result<(), ReportEr
         out,
         "--------------- ------  ------------------------------  ---------  ---------  ---------"
     )?;
-    let mut threads: HashMap<u32, Runtime> = HashMap::new();
+    let mut threads: HashMap<(u32, u32), Runtime> = HashMap::new();
     let mut cpu_last: HashMap<u32, u64> = HashMap::new();
     let mut first_pid: HashMap<i32, i32> = HashMap::new();
+    let mut width = 30;
     let mut result = Ok(());
     each_event(input, |s, e, comms| {
         let t = s.time.unwrap_or(0);
         let cpu = s.cpu.unwrap_or(0);
         match e {
             SchedEvent::Wakeup { pid, .. } => {
-                let r = threads.entry(pid).or_default();
+                let r = threads.entry((pid, 0)).or_default();
                 if r.ready_to_run == 0 {
                     r.ready_to_run = t;
                 }
@@ -385,7 +387,12 @@ pub fn write_timehist(input: &Path, out: &mut impl Write) -> Result<(), ReportEr
                 let tid = s.tid as i32;
                 let pid = *first_pid.entry(tid).or_insert(s.pid as i32);
                 let tprev = cpu_last.insert(cpu, t).unwrap_or(0);
-                let r = threads.entry(s.tid).or_default();
+                // The idle task has a thread per CPU, as perf's `<idle>`.
+                let key = match tid {
+                    0 => (0, cpu),
+                    _ => (s.tid, 0),
+                };
+                let r = threads.entry(key).or_default();
                 let (mut run, mut delay, mut wait) = (0, 0, 0);
                 if tprev > 0 {
                     run = t - tprev;
@@ -396,19 +403,22 @@ pub fn write_timehist(input: &Path, out: &mut impl Write) -> Result<(), ReportEr
                         wait = tprev - r.last_time;
                     }
                 }
-                if tid != 0 && result.is_ok() {
+                if result.is_ok() {
                     let comm = comms.get(&s.tid).cloned().unwrap_or(format!(":{tid}"));
-                    let name = match pid == tid || pid == -1 {
-                        true => format!("{comm}[{tid}]"),
-                        false => format!("{comm}[{tid}/{pid}]"),
+                    let name = match (tid, pid == tid || pid == -1) {
+                        (0, _) => "<idle>".to_string(),
+                        (_, true) => format!("{comm}[{tid}]"),
+                        (_, false) => format!("{comm}[{tid}/{pid}]"),
                     };
-                    // perf keeps 31 bytes of it (a 32-byte buffer).
+                    // perf keeps 31 bytes of it (a 32-byte buffer), and widens the column from 30 to the
+                    // longest name printed so far.
                     let name: String = name.chars().take(31).collect();
+                    width = width.max(name.len());
                     let ms =
                         |ns: u64| format!("{:>6}.{:03} ", ns / 1_000_000, ns % 1_000_000 / 1000);
                     result = writeln!(
                         out,
-                        "{:>15} [{cpu:04}]  {name:<30} {}{}{}",
+                        "{:>15} [{cpu:04}]  {name:<width$} {}{}{}",
                         usec(t),
                         ms(wait),
                         ms(delay),
