@@ -19,7 +19,8 @@ type Returns = BTreeMap<(String, String), u64>;
 fn rprof_returns(text: &str) -> Returns {
     let mut out = Returns::new();
     for l in text.lines() {
-        let Some((_, call)) = l.split_once(" ms): ") else {
+        // `( 0.012 ms): ` or, for a call that never returned (exit_group, `= ?`), `(         ): `.
+        let Some((_, call)) = l.split_once("): ") else {
             continue;
         };
         let Some(name) = call
@@ -91,17 +92,26 @@ fn trace_matches_strace() {
     let bin = build_c(dir.path(), "record_event.c", FP);
     let bin = bin.to_str().unwrap();
     let missing = "/nonexistent/rprof-trace";
-    let out = rprof_ok(&["trace", "--", bin, "30", missing]);
-    let n_r = calls(&out) as u64;
+    // The command's output on standard output, the trace's lines on standard error (as strace's).
+    let (stdout, out) = rprof_ok_stderr(&["trace", "--", bin, "30", missing]);
+    assert!(
+        !stdout.contains(" = "),
+        "trace lines on standard output: {stdout}"
+    );
+    let n_r = calls(&stdout) as u64;
     let rprof = rprof_returns(&out);
     let st = std::process::Command::new("strace")
         .args(["-f", "-qq", "--", bin, "30", missing])
         .output()
         .unwrap();
     let n_s = calls(&String::from_utf8_lossy(&st.stdout)) as u64;
+    // exit_group does not return: both show it with `= ?`.
     let mut strace = strace_returns(&String::from_utf8_lossy(&st.stderr));
-    // exit_group does not return (strace shows `= ?`): no return to trace.
-    strace.retain(|(name, _), _| name != "exit_group");
+    assert!(
+        out.lines()
+            .any(|l| l.contains(" exit_group(") && l.ends_with(" = ?")),
+        "{out}"
+    );
     // The fixture's own calls: an open of the missing file and a clock read each, counted per run.
     let per_run = |r: &mut Returns, n: u64| {
         for key in [("openat", "ENOENT"), ("clock_gettime", "ok")] {

@@ -15,7 +15,10 @@ pub mod probe;
 mod probe_list;
 mod push;
 pub mod record;
+mod recording_info;
 pub mod report;
+mod report_events;
+mod sched;
 pub mod script;
 pub mod tool;
 mod tool_memleak;
@@ -53,6 +56,14 @@ pub enum Command {
     Stat(trace::StatArgs),
     /// List the events rprof can count and sample here (perf list), or a binary's probe points (-x).
     List(list::ListArgs),
+    /// Scheduler latencies, as perf sched: `record` the sched tracepoints, then `latency` per task or
+    /// `timehist` per context switch.
+    Sched(sched::SchedArgs),
+    /// Print the events of a recording (rprof's or perf's), one a line, as perf evlist does.
+    Evlist(recording_info::EvlistArgs),
+    /// Print the build-ids of the binaries a recording (rprof's or perf's) names, as perf buildid-list does.
+    #[command(name = "buildid-list")]
+    BuildidList(recording_info::BuildidListArgs),
     /// Run one of bcc's classic tools (execsnoop, opensnoop, biolatency, tcpconnect...) as a probe recipe.
     Tool(tool::ToolArgs),
     /// Run a bpftrace program (bpftrace 0.17's language and flags) without BPF: probes through rprof's engines,
@@ -111,6 +122,9 @@ pub fn run() -> anyhow::Result<u8> {
         Command::Trace(a) => trace::run_trace(a),
         Command::Stat(a) => trace::run_stat(a),
         Command::List(a) => list::run(a),
+        Command::Sched(a) => sched::run(a),
+        Command::Evlist(a) => recording_info::run_evlist(a),
+        Command::BuildidList(a) => recording_info::run_buildid_list(a),
         Command::Tool(a) => tool::run(a),
         Command::Bt(a) => bt::run(a),
         Command::GenerateMan { dir } => man::run(&dir),

@@ -197,6 +197,14 @@ pub fn percent(s: &str) -> Result<f64, String> {
     }
 }
 
+/// `trace --duration MSEC`: milliseconds, 0 or more (`0.5`).
+pub fn msec(s: &str) -> Result<f64, String> {
+    match s.trim().trim_end_matches("ms").parse::<f64>() {
+        Ok(v) if v >= 0.0 && v.is_finite() => Ok(v),
+        _ => Err("give milliseconds, like 1 or 0.5".to_string()),
+    }
+}
+
 /// `-F`: a frequency above zero, or `max`: the kernel's limit (kernel.perf_event_max_sample_rate), as perf's.
 pub fn freq(s: &str) -> Result<u64, String> {
     if s != "max" {
@@ -255,10 +263,16 @@ pub fn debug_cost(s: &str) -> Result<rprof::probe::DebugCost, String> {
 
 /// `report --sort`: the table's keys.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SortKeys(pub Vec<rprof::report::SortKey>);
+pub struct SortKeys(pub Vec<rprof::report::SortKey>, pub bool);
 
+/// `--sort KEYS`: the table's keys, and whether `event` was one of them (a row or a section per event).
 pub fn sort_keys(s: &str) -> Result<SortKeys, String> {
-    rprof::report::SortKey::parse_list(s).map(SortKeys)
+    let event = s.split(',').any(|k| k.trim() == "event");
+    let rest: Vec<&str> = s.split(',').filter(|k| k.trim() != "event").collect();
+    match rest.is_empty() {
+        true => Ok(SortKeys(Vec::new(), event)),
+        false => rprof::report::SortKey::parse_list(&rest.join(",")).map(|k| SortKeys(k, event)),
+    }
 }
 
 /// `report -g`: perf's `--call-graph` spelling, a comma-separated list of which rprof reads `graph` (the only

@@ -263,11 +263,11 @@ fn shadowed(
             "rprof's -d is the duration in seconds (-d 10); perf's -d (--data, sample addresses) needs a hardware PMU",
         ),
         ("report" | "annotate", Some('n'), _) if value.is_none_or(|v| v.parse::<usize>().is_err()) => Some(
-            "rprof's -n N is the number of rows (report) or functions (annotate); the sample counts are perf's \
-             --show-nr-samples column, which rprof does not print",
+            "rprof's -n N is the number of rows (report) or functions (annotate); perf's Samples column is \
+             rprof report --show-nr-samples",
         ),
-        ("report" | "annotate", _, Some("show-nr-samples")) => {
-            Some("rprof does not print a column of sample counts: the shares are of the samples kept")
+        ("annotate", _, Some("show-nr-samples")) => {
+            Some("rprof annotate prints no sample counts: the shares are of the samples kept; rprof report --show-nr-samples prints them by row")
         }
         ("probe", Some('d'), _) | ("probe", _, Some("duration")) if !number => {
             Some(super::perf_table::PERSISTENT_PROBES)

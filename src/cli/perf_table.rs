@@ -35,7 +35,7 @@ const VERBOSE: &str = "rprof prints its errors in full without -v";
 const FORCE: &str = "rprof reads any recording it can open, whoever owns it";
 const NO_PMU: &str = "rprof samples the software clocks only (no hardware PMU events, hence no weights, transactions or data addresses)";
 const HEADER: &str =
-    "rprof report's first line names the recording's samples and event; there is no header dump";
+    "rprof report --header-only prints the recording's header (host, command line, events, sample times)";
 const RAW: &str = "rprof script prints every sample: rprof script -i FILE";
 const TIME: &str = "rprof reads the whole recording; record a shorter window with -d SECONDS";
 const SOURCE_PREFIX: &str = "rprof annotate --source-prefix OLD=NEW reads sources built elsewhere";
@@ -134,7 +134,6 @@ pub const REPORT: &[PerfFlag] = &[
     f(Some('G'), "inverted", Flag, Same("--call-graph=caller")),
     f(Some('I'), "show-info", Flag, Refused(HEADER)),
     f(None, "header", Flag, Refused(HEADER)),
-    f(None, "header-only", Flag, Refused(HEADER)),
     f(None, "stats", Flag, Refused(HEADER)),
     f(None, "tasks", Flag, Refused("rprof report --sort pid,tid lists the recorded threads with their samples")),
     f(None, "mmaps", Flag, Refused("rprof report prints no memory maps")),

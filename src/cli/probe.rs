@@ -347,7 +347,10 @@ pub fn run_with(mut args: ProbeArgs, adjust: impl FnOnce(&mut ProbeOptions)) -> 
     opts.debug = debug;
     // With --folded, standard output carries the folded stacks alone (what flamegraph.pl and inferno read, as
     // after `perf script | stackcollapse-perf.pl` or bcc's `stackcount -f`): the report goes to standard error.
-    let mut report: Box<dyn Write> = match folded {
+    // `rprof trace`'s lines and summary go to standard error, among none of the command's output, as perf
+    // trace's and strace's do.
+    let perf_trace = opts.calls.style == probe::TraceStyle::PerfTrace;
+    let mut report: Box<dyn Write> = match folded || perf_trace {
         true => Box::new(std::io::LineWriter::new(std::io::stderr())),
         false => Box::new(Stdout::lock()),
     };

@@ -3,6 +3,7 @@ use super::advice;
 use super::debuginfod::DebuginfodArgs;
 use super::output::Stdout;
 use super::parse::{self, GraphSpec, SortKeys};
+use super::report_events::{self, events_of};
 use anyhow::Context;
 use clap::Args;
 use rprof::report::{
@@ -55,7 +56,9 @@ pub struct ReportArgs {
     /// Sort the table by self time (the default; perf's spelling).
     #[arg(long = "no-children", overrides_with = "children")]
     pub no_children: bool,
-    /// What makes a row, as perf's --sort: comm, pid (PID:COMMAND), tid (TID:COMMAND), dso, sym.
+    /// What makes a row, as perf's --sort: comm, pid (PID:COMMAND), tid (TID:COMMAND), dso, sym; `event`
+    /// alone: a row per event; `event` with other keys: a section per event (what a recording of several
+    /// events gets anyway).
     #[arg(short = 's', long = "sort", value_name = "KEYS", default_value = "comm,dso,sym",
           value_parser = parse::sort_keys)]
     pub sort: SortKeys,
@@ -68,6 +71,14 @@ pub struct ReportArgs {
     /// Print to standard output as text (the table is the default; accepted for perf's spelling).
     #[arg(long = "stdio")]
     pub stdio: bool,
+    /// Print each row's number of samples (perf report's Samples column; perf's `-n`, which in rprof is the
+    /// row limit).
+    #[arg(long = "show-nr-samples")]
+    pub show_nr_samples: bool,
+    /// Print only the recording's header (host, command line, events, first and last sample), as perf
+    /// report --header-only.
+    #[arg(long = "header-only")]
+    pub header_only: bool,
     /// Print at most this many table rows (0: all).
     #[arg(short = 'n', long = "limit", default_value_t = 0)]
     pub limit: usize,
@@ -128,6 +139,9 @@ fn verdict(a: &ReportArgs, profile: &Profile) {
 }
 
 pub fn run(a: ReportArgs) -> anyhow::Result<u8> {
+    if a.header_only {
+        return super::recording_info::header_only(&a.input);
+    }
     let filter = filter(&a);
     let (debug, downloads) = a.debuginfod.sources(a.debug_dir.clone(), "report")?;
     let opts = SymbolizerOptions {
@@ -140,7 +154,7 @@ pub fn run(a: ReportArgs) -> anyhow::Result<u8> {
         Some(base) => Some(report::load(base, &filter, opts.clone())?),
         None => None,
     };
-    let profile = report::load(&a.input, &filter, opts)?;
+    let profile = report::load(&a.input, &filter, opts.clone())?;
     if let Some(downloads) = &downloads {
         downloads.finish();
     }
@@ -180,7 +194,15 @@ pub fn run(a: ReportArgs) -> anyhow::Result<u8> {
         return Ok(0);
     }
     let mut out = std::io::BufWriter::with_capacity(1 << 16, Stdout::lock());
-    if let (true, Some(base)) = (a.folded, &base) {
+    let events = events_of(&profile);
+    if base.is_none() && !a.folded && a.sort.1 && a.sort.0.is_empty() {
+        report_events::write_event_table(&profile, &events, a.show_nr_samples, &mut out)?;
+    } else if base.is_none() && !a.folded && (events.len() > 1 || a.sort.1) {
+        let options = table_options(&a);
+        report_events::write_sections(&filter, &events, &options, &mut out, |f| {
+            report::load(&a.input, f, opts.clone())
+        })?;
+    } else if let (true, Some(base)) = (a.folded, &base) {
         report::write_diff_folded(base, &profile, &mut out)?;
     } else if a.folded {
         report::write_folded(&profile, &mut out)?;
@@ -219,6 +241,7 @@ fn filter(a: &ReportArgs) -> Filter {
                 .0
                 .iter()
                 .any(|k| matches!(k, SortKey::Pid | SortKey::Tid)),
+        attrs: Vec::new(),
     }
 }
 
@@ -237,6 +260,7 @@ fn table_options(a: &ReportArgs) -> TableOptions {
         off_cpu_only: a.off_cpu_only,
         call_graph: graph,
         percent_limit: a.percent_limit,
+        show_samples: a.show_nr_samples,
     }
 }
 

@@ -37,9 +37,14 @@ pub struct TraceArgs {
     /// Trace this process (and its threads) instead of a command.
     #[arg(short = 'p', long = "pid", conflicts_with = "command")]
     pub pid: Option<i32>,
-    /// Stop after this many seconds.
-    #[arg(short = 'd', long = "duration", value_name = "SECONDS")]
-    pub duration: Option<String>,
+    /// Stop after this many seconds (`--duration` is perf trace's filter).
+    #[arg(short = 'd', long = "seconds", value_name = "SECONDS")]
+    pub seconds: Option<String>,
+    /// Show only the calls that took longer than this many milliseconds (perf trace's --duration; 0.5 is
+    /// 500 us); calls that never returned (exit_group) are left out too.
+    #[arg(long = "duration", visible_alias = "min-duration", value_name = "MSEC",
+          value_parser = super::parse::msec)]
+    pub min_ms: Option<f64>,
     /// The command to run and trace.
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<OsString>,
@@ -159,18 +164,22 @@ fn trace_words(a: &TraceArgs) -> Vec<String> {
         }
     }
     words.extend(a.event.iter().map(|e| format!("t:{e}")));
-    if !a.summary {
-        words.push("--trace".into());
-    }
+    // -s: the traced calls make perf trace -s's summary.
+    words.push("--trace".into());
     words
 }
 
 /// `rprof trace`: returns the command's exit status.
 pub fn run_trace(a: TraceArgs) -> anyhow::Result<u8> {
     let mut words = trace_words(&a);
-    words.extend(target_words(a.pid, a.duration));
+    words.extend(target_words(a.pid, a.seconds));
+    let min_ns = a.min_ms.map(|ms| (ms * 1e6) as u64);
+    let summary = a.summary;
     probe::run_with(probe_args(words, a.command)?, |o| {
-        o.calls.style = rprof::probe::TraceStyle::PerfTrace
+        o.calls.style = rprof::probe::TraceStyle::PerfTrace;
+        o.calls.perf_summary = summary;
+        // perf trace -s counts every call; --duration chooses the lines.
+        o.calls.min_duration = min_ns.filter(|_| !summary);
     })
 }
 

@@ -78,17 +78,22 @@ pub(super) fn attr_lookup(attrs: &[AttrInfo], descs: &[AttributeDescription]) ->
     }
 }
 
+/// An attr's `-F` or period; None for an attr that does not sample.
+pub(super) fn policy_of(policy: &SamplingPolicy) -> Option<super::SamplingPolicy> {
+    match policy {
+        SamplingPolicy::Frequency(f) => Some(super::SamplingPolicy::Frequency(*f)),
+        SamplingPolicy::Period(p) => Some(super::SamplingPolicy::Period(p.get())),
+        SamplingPolicy::NoSampling => None,
+    }
+}
+
 /// How the sampled event fired, from the first attr other than the off-CPU event.
 pub(super) fn sampling_of(descs: &[AttributeDescription], names: &[String]) -> Option<Sampling> {
     let (desc, _) = descs
         .iter()
         .zip(names)
         .find(|(_, name)| *name != OFF_CPU_EVENT)?;
-    let policy = match desc.attr.sampling_policy {
-        SamplingPolicy::Frequency(f) => super::SamplingPolicy::Frequency(f),
-        SamplingPolicy::Period(p) => super::SamplingPolicy::Period(p.get()),
-        SamplingPolicy::NoSampling => return None,
-    };
+    let policy = policy_of(&desc.attr.sampling_policy)?;
     let clock = matches!(
         desc.attr.type_,
         PerfEventType::Software(SoftwareCounterType::CpuClock | SoftwareCounterType::TaskClock)

@@ -24,7 +24,7 @@ mod writer;
 pub use decoder::Decoder;
 pub use encode::{encode_comm, encode_finished_round, encode_mmap2, encode_sample};
 pub use pipe::claim_stdout;
-pub use reader::Reader;
+pub use reader::{EventAttr, Reader};
 pub use tracing_data::{decode_tracing_data, encode_tracing_data, DecodedEvent, TracingEvent};
 pub use writer::Writer;
 

@@ -65,6 +65,17 @@ pub(super) struct Damage {
     pub(super) cut: bool,
 }
 
+/// What a recording says of one of its events besides its name.
+#[derive(Clone, Debug)]
+pub struct EventAttr {
+    /// The ids its records carry (one per CPU or thread it was opened on).
+    pub ids: Vec<u64>,
+    /// PERF_SAMPLE_* bits.
+    pub sample_type: u64,
+    /// `-F` or a period; None for an event that does not sample.
+    pub policy: Option<super::SamplingPolicy>,
+}
+
 /// Reads a recording written by rprof or by `perf record`.
 pub struct Reader {
     path: PathBuf,
@@ -92,6 +103,8 @@ pub struct Reader {
     tracepoint_ids: Vec<Option<u64>>,
     /// See [`Found::tracing`].
     tracing: Vec<u8>,
+    /// Each attr's event ids and sampling, by attr index ([`Reader::event_attrs`]).
+    event_attrs: Vec<EventAttr>,
     /// What to report after the last good record (truncated or corrupt data section, bad feature sections),
     /// and where in that list a damaged record found by the walk goes.
     problems: Vec<String>,
@@ -217,7 +230,17 @@ impl Reader {
         found: Found,
     ) -> Reader {
         let attrs = attr_infos(descs, &event_names);
+        let event_attrs = descs
+            .iter()
+            .zip(&ids)
+            .map(|(d, ids)| EventAttr {
+                ids: ids.clone(),
+                sample_type: d.attr.sample_format.bits(),
+                policy: super::attrs::policy_of(&d.attr.sampling_policy),
+            })
+            .collect();
         Reader {
+            event_attrs,
             path: path.to_path_buf(),
             data,
             lookup: attr_lookup(&attrs, descs),
@@ -378,6 +401,11 @@ impl Reader {
     /// without either), indexed by [`super::Sample::attr`].
     pub fn event_names(&self) -> &[String] {
         &self.event_names
+    }
+
+    /// Each attr's event ids and sampling, by attr index (what `perf report --header-only` prints of them).
+    pub fn event_attrs(&self) -> &[EventAttr] {
+        &self.event_attrs
     }
 
     /// The HOSTNAME, OSRELEASE, NRCPUS and CMDLINE feature sections (empty / 0 where the file has none).

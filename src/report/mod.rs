@@ -17,6 +17,7 @@ mod otlp;
 mod output;
 mod pprof;
 mod quality;
+pub mod sched;
 mod script;
 mod script_fields;
 mod table;
@@ -72,6 +73,8 @@ pub struct Filter {
     /// Count the stacks of each process and thread apart ([`Profile::thread_stacks`]), for tables by pid or
     /// tid.
     pub threads: bool,
+    /// Only samples of these events (attr indexes, [`crate::recording::Sample::attr`]); empty: every event.
+    pub attrs: Vec<u16>,
 }
 
 /// One stack of one thread: (pid, tid, comm index, frames outermost first).
@@ -167,6 +170,10 @@ pub struct Profile {
     /// The kept samples that carried a stack (a callchain, or a user stack copy that unwound): none when the
     /// recording asked for no stacks (no `-g`).
     pub stack_samples: u64,
+    /// The name of each event (attr) of the recording, by attr index.
+    pub event_names: Vec<String>,
+    /// Samples read of each event (attr index -> samples, sum of periods), before the filters.
+    pub read_by_attr: std::collections::BTreeMap<u16, (u64, u64)>,
 }
 
 impl Profile {
@@ -232,6 +239,7 @@ pub fn load(
     let sampling = reader.sampling();
     let debug_dirs = opts.debug.dirs.clone();
     let ns_pids = reader.ns_pids().clone();
+    let event_names = reader.event_names().to_vec();
     let mut resolver = resolver_for(&reader, opts);
     // Memory: the kernel's symbols are read after the files' DWARF is released (see `Session::finish`).
     resolver.defer_kernel();
@@ -260,12 +268,17 @@ pub fn load(
         (pid_set.is_empty() || pid_set.contains(&sample.pid))
             && (tid_set.is_empty() || tid_set.contains(&sample.tid))
             && filter.kinds.keeps(sample.off_cpu)
+            && (filter.attrs.is_empty() || filter.attrs.contains(&sample.attr))
     };
+    let mut read_by_attr = std::collections::BTreeMap::new();
     let mut samples_read = 0u64;
     // The file is parsed on a thread of its own, in batches, while this one resolves and symbolizes.
     let salvaged = stream_events::<ReportError>(reader, QUEUED_BATCHES, |event| {
         if let Event::Sample(sample) = &event {
             samples_read += 1;
+            let per_attr: &mut (u64, u64) = read_by_attr.entry(sample.attr).or_default();
+            per_attr.0 += 1;
+            per_attr.1 = per_attr.1.saturating_add(sample.period);
             let comm = s.comm_for(sample);
             let seen = s.read_by_pid.entry(sample.pid).or_insert((comm, 0));
             seen.1 += 1;
@@ -279,6 +292,8 @@ pub fn load(
     let mut profile = s.finish();
     profile.sampling = sampling;
     profile.read = samples_read;
+    profile.read_by_attr = read_by_attr;
+    profile.event_names = event_names;
     profile.salvaged = salvaged.map(|error| Salvaged {
         samples: samples_read,
         error,

@@ -71,6 +71,8 @@ pub struct TableOptions {
     /// Leave out rows whose share (of the sorted column: self, or total with `sort_by_total`) is under this
     /// percentage, as perf report's --percent-limit (0: none).
     pub percent_limit: f64,
+    /// Print each row's self sample count (perf report's `--show-nr-samples`, its Samples column).
+    pub show_samples: bool,
 }
 
 impl Default for TableOptions {
@@ -82,6 +84,7 @@ impl Default for TableOptions {
             off_cpu_only: false,
             call_graph: None,
             percent_limit: 0.0,
+            show_samples: false,
         }
     }
 }
@@ -98,8 +101,9 @@ pub(super) struct RowKey<'a> {
     into: Option<FrameId>,
 }
 
-/// A row's weights (sample periods): CPU self and total, then off-CPU (waiting) self and total.
-type Weights = [u64; 4];
+/// A row's weights (sample periods): CPU self and total, then off-CPU (waiting) self and total; then its self
+/// samples (on and off CPU).
+type Weights = [u64; 5];
 
 /// One stack of the profile with the process and thread it was sampled in, when those were kept apart.
 pub(super) struct Weighted<'a> {
@@ -257,10 +261,14 @@ fn rows<'a>(p: &'a Profile, keys: &[SortKey]) -> HashMap<RowKey<'a>, Weights> {
     for w in weighted(p) {
         let (cpu, off) = (w.count.period, w.count.off_period);
         if let Some(leaf) = w.frames.len().checked_sub(1) {
-            rows.entry(RowKey::of(p, keys, &w, leaf)).or_default()[0] += cpu;
+            let row = rows.entry(RowKey::of(p, keys, &w, leaf)).or_default();
+            row[0] += cpu;
+            row[4] += w.count.samples;
         }
         if let Some(at) = wait_leaf(p, w.frames) {
-            rows.entry(RowKey::of(p, keys, &w, at)).or_default()[2] += off;
+            let row = rows.entry(RowKey::of(p, keys, &w, at)).or_default();
+            row[2] += off;
+            row[4] += w.count.off_samples;
         }
         seen.clear();
         for at in 0..w.frames.len() {
@@ -360,6 +368,8 @@ struct Columns {
     shown: Vec<usize>,
     time: bool,
     total: f64,
+    /// The Samples column (`--show-nr-samples`).
+    samples: bool,
 }
 
 impl Columns {
@@ -374,6 +384,7 @@ impl Columns {
             shown,
             time,
             total: p.period.max(1) as f64,
+            samples: opts.show_samples,
         }
     }
 
@@ -396,12 +407,15 @@ impl Columns {
             .shown
             .iter()
             .map(|&i| format!("{:>width$}", names[i]))
+            .chain(self.samples.then(|| format!("{:>12}", "Samples")))
             .collect();
         cells.join(" ")
     }
 
     fn dashes(&self) -> String {
-        vec!["-".repeat(self.width()); self.shown.len()].join(" ")
+        let mut dashes = vec!["-".repeat(self.width()); self.shown.len()];
+        dashes.extend(self.samples.then(|| "-".repeat(12)));
+        dashes.join(" ")
     }
 
     fn values(&self, w: &Weights) -> String {
@@ -412,6 +426,7 @@ impl Columns {
                 true => format!("{:>9.3}s", w[i] as f64 / 1e9),
                 false => format!("{:>6.2}%", w[i] as f64 * 100.0 / self.total),
             })
+            .chain(self.samples.then(|| format!("{:>12}", w[4])))
             .collect();
         cells.join(" ")
     }

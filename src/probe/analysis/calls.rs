@@ -43,6 +43,9 @@ pub struct CallOptions {
     pub hist_unit: u64,
     /// `--trace-join FIRST,THEN`: the names of the targets whose trace lines are joined (see [`super::join`]).
     pub trace_join: Option<(String, String)>,
+    /// `rprof trace -s`: the traced calls make perf trace -s's summary ([`super::PerfSummary`]) instead of
+    /// lines.
+    pub perf_summary: bool,
 }
 
 /// The layout of `--trace` lines.
@@ -158,6 +161,8 @@ pub struct Calls {
     hole: Option<Hole>,
     /// `--trace-join`: the lines waiting for their second half.
     join: Option<Join>,
+    /// [`CallOptions::perf_summary`]'s summary, over the whole run.
+    pub perf_summary: super::PerfSummary,
 }
 
 /// One `--trace` call, formatted when written (its caller's name may need the resolver).
@@ -220,6 +225,7 @@ impl Calls {
             trace_header: self.trace_header,
             hole: self.hole.take(),
             join: self.join.as_mut().map(Join::take),
+            perf_summary: std::mem::take(&mut self.perf_summary),
             ..Calls::default()
         };
         std::mem::replace(self, fresh)
@@ -340,8 +346,12 @@ impl Calls {
             }
         }
         // With a trace format (a tool's lines), --min-duration chooses the calls traced.
+        // perf trace's --duration: only the calls longer than it (so none that never returned).
         let slow_enough = match (&self.opts.trace_format, self.opts.min_duration) {
             (Some(_), Some(min)) => call.dur.is_some_and(|(d, _)| d >= min),
+            (None, Some(min)) if self.opts.style == TraceStyle::PerfTrace => {
+                call.dur.is_some_and(|(d, _)| d > min)
+            }
             _ => true,
         };
         if self.opts.trace && slow_enough {

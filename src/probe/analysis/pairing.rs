@@ -195,6 +195,13 @@ impl Pairer {
         Some(call)
     }
 
+    /// The calls open on thread `tid` (entered, not returned): what perf trace shows as `= ?` once it exits.
+    pub fn open_on(&self, tid: u32) -> Vec<Call> {
+        self.threads
+            .get(&StackKey::Thread(tid))
+            .map_or(Vec::new(), |s| s.iter().map(|c| c.call.clone()).collect())
+    }
+
     /// A thread exited: its open calls will never return.
     pub fn thread_exit(&mut self, stats: &mut Stats, tid: u32) {
         if let Some(stack) = self.threads.remove(&StackKey::Thread(tid)) {

@@ -199,6 +199,15 @@ impl<'a> Sink<'a> {
             Item::Comm { tid, comm } => self.comms.set(tid, comm),
             Item::Hole(hole) => self.hole(hole),
             Item::Exit { pid, tid } => {
+                // perf trace's lines show the calls a thread never returned from (exit_group) as `= ?`.
+                let perf_trace = self.calls.as_ref().is_some_and(|c| {
+                    c.opts.trace && c.opts.style == crate::probe::TraceStyle::PerfTrace
+                });
+                if perf_trace {
+                    for call in self.pairer.open_on(tid) {
+                        self.done(&call, pid, None);
+                    }
+                }
                 self.threads.remove(&tid);
                 self.comms.exit(tid);
                 if let Some(calls) = self.calls.as_mut() {

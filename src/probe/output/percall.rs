@@ -182,6 +182,15 @@ pub fn write_trace(
             "--- {n} calls not shown here (over --trace-rate {rate} lines per second) ---"
         )
     };
+    if calls.opts.perf_summary {
+        for t in std::mem::take(&mut calls.trace_lines) {
+            calls.perf_summary.add(&t.call, targets);
+        }
+        return match end {
+            true => calls.perf_summary.write(w),
+            false => Ok(()),
+        };
+    }
     let format = calls.opts.trace_format.clone();
     let style = calls.opts.style;
     let header = format.is_some() || style == TraceStyle::Probe;
@@ -272,7 +281,9 @@ fn perf_trace_return(syscall: &str, v: Option<&Value>) -> String {
     };
     match errno_name(raw) {
         Some(name) => {
-            let text = nix::errno::Errno::from_raw((-raw) as i32).desc();
+            // The C library's text (strerror), as perf trace prints it: `Bad file descriptor`.
+            let text = std::io::Error::from_raw_os_error((-raw) as i32).to_string();
+            let text = text.split(" (os error").next().unwrap_or_default();
             format!("-1 {name} ({text})")
         }
         None if HEX_RETURNS.contains(&syscall) => format!("{raw:#x}"),
@@ -304,13 +315,16 @@ fn perf_trace_line(call: &Call, targets: &Targets) -> String {
     let tid = call.ctx.tid.map_or("-".to_string(), |v| v.to_string());
     let head = format!("{:10.3} ({dur}): {comm}/{tid} ", call.time as f64 / 1e6);
     let text = format!("{name}({})", args.join(", "));
+    // A call that never returned (exit_group, a thread that exited inside a call): `= ?`, as perf trace.
+    let has_ret = t.fetches.iter().any(|f| f.on_return && f.label == "ret");
     let ret = t
         .fetches
         .iter()
         .zip(&call.values)
-        .find(|(f, _)| f.on_return && f.label == "ret");
-    match ret {
-        Some((_, v)) => format!("{head}{text:<69} = {}", perf_trace_return(name, v.as_ref())),
-        None => format!("{head}{text}"),
+        .find(|(f, _)| f.on_return && f.label == "ret")
+        .and_then(|(_, v)| v.as_ref());
+    match has_ret {
+        true => format!("{head}{text:<69} = {}", perf_trace_return(name, ret)),
+        false => format!("{head}{text}"),
     }
 }

@@ -119,12 +119,12 @@ pub fn targets(
             let perf_trace = opts.calls.style == crate::probe::TraceStyle::PerfTrace;
             let every = match (&t.kind, opts.calls.trace && items.is_empty()) {
                 (TargetKind::Tracepoint { category, event }, true) => {
-                    every_field(formats(category, event).as_deref())
+                    every_field(formats(category, event).as_deref(), false)
                 }
                 // perf trace's lines show a syscall's every argument, then what is asked for.
                 (TargetKind::Syscall { name }, _) if perf_trace => {
                     let event = format!("sys_enter_{name}");
-                    let mut all = every_field(formats("syscalls", &event).as_deref());
+                    let mut all = every_field(formats("syscalls", &event).as_deref(), true);
                     all.extend(items.iter().cloned());
                     all
                 }
@@ -148,16 +148,35 @@ pub fn targets(
 }
 
 /// Every value field of a tracepoint's `format` (what `--trace` shows of a tracepoint named without values).
-fn every_field(format: Option<&str>) -> Vec<fetch::FetchItem> {
+fn every_field(format: Option<&str>, perf_trace: bool) -> Vec<fetch::FetchItem> {
     let fields = crate::tracefs::parse_format(format.unwrap_or(""));
     fields::value_fields(&fields)
         .into_iter()
         .map(|f| fetch::FetchItem {
             name: f.name.clone(),
-            ty: None,
+            ty: perf_trace
+                .then(|| perf_trace_type(&f.name, &f.ty))
+                .flatten(),
             array: None,
         })
         .collect()
+}
+
+/// How perf trace shows a syscall argument where its C type says otherwise: a file descriptor as a signed
+/// int (`fd: -1`, where the kernel declares `unsigned int fd`), an address held in an `unsigned long` in hex
+/// (`brk: 0x55d0c8a4e000`).
+fn perf_trace_type(name: &str, ty: &str) -> Option<fetch::FetchType> {
+    const ADDRESSES: [&str; 7] = [
+        "brk", "addr", "start", "new_addr", "old_addr", "shmaddr", "mm",
+    ];
+    if name == "fd" || name.ends_with("fd") && ty.contains("int") {
+        return Some(fetch::FetchType::Int {
+            size: 4,
+            signed: true,
+        });
+    }
+    (ty == "unsigned long" && ADDRESSES.contains(&name))
+        .then_some(fetch::FetchType::Hex { size: 8 })
 }
 
 /// Where the parts of `cond` run for target `t` (the event's format gives its fields' signedness).

@@ -1,0 +1,135 @@
+//! `rprof trace` as perf trace: `--duration MSEC` shows only the calls longer than it, and `-s` prints perf
+//! trace -s's summary (calls, errors, times per syscall); each against perf trace on the same fixture.
+mod common;
+use common::*;
+use std::process::Command;
+
+/// Run perf trace with `args`; returns its standard error (where perf trace writes).
+fn perf_trace(args: &[&str]) -> String {
+    let out = Command::new("perf")
+        .arg("trace")
+        .args(args)
+        .output()
+        .expect("run perf trace");
+    assert!(
+        out.status.success(),
+        "perf trace {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The call lines of a trace (`MS ( DUR ms): COMM/TID NAME(...) = RET`): (name, duration in ms).
+fn calls(text: &str) -> Vec<(String, f64)> {
+    text.lines()
+        .filter_map(|l| {
+            let (head, call) = l.split_once("): ")?;
+            let dur = head
+                .split_once('(')?
+                .1
+                .trim()
+                .strip_suffix(" ms")?
+                .trim()
+                .parse()
+                .ok()?;
+            let name = call.split_once(' ')?.1.split_once('(')?.0.to_string();
+            Some((name, dur))
+        })
+        .collect()
+}
+
+/// `trace --duration 1` of 400 getppid calls around one 50 ms nanosleep shows that call alone, as perf trace
+/// --duration 1 does on the same command.
+#[test]
+fn duration_shows_only_slow_calls() {
+    if !privileged("duration_shows_only_slow_calls") || !perf_tool("duration_shows_only_slow_calls")
+    {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = build_c(dir.path(), "trace_slow.c", &["-O1"]);
+    let bin = bin.to_str().unwrap();
+    let filter = [
+        "-e",
+        "getppid,clock_nanosleep,nanosleep",
+        "--duration",
+        "1",
+        "--",
+    ];
+    let mut args = vec!["trace"];
+    args.extend(filter);
+    args.extend([bin, "200", "50", "3"]);
+    let (stdout, ours) = rprof_ok_stderr(&args);
+    assert!(
+        !stdout.contains("): "),
+        "trace lines on standard output: {stdout}"
+    );
+    let theirs = perf_trace(&[&filter[..], &[bin, "200", "50", "3"]].concat());
+    for (who, text) in [("rprof", &ours), ("perf", &theirs)] {
+        let c = calls(text);
+        assert_eq!(c.len(), 1, "{who}: one call over 1 ms:\n{text}");
+        assert!(
+            c[0].0.contains("nanosleep") && c[0].1 >= 50.0,
+            "{who}: {c:?}"
+        );
+    }
+    // Without the filter: every call, the 400 getppid among them.
+    let (_, all) = rprof_ok_stderr(&["trace", "-e", "getppid", "--", bin, "200", "50", "3"]);
+    assert_eq!(
+        calls(&all).iter().filter(|c| c.0 == "getppid").count(),
+        400,
+        "{all}"
+    );
+}
+
+/// A row of perf trace -s's table: (calls, errors) of `syscall`.
+fn summary_row(text: &str, syscall: &str) -> Option<(u64, u64)> {
+    text.lines().find_map(|l| {
+        let cells: Vec<&str> = l.split_whitespace().collect();
+        match cells.as_slice() {
+            [name, calls, errors, ..] if *name == syscall => {
+                Some((calls.parse().ok()?, errors.parse().ok()?))
+            }
+            _ => None,
+        }
+    })
+}
+
+/// `trace -s` prints perf trace -s's header and columns, with the same calls and errors per syscall as perf
+/// trace -s on the same command (3 failing close calls among them).
+#[test]
+fn summary_as_perf_trace() {
+    if !privileged("summary_as_perf_trace") || !perf_tool("summary_as_perf_trace") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = build_c(dir.path(), "trace_slow.c", &["-O1"]);
+    let bin = bin.to_str().unwrap();
+    let (_, ours) = rprof_ok_stderr(&["trace", "-s", "--", bin, "200", "1", "3"]);
+    let theirs = perf_trace(&["-s", "--", bin, "200", "1", "3"]);
+    let header =
+        "   syscall            calls  errors  total       min       avg       max       stddev";
+    for text in [&ours, &theirs] {
+        assert!(text.contains(" Summary of events:"), "{text}");
+        assert!(text.lines().any(|l| l == header), "{text}");
+        assert!(text.contains(" trace_slow ("), "{text}");
+    }
+    assert_eq!(summary_row(&ours, "getppid"), Some((400, 0)), "{ours}");
+    for syscall in [
+        "getppid",
+        "close",
+        "nanosleep",
+        "clock_nanosleep",
+        "mmap",
+        "openat",
+        "write",
+    ] {
+        assert_eq!(
+            summary_row(&ours, syscall),
+            summary_row(&theirs, syscall),
+            "{syscall}:\nrprof:\n{ours}\nperf:\n{theirs}"
+        );
+    }
+    let (calls, errors) = summary_row(&ours, "close").unwrap();
+    assert!(calls >= 3 && errors == 3, "{ours}");
+}
