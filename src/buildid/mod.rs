@@ -356,12 +356,27 @@ mod tests {
         let whole = std::cell::Cell::new(0);
         let cache = object::ReadCache::new(Counting(open(), &whole));
         let parsed = object::File::parse(&cache).unwrap();
-        let expected = object::Object::build_id(&parsed).unwrap().map(<[u8]>::to_vec);
+        let expected = object::Object::build_id(&parsed)
+            .unwrap()
+            .map(<[u8]>::to_vec);
         assert!(expected.is_some(), "the test binary has no build id");
         assert_eq!(id, expected);
-        assert!(ours.get() < 64 << 10, "read {} bytes for a build id", ours.get());
-        assert!(whole.get() > 10 * ours.get(), "whole parse {} bytes, ours {}", whole.get(), ours.get());
-        eprintln!("build id: {} bytes read; whole parse: {}", ours.get(), whole.get());
+        assert!(
+            ours.get() < 64 << 10,
+            "read {} bytes for a build id",
+            ours.get()
+        );
+        assert!(
+            whole.get() > 10 * ours.get(),
+            "whole parse {} bytes, ours {}",
+            whole.get(),
+            ours.get()
+        );
+        eprintln!(
+            "build id: {} bytes read; whole parse: {}",
+            ours.get(),
+            whole.get()
+        );
     }
 
     /// Check that the debug-file path splits the first byte into a directory.

@@ -184,7 +184,13 @@ fn build_id_by_file(
         let Ok(meta) = std::fs::metadata(candidate) else {
             continue;
         };
-        let key = (meta.dev(), meta.ino(), meta.size(), meta.mtime(), meta.mtime_nsec());
+        let key = (
+            meta.dev(),
+            meta.ino(),
+            meta.size(),
+            meta.mtime(),
+            meta.mtime_nsec(),
+        );
         let id = ids
             .entry(key)
             .or_insert_with(|| crate::buildid::file_build_id(std::path::Path::new(candidate)));
