@@ -10,7 +10,19 @@
 # CPU is user + system of the rprof process (all its threads), from bash's `times`.
 # The bytes of each pushed profile (what a fleet sends) are printed too.
 # Usage: bench/push_bench.sh [DURATION]   (default 60). Needs root, python3, perf.
+#
+# Busy mode, a host that keeps starting new binaries (a CI runner, a build farm):
+#   [RPROF_BEFORE=OLD_RPROF] bench/push_bench.sh busy [DURATION [RATE [RUNS]]]   (default 60 s, 2 a second, 3 runs)
+# A fixed load runs throughout: every 1/RATE s a tiny C program, different each time (so a new file with its own
+# build id), is compiled with gcc and run (it spins 20 ms of its own CPU time in a function named after it), and
+# a few short shell commands run (ls | sha256sum, date, grep). In each run three recorders run side by side on
+# that same load for DURATION s: `rprof record -F 19 -a -g --push URL` (symbolized), the same with
+# `--push-unsymbolized`, and `perf record -F 19 -a -g` (to a file); each one's CPU (utime + stime) and peak RSS
+# come from /usr/bin/time. Prints each run and the median of the runs. RPROF_BEFORE adds that rprof binary's two
+# modes beside them (a change measured against the binary before it, in the same run).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+BUSY=""
+[ "${1:-}" = busy ] && { BUSY=1; shift; }
 DURATION=${1:-60}
 build_rprof
 need_perf
@@ -31,6 +43,8 @@ b = [json.load(open(os.path.join(d, f)))["bytes"] for f in os.listdir(d) if f.en
 print(len(b), sum(b) // max(len(b), 1))
 PY
 }
+
+[ -n "$BUSY" ] && { source "$ROOT/bench/push_busy.inc"; exit 0; }
 
 read -r W1 C1 < <(wall_and_cpu "$RPROF" record -q -F 19 -a -g --push "$URL" --every 15 \
     --spool "$WORK/push_spool" -d "$DURATION")

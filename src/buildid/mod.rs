@@ -69,16 +69,56 @@ fn build_id_link(build_id: &[u8]) -> Option<(String, String)> {
 }
 
 /// The build id of an ELF file read from `file`; None when it is not ELF or has no build-id note.
+///
+/// Only the ELF header, the section (else program) headers with their names and the notes are read: a whole
+/// `object::File` parse also reads the symbol tables (megabytes for a compiler), which a host starting new
+/// processes paid at every process of a big binary (`--push-unsymbolized` reads build ids per process).
 pub fn read_build_id(file: &std::fs::File) -> Option<Vec<u8>> {
-    let cache = object::ReadCache::new(file);
-    let parsed = object::File::parse(&cache).ok()?;
-    if parsed.format() != object::BinaryFormat::Elf {
-        return None;
+    build_id_from(object::ReadCache::new(file))
+}
+
+/// [`read_build_id`] from any reader (the tests count the bytes it reads).
+fn build_id_from<R: object::ReadCacheOps>(cache: object::ReadCache<R>) -> Option<Vec<u8>> {
+    use object::elf::{FileHeader32, FileHeader64};
+    use object::{Endianness, FileKind};
+    match FileKind::parse(&cache).ok()? {
+        FileKind::Elf32 => elf_build_id::<FileHeader32<Endianness>, _>(&cache),
+        FileKind::Elf64 => elf_build_id::<FileHeader64<Endianness>, _>(&cache),
+        _ => None,
     }
-    object::Object::build_id(&parsed)
-        .ok()
-        .flatten()
-        .map(<[u8]>::to_vec)
+}
+
+/// The GNU build-id note of an ELF file: in its note sections, or in its note segments when it has no section
+/// headers (as `object`'s own `build_id` looks).
+fn elf_build_id<'d, Elf: object::read::elf::FileHeader, R: object::ReadRef<'d>>(
+    data: R,
+) -> Option<Vec<u8>> {
+    use object::read::elf::{ProgramHeader, SectionHeader};
+    let header = Elf::parse(data).ok()?;
+    let endian = header.endian().ok()?;
+    let sections = header.sections(endian, data).ok()?;
+    let mut found = None;
+    let check = |notes: Option<object::read::elf::NoteIterator<'d, Elf>>| {
+        let mut notes = notes?;
+        while let Ok(Some(note)) = notes.next() {
+            if note.name() == object::elf::ELF_NOTE_GNU
+                && note.n_type(endian) == object::elf::NT_GNU_BUILD_ID
+            {
+                return Some(note.desc().to_vec());
+            }
+        }
+        None
+    };
+    if !sections.is_empty() {
+        for section in sections.iter() {
+            found = found.or_else(|| check(section.notes(endian, data).ok().flatten()));
+        }
+    } else {
+        for segment in header.program_headers(endian, data).ok()? {
+            found = found.or_else(|| check(segment.notes(endian, data).ok().flatten()));
+        }
+    }
+    found
 }
 
 /// The build id of the ELF file at `path`, if it can be read.
@@ -285,6 +325,58 @@ mod tests {
         notes.push(0);
         assert_eq!(notes_build_id(&notes), Some(vec![0xaa, 0xbb, 0xcc]));
         assert_eq!(notes_build_id(&[]), None);
+    }
+
+    /// A reader that counts the bytes read through it.
+    struct Counting<'a>(std::fs::File, &'a std::cell::Cell<u64>);
+
+    impl std::io::Read for Counting<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.0.read(buf)?;
+            self.1.set(self.1.get() + n as u64);
+            Ok(n)
+        }
+    }
+
+    impl std::io::Seek for Counting<'_> {
+        fn seek(&mut self, pos: std::io::SeekFrom) -> std::io::Result<u64> {
+            self.0.seek(pos)
+        }
+    }
+
+    /// The build id of this test binary (tens of MB, with symbol tables) is found reading a few KiB: its headers
+    /// and notes, not its symbol tables, which a whole `object::File` parse reads (measured the same way); and
+    /// it is the id that parse finds.
+    #[test]
+    fn build_id_reads_headers_and_notes_only() {
+        let exe = std::env::current_exe().unwrap();
+        let open = || std::fs::File::open(&exe).unwrap();
+        let ours = std::cell::Cell::new(0);
+        let id = build_id_from(object::ReadCache::new(Counting(open(), &ours)));
+        let whole = std::cell::Cell::new(0);
+        let cache = object::ReadCache::new(Counting(open(), &whole));
+        let parsed = object::File::parse(&cache).unwrap();
+        let expected = object::Object::build_id(&parsed)
+            .unwrap()
+            .map(<[u8]>::to_vec);
+        assert!(expected.is_some(), "the test binary has no build id");
+        assert_eq!(id, expected);
+        assert!(
+            ours.get() < 64 << 10,
+            "read {} bytes for a build id",
+            ours.get()
+        );
+        assert!(
+            whole.get() > 10 * ours.get(),
+            "whole parse {} bytes, ours {}",
+            whole.get(),
+            ours.get()
+        );
+        eprintln!(
+            "build id: {} bytes read; whole parse: {}",
+            ours.get(),
+            whole.get()
+        );
     }
 
     /// Check that the debug-file path splits the first byte into a directory.

@@ -82,6 +82,8 @@ pub(super) struct Live {
     /// `--push-unsymbolized`: no binary is read but for its build id, found here by (pid, path).
     unsymbolized: bool,
     build_ids: FastMap<(u32, String), Option<Vec<u8>>>,
+    /// ... and by file identity, so that a binary's id is read once, not once per process that maps it.
+    build_ids_by_file: FastMap<unsym::FileKey, Option<Vec<u8>>>,
     /// The kernel's `_text` (from its mapping), told again to a restarted resolver.
     kernel_text: Option<u64>,
     /// The running kernel's build id: its frames are named from the copy of kallsyms in the build-id cache
@@ -104,6 +106,7 @@ impl Live {
             kernel_build_id,
             unsymbolized,
             build_ids: FastMap::default(),
+            build_ids_by_file: FastMap::default(),
             opts,
             spaces: AddressSpaces::new(),
             merge: OrderedMerge::new(),
@@ -328,6 +331,7 @@ impl Live {
             self.unsymbolized,
         );
         self.build_ids = FastMap::default();
+        self.build_ids_by_file = FastMap::default();
         if let Some(text) = self.kernel_text {
             let kernel = crate::symbols::KernelRef {
                 build_id: self.kernel_build_id.clone(),

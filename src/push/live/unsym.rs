@@ -148,15 +148,13 @@ impl Live {
             let path = module.path.to_string_lossy().into_owned();
             let build_id = match &module.build_id {
                 Some(b) => Some(b.clone()),
-                None => self
-                    .build_ids
-                    .entry((pid, path.clone()))
-                    .or_insert_with(|| {
-                        let root = format!("/proc/{pid}/root{path}");
-                        crate::buildid::file_build_id(std::path::Path::new(&root))
-                            .or_else(|| crate::buildid::file_build_id(std::path::Path::new(&path)))
-                    })
-                    .clone(),
+                None => {
+                    let by_file = &mut self.build_ids_by_file;
+                    self.build_ids
+                        .entry((pid, path.clone()))
+                        .or_insert_with(|| build_id_by_file(by_file, pid, &path))
+                        .clone()
+                }
             };
             return Where::File(path, build_id, offset.0);
         }
@@ -167,6 +165,40 @@ impl Live {
         let frame = self.resolver.frame(id);
         Where::Named(frame.name.clone(), frame.kernel)
     }
+}
+
+/// A file's identity: device, inode, size and modification time (seconds, nanoseconds).
+pub(in crate::push) type FileKey = (u64, u64, u64, i64, i64);
+
+/// The build id of `path` as process `pid` sees it (through its root, else on the host), read once per file:
+/// every short-lived process of a compiler or a shell maps the same files, and each read used to open and
+/// parse them again; a `stat` now finds the file's id in `ids`.
+fn build_id_by_file(
+    ids: &mut crate::resolve::FastMap<FileKey, Option<Vec<u8>>>,
+    pid: u32,
+    path: &str,
+) -> Option<Vec<u8>> {
+    use std::os::unix::fs::MetadataExt;
+    let root = format!("/proc/{pid}/root{path}");
+    for candidate in [root.as_str(), path] {
+        let Ok(meta) = std::fs::metadata(candidate) else {
+            continue;
+        };
+        let key = (
+            meta.dev(),
+            meta.ino(),
+            meta.size(),
+            meta.mtime(),
+            meta.mtime_nsec(),
+        );
+        let id = ids
+            .entry(key)
+            .or_insert_with(|| crate::buildid::file_build_id(std::path::Path::new(candidate)));
+        if id.is_some() {
+            return id.clone();
+        }
+    }
+    None
 }
 
 type Ctx<'a> = (
@@ -239,5 +271,26 @@ fn location(ctx: &mut Ctx<'_>, id: u64, at: Where) -> proto::Location {
                 ..Default::default()
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two processes mapping the same binary (here: this test process and pid 1, both seeing this test binary
+    /// through their root) cost one read of its build id: the second finds it by the file's identity.
+    #[test]
+    fn build_id_read_once_per_file() {
+        let exe = std::env::current_exe().unwrap();
+        let path = exe.to_str().unwrap();
+        let mut ids = crate::resolve::FastMap::default();
+        let own = build_id_by_file(&mut ids, std::process::id(), path);
+        assert!(own.is_some(), "the test binary has no build id");
+        assert_eq!(build_id_by_file(&mut ids, 1, path), own);
+        // A pid that does not exist: the host's file.
+        assert_eq!(build_id_by_file(&mut ids, u32::MAX, path), own);
+        assert_eq!(ids.len(), 1, "one read per file, not per process");
+        assert_eq!(own, crate::buildid::file_build_id(&exe));
     }
 }
