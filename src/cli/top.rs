@@ -17,9 +17,9 @@ use std::time::Duration;
     after_help = "Examples:\n  rprof top\n  rprof top -p 1234 -d 1\n  rprof top --stdio --sort comm,dso,sym -n 20\n  \
                   rprof top -e page-faults -K\n\n\
                   Each refresh adds its samples to the table after the earlier counts decay to 7/8 (perf top's \
-                  decay; -z shows only the last period). The terminal UI's keys: q quits (the terminal is \
-                  restored), p pauses and resumes the display (sampling goes on), K and U hide the kernel's and \
-                  user space's functions. Ctrl-C or SIGTERM ends it too."
+                  decay; -z shows only the last period). The terminal UI's keys: q (or Esc, Ctrl-C) quits \
+                  with the terminal restored, p pauses and resumes the display (sampling goes on). SIGINT or \
+                  SIGTERM ends it too."
 )]
 pub struct TopArgs {
     /// Print each refresh as text (perf top --stdio), also chosen when standard output is not a terminal.
