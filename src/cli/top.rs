@@ -4,7 +4,7 @@ use super::parse::{self, CpuList};
 use anyhow::Context;
 use clap::Args;
 use rprof::record::{CallGraph, EventSpec, Rate, RecordConfig, Target};
-use rprof::top::{format_rows, Screen, SortKey, TopConfig};
+use rprof::top::{format_rows, Hide, Screen, SortKey, TopConfig};
 use std::io::{IsTerminal, Write};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -73,6 +73,14 @@ pub struct TopArgs {
     /// Rows shown (perf top's -E/--entries; the terminal UI shows what fits).
     #[arg(short = 'n', long = "rows", visible_alias = "entries", value_name = "N", value_parser = parse::above_zero)]
     pub rows: Option<u64>,
+    /// Hide the rows with fewer samples than this (decayed counts; perf top's -f, default 5).
+    #[arg(
+        short = 'f',
+        long = "count-filter",
+        value_name = "N",
+        default_value = "5"
+    )]
+    pub count_filter: u64,
     /// Show only the samples of the last period (perf top's -z, no decay).
     #[arg(short = 'z', long = "zero")]
     pub zero: bool,
@@ -133,8 +141,11 @@ fn config(a: &TopArgs, rows: usize) -> TopConfig {
         delay: a.delay,
         sort: a.sort.0.clone(),
         decay: !a.zero,
-        hide_kernel: a.hide_kernel,
-        hide_user: a.hide_user,
+        hide: Hide {
+            kernel: a.hide_kernel,
+            user: a.hide_user,
+        },
+        count_filter: a.count_filter,
         rows,
         refreshes: a.refreshes,
         event_name: match a.event.is_empty() {

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-pub use table::{format_rows, Row, SortKey, Table};
+pub use table::{format_rows, Hide, Row, SortKey, Table};
 
 /// Everything `rprof top` needs.
 #[derive(Clone, Debug)]
@@ -25,8 +25,9 @@ pub struct TopConfig {
     pub sort: Vec<SortKey>,
     /// Keep earlier periods at 7/8 a refresh (perf top's default); false: the last period only (`-z`).
     pub decay: bool,
-    pub hide_kernel: bool,
-    pub hide_user: bool,
+    pub hide: Hide,
+    /// Rows with fewer samples (decayed) are not shown (perf top's `-f`, default 5).
+    pub count_filter: u64,
     /// Rows shown.
     pub rows: usize,
     /// Stop after this many refreshes.
@@ -177,7 +178,7 @@ impl View {
             refresh += 1;
             let screen = Screen {
                 header: self.header(&leaves, seconds, lost_now, lost_total),
-                rows: table.rows(self.cfg.hide_kernel, self.cfg.hide_user, self.cfg.rows),
+                rows: table.rows(self.cfg.hide, self.cfg.count_filter as f64, self.cfg.rows),
                 refresh,
             };
             if !self.paused.load(Ordering::Relaxed) {

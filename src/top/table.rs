@@ -25,6 +25,13 @@ impl SortKey {
     }
 }
 
+/// The rows not shown: the kernel's, user space's.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Hide {
+    pub kernel: bool,
+    pub user: bool,
+}
+
 /// One row's identity: its column texts, and whether its code is the kernel's.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct RowKey {
@@ -79,14 +86,17 @@ impl Table {
         }
     }
 
-    /// The rows, largest first, without the kernel's (`hide_kernel`) or user space's (`hide_user`) and at
-    /// most `limit` of them; percentages are of every sample counted, hidden ones included (as perf top's).
-    pub fn rows(&self, hide_kernel: bool, hide_user: bool, limit: usize) -> Vec<Row> {
+    /// The rows, largest first, without the kernel's (`hide_kernel`) or user space's (`hide_user`), without
+    /// those counting fewer than `min_count` samples (perf top's `-f`), and at most `limit` of them;
+    /// percentages are of every sample counted, hidden ones included (as perf top's).
+    pub fn rows(&self, hide: Hide, min_count: f64, limit: usize) -> Vec<Row> {
         let total: f64 = self.counts.values().sum();
         let mut rows: Vec<Row> = self
             .counts
             .iter()
-            .filter(|(k, _)| !(k.kernel && hide_kernel || !k.kernel && hide_user))
+            .filter(|(k, c)| {
+                !(k.kernel && hide.kernel || !k.kernel && hide.user) && **c >= min_count
+            })
             .map(|(k, c)| Row {
                 percent: if total > 0.0 { 100.0 * c / total } else { 0.0 },
                 columns: k.columns.clone(),
@@ -166,7 +176,7 @@ mod tests {
         let mut period = vec![leaf("hot", "/tmp/spin", false); 6];
         period.extend(vec![leaf("clear_page", "[kernel.kallsyms]", true); 2]);
         t.add_period(&period);
-        let rows = t.rows(false, false, 10);
+        let rows = t.rows(Hide::default(), 0.0, 10);
         assert_eq!(
             format_rows(&rows),
             vec![
@@ -174,15 +184,39 @@ mod tests {
                 "    25.00%  [kernel]  [k] clear_page"
             ]
         );
-        assert_eq!(t.rows(true, false, 10).len(), 1);
-        assert_eq!(t.rows(false, true, 10)[0].columns[1], "[k] clear_page");
+        assert_eq!(
+            t.rows(
+                Hide {
+                    kernel: true,
+                    user: false
+                },
+                0.0,
+                10
+            )
+            .len(),
+            1
+        );
+        assert_eq!(
+            t.rows(
+                Hide {
+                    kernel: false,
+                    user: true
+                },
+                0.0,
+                10
+            )[0]
+            .columns[1],
+            "[k] clear_page"
+        );
         // Next period: only kernel samples; the user row decays to 6 * 7/8 = 5.25.
         t.add_period(&[leaf("clear_page", "[kernel.kallsyms]", true)]);
-        let rows = t.rows(false, false, 10);
+        let rows = t.rows(Hide::default(), 0.0, 10);
         assert!((rows[0].percent - 100.0 * 5.25 / (5.25 + 1.75 + 1.0)).abs() < 1e-9);
+        // perf top's count filter: the kernel row has 2 * 7/8 + 1 = 2.75 samples, under 3.
+        assert_eq!(t.rows(Hide::default(), 3.0, 10).len(), 1);
         let mut z = Table::new(vec![SortKey::Sym], false);
         z.add_period(&period);
         z.add_period(&[leaf("x", "/bin/x", false)]);
-        assert_eq!(z.rows(false, false, 10).len(), 1);
+        assert_eq!(z.rows(Hide::default(), 0.0, 10).len(), 1);
     }
 }
