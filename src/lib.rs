@@ -59,5 +59,6 @@ pub mod stat;
 pub mod symbols;
 pub mod text;
 pub mod tools;
+pub mod top;
 pub mod tracefs;
 pub mod unwind;

@@ -24,6 +24,8 @@ pub mod tool;
 mod tool_memleak;
 mod tool_multi;
 mod tool_stacks;
+mod top;
+mod top_tui;
 pub mod trace;
 
 /// rprof: where a program spends its time. Sampled CPU stacks as flame graphs, and exact per-function counts and
@@ -64,6 +66,9 @@ pub enum Command {
     /// Print the build-ids of the binaries a recording (rprof's or perf's) names, as perf buildid-list does.
     #[command(name = "buildid-list")]
     BuildidList(recording_info::BuildidListArgs),
+    /// perf top's live view: the functions taking the CPU now (system-wide, -p, -C), refreshed every -d
+    /// seconds, in a terminal UI or printed (--stdio).
+    Top(top::TopArgs),
     /// Run one of bcc's classic tools (execsnoop, opensnoop, biolatency, tcpconnect...) as a probe recipe.
     Tool(tool::ToolArgs),
     /// Run a bpftrace program (bpftrace 0.17's language and flags) without BPF: probes through rprof's engines,
@@ -125,6 +130,7 @@ pub fn run() -> anyhow::Result<u8> {
         Command::Sched(a) => sched::run(a),
         Command::Evlist(a) => recording_info::run_evlist(a),
         Command::BuildidList(a) => recording_info::run_buildid_list(a),
+        Command::Top(a) => top::run(a),
         Command::Tool(a) => tool::run(a),
         Command::Bt(a) => bt::run(a),
         Command::GenerateMan { dir } => man::run(&dir),

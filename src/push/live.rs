@@ -5,6 +5,7 @@
 //! The resolver and its caches live across periods (a binary is read once, not once a period), and are
 //! started afresh (the raw stacks still waiting resolved again) once enough processes have exited or enough
 //! frames piled up, so that a host where processes come and go every second keeps a flat memory.
+pub(crate) mod top;
 mod unsym;
 
 use crate::merge::OrderedMerge;
@@ -41,8 +42,8 @@ struct ChainKey {
 
 /// A sample waiting for its period to be cut.
 #[derive(Clone, Debug)]
-pub(super) struct HeldSample {
-    pub(super) time: u64,
+pub(crate) struct HeldSample {
+    pub(crate) time: u64,
     pid: u32,
     tid: u32,
     comm: Arc<str>,
@@ -65,7 +66,7 @@ pub struct LiveCounts {
 }
 
 /// The live session.
-pub(super) struct Live {
+pub(crate) struct Live {
     opts: SymbolizerOptions,
     resolver: StackResolver,
     spaces: AddressSpaces,
@@ -90,11 +91,11 @@ pub(super) struct Live {
     /// when there is one (a file read, where /proc/kallsyms has the kernel format every line at each start).
     kernel_build_id: Option<Vec<u8>>,
     sampling: Option<Sampling>,
-    pub(super) counts: LiveCounts,
+    pub(crate) counts: LiveCounts,
 }
 
 impl Live {
-    pub(super) fn new(
+    pub(crate) fn new(
         opts: SymbolizerOptions,
         sampling: Option<Sampling>,
         unsymbolized: bool,
@@ -123,25 +124,25 @@ impl Live {
     }
 
     /// The names of the Python frames the samples carry.
-    pub(super) fn set_python_names(&mut self, names: crate::python::Names) {
+    pub(crate) fn set_python_names(&mut self, names: crate::python::Names) {
         self.resolver.symbolizer().set_python_names(names);
     }
 
     /// An event read in the current round (records without a time sort first).
-    pub(super) fn push(&mut self, time: Option<u64>, event: Event) {
+    pub(crate) fn push(&mut self, time: Option<u64>, event: Event) {
         self.merge
             .push(time.map_or(0, |t| t.saturating_add(1)), event);
     }
 
     /// The round ended: handle what is now in time order.
-    pub(super) fn end_round(&mut self) {
+    pub(crate) fn end_round(&mut self) {
         let mut ready = Vec::new();
         self.merge.finish_round(|_, e| ready.push(e));
         ready.into_iter().for_each(|e| self.handle(e));
     }
 
     /// Handle every queued event timed before `limit` (perf clock nanoseconds), or all of them.
-    pub(super) fn release_before(&mut self, limit: Option<u64>) {
+    pub(crate) fn release_before(&mut self, limit: Option<u64>) {
         let mut ready = Vec::new();
         match limit {
             // Queued keys are times + 1.
@@ -248,7 +249,7 @@ impl Live {
 
     /// Take the held samples timed before `limit` (all of them with None), and the ones that came too late
     /// for the period before (timed before `since`), counted.
-    pub(super) fn take_before(&mut self, since: u64, limit: Option<u64>) -> Vec<HeldSample> {
+    pub(crate) fn take_before(&mut self, since: u64, limit: Option<u64>) -> Vec<HeldSample> {
         let (taken, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.held)
             .into_iter()
             .partition(|s| limit.is_none_or(|l| s.time < l));
@@ -259,7 +260,7 @@ impl Live {
 
     /// The profile of `samples`: their stacks symbolized, as report's pprof writer takes it; and each process's
     /// container id.
-    pub(super) fn profile(
+    pub(crate) fn profile(
         &mut self,
         samples: &[HeldSample],
     ) -> (Profile, HashMap<u32, Vec<(String, String)>>) {
@@ -312,7 +313,7 @@ impl Live {
 
     /// Start the resolver afresh when it has grown past its bounds (call between periods): the samples still
     /// held get their raw stacks resolved again by the new one.
-    pub(super) fn bound_memory(&mut self) {
+    pub(crate) fn bound_memory(&mut self) {
         if self.exits < EXITS_BEFORE_RESET && self.stacks.len() < STACKS_BEFORE_RESET {
             crate::mapped::release_free_heap();
             return;

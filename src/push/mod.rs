@@ -7,7 +7,7 @@
 //! sends the spool ([`send`], [`spool`]). The push is output: it sits beside report's pprof writer (which it
 //! uses) and is fed by record's loop; it never reaches the syscall layer.
 mod destination;
-mod live;
+pub(crate) mod live;
 mod pyroscope;
 mod send;
 mod spool;
