@@ -94,9 +94,11 @@ fn timehist_as_perf() {
         let ours = rprof_ok(&["sched", "timehist", "-i", &file]);
         let t: Vec<_> = theirs.lines().filter_map(columns).collect();
         let o: Vec<_> = ours.lines().filter_map(columns).collect();
-        assert!(o.len() > 40, "{ours}");
+        // The fixture leaves its CPU at least twice (its 50 ms sleep, its exit); how many switches other
+        // tasks add depends on the host's load (26 lines on an idle one).
+        let own = o.iter().filter(|c| c.2.starts_with("trace_slow[")).count();
+        assert!(own >= 2, "{ours}");
         assert_eq!(o.len(), t.len(), "{file}");
-        assert!(o.iter().any(|c| c.2.starts_with("trace_slow[")), "{ours}");
         for (a, b) in o.iter().zip(&t) {
             assert_eq!(
                 (&a.0, &a.1, &a.2, a.3, a.5),
