@@ -213,3 +213,175 @@ fn terminal_ui_under_tmux_shows_the_hot_function_and_quits_on_q() {
         "{after}"
     );
 }
+
+/// The rows of a captured pane: each as its columns after the percentage (comm, dso, `[.]`, sym for
+/// `--sort comm,dso,sym`).
+fn pane_rows(pane: &str) -> Vec<Vec<String>> {
+    pane.lines()
+        .filter_map(|l| {
+            let (pct, rest) = l.trim().split_once("%  ")?;
+            pct.parse::<f64>().ok()?;
+            Some(rest.split_whitespace().map(str::to_string).collect())
+        })
+        .collect()
+}
+
+/// The title line of a captured pane.
+fn pane_title(pane: &str) -> String {
+    pane.lines()
+        .find(|l| l.contains("PerfTop:"))
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// perf top's zoom keys under tmux: two spinners (one binary under two names), the row of the second
+/// selected with the arrows, `d` leaves only its binary's rows with `, DSO: NAME` on the title line, `d`
+/// again zooms out, `t` leaves only its process's rows with `, Thread: COMM(PID)`, Esc zooms out.
+#[test]
+fn terminal_ui_zooms_into_a_binary_and_a_process() {
+    const TEST: &str = "top_tui_zoom";
+    if !common::privileged(TEST) {
+        return;
+    }
+    if Command::new("tmux").arg("-V").output().is_err() {
+        common::skip(TEST, "tmux is not installed (apt-get install tmux)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut spin = spinner(dir.path());
+    let other = dir.path().join("top_spin_b");
+    std::fs::copy(dir.path().join("top_spin"), &other).unwrap();
+    let mut spin_b = Command::new(&other)
+        .arg("600000")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert_eq!(
+        common::read_line(spin_b.stdout.as_mut().unwrap()).trim(),
+        "ready"
+    );
+    let session = format!("rprof-zoom-{}", std::process::id());
+    let socket = ["-L", session.as_str()];
+    let rprof = env!("CARGO_BIN_EXE_rprof");
+    let line = format!(
+        "{rprof} top -p {},{} -d 1 --sort comm,dso,sym; echo top-exited-$?",
+        spin.id(),
+        spin_b.id()
+    );
+    let run = |args: &[&str]| tmux(&[&socket[..], args].concat());
+    run(&[
+        "new-session",
+        "-d",
+        "-s",
+        &session,
+        "-x",
+        "200",
+        "-y",
+        "50",
+        "sh",
+    ]);
+    run(&["send-keys", "-t", &session, &line, "Enter"]);
+    let pane = || run(&["capture-pane", "-p", "-t", &session]);
+    let key = |k: &str| run(&["send-keys", "-t", &session, k]);
+    let is_row = |r: &Vec<String>, comm: &str, dso: &str| {
+        r.len() == 4 && r[0] == comm && r[1] == dso && r[3] == "top_hot_spin"
+    };
+    let mut seen = String::new();
+    let both = wait_until(Duration::from_secs(30), || {
+        seen = pane();
+        let rows = pane_rows(&seen);
+        rows.iter().any(|r| is_row(r, "top_spin", "top_spin"))
+            && rows.iter().any(|r| is_row(r, "top_spin_b", "top_spin_b"))
+    });
+    // The selected row is in reverse video: move it down to top_spin_b's (the selection stays on its row as
+    // the order changes).
+    let selected = || {
+        let text = run(&["capture-pane", "-p", "-e", "-t", &session]);
+        text.lines()
+            .find(|l| l.contains("\x1b[7m"))
+            .unwrap_or_default()
+            .to_string()
+    };
+    let mut chosen = false;
+    let mut sel = String::new();
+    for _ in 0..20 {
+        sel = selected();
+        if sel.contains("top_spin_b") {
+            chosen = true;
+            break;
+        }
+        key("Down");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let only = |comm: Option<&str>, dso: Option<&str>, title: &str| {
+        let mut last = String::new();
+        let ok = wait_until(Duration::from_secs(10), || {
+            last = pane();
+            let rows = pane_rows(&last);
+            pane_title(&last).ends_with(title)
+                && !rows.is_empty()
+                && rows.iter().all(|r| {
+                    comm.is_none_or(|c| r[0] == c)
+                        && dso.is_none_or(|d| r.get(1).map(String::as_str) == Some(d))
+                })
+        });
+        (ok, last)
+    };
+    let zoom_binary = chosen.then(|| {
+        key("d");
+        let zoomed = only(None, Some("top_spin_b"), ", DSO: top_spin_b");
+        // A refresh later the zoom holds.
+        std::thread::sleep(Duration::from_millis(1500));
+        let held = only(None, Some("top_spin_b"), ", DSO: top_spin_b");
+        key("d");
+        let mut out = String::new();
+        let back = wait_until(Duration::from_secs(10), || {
+            out = pane();
+            !pane_title(&out).contains("DSO:")
+                && pane_rows(&out)
+                    .iter()
+                    .any(|r| is_row(r, "top_spin", "top_spin"))
+        });
+        (zoomed, held, back, out)
+    });
+    let title = format!(", Thread: top_spin_b({})", spin_b.id());
+    let zoom_process = chosen.then(|| {
+        key("t");
+        let zoomed = only(Some("top_spin_b"), None, &title);
+        key("Escape");
+        let mut out = String::new();
+        let back = wait_until(Duration::from_secs(10), || {
+            out = pane();
+            !pane_title(&out).contains("Thread:")
+                && pane_rows(&out)
+                    .iter()
+                    .any(|r| is_row(r, "top_spin", "top_spin"))
+        });
+        (zoomed, back, out)
+    });
+    key("q");
+    let mut after = String::new();
+    let ended = wait_until(Duration::from_secs(30), || {
+        after = pane();
+        after.contains("top-exited-0")
+    });
+    run(&["kill-server"]);
+    for s in [&mut spin, &mut spin_b] {
+        let _ = s.kill();
+        let _ = s.wait();
+    }
+    assert!(both, "both spinners' rows are not in the pane:\n{seen}");
+    assert!(chosen, "Down never selected top_spin_b's row: {sel:?}");
+    let (zoomed, held, back, out) = zoom_binary.unwrap();
+    assert!(zoomed.0, "d did not zoom into top_spin_b:\n{}", zoomed.1);
+    assert!(held.0, "the zoom did not hold over a refresh:\n{}", held.1);
+    assert!(back, "d again did not zoom out:\n{out}");
+    let (zoomed, back, out) = zoom_process.unwrap();
+    assert!(
+        zoomed.0,
+        "t did not zoom into top_spin_b's process:\n{}",
+        zoomed.1
+    );
+    assert!(back, "Esc did not zoom out:\n{out}");
+    assert!(ended, "q did not end rprof top:\n{after}");
+}

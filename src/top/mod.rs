@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-pub use table::{format_rows, Hide, Row, SortKey, Table};
+pub use table::{format_rows, short_name, Hide, Process, Row, SortKey, Table, Zoom};
 
 /// Everything `rprof top` needs.
 #[derive(Clone, Debug)]
@@ -40,7 +40,10 @@ pub struct TopConfig {
 #[derive(Clone, Debug)]
 pub struct Screen {
     pub header: String,
+    /// The rows not zoomed.
     pub rows: Vec<Row>,
+    /// The counts the rows came from, for a view that zooms ([`Table::rows`] with a [`Zoom`]).
+    pub table: Table,
     /// Refreshes so far, this one included.
     pub refresh: u64,
 }
@@ -178,7 +181,13 @@ impl View {
             refresh += 1;
             let screen = Screen {
                 header: self.header(&leaves, seconds, lost_now, lost_total),
-                rows: table.rows(self.cfg.hide, self.cfg.count_filter as f64, self.cfg.rows),
+                rows: table.rows(
+                    self.cfg.hide,
+                    self.cfg.count_filter as f64,
+                    self.cfg.rows,
+                    &Zoom::default(),
+                ),
+                table: table.clone(),
                 refresh,
             };
             if !self.paused.load(Ordering::Relaxed) {
