@@ -20,6 +20,7 @@ pub mod report;
 mod report_events;
 mod sched;
 pub mod script;
+mod target;
 pub mod tool;
 mod tool_memleak;
 mod tool_multi;

@@ -1,9 +1,9 @@
 //! `rprof record` arguments (perf record's spelling) and their mapping onto [`rprof::record::RecordConfig`].
 use super::advice;
-use super::parse::{self, CpuList};
+use super::parse;
 use anyhow::Context;
 use clap::{ArgGroup, Args};
-use rprof::record::{self, CallGraph, EventSpec, Rate, RecordConfig, Target};
+use rprof::record::{self, CallGraph, EventSpec, RecordConfig, Target};
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -30,42 +30,20 @@ use std::time::Duration;
                   does; otherwise 0. 1 when rprof itself fails, 2 for a usage error."
 )]
 pub struct RecordArgs {
-    /// Sampling frequency in Hz.
-    #[arg(short = 'F', long = "freq", value_name = "HZ|max", conflicts_with = "count", value_parser = parse::freq)]
-    pub freq: Option<u64>,
+    #[command(flatten)]
+    pub rate: super::target::RateArgs,
     /// Refuse a frequency above the kernel's limit (kernel.perf_event_max_sample_rate) instead of sampling at
     /// the limit with a warning.
     #[arg(long = "strict-freq")]
     pub strict_freq: bool,
-    /// Sample every PERIOD events (nanoseconds for cpu-clock/task-clock).
-    #[arg(short = 'c', long = "count", value_parser = parse::above_zero)]
-    pub count: Option<u64>,
     /// Record call stacks by frame pointers (same as --call-graph fp).
     #[arg(short = 'g')]
     pub g: bool,
     /// Call stacks: fp, or dwarf[,STACK_SIZE] for programs without frame pointers (default size 16384, at most 65528).
     #[arg(long = "call-graph", value_name = "fp|dwarf[,SIZE]", value_parser = parse::call_graph)]
     pub call_graph: Option<CallGraph>,
-    /// Sample these processes (comma-separated), their threads now and later.
-    /// With `-- COMMAND`, the command only times the recording (perf's `-p PID -- sleep 3`): it runs, is not
-    /// sampled, and recording stops when it exits.
-    #[arg(
-        short = 'p',
-        long = "pid",
-        value_delimiter = ',',
-        conflicts_with = "tid"
-    )]
-    pub pid: Vec<i32>,
-    /// Sample only these threads (comma-separated).
-    #[arg(short = 't', long = "tid", value_delimiter = ',')]
-    pub tid: Vec<i32>,
-    /// Sample the whole system (every CPU, or those of -C).
-    #[arg(short = 'a', long = "all-cpus", conflicts_with_all = ["pid", "tid"])]
-    pub all_cpus: bool,
-    /// Sample the whole system on these CPUs only, e.g. 0,1 or 0-3 or 0-1,3.
-    #[arg(short = 'C', long = "cpu", value_name = "CPUS", value_parser = parse::cpu_list,
-          conflicts_with_all = ["pid", "tid"])]
-    pub cpu: Option<CpuList>,
+    #[command(flatten)]
+    pub target: super::target::TargetArgs,
     /// Sample the processes of this cgroup and its descendants, including ones started later (a container):
     /// a path relative to the cgroup2 mount, as perf's -G. Per CPU, like -a (or on the CPUs of -C).
     #[arg(short = 'G', long = "cgroup", value_name = "CGROUP",
@@ -153,13 +131,11 @@ pub struct RecordArgs {
 
 /// Turn the arguments into a config. clap has checked each value and that one target was given.
 pub fn config(a: &RecordArgs) -> RecordConfig {
-    let target = if !a.pid.is_empty() {
-        Target::Pids(a.pid.clone())
-    } else if !a.tid.is_empty() {
-        Target::Tids(a.tid.clone())
+    let target = if let Some(tasks) = a.target.tasks() {
+        tasks
     } else if let Some(cg) = &a.cgroup {
         Target::Cgroup(cg.clone())
-    } else if a.all_cpus || a.cpu.is_some() || a.command.is_empty() {
+    } else if a.target.system() || a.command.is_empty() {
         Target::System
     } else {
         Target::Command(super::command(&a.command))
@@ -174,14 +150,10 @@ pub fn config(a: &RecordArgs) -> RecordConfig {
         (true, None) => CallGraph::Fp,
         (false, None) => CallGraph::None,
     };
-    let rate = match (a.freq, a.count) {
-        (_, Some(p)) => Rate::Period(p),
-        (Some(f), None) => Rate::Frequency(f),
-        (None, None) => Rate::Frequency(4000),
-    };
+    let rate = a.rate.rate();
     RecordConfig {
         target,
-        cpus: a.cpu.clone().map(|c| c.0),
+        cpus: a.target.cpus(),
         rate,
         task_clock: a.event.iter().all(|e| e == "task-clock") && !a.event.is_empty(),
         call_graph,
@@ -205,7 +177,7 @@ pub fn config(a: &RecordArgs) -> RecordConfig {
         strict_freq: a.strict_freq,
         companion,
         events: event_specs(a, &std::env::args().collect::<Vec<_>>()),
-        rate_given: a.freq.is_some() || a.count.is_some(),
+        rate_given: a.rate.given(),
         raw: a.raw,
         binary: a.exec.clone(),
         write_file: (a.push.push.is_none() && a.push.push_otlp.is_none()) || a.output.is_some(),

@@ -1,9 +1,9 @@
 //! `rprof top` arguments (perf top's spelling), the `--stdio` printer, and the choice of the terminal UI
 //! ([`super::top_tui`]) when standard output is a terminal.
-use super::parse::{self, CpuList};
+use super::parse;
 use anyhow::Context;
 use clap::Args;
-use rprof::record::{CallGraph, EventSpec, Rate, RecordConfig, Target};
+use rprof::record::{CallGraph, EventSpec, RecordConfig, Target};
 use rprof::top::{format_rows, Hide, Screen, SortKey, TopConfig};
 use std::io::{IsTerminal, Write};
 use std::sync::atomic::AtomicBool;
@@ -14,46 +14,33 @@ use std::time::Duration;
 #[derive(Args, Debug)]
 #[command(
     args_override_self = true,
+    mut_arg("pid", |a| a.help("Sample only these processes (comma-separated), their threads now and later (default: \
+                                the whole system)")),
+    mut_arg("all_cpus", |a| a.help("The whole system (the default; accepted as perf top accepts it)")),
+    mut_arg("cpu", |a| a.help("The whole system on these CPUs only, e.g. 0,1 or 0-3")),
+    mut_arg("freq", |a| a.help("Sampling frequency in Hz (perf top's default: 4000)")),
     after_help = "Examples:\n  rprof top\n  rprof top -p 1234 -d 1\n  rprof top --stdio --sort comm,dso,sym -n 20\n  \
                   rprof top -e page-faults -K\n\n\
                   Each refresh adds its samples to the table after the earlier counts decay to 7/8 (perf top's \
-                  decay; -z shows only the last period). The terminal UI's keys: q (or Esc, Ctrl-C) quits \
-                  with the terminal restored, p pauses and resumes the display (sampling goes on). SIGINT or \
-                  SIGTERM ends it too."
+                  decay; -z shows only the last period). The terminal UI's keys (perf top's): q (or Esc, \
+                  Ctrl-C) quits with the terminal restored, p pauses and resumes the display (sampling goes on), \
+                  the arrows select a row, d zooms into its binary and t into its process (the title line says \
+                  ', DSO: NAME' or ', Thread: COMM(PID)'), the same key or Esc zooms out. SIGINT or SIGTERM \
+                  ends it too."
 )]
 pub struct TopArgs {
     /// Print each refresh as text (perf top --stdio), also chosen when standard output is not a terminal.
     #[arg(long = "stdio")]
     pub stdio: bool,
-    /// Sample only these processes (comma-separated), their threads now and later (default: the whole system).
-    #[arg(
-        short = 'p',
-        long = "pid",
-        value_delimiter = ',',
-        conflicts_with = "tid"
-    )]
-    pub pid: Vec<i32>,
-    /// Sample only these threads (comma-separated).
-    #[arg(short = 't', long = "tid", value_delimiter = ',')]
-    pub tid: Vec<i32>,
-    /// The whole system (the default; accepted as perf top accepts it).
-    #[arg(short = 'a', long = "all-cpus", conflicts_with_all = ["pid", "tid"])]
-    pub all_cpus: bool,
-    /// The whole system on these CPUs only, e.g. 0,1 or 0-3.
-    #[arg(short = 'C', long = "cpu", value_name = "CPUS", value_parser = parse::cpu_list,
-          conflicts_with_all = ["pid", "tid"])]
-    pub cpu: Option<CpuList>,
+    #[command(flatten)]
+    pub target: super::target::TargetArgs,
     /// The sampled event (as rprof record -e): cpu-clock (the default here: no hardware PMU means no
     /// cycles), task-clock, software events (page-faults, cs, ...), hardware events where there is a PMU,
     /// tracepoints.
     #[arg(short = 'e', long = "event", value_name = "EVENT")]
     pub event: Vec<String>,
-    /// Sampling frequency in Hz (perf top's default: 4000).
-    #[arg(short = 'F', long = "freq", value_name = "HZ|max", conflicts_with = "count", value_parser = parse::freq)]
-    pub freq: Option<u64>,
-    /// Sample every PERIOD events (nanoseconds for cpu-clock/task-clock).
-    #[arg(short = 'c', long = "count", value_parser = parse::above_zero)]
-    pub count: Option<u64>,
+    #[command(flatten)]
+    pub rate: super::target::RateArgs,
     /// Record call stacks by frame pointers (the table still counts the function each sample was in: perf
     /// top's self overhead).
     #[arg(short = 'g')]
@@ -106,16 +93,8 @@ fn sort_keys(s: &str) -> Result<SortKeys, String> {
 }
 
 fn config(a: &TopArgs, rows: usize) -> TopConfig {
-    let target = match (a.pid.is_empty(), a.tid.is_empty()) {
-        (false, _) => Target::Pids(a.pid.clone()),
-        (true, false) => Target::Tids(a.tid.clone()),
-        (true, true) => Target::System,
-    };
-    let rate = match (a.freq, a.count) {
-        (_, Some(p)) => Rate::Period(p),
-        (Some(f), None) => Rate::Frequency(f),
-        (None, None) => Rate::Frequency(4000),
-    };
+    let target = a.target.tasks().unwrap_or(Target::System);
+    let rate = a.rate.rate();
     let argv: Vec<String> = std::env::args().collect();
     let mut events = rprof::events::specs_from_args(argv.get(1..).unwrap_or_default());
     if !events.iter().map(|s| &s.name).eq(a.event.iter()) {
@@ -124,7 +103,7 @@ fn config(a: &TopArgs, rows: usize) -> TopConfig {
     let call_graph = if a.g { CallGraph::Fp } else { CallGraph::None };
     let record = RecordConfig {
         target,
-        cpus: a.cpu.clone().map(|c| c.0),
+        cpus: a.target.cpus(),
         rate,
         task_clock: a.event.iter().all(|e| e == "task-clock") && !a.event.is_empty(),
         call_graph,
@@ -133,7 +112,7 @@ fn config(a: &TopArgs, rows: usize) -> TopConfig {
         no_buildid_cache: true,
         duration: a.seconds,
         events,
-        rate_given: a.freq.is_some() || a.count.is_some(),
+        rate_given: a.rate.given(),
         ..RecordConfig::default()
     };
     TopConfig {

@@ -3,6 +3,7 @@
 //! value formatting with errno and flag names, the same reports).
 use super::probe::{self, ProbeArgs};
 use clap::{Args, Parser};
+use rprof::record::Target;
 use rprof::stat::{Aggr, StatConfig, StatTarget};
 use std::ffi::OsString;
 
@@ -54,6 +55,12 @@ pub struct TraceArgs {
 /// processes or the whole system.
 #[derive(Args, Debug)]
 #[command(
+    mut_arg("pid", |a| a.help("Count in these processes (comma-separated); with -- COMMAND, the command bounds \
+                                the count")),
+    mut_arg("tid", |a| a.help("Count in these threads only (comma-separated); with -- COMMAND, the command \
+                                bounds the count")),
+    mut_arg("all_cpus", |a| a.help("Count on every CPU (system-wide)")),
+    mut_arg("cpu", |a| a.help("Count on these CPUs only (system-wide on them), e.g. 0 or 0-1")),
     after_help = "Examples:\n  rprof stat -- ./prog                 (perf's default rows: task-clock, \
                   context-switches, ...)\n  \
                   rprof stat -e cs,faults,migrations -- ./prog\n  \
@@ -75,16 +82,8 @@ pub struct StatArgs {
     /// A filter on the tracepoint of the -e before it, run in the kernel (perf's --filter).
     #[arg(long = "filter", value_name = "EXPR")]
     pub filter: Vec<String>,
-    /// Count on every CPU (system-wide).
-    #[arg(short = 'a', long = "all-cpus", conflicts_with = "pid")]
-    pub all_cpus: bool,
-    /// Count on these CPUs only (system-wide on them), e.g. 0 or 0-1.
-    #[arg(short = 'C', long = "cpu", value_name = "CPUS", value_parser = super::parse::cpu_list,
-          conflicts_with = "pid")]
-    pub cpu: Option<super::parse::CpuList>,
-    /// Count in these processes (comma-separated); with -- COMMAND, the command bounds the count.
-    #[arg(short = 'p', long = "pid", value_delimiter = ',')]
-    pub pid: Vec<i32>,
+    #[command(flatten)]
+    pub target: super::target::TargetArgs,
     /// Count in the processes of this cgroup only (a path relative to the cgroup2 mount, as perf's -G):
     /// tracepoints, through `rprof probe --count`.
     #[arg(short = 'G', long = "cgroup", value_name = "CGROUP")]
@@ -198,15 +197,15 @@ pub fn run_stat(a: StatArgs) -> anyhow::Result<u8> {
             .collect();
     }
     let command = (!a.command.is_empty()).then(|| super::command(&a.command));
-    let system = a.all_cpus || a.cpu.is_some();
-    let target = match (&a.pid[..], system, &command) {
-        ([_, ..], _, _) => StatTarget::Pids(a.pid.clone()),
+    let target = match (a.target.tasks(), a.target.system(), &command) {
+        (Some(Target::Tids(tids)), _, _) => StatTarget::Tids(tids),
+        (Some(Target::Pids(pids)), _, _) => StatTarget::Pids(pids),
         (_, true, _) => StatTarget::Cpus {
-            cpus: match &a.cpu {
-                Some(c) => c.0.clone(),
+            cpus: match a.target.cpus() {
+                Some(c) => c,
                 None => rprof::perf::online_cpus()?,
             },
-            list: a.cpu.as_ref().map(|_| cpu_list_text(&argv)),
+            list: a.target.cpu.as_ref().map(|_| cpu_list_text(&argv)),
         },
         (_, false, Some(cmd)) => StatTarget::Command(cmd.clone()),
         (_, false, None) => StatTarget::Cpus {
@@ -297,9 +296,9 @@ pub fn least_privilege(system_wide: bool) -> anyhow::Result<bool> {
 
 /// `rprof stat -G CGROUP`: the cgroup's tracepoint counts through `rprof probe --count`.
 fn run_stat_cgroup(a: StatArgs, cgroup: String) -> anyhow::Result<u8> {
-    if !a.pid.is_empty() || !a.command.is_empty() {
+    if a.target.tasks().is_some() || !a.command.is_empty() {
         anyhow::bail!(
-            "rprof stat -G counts the cgroup's tasks on every CPU (perf's system-wide mode): drop -p and the \
+            "rprof stat -G counts the cgroup's tasks on every CPU (perf's system-wide mode): drop -p or -t and the \
              command, and start the programs in the cgroup"
         );
     }

@@ -34,6 +34,8 @@ pub enum StatTarget {
     Command(perf::Command),
     /// These processes (their threads, and their children from now on).
     Pids(Vec<i32>),
+    /// These threads (`-t`; and their children from now on).
+    Tids(Vec<i32>),
     /// Every task on these CPUs (`-a`: all online; `-C LIST`: as written, for the title).
     Cpus {
         cpus: Vec<u32>,
@@ -143,13 +145,13 @@ fn check(cfg: &StatConfig) -> Result<(), StatError> {
         Aggr::PerCpu | Aggr::PerCore if !system => {
             return bad("-A/--no-aggr and --per-core count per CPU: add -a (or -C CPUS)")
         }
-        Aggr::PerThread if !matches!(cfg.target, StatTarget::Pids(_)) => {
-            return bad("--per-thread counts the threads of processes: give them with -p PID")
+        Aggr::PerThread if !matches!(cfg.target, StatTarget::Pids(_) | StatTarget::Tids(_)) => {
+            return bad("--per-thread counts the threads of processes: give them with -p PID (or the threads with -t TID)")
         }
         _ => {}
     }
     if cfg.repeat > 1 && !matches!(cfg.target, StatTarget::Command(_)) {
-        return bad("-r repeats a command: give one after --, without -p, -a or -C");
+        return bad("-r repeats a command: give one after --, without -p, -t, -a or -C");
     }
     if cfg.repeat == 0 {
         return bad("-r takes a count of runs of at least 1");

@@ -152,7 +152,7 @@ fn units(cfg: &StatConfig, workload: Option<&Workload>) -> Result<(Vec<i32>, Vec
             }
             (tids, Vec::new())
         }
-        StatTarget::Pids(pids) => (pids.clone(), Vec::new()),
+        StatTarget::Pids(tasks) | StatTarget::Tids(tasks) => (tasks.clone(), Vec::new()),
         StatTarget::Cpus { cpus, .. } => (Vec::new(), cpus.clone()),
     })
 }
@@ -189,7 +189,7 @@ fn wait_thread(pid: Option<i32>) -> mpsc::Receiver<()> {
 /// Whether every process of a `-p` target without a companion is gone.
 fn pids_gone(cfg: &StatConfig) -> bool {
     match (&cfg.target, &cfg.companion) {
-        (StatTarget::Pids(pids), None) => pids
+        (StatTarget::Pids(pids) | StatTarget::Tids(pids), None) => pids
             .iter()
             .all(|&p| !std::path::Path::new(&format!("/proc/{p}")).exists()),
         _ => false,
@@ -317,6 +317,10 @@ fn title(cfg: &StatConfig) -> String {
         StatTarget::Pids(pids) => {
             let list: Vec<String> = pids.iter().map(|p| p.to_string()).collect();
             format!("process id '{}'", list.join(","))
+        }
+        StatTarget::Tids(tids) => {
+            let list: Vec<String> = tids.iter().map(|t| t.to_string()).collect();
+            format!("thread id '{}'", list.join(","))
         }
         StatTarget::Cpus { list: Some(l), .. } => format!("'CPU(s) {l}'"),
         StatTarget::Cpus { list: None, .. } => "'system wide'".to_string(),
