@@ -468,3 +468,84 @@ fn unprivileged_user_space_only() {
     assert!(st.status.success(), "{err}");
     assert!(csv_count(&err, "page-faults") >= 1000, "{err}");
 }
+
+/// Run `args` as uid 65534 (nobody) with CAP_PERFMON alone (inherited and ambient, so that it survives the
+/// change of user and the exec): the host's perf_event_paranoid unchanged.
+fn as_nobody_with_perfmon(args: &[&str]) -> Output {
+    run(Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all,+perfmon",
+            "--ambient-caps=+perfmon",
+            env!("CARGO_BIN_EXE_rprof"),
+        ])
+        .args(args))
+}
+
+/// The bar: with CAP_PERFMON alone, everything that needs no tracefs works, whatever the host's
+/// perf_event_paranoid. `record -a` samples the whole system, the kernel included (no "user space only"
+/// fallback), and the fixture's hot function is in the profile with its share of CPU time; `stat -a` counts
+/// the fixture's page faults among the system's.
+#[test]
+fn cap_perfmon_alone_records_and_counts_system_wide() {
+    const TEST: &str = "cap_perfmon_alone_records_and_counts_system_wide";
+    if !privileged(TEST) {
+        return;
+    }
+    let probe = run(Command::new("setpriv").args([
+        "--reuid=65534",
+        "--inh-caps=-all,+perfmon",
+        "--ambient-caps=+perfmon",
+        "true",
+    ]));
+    if !probe.status.success() {
+        skip(
+            TEST,
+            "setpriv cannot give CAP_PERFMON (util-linux older than 2.36, or a kernel before 5.8)",
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let bin = fixture(dir.path());
+    let b = bin.to_str().unwrap();
+    let data = dir.path().join("perfmon.data");
+    let data = data.to_str().unwrap();
+    let rec = as_nobody_with_perfmon(&[
+        "record", "-a", "-N", "-F", "999", "-g", "-o", data, "--", b, "spin", "300",
+    ]);
+    let err = String::from_utf8_lossy(&rec.stderr);
+    assert!(rec.status.success(), "{err}");
+    assert!(!err.contains("user space only"), "{err}");
+    let report = run(rprof().args(["report", "-i", data, "--folded"]));
+    let folded = parse_folded(&String::from_utf8_lossy(&report.stdout));
+    let hot: u64 = folded
+        .iter()
+        .filter(|(f, _)| f.iter().any(|x| x == "pe_spin"))
+        .map(|(_, n)| n)
+        .sum();
+    // 300 ms of the fixture's CPU time at 999 Hz: about 300 samples of cpu-clock, whatever else runs (each
+    // CPU's clock samples whoever is on it); 200 leaves room for the spin's own clock reads and the start.
+    assert!(hot >= 200, "{hot} samples in pe_spin: {folded:?}");
+    let st = as_nobody_with_perfmon(&[
+        "stat",
+        "-a",
+        "-x,",
+        "-e",
+        "task-clock,page-faults",
+        "--",
+        b,
+        "touch",
+        "1000",
+    ]);
+    let err = String::from_utf8_lossy(&st.stderr);
+    assert!(st.status.success(), "{err}");
+    assert!(!err.contains("user space only"), "{err}");
+    assert!(csv_count(&err, "page-faults") >= 1000, "{err}");
+}
