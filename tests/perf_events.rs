@@ -486,7 +486,8 @@ fn as_nobody_with_perfmon(args: &[&str]) -> Output {
 
 /// The bar: with CAP_PERFMON alone, everything that needs no tracefs works, whatever the host's
 /// perf_event_paranoid. `record -a` samples the whole system, the kernel included (no "user space only"
-/// fallback), and the fixture's hot function is in the profile with its share of CPU time; `stat -a` counts
+/// fallback, `[k]` rows in the report), and the fixture's hot function is in the profile with its share of
+/// CPU time; `stat -a` counts
 /// the fixture's page faults among the system's.
 #[test]
 fn cap_perfmon_alone_records_and_counts_system_wide() {
@@ -533,6 +534,11 @@ fn cap_perfmon_alone_records_and_counts_system_wide() {
     // 300 ms of the fixture's CPU time at 999 Hz: about 300 samples of cpu-clock, whatever else runs (each
     // CPU's clock samples whoever is on it); 200 leaves room for the spin's own clock reads and the start.
     assert!(hot >= 200, "{hot} samples in pe_spin: {folded:?}");
+    // The kernel is sampled too (no :u fallback): every CPU's clock samples whatever runs there, the idle
+    // task in the kernel included.
+    let table = run(rprof().args(["report", "-i", data]));
+    let table = String::from_utf8_lossy(&table.stdout);
+    assert!(table.contains(" [k] "), "no kernel row:\n{table}");
     let st = as_nobody_with_perfmon(&[
         "stat",
         "-a",
