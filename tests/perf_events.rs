@@ -555,3 +555,60 @@ fn cap_perfmon_alone_records_and_counts_system_wide() {
     assert!(!err.contains("user space only"), "{err}");
     assert!(csv_count(&err, "page-faults") >= 1000, "{err}");
 }
+
+/// Check that `stat -r 3 -x,` has perf's noise column (`NN.NN%` after the event's name, on every row, the
+/// `<not supported>` ones included) with perf stat's fields on the same command in the same test, and that
+/// the fixture's page faults (a fixed 500 touched pages a run, plus its start) vary by little: under 5%.
+#[test]
+fn repeat_csv_noise_column_as_perf() {
+    const TEST: &str = "repeat_csv_noise_column_as_perf";
+    if !privileged(TEST) || !perf_tool(TEST) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = fixture(dir.path());
+    let args = [
+        "-r",
+        "3",
+        "-x,",
+        "--",
+        bin.to_str().unwrap(),
+        "touch",
+        "500",
+    ];
+    let (_, ours) = rprof_stat(&args);
+    let (_, perfs) = perf_stat(&args);
+    // The event, whether the noise column is there, the number of fields; and the values' form (no
+    // decimals for a count, two for the clock's msec).
+    let fields = |t: &str| -> Vec<(String, bool, usize, bool)> {
+        t.lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| l.split(',').collect::<Vec<_>>())
+            .map(|f| {
+                (
+                    f[2].to_string(),
+                    f[3].ends_with('%'),
+                    f.len(),
+                    f[0].contains('.'),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(
+        fields(&ours),
+        fields(&perfs),
+        "rprof:\n{ours}\nperf:\n{perfs}"
+    );
+    let noise = ours
+        .lines()
+        .find(|l| l.contains(",page-faults,"))
+        .and_then(|l| {
+            l.split(',')
+                .nth(3)?
+                .trim_end_matches('%')
+                .parse::<f64>()
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("no page-faults noise in:\n{ours}"));
+    assert!(noise < 5.0, "{ours}");
+}

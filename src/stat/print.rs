@@ -23,7 +23,8 @@ pub struct Row<'a> {
     pub name: &'a str,
     /// The derived metric and its unit (`0.998`, `CPUs utilized`).
     pub metric: Option<(f64, String)>,
-    /// `-r`: the relative standard deviation of the mean, in percent.
+    /// `-r`: the relative standard deviation of the mean, in percent (`-r` above 1 only: perf's CSV then has
+    /// the column on every row, 0.00% included; its table shows only a noise above 0).
     pub noise: Option<f64>,
     /// Nanoseconds the counter ran, and its share of the time enabled (CSV columns).
     pub running: u64,
@@ -119,17 +120,18 @@ fn label_text(label: &Label, csv: Option<&str>) -> String {
     }
 }
 
-/// A value as perf prints it: two decimals unless it is whole.
-fn number(v: f64) -> String {
-    match v.fract() == 0.0 {
-        true => format!("{v:.0}"),
-        false => format!("{v:.2}"),
+/// A value as perf prints it: by the event's scale, so two decimals for the clocks (msec) and none for the
+/// counts, a mean over `-r` runs included (perf's `%.0f`: 551.4 page faults print as 551).
+fn number(v: f64, unit: &str) -> String {
+    match unit == "msec" {
+        true => format!("{v:.2}"),
+        false => format!("{v:.0}"),
     }
 }
 
 fn std_row(prefix: &str, r: &Row<'_>) -> String {
     let value = match r.value {
-        Value::Num(v) => number(v),
+        Value::Num(v) => number(v, r.unit),
         Value::NotSupported => "<not supported>".to_string(),
         Value::NotCounted => "<not counted>".to_string(),
     };
@@ -152,7 +154,7 @@ fn std_row(prefix: &str, r: &Row<'_>) -> String {
 
 fn csv_row(sep: &str, prefix: &str, r: &Row<'_>) -> String {
     let value = match r.value {
-        Value::Num(v) => number(v),
+        Value::Num(v) => number(v, r.unit),
         Value::NotSupported => "<not supported>".to_string(),
         Value::NotCounted => "<not counted>".to_string(),
     };
@@ -160,8 +162,13 @@ fn csv_row(sep: &str, prefix: &str, r: &Row<'_>) -> String {
         (Some((v, unit)), Value::Num(_)) => (format!("{v:.3}"), unit.clone()),
         _ => (String::new(), String::new()),
     };
+    let noise = match r.noise {
+        Some(pct) if pct.is_finite() => format!("{sep}{pct:.2}%"),
+        Some(_) => format!("{sep}0.00%"),
+        None => String::new(),
+    };
     format!(
-        "{prefix}{}{value}{sep}{}{sep}{}{sep}{}{sep}{:.2}{sep}{mv}{sep}{mu}",
+        "{prefix}{}{value}{sep}{}{sep}{}{noise}{sep}{}{sep}{:.2}{sep}{mv}{sep}{mu}",
         label_text(&r.label, Some(sep)),
         r.unit,
         r.name,
@@ -293,6 +300,15 @@ mod tests {
         let mut ns = row(Value::NotSupported, "", "cycles", None);
         ns.running = 0;
         assert_eq!(csv.row("", &ns), "<not supported>,,cycles,0,100.00,,");
+        // -r N: perf's noise column after the event's name, on every row.
+        ns.noise = Some(0.0);
+        assert_eq!(csv.row("", &ns), "<not supported>,,cycles,0.00%,0,100.00,,");
+        let mut pf = row(Value::Num(51.0), "", "page-faults", m(2461.0, "K/sec"));
+        pf.noise = Some(1.3089);
+        assert_eq!(
+            csv.row("", &pf),
+            "51,,page-faults,1.31%,803350,100.00,2461.000,K/sec"
+        );
         let mut cpu = row(
             Value::Num(140.01),
             "msec",

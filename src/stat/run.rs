@@ -394,7 +394,8 @@ fn row_of<'a>(
             unit: unit_text,
             name: &e.name,
             metric: None,
-            noise: None,
+            // perf prints a noise of 0 for a row without counts (its CSV has the column over -r runs).
+            noise: (cfg.repeat > 1).then_some(0.0),
             running: 0,
             share: 100.0,
         };
@@ -417,7 +418,10 @@ fn row_of<'a>(
         unit: unit_text,
         name: &e.name,
         metric,
-        noise: (counted.len() > 1 && mean > 0.0).then(|| 100.0 * sd / mean),
+        noise: (cfg.repeat > 1).then(|| match mean > 0.0 {
+            true => 100.0 * sd / mean,
+            false => 0.0,
+        }),
         running: last.running,
         share: match last.enabled {
             0 => 100.0,
