@@ -173,12 +173,14 @@ fn skip_missing(plan: &mut rprof::bt::plan::BtPlan, pid: Option<i32>) {
     if missing.is_empty() || counted >= plan.attached {
         return;
     }
-    for &i in missing.iter().rev() {
+    for &i in &missing {
         let s = &plan.probes[i].spec;
         eprintln!(
             "rprof bt: skipped uprobe:{}:{}: no such function (bpftrace skips it too)",
             s.target, s.func
         );
+    }
+    for &i in missing.iter().rev() {
         plan.remove_probe(i);
     }
 }
