@@ -162,7 +162,11 @@ struct Hits(Vec<rprof::probe::ObservedHit>);
 impl rprof::probe::Observer for Hits {
     fn targets(&mut self, _: &rprof::probe::Targets) {}
     fn started(&mut self, _: Option<u32>) {}
-    fn hit(&mut self, hit: &rprof::probe::ObservedHit) -> bool {
+    fn hit(
+        &mut self,
+        hit: &rprof::probe::ObservedHit,
+        _: &mut dyn rprof::probe::AddrNames,
+    ) -> bool {
         self.0.push(hit.clone());
         true
     }

@@ -252,7 +252,7 @@ impl Observer for Glue<'_, '_, '_, '_> {
         self.flush();
     }
 
-    fn hit(&mut self, hit: &ObservedHit) -> bool {
+    fn hit(&mut self, hit: &ObservedHit, names: &mut dyn probe::AddrNames) -> bool {
         if self.flow == Flow::Exit {
             return false;
         }
@@ -321,7 +321,7 @@ impl Observer for Glue<'_, '_, '_, '_> {
             values: &values,
             kstack: kstack.as_deref(),
             ustack: ustack.as_deref(),
-            symbols: &NoNames,
+            symbols: &Names(std::cell::RefCell::new(names)),
         };
         self.flow = self.runtime.event(&ev, self.io);
         self.flow == Flow::Continue
@@ -374,15 +374,18 @@ fn argv_strings(hit: &ObservedHit, places: &[usize]) -> Vec<Value> {
     out
 }
 
-/// Symbols of other addresses: not resolved yet (`usym()`/`ksym()` print the address).
-struct NoNames;
+/// Symbols of other addresses (`usym()`, `ksym()`, frames left unnamed): named when the event is handed over,
+/// by the resolver and mappings that name its stacks (a process that exited since is still known then).
+struct Names<'n>(std::cell::RefCell<&'n mut dyn probe::AddrNames>);
 
-impl Symbols for NoNames {
-    fn user(&self, _pid: u32, _addr: u64) -> Option<(String, u64)> {
-        None
+impl Symbols for Names<'_> {
+    fn user(&self, pid: u32, addr: u64) -> Option<(String, u64)> {
+        let f = self.0.borrow_mut().user(pid, addr)?;
+        Some((f.name?, f.offset))
     }
-    fn kernel(&self, _addr: u64) -> Option<(String, u64)> {
-        None
+    fn kernel(&self, addr: u64) -> Option<(String, u64)> {
+        let f = self.0.borrow_mut().kernel(addr)?;
+        Some((f.name?, f.offset))
     }
 }
 
@@ -407,8 +410,10 @@ fn target_info(plan: &BtPlan, t: &probe::Target) -> TargetInfo {
                         .any(|n| glob(&p.spec.func, n)))
         }
         TargetKind::Usdt { .. } => {
+            let (provider, name) = usdt_names(&t.name);
             p.kind == super::attach::ProbeType::Usdt
-                && glob(&p.spec.func, t.name.rsplit(':').next().unwrap_or(&t.name))
+                && (p.spec.ns.is_empty() || glob(&p.spec.ns, provider))
+                && glob(&p.spec.func, name)
         }
         _ => false,
     };
@@ -442,7 +447,8 @@ fn target_info(plan: &BtPlan, t: &probe::Target) -> TargetInfo {
             format!("uretprobe:{}:{}", written(path), t.name),
         ),
         TargetKind::Usdt { path, .. } => {
-            let n = format!("usdt:{}:{}", written(path), t.name);
+            let (provider, event) = usdt_names(&t.name);
+            let n = format!("usdt:{}:{provider}:{event}", written(path));
             (n.clone(), n)
         }
         _ => (t.name.clone(), t.name.clone()),
@@ -465,6 +471,12 @@ fn target_info(plan: &BtPlan, t: &probe::Target) -> TargetInfo {
         argv,
         execve,
     }
+}
+
+/// A USDT target's provider and probe name (probe names it `usdt:PROVIDER:NAME`).
+fn usdt_names(target: &str) -> (&str, &str) {
+    let rest = target.strip_prefix("usdt:").unwrap_or(target);
+    rest.split_once(':').unwrap_or(("", rest))
 }
 
 /// A fetched value as bpftrace types it: an integer of the planned type, or text.

@@ -110,6 +110,8 @@ pub fn run(args: BtArgs) -> anyhow::Result<u8> {
         }
         Ok(plan) => plan,
     };
+    let mut plan = plan;
+    skip_missing(&mut plan, args.pid);
     let (target, launch) = task_target(&args, &plan)?;
     let opts = Options {
         params,
@@ -145,6 +147,42 @@ pub fn run(args: BtArgs) -> anyhow::Result<u8> {
     // bpftrace exits 0 when the program ran, whatever `-c`'s command returned.
     session::run(&mut runtime, &plan, &sopts, &mut io, &mut say)?;
     Ok(0)
+}
+
+/// Leave out the uprobes of functions their binary lacks, as bpftrace 0.17 does without a word (sslsnoop.bt's
+/// libcrypto functions that this OpenSSL does not export, threadsnoop.bt's `libpthread:pthread_create`, now in
+/// libc), one line on stderr each; unless nothing would be left to attach (then the session refuses it).
+fn skip_missing(plan: &mut rprof::bt::plan::BtPlan, pid: Option<i32>) {
+    use rprof::bt::attach::ProbeType;
+    let lacks = |p: &rprof::bt::plan::PlannedProbe| {
+        let path = rprof::probe::find_library(&p.spec.target, pid.map(|p| p as u32));
+        let debug = rprof::symbols::DebugSources::default();
+        let found = path.map(|path| rprof::probe::resolve_user(&path, &p.spec.func, false, &debug));
+        matches!(found, Ok(Err(rprof::probe::ProbeError::NoMatch { .. })))
+    };
+    let missing: Vec<usize> = (0..plan.probes.len())
+        .filter(|&i| {
+            let p = &plan.probes[i];
+            p.kind == ProbeType::Uprobe && p.spec.address == 0 && lacks(p)
+        })
+        .collect();
+    let counted: usize = missing
+        .iter()
+        .map(|&i| plan.probes[i].blocks.len() + plan.probes[i].return_blocks.len())
+        .sum();
+    if missing.is_empty() || counted >= plan.attached {
+        return;
+    }
+    for &i in &missing {
+        let s = &plan.probes[i].spec;
+        eprintln!(
+            "rprof bt: skipped uprobe:{}:{}: no such function (bpftrace skips it too)",
+            s.target, s.func
+        );
+    }
+    for &i in missing.iter().rev() {
+        plan.remove_probe(i);
+    }
 }
 
 /// Where the program's output goes: `-o FILE`, else standard output.
@@ -246,7 +284,8 @@ impl TracepointFields for EventFields {
 }
 
 /// `-l [SEARCH]` and `-lv`: the tracepoints matching `tracepoint:CATEGORY:EVENT` (globs; `t:` as short form), as
-/// bpftrace lists them, with `-v` their fields declared as the format files declare them.
+/// bpftrace lists them, with `-v` their fields declared as the format files declare them; the USDT probes of
+/// a binary or library matching `usdt:PATH:[PROVIDER:]NAME`.
 fn list(args: &BtArgs) -> anyhow::Result<u8> {
     let search = args
         .program
@@ -255,8 +294,15 @@ fn list(args: &BtArgs) -> anyhow::Result<u8> {
         .unwrap_or("tracepoint:*:*".into());
     let mut parts = search.splitn(3, ':');
     let (kind, category, event) = (parts.next(), parts.next(), parts.next());
+    if matches!(kind, Some("usdt" | "U")) {
+        print!("{}", list_usdt(&search)?);
+        return Ok(0);
+    }
     if !matches!(kind, Some("tracepoint" | "t")) {
-        eprintln!("rprof bt -l lists tracepoints only so far (tracepoint:CATEGORY:EVENT)");
+        eprintln!(
+            "rprof bt -l lists tracepoints and USDT probes only so far \
+             (tracepoint:CATEGORY:EVENT, usdt:PATH:[PROVIDER:]NAME)"
+        );
         return Ok(1);
     }
     let (category, event) = match (category, event) {
@@ -276,6 +322,28 @@ fn list(args: &BtArgs) -> anyhow::Result<u8> {
     }
     print!("{out}");
     Ok(0)
+}
+
+/// `-l 'usdt:PATH:[PROVIDER:]NAME'` (globs): the binary's (or library's) USDT probes, sorted, one line each as
+/// bpftrace 0.17 lists them (`usdt:PATH:PROVIDER:NAME`; with `-v` alike: it shows no arguments).
+fn list_usdt(search: &str) -> anyhow::Result<String> {
+    use rprof::probe::usdt;
+    let parts: Vec<&str> = search.split(':').collect();
+    let (path, provider, name) = match parts[..] {
+        [_, path] | [_, path, ""] => (path, "*", "*"),
+        [_, path, name] => (path, "*", name),
+        [_, path, provider, name] => (path, provider, name),
+        _ => anyhow::bail!("cannot list `{search}`: write usdt:PATH:[PROVIDER:]NAME"),
+    };
+    let file = rprof::probe::find_library(path, None)?;
+    let probes = usdt::read_probes(&file)?;
+    let mut lines: Vec<String> = usdt::matching(&probes, provider, name)
+        .iter()
+        .map(|p| format!("usdt:{}:{}:{}\n", file.display(), p.provider, p.name))
+        .collect();
+    lines.sort();
+    lines.dedup();
+    Ok(lines.concat())
 }
 
 /// A field declared as C (and bpftrace's -lv) writes it: `char prev_comm[16]`, `const char * filename`,

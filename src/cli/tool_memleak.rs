@@ -117,7 +117,7 @@ impl Observer for Leaks<'_> {
             rprof::bt::session::monotonic_ns() + self.args.interval_s * 1_000_000_000;
     }
 
-    fn hit(&mut self, hit: &ObservedHit) -> bool {
+    fn hit(&mut self, hit: &ObservedHit, _names: &mut dyn probe::AddrNames) -> bool {
         if self.pid.is_some_and(|p| hit.pid != Some(p)) {
             return true;
         }

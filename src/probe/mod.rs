@@ -26,7 +26,7 @@ pub use engine::group;
 pub use engine::sharing::Sharing;
 pub use engine::supervisor::{supervise, Supervisor, ARG as SUPERVISOR_ARG};
 pub use listing::{groups_now, probeable_functions, ProbeGroupNow};
-pub use observe::{HitRole, ObservedFrame, ObservedHit, Observer};
+pub use observe::{AddrNames, HitRole, ObservedFrame, ObservedHit, Observer};
 pub use output::trace_events::MAX_KEY_TRACKS;
 pub use output::{human_ns, write_list, Format, TraceFormat};
 pub use spec::fetch::FetchItem;

@@ -46,6 +46,16 @@ pub struct ObservedHit {
     pub stack: Option<Vec<ObservedFrame>>,
 }
 
+/// Names of other addresses than a hit's stack (`usym()`, `ksym()` in `rprof bt`), by the resolver and the
+/// mappings that name the stacks. A process that exited in the round is still known while its hits are handed
+/// over.
+pub trait AddrNames {
+    /// The function holding `addr` in process `pid` (None: no symbol covers it).
+    fn user(&mut self, pid: u32, addr: u64) -> Option<ObservedFrame>;
+    /// The kernel function holding `addr`.
+    fn kernel(&mut self, addr: u64) -> Option<ObservedFrame>;
+}
+
 /// A caller of [`super::run_observed`]: told the targets, the start, every hit, and each reading round.
 pub trait Observer {
     /// The session's targets, resolved from the patterns, before any probe exists.
@@ -53,8 +63,8 @@ pub trait Observer {
     /// Probing has started (probes created and enabled); `command`: the launched command's pid, about to exec.
     fn started(&mut self, command: Option<u32>);
     /// One hit that passed the filters, in time order across CPUs (handed over at the end of the reading
-    /// round that released it). `false` ends the session.
-    fn hit(&mut self, hit: &ObservedHit) -> bool;
+    /// round that released it); `names` names other addresses of the hit's process. `false` ends the session.
+    fn hit(&mut self, hit: &ObservedHit, names: &mut dyn AddrNames) -> bool;
     /// A reading round ended (at least every 100 ms): the hits read so far that are in order were handed
     /// over. `false` ends the session.
     fn round(&mut self) -> bool;

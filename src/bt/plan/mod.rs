@@ -63,6 +63,20 @@ impl BtPlan {
     pub fn patterns(&self) -> Vec<String> {
         self.probes.iter().map(|p| p.pattern.clone()).collect()
     }
+
+    /// Leave probe `i` out (a uprobe of a function its binary lacks, which bpftrace 0.17 skips): its attach
+    /// points are not counted in "Attaching N probes...".
+    pub fn remove_probe(&mut self, i: usize) {
+        let p = self.probes.remove(i);
+        self.attached = self
+            .attached
+            .saturating_sub(p.blocks.len() + p.return_blocks.len());
+        self.argv = match self.argv {
+            Some(a) if a == i => None,
+            Some(a) if a > i => Some(a - 1),
+            a => a,
+        };
+    }
 }
 
 /// Plan `program` as checked; tracepoints' fields come from `fields`. Errors are bpftrace-format diagnostics.
@@ -238,6 +252,10 @@ fn add(
             continue;
         }
         if let Some(mut v) = planned_value(r, &tp_fields, user_strings) {
+            // A USDT argument is read as its note declares it (`-4@%eax`: 32 bits, sign-extended), as bcc does.
+            if kind == ProbeType::Usdt && matches!(r, ValueRef::Arg(_)) {
+                v.fetch = v.label.clone();
+            }
             // One fetch per label: a string read of a value wins over the bare pointer, for every value of it.
             for o in p.values.iter_mut().filter(|o| o.label == v.label) {
                 match v.int {

@@ -73,6 +73,10 @@ pub struct Sink<'a> {
     /// Every hit that passed the filters, for the session's observer ([`crate::probe::run_observed`]), kept
     /// until the end of the reading round.
     pub observed: Option<Vec<ObservedHit>>,
+    /// Processes that exited while hits were kept for the observer, and their address space's generation:
+    /// their mappings are forgotten once the hits were handed over ([`Sink::forget_exited`]), so that the
+    /// observer can still name their addresses.
+    exited: Vec<(u32, u64)>,
 }
 
 impl<'a> Sink<'a> {
@@ -131,6 +135,7 @@ impl<'a> Sink<'a> {
             rejected: FastMap::default(),
             pair_filters: super::pair_hit::end_filters(targets),
             observed: None,
+            exited: Vec::new(),
         }
     }
 
@@ -156,6 +161,16 @@ impl<'a> Sink<'a> {
         };
         if let Some(hits) = self.observed.as_mut() {
             hits.push(hit);
+        }
+    }
+
+    /// Forget the mappings of the processes that exited while their hits waited for the observer (unless a
+    /// new process of the same pid has mapped since).
+    pub fn forget_exited(&mut self) {
+        for (pid, generation) in std::mem::take(&mut self.exited) {
+            if self.spaces.generation(pid) == generation {
+                self.spaces.apply(TaskEvent::Exit { pid });
+            }
         }
     }
 
@@ -216,8 +231,10 @@ impl<'a> Sink<'a> {
                 self.rejected.retain(|(t, _), _| *t != tid);
                 self.pending.retain(|(t, _), _| *t != tid);
                 self.pairer.thread_exit(&mut self.stats, tid);
-                if pid == tid {
-                    self.spaces.apply(TaskEvent::Exit { pid });
+                match (pid == tid, self.observed.is_some()) {
+                    (true, true) => self.exited.push((pid, self.spaces.generation(pid))),
+                    (true, false) => self.spaces.apply(TaskEvent::Exit { pid }),
+                    (false, _) => {}
                 }
             }
         }
@@ -526,5 +543,16 @@ impl Foreign {
     /// The processes seen (a thread whose process was gone counts as one).
     pub fn processes(&self) -> usize {
         self.pids.len().max(usize::from(!self.tids.is_empty()))
+    }
+}
+
+/// `usym()`/`ksym()` of an observer: the stacks' resolver, with the mappings as of the round's hits.
+impl crate::probe::observe::AddrNames for Sink<'_> {
+    fn user(&mut self, pid: u32, addr: u64) -> Option<crate::probe::ObservedFrame> {
+        self.stacks.name_one(pid, self.spaces.get(pid), addr, false)
+    }
+
+    fn kernel(&mut self, addr: u64) -> Option<crate::probe::ObservedFrame> {
+        self.stacks.name_one(0, None, addr, true)
     }
 }

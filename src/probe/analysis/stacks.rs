@@ -153,6 +153,26 @@ impl StackCounter {
             .collect()
     }
 
+    /// The function holding one address of process `pid` (or of the kernel), named as [`named`] names a
+    /// stack's leaf (`usym()`, `ksym()`); None where no symbol covers it.
+    ///
+    /// [`named`]: StackCounter::named
+    pub fn name_one(
+        &mut self,
+        pid: u32,
+        space: Option<&AddressSpace>,
+        addr: u64,
+        kernel: bool,
+    ) -> Option<crate::probe::ObservedFrame> {
+        use perf_event_open_sys::bindings::PERF_CONTEXT_KERNEL;
+        let marker = match kernel {
+            true => PERF_CONTEXT_KERNEL,
+            false => PERF_CONTEXT_USER,
+        };
+        let frame = self.named(pid, space, &[marker, addr]).into_iter().next()?;
+        frame.name.is_some().then_some(frame)
+    }
+
     /// Name the frames resolved so far (symbolization is batched).
     pub fn finish(&mut self) {
         self.resolver.finish();

@@ -478,8 +478,9 @@ impl SampledLoop<'_, '_> {
         let hits = self.sink.observed.as_mut().map(std::mem::take);
         let mut go = true;
         for hit in hits.unwrap_or_default() {
-            go = go && o.hit(&hit);
+            go = go && o.hit(&hit, &mut self.sink);
         }
+        self.sink.forget_exited();
         if !(go && o.round()) {
             self.stop.store(true, Ordering::Relaxed);
         }
