@@ -406,6 +406,9 @@ fn target_info(plan: &BtPlan, t: &probe::Target) -> TargetInfo {
                         .chain(&t.aliases)
                         .any(|n| glob(&p.spec.func, n)))
         }
+        TargetKind::Kernel { symbol } => {
+            p.kind == super::attach::ProbeType::Kprobe && glob(&p.spec.func, symbol)
+        }
         TargetKind::Usdt { .. } => {
             p.kind == super::attach::ProbeType::Usdt
                 && glob(&p.spec.func, t.name.rsplit(':').next().unwrap_or(&t.name))
@@ -444,6 +447,9 @@ fn target_info(plan: &BtPlan, t: &probe::Target) -> TargetInfo {
         TargetKind::Usdt { path, .. } => {
             let n = format!("usdt:{}:{}", written(path), t.name);
             (n.clone(), n)
+        }
+        TargetKind::Kernel { symbol } => {
+            (format!("kprobe:{symbol}"), format!("kretprobe:{symbol}"))
         }
         _ => (t.name.clone(), t.name.clone()),
     };
