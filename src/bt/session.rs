@@ -409,6 +409,9 @@ fn target_info(plan: &BtPlan, t: &probe::Target) -> TargetInfo {
                         .chain(&t.aliases)
                         .any(|n| glob(&p.spec.func, n)))
         }
+        TargetKind::Kernel { symbol } => {
+            p.kind == super::attach::ProbeType::Kprobe && glob(&p.spec.func, symbol)
+        }
         TargetKind::Usdt { .. } => {
             let (provider, name) = usdt_names(&t.name);
             p.kind == super::attach::ProbeType::Usdt
@@ -450,6 +453,9 @@ fn target_info(plan: &BtPlan, t: &probe::Target) -> TargetInfo {
             let (provider, event) = usdt_names(&t.name);
             let n = format!("usdt:{}:{provider}:{event}", written(path));
             (n.clone(), n)
+        }
+        TargetKind::Kernel { symbol } => {
+            (format!("kprobe:{symbol}"), format!("kretprobe:{symbol}"))
         }
         _ => (t.name.clone(), t.name.clone()),
     };

@@ -86,7 +86,7 @@ pub fn run(args: BtArgs) -> anyhow::Result<u8> {
         }
     };
     let tracefs = Tracefs::find_or_mount()?;
-    let fields = EventFields(tracefs.clone());
+    let fields = EventFields(tracefs.clone(), std::sync::OnceLock::new());
     let strlen = env_number("BPFTRACE_STRLEN", rprof::bt::value::DEFAULT_STRLEN);
     let env = Env {
         kernel: Kernel::detect(tracefs.root()),
@@ -110,6 +110,9 @@ pub fn run(args: BtArgs) -> anyhow::Result<u8> {
         }
         Ok(plan) => plan,
     };
+    for w in &plan.warnings {
+        eprintln!("{w}");
+    }
     let mut plan = plan;
     skip_missing(&mut plan, args.pid);
     let (target, launch) = task_target(&args, &plan)?;
@@ -244,8 +247,22 @@ fn task_target(
     Ok((target, launch))
 }
 
-/// Tracepoint fields from the `format` files of this tracefs (the plan layer will own this reading).
-struct EventFields(Tracefs);
+impl EventFields {
+    /// The kernel functions kprobes can take (`available_filter_functions`), read once.
+    fn kernel_functions(&self) -> &std::collections::HashSet<String> {
+        self.1.get_or_init(|| {
+            let found = self.0.available_functions().unwrap_or_default();
+            found.into_iter().collect()
+        })
+    }
+}
+
+/// Tracepoint fields from the `format` files of this tracefs (the plan layer will own this reading), and the
+/// kernel functions kprobes can take, read once when a kprobe asks.
+struct EventFields(
+    Tracefs,
+    std::sync::OnceLock<std::collections::HashSet<String>>,
+);
 
 impl TracepointFields for EventFields {
     fn fields(&self, category: &str, event: &str) -> Option<Vec<TpField>> {
@@ -281,6 +298,22 @@ impl TracepointFields for EventFields {
         }
         found
     }
+
+    fn kernel_function(&self, name: &str) -> bool {
+        let functions = self.kernel_functions();
+        // Without the list (no kprobes here: the checker has refused them already), the attach tells.
+        functions.is_empty() || functions.contains(name)
+    }
+
+    fn kernel_functions_matching(&self, pattern: &str) -> usize {
+        let Ok(glob) = globset::Glob::new(pattern).map(|g| g.compile_matcher()) else {
+            return 1;
+        };
+        self.kernel_functions()
+            .iter()
+            .filter(|f| glob.is_match(f.as_str()))
+            .count()
+    }
 }
 
 /// `-l [SEARCH]` and `-lv`: the tracepoints matching `tracepoint:CATEGORY:EVENT` (globs; `t:` as short form), as
@@ -310,7 +343,7 @@ fn list(args: &BtArgs) -> anyhow::Result<u8> {
         (Some(e), None) => ("*", e),
         _ => ("*", "*"),
     };
-    let fields = EventFields(Tracefs::find_or_mount()?);
+    let fields = EventFields(Tracefs::find_or_mount()?, std::sync::OnceLock::new());
     let mut out = String::new();
     for (c, e) in fields.expand(category, event) {
         out.push_str(&format!("tracepoint:{c}:{e}\n"));

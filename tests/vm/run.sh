@@ -62,7 +62,7 @@ cpu_of() { awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / hz }' 
 demand_of() { cat "/proc/$1/task/"*/schedstat 2> /dev/null | awk '{ s += $1 + $2 } END { printf "%.3f", s / 1e9 }'; }
 
 # qemu_watch PID: bound the VM by its own work, not by wall time, and kill qemu PID past a bound:
-#  - CPU: qemu may use RPROF_VM_CPU_RATIO (default 25) times the CPU time it took to boot to /init (the same
+#  - CPU: qemu may use RPROF_VM_CPU_RATIO (default 35) times the CPU time it took to boot to /init (the same
 #    kernel and initramfs every run: the boot calibrates this host's TCG speed, whatever the load), and
 #    RPROF_VM_BOOT_CPU seconds (default 300) to boot;
 #  - idle: qemu neither running nor waiting for a CPU (under 5% of each half second) for RPROF_VM_IDLE seconds
@@ -70,7 +70,7 @@ demand_of() { cat "/proc/$1/task/"*/schedstat 2> /dev/null | awk '{ s += $1 + $2
 #    -d durations, and a loaded host makes qemu wait in a run queue, which counts as wanting the CPU.
 # Prints `RPROF-VM-CPU boot=B total=T limit=L ratio=R` at the end (qemu's CPU seconds), or a RPROF-VM-WATCHDOG line.
 qemu_watch() {
-    local qpid=$1 ratio=${RPROF_VM_CPU_RATIO:-25} idle_max=${RPROF_VM_IDLE:-60}
+    local qpid=$1 ratio=${RPROF_VM_CPU_RATIO:-35} idle_max=${RPROF_VM_IDLE:-60}
     local limit=${RPROF_VM_BOOT_CPU:-300} boot="" cpu=0 c d last_d idle_from
     last_d=$(demand_of "$qpid") || true
     idle_from=$(now)
@@ -115,6 +115,7 @@ need=()
 command -v qemu-system-x86_64 > /dev/null || need+=(qemu-system-x86)
 dpkg -s busybox-static > /dev/null 2>&1 || need+=(busybox-static)
 command -v cpio > /dev/null || need+=(cpio)
+[ -f /usr/sbin/vfscount.bt ] || need+=(bpftrace)
 command -v gcc > /dev/null || need+=(gcc libc6-dev)
 if [ ${#need[@]} -gt 0 ]; then
     apt_update
@@ -125,8 +126,10 @@ phase host_packages "$t"
 
 # Phase 2: the kernel, a stock Debian 6.1 cloud kernel (virtio, 8250 serial, tracefs, kprobes built in).
 t=$(now)
+# With it, the loop driver (a module there: the bt_bio* steps' block device), kept beside it.
 VMLINUZ=$(ls "$CACHE"/vmlinuz-6.1.0-*-cloud-amd64 2> /dev/null | sort -V | tail -n 1 || true)
-if [ -z "$VMLINUZ" ]; then
+if [ -z "$VMLINUZ" ] || [ ! -f "$CACHE/loop-${VMLINUZ##*/vmlinuz-}.ko" ]; then
+    rm -f "$CACHE"/vmlinuz-6.1.0-* "$CACHE"/loop-*.ko
     apt_update
     pkg=$(apt-cache search --names-only '^linux-image-6\.1\.0-[0-9]+-cloud-amd64-unsigned$' | cut -d' ' -f1 |
         sort -V | tail -n 1)
@@ -136,8 +139,10 @@ if [ -z "$VMLINUZ" ]; then
     deb=$(ls "$CACHE"/"$pkg"_*.deb | head -n 1)
     dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$CACHE" --wildcards --strip-components=2 './boot/vmlinuz-*' ||
         die "could not extract boot/vmlinuz-* from $deb"
-    rm -f "$deb"
     VMLINUZ=$(ls "$CACHE"/vmlinuz-6.1.0-*-cloud-amd64 | sort -V | tail -n 1)
+    dpkg-deb --fsys-tarfile "$deb" | tar -xO --wildcards './lib/modules/*/kernel/drivers/block/loop.ko' \
+        > "$CACHE/loop-${VMLINUZ##*/vmlinuz-}.ko" || die "could not extract loop.ko from $deb"
+    rm -f "$deb"
 fi
 echo "RPROF-VM-INFO kernel=$VMLINUZ"
 phase kernel "$t"
@@ -173,6 +178,12 @@ if readelf -lW "$RPROF" 2> /dev/null | grep -q INTERP; then
 fi
 gcc -static -O2 -Wall -o "$IRD/opener" "$VM/opener.c" || die "gcc -static failed for opener.c: install libc6-dev"
 gcc -static -O2 -Wall -o "$IRD/burner" "$VM/burner.c" || die "gcc -static failed for burner.c: install libc6-dev"
+# The loop driver, and bpftrace's kprobe tools as Debian's bpftrace package ships them (run unchanged by rprof bt).
+mkdir -p "$IRD/lib/modules" "$IRD/bt"
+cp "$CACHE/loop-${VMLINUZ##*/vmlinuz-}.ko" "$IRD/lib/modules/loop.ko"
+for tool in vfscount vfsstat capable biolatency biostacks xfsdist; do
+    cp "/usr/sbin/$tool.bt" "$IRD/bt/" || die "no /usr/sbin/$tool.bt: install Debian's bpftrace package"
+done
 cp "$VM/init" "$IRD/init"
 cp "$VM/scenario.sh" "$IRD/scenario.sh"
 chmod +x "$IRD/init"

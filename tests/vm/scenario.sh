@@ -366,6 +366,219 @@ step_record_kernel() {
     fi
 }
 
+# ---- bpftrace's kprobe tools, run unchanged by `rprof bt` (Debian's bpftrace package's /usr/sbin/*.bt, copied to
+# /bt by run.sh). Each is checked against what the workload is known to do.
+
+# wait_text FILE TEXT: wait until FILE holds TEXT (a tool's BEGIN line: its probes are on) or rprof $RPID died.
+wait_text() {
+    i=0
+    while [ "$i" -lt "$((CAP * 10))" ]; do
+        grep -q "$2" "$1" 2>/dev/null && return 0
+        kill -0 "$RPID" 2>/dev/null || return 1
+        sleep 0.1
+        i=$((i + 1))
+    done
+    return 1
+}
+
+# start_tool STEP NAME: `rprof bt /bt/NAME.bt` in the background (output /tmp/NAME.out, stderr /tmp/NAME.err),
+# waiting for its BEGIN line. Returns 1 (after a fail line) when it never got there.
+start_tool() {
+    start_rprof "/tmp/$2.out" "/tmp/$2.err" bt "/bt/$2.bt"
+    if ! wait_text "/tmp/$2.out" "$3"; then
+        kill -9 "$RPID" 2>/dev/null
+        finish_rprof
+        log "$1" "/tmp/$2.err" "/tmp/$2.out"
+        result "$1" fail "$t0" "rprof bt /bt/$2.bt exited $RC before its BEGIN line: $(oneline "/tmp/$2.err")"
+        return 1
+    fi
+    return 0
+}
+
+# stop_tool: Ctrl-C to the tool, as a user ends it (it prints its maps then); sets RC.
+stop_tool() {
+    kill -INT "$RPID"
+    finish_rprof
+}
+
+# The opener's COUNT opens, after a tool's probes are on.
+opens() {
+    /opener /tmp/target "$1" &
+    opid=$!
+    sleep 0.2
+    kill -USR1 "$opid"
+    wait "$opid"
+}
+
+# vfscount.bt (`kprobe:vfs_* { @[func] = count(); }`): vfs_open counted at least the opener's 100 opens (other
+# processes, rprof among them, open files too).
+step_bt_vfscount() {
+    t0=$(now)
+    start_tool bt_vfscount vfscount "Hit Ctrl-C to end" || return
+    opens 100
+    sleep 1
+    stop_tool
+    n=$(sed -n 's/^@\[vfs_open\]: \([0-9]*\)$/\1/p' /tmp/vfscount.out)
+    keys=$(grep -c '^@\[vfs_' /tmp/vfscount.out)
+    detail="rc=$RC vfs_open=${n:-none} expected_at_least=100 keys=$keys attaching=$(grep -m1 Attaching /tmp/vfscount.out)"
+    if [ "$RC" -eq 0 ] && [ -n "$n" ] && [ "$n" -ge 100 ] && [ "$keys" -gt 1 ]; then
+        result bt_vfscount pass "$t0" "$detail"
+    else
+        log bt_vfscount /tmp/vfscount.err /tmp/vfscount.out
+        result bt_vfscount fail "$t0" "$detail"
+    fi
+}
+
+# vfsstat.bt: per-second counts of vfs_read*/write*/fsync/open/create, time-stamped; the seconds' vfs_open counts
+# add up to at least the opener's 100 opens (its END clears the last second's: it runs 2 s past the opens).
+step_bt_vfsstat() {
+    t0=$(now)
+    start_tool bt_vfsstat vfsstat "Hit Ctrl-C to end" || return
+    opens 100
+    sleep 2.5
+    stop_tool
+    n=$(sed -n 's/^@\[vfs_open\]: \([0-9]*\)$/\1/p' /tmp/vfsstat.out | awk '{ s += $1 } END { print s + 0 }')
+    stamps=$(grep -cE '^[0-9]{2}:[0-9]{2}:[0-9]{2}$' /tmp/vfsstat.out)
+    detail="rc=$RC vfs_open_sum=$n expected_at_least=100 seconds_printed=$stamps"
+    if [ "$RC" -eq 0 ] && [ "$n" -ge 100 ] && [ "$stamps" -ge 2 ]; then
+        result bt_vfsstat pass "$t0" "$detail"
+    else
+        log bt_vfsstat /tmp/vfsstat.err /tmp/vfsstat.out
+        result bt_vfsstat fail "$t0" "$detail"
+    fi
+}
+
+# capable.bt: `mknod` of a character device asks for CAP_MKNOD (27): a line with mknod's pid, its comm, 27 and
+# the name from the tool's own table.
+step_bt_capable() {
+    t0=$(now)
+    start_tool bt_capable capable "Hit Ctrl-C to end" || return
+    mknod /tmp/capnode c 1 3 &
+    mpid=$!
+    wait "$mpid"
+    sleep 1
+    stop_tool
+    rm -f /tmp/capnode
+    line=$(grep -E "^[0-9:]+ +0 +$mpid +mknod +27 +CAP_MKNOD +[0-9]+$" /tmp/capable.out | head -n 1)
+    detail="rc=$RC mknod_pid=$mpid line=[$line] lines=$(grep -c CAP_ /tmp/capable.out)"
+    if [ "$RC" -eq 0 ] && [ -n "$line" ]; then
+        result bt_capable pass "$t0" "$detail"
+    else
+        log bt_capable /tmp/capable.err /tmp/capable.out
+        result bt_capable fail "$t0" "$detail"
+    fi
+}
+
+# A loop device over a file in /tmp (loop.ko from the kernel's package, put in by run.sh): block requests through
+# blk-mq, counted by the kernel in /sys/block/loop0/stat.
+LOOP_READY=""
+loop_device() {
+    [ -n "$LOOP_READY" ] && return 0
+    insmod /lib/modules/loop.ko 2>/tmp/loop.err || grep -q '^loop ' /proc/modules || return 1
+    i=0
+    while [ ! -b /dev/loop0 ] && [ "$i" -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+    dd if=/dev/urandom of=/tmp/disk.img bs=1M count=16 2>/dev/null
+    losetup /dev/loop0 /tmp/disk.img 2>>/tmp/loop.err || return 1
+    LOOP_READY=1
+}
+
+# Requests the kernel completed on loop0 so far (reads + writes: fields 1 and 5 of its stat).
+loop_ios() { awk '{ print $1 + $5 }' /sys/block/loop0/stat; }
+
+# hist_total FILE: the counts of a bpftrace histogram's rows (`[a, b)   N |@@@|`), summed.
+hist_total() { sed -n 's/^\[[^])]*[])] *\([0-9][0-9]*\) |.*$/\1/p' "$1" | awk '{ s += $1 } END { print s + 0 }'; }
+
+# run_block_tool STEP NAME PROGRAM: `rprof bt PROGRAM` while 200 direct 4 KiB reads go to loop0 (NAME names its
+# files); sets IOS (the requests the kernel completed meanwhile) and TOTAL (the histogram rows' counts).
+run_block_tool() {
+    cp "$3" "/bt/$2.bt" 2>/dev/null
+    start_tool "$1" "$2" "Hit Ctrl-C to end" || return 1
+    before=$(loop_ios)
+    dd if=/dev/loop0 of=/dev/null bs=4k count=200 iflag=direct 2>/dev/null
+    sleep 0.5
+    IOS=$(($(loop_ios) - before))
+    sleep 0.5
+    stop_tool
+    TOTAL=$(hist_total "/tmp/$2.out")
+}
+
+# On this 6.1 kernel the block accounting functions that biolatency.bt and biostacks.bt probe
+# (`blk_account_io_start`/`_done` and their `__` forms) are all inlined: no kprobe can take them (bpftrace warns
+# and attaches none; later bpftrace tools use the block_io_start/done tracepoints of 6.5+). So each tool runs
+# unchanged (every such attach point skipped with bpftrace's warning, nothing measured, exit 0), and then as a
+# copy whose attach points are functions this kernel has, at the same moments of a request (blk_mq_start_request
+# when the driver takes it, blk_mq_end_request when it completes), checked against the kernel's own count.
+BLOCK_FNS='s/kprobe:blk_account_io_start,/kprobe:blk_mq_start_request/; /kprobe:__blk_account_io_start/d; s/kprobe:blk_account_io_done,/kprobe:blk_mq_end_request/; /kprobe:__blk_account_io_done/d'
+
+# biolatency.bt: one histogram whose counts add up to the requests loop0 completed (the kernel's own count).
+step_bt_biolatency() {
+    t0=$(now)
+    if ! loop_device; then
+        result bt_biolatency fail "$t0" "no loop device: $(oneline /tmp/loop.err)"
+        return
+    fi
+    for f in blk_account_io_start __blk_account_io_start blk_account_io_done __blk_account_io_done; do
+        grep -qx "$f" /sys/kernel/tracing/available_filter_functions && echo "RPROF-VM-INFO traceable=$f"
+    done
+    run_block_tool bt_biolatency biolatency /bt/biolatency.bt || return
+    rc_asis=$RC total_asis=$TOTAL
+    warn=$(grep -c 'WARNING: Unable to attach probe: kprobe:\(__\)\?blk_account_io_' /tmp/biolatency.err)
+    sed "$BLOCK_FNS" /bt/biolatency.bt > /tmp/biolatency61.bt
+    run_block_tool bt_biolatency biolatency61 /tmp/biolatency61.bt || return
+    detail="unchanged: rc=$rc_asis skipped=$warn hist_total=$total_asis; with 6.1's functions: rc=$RC hist_total=$TOTAL loop0_requests=$IOS"
+    if [ "$rc_asis" -eq 0 ] && [ "$warn" -eq 4 ] && [ "$total_asis" -eq 0 ] && [ "$RC" -eq 0 ] \
+        && [ "$IOS" -ge 200 ] && [ "$TOTAL" -eq "$IOS" ] && grep -q '^@usecs:' /tmp/biolatency61.out; then
+        result bt_biolatency pass "$t0" "$detail"
+    else
+        log bt_biolatency /tmp/biolatency.err /tmp/biolatency61.err /tmp/biolatency61.out
+        result bt_biolatency fail "$t0" "$detail"
+    fi
+}
+
+# biostacks.bt: request start to issue by the kernel stack that made the request. Unchanged, its start probes are
+# skipped; with 6.1's functions (start: blk_mq_start_request, issue: blk_mq_end_request), the histograms' counts
+# add up to the requests, under stacks that hold the loop driver's queue_rq.
+step_bt_biostacks() {
+    t0=$(now)
+    if ! loop_device; then
+        result bt_biostacks fail "$t0" "no loop device: $(oneline /tmp/loop.err)"
+        return
+    fi
+    run_block_tool bt_biostacks biostacks /bt/biostacks.bt || return
+    rc_asis=$RC total_asis=$TOTAL
+    warn=$(grep -c 'WARNING: Unable to attach probe: kprobe:\(__\)\?blk_account_io_start' /tmp/biostacks.err)
+    sed '/^kprobe:blk_mq_start_request$/d; s/kprobe:blk_account_io_start,/kprobe:blk_mq_start_request/; /kprobe:__blk_account_io_start/d; s/kprobe:blk_start_request,/kprobe:blk_mq_end_request/' \
+        /bt/biostacks.bt > /tmp/biostacks61.bt
+    run_block_tool bt_biostacks biostacks61 /tmp/biostacks61.bt || return
+    stacks=$(grep -c '^@usecs\[$' /tmp/biostacks61.out)
+    queue=$(grep -cE '^ +loop_queue_rq\+[0-9]+$' /tmp/biostacks61.out)
+    detail="unchanged: rc=$rc_asis skipped=$warn hist_total=$total_asis; with 6.1's functions: rc=$RC hist_total=$TOTAL loop0_requests=$IOS stacks=$stacks loop_queue_rq_frames=$queue"
+    if [ "$rc_asis" -eq 0 ] && [ "$warn" -eq 2 ] && [ "$total_asis" -eq 0 ] && [ "$RC" -eq 0 ] \
+        && [ "$IOS" -ge 200 ] && [ "$TOTAL" -eq "$IOS" ] && [ "$stacks" -ge 1 ] && [ "$queue" -ge 1 ]; then
+        result bt_biostacks pass "$t0" "$detail"
+    else
+        log bt_biostacks /tmp/biostacks.err /tmp/biostacks61.err /tmp/biostacks61.out
+        result bt_biostacks fail "$t0" "$detail"
+    fi
+}
+
+# xfsdist.bt: XFS is a module this initramfs does not load, so each of its 8 kprobes is skipped with bpftrace's
+# warning and the tool runs with none attached (as bpftrace does), ending cleanly on Ctrl-C.
+step_bt_xfsdist() {
+    t0=$(now)
+    start_tool bt_xfsdist xfsdist "Hit Ctrl-C to end" || return
+    sleep 1
+    stop_tool
+    warn=$(grep -c 'WARNING: Unable to attach probe: kretprobe:xfs_\|WARNING: Unable to attach probe: kprobe:xfs_' /tmp/xfsdist.err)
+    detail="rc=$RC skipped=$warn expected=8"
+    if [ "$RC" -eq 0 ] && [ "$warn" -eq 8 ]; then
+        result bt_xfsdist pass "$t0" "$detail"
+    else
+        log bt_xfsdist /tmp/xfsdist.err /tmp/xfsdist.out
+        result bt_xfsdist fail "$t0" "$detail"
+    fi
+}
+
 step_vm_kprobes
 step_rprof_binary
 step_open_count
@@ -374,4 +587,10 @@ step_stale_cleanup
 step_record_kernel
 step_kernel_args
 step_event_probes
+step_bt_vfscount
+step_bt_vfsstat
+step_bt_capable
+step_bt_biolatency
+step_bt_biostacks
+step_bt_xfsdist
 echo "RPROF-VM-STEPS$STEPS"

@@ -56,6 +56,14 @@ pub trait TracepointFields {
     fn fields(&self, category: &str, event: &str) -> Option<Vec<TpField>>;
     /// The tracepoints matching the globs `category:event`, as (category, event).
     fn expand(&self, category: &str, event: &str) -> Vec<(String, String)>;
+    /// Whether kernel function `name` can take a kprobe (it is in `available_filter_functions`).
+    fn kernel_function(&self, _name: &str) -> bool {
+        true
+    }
+    /// How many kernel functions kprobes can take match glob `pattern` (bpftrace counts each one it attaches).
+    fn kernel_functions_matching(&self, _pattern: &str) -> usize {
+        1
+    }
 }
 
 /// Everything the checker takes besides the program.

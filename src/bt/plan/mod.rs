@@ -56,6 +56,8 @@ pub struct BtPlan {
     /// The probe (an index of `probes`, with no blocks of its own) that reads execve's argv at libc's
     /// `execve`, for `args->argv` at `sys_enter_execve` ([`argv_probe`]).
     pub argv: Option<usize>,
+    /// Attach points left out as bpftrace leaves them out, one line each (`WARNING: ...`).
+    pub warnings: Vec<String>,
 }
 
 impl BtPlan {
@@ -104,11 +106,42 @@ pub fn plan(
                     plan.attached += fields.expand(&spec.target, &spec.func).len().max(1);
                     add(&mut plan, spec, block, &refs, fields, false);
                 }
-                ProbeType::Uprobe | ProbeType::Usdt | ProbeType::Profile | ProbeType::Software => {
+                ProbeType::Kprobe if spec.offset != 0 => errors.push(Diagnostic::error(
+                    ap.span,
+                    "kprobe offsets (FUNC+OFFSET) are not run by rprof bt: attach to the function",
+                )),
+                ProbeType::Kprobe | ProbeType::Kretprobe
+                    if !spec.wildcard && !fields.kernel_function(&spec.func) =>
+                {
+                    // bpftrace warns and goes on where a block has other attach points (tools name each
+                    // kernel version's function: biolatency's `blk_account_io_start, __blk_account_io_start`).
+                    let what = format!("{}:{}", spec.kind, spec.func);
+                    match probe.attach_points.len() > 1 {
+                        true => plan
+                            .warnings
+                            .push(format!("WARNING: Unable to attach probe: {what}. Skipping.")),
+                        false => errors.push(Diagnostic::error(
+                            ap.span,
+                            format!(
+                                "Error attaching probe: '{what}': no such kernel function in \
+                                 available_filter_functions (non-existing, inlined, or marked notrace)"
+                            ),
+                        )),
+                    }
+                }
+                ProbeType::Kprobe if spec.wildcard => {
+                    plan.attached += fields.kernel_functions_matching(&spec.func).max(1);
+                    add(&mut plan, spec, block, &refs, fields, false);
+                }
+                ProbeType::Uprobe
+                | ProbeType::Kprobe
+                | ProbeType::Usdt
+                | ProbeType::Profile
+                | ProbeType::Software => {
                     plan.attached += 1;
                     add(&mut plan, spec, block, &refs, fields, false);
                 }
-                ProbeType::Uretprobe => {
+                ProbeType::Uretprobe | ProbeType::Kretprobe => {
                     plan.attached += 1;
                     plan.returns = true;
                     add(&mut plan, spec, block, &refs, fields, true);
@@ -210,6 +243,7 @@ fn add(
 ) {
     let kind = match spec.kind {
         ProbeType::Uretprobe => ProbeType::Uprobe,
+        ProbeType::Kretprobe => ProbeType::Kprobe,
         k => k,
     };
     let same = |p: &PlannedProbe| {
@@ -337,6 +371,7 @@ fn pattern(p: &PlannedProbe, program: &Program) -> String {
         ProbeType::Profile | ProbeType::Software => software_name(s),
         ProbeType::Usdt if s.ns.is_empty() => format!("usdt:{}:*:{}", s.target, s.func),
         ProbeType::Usdt => format!("usdt:{}:{}:{}", s.target, s.ns, s.func),
+        ProbeType::Kprobe => format!("kprobe:{}", s.func),
         _ if s.address != 0 => format!("uprobe:{}:{:#x}", s.target, s.address),
         _ if s.offset != 0 => format!("uprobe:{}:{}+{}", s.target, s.func, s.offset),
         _ => format!("uprobe:{}:{}", s.target, s.func),

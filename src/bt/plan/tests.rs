@@ -91,3 +91,69 @@ fn tid_into_the_kernel_pid_not() {
     let p = planned("tracepoint:sched:sched_switch /pid == 42/ { @ = count(); }");
     assert_eq!(p.patterns(), ["t:sched:sched_switch"]);
 }
+
+/// Kernel functions of a kernel without XFS loaded and with `blk_account_io_start` inlined.
+struct Kernel61;
+
+impl TracepointFields for Kernel61 {
+    fn fields(&self, category: &str, event: &str) -> Option<Vec<TpField>> {
+        Fake.fields(category, event)
+    }
+    fn expand(&self, category: &str, event: &str) -> Vec<(String, String)> {
+        Fake.expand(category, event)
+    }
+    fn kernel_function(&self, name: &str) -> bool {
+        !name.starts_with("xfs_") && name != "blk_account_io_start"
+    }
+}
+
+fn planned_kprobes(src: &str) -> Result<BtPlan, String> {
+    let front = crate::bt::front(src, "stdin", &env(true)).expect("checks");
+    plan(&front.program, &front.checked, &Kernel61)
+        .map_err(|d| crate::bt::diag::render_all(&d, "stdin", src))
+}
+
+/// Check that kprobes and kretprobes become probe's `kprobe:` patterns, a kretprobe's blocks running at the
+/// function's return, with the arguments and return value fetched, and wildcards left to probe.
+#[test]
+fn kprobes_plan_as_kernel_functions() {
+    let p = planned_kprobes(
+        "kprobe:vfs_read { @s[tid] = arg2; } kretprobe:vfs_read /@s[tid]/ { @r = hist(retval); }",
+    )
+    .unwrap();
+    assert_eq!(p.patterns(), ["kprobe:vfs_read(arg2:u64, ret:u64)"]);
+    assert_eq!(p.probes[0].blocks, [0]);
+    assert_eq!(p.probes[0].return_blocks, [1]);
+    assert!(p.returns);
+    let p = planned_kprobes("kprobe:vfs_* { @[func] = count(); }").unwrap();
+    assert_eq!(p.patterns(), ["kprobe:vfs_*"]);
+    assert!(
+        !p.returns,
+        "entries only: probe counts without return probes"
+    );
+}
+
+/// Check that a kernel function this kernel lacks is skipped with bpftrace's warning where its block has other
+/// attach points (biolatency.bt names each kernel version's function), and is an error where it is alone.
+#[test]
+fn missing_kernel_functions_skipped_as_bpftrace_does() {
+    let p = planned_kprobes(
+        "kprobe:blk_account_io_start, kprobe:__blk_account_io_start { @start[arg0] = nsecs; }",
+    )
+    .unwrap();
+    assert_eq!(p.patterns(), ["kprobe:__blk_account_io_start(arg0:u64)"]);
+    assert_eq!(
+        p.warnings,
+        ["WARNING: Unable to attach probe: kprobe:blk_account_io_start. Skipping."]
+    );
+    let p =
+        planned_kprobes("kprobe:xfs_file_open, kretprobe:xfs_file_open { @ = count(); }").unwrap();
+    assert!(p.probes.is_empty() && p.warnings.len() == 2, "{p:?}");
+    let err = planned_kprobes("kprobe:xfs_file_open { @ = count(); }").unwrap_err();
+    assert!(
+        err.contains("ERROR: Error attaching probe: 'kprobe:xfs_file_open'"),
+        "{err}"
+    );
+    let err = planned_kprobes("kprobe:vfs_read+4 { @ = count(); }").unwrap_err();
+    assert!(err.contains("kprobe offsets"), "{err}");
+}
