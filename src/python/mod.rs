@@ -16,7 +16,7 @@ use crate::elf_layout::ElfLayout;
 use crate::process;
 use layout::Layout;
 use memory::{u64_at, Memory, ReadError};
-use object::{Object, ObjectSymbol};
+use object::{Object, ObjectSection, ObjectSymbol};
 use std::collections::HashMap;
 use std::io::Read;
 use std::ops::Range;
@@ -182,6 +182,30 @@ fn version_of_name(path: &str) -> Option<(u32, u32)> {
     Some((major.parse().ok()?, digits.parse().ok()?))
 }
 
+/// The CPython `major.minor` of an interpreter file (a python binary or libpython): its `Py_Version`
+/// (3.11+), else the version in its file name (after symbolic links). None for any other file.
+pub fn version_of_file(path: &Path) -> Option<(u32, u32)> {
+    let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let data = std::fs::read(&real).ok()?;
+    let from_name = || version_of_name(&real.to_string_lossy());
+    let Ok(elf) = object::File::parse(&*data) else {
+        return from_name();
+    };
+    let version = elf
+        .dynamic_symbols()
+        .chain(elf.symbols())
+        .find(|s| s.name() == Ok("Py_Version"))
+        .and_then(|s| {
+            let section = elf.section_by_index(s.section_index()?).ok()?;
+            let bytes = section.data_range(s.address(), 4).ok()??;
+            Some(u32::from_le_bytes(bytes.try_into().ok()?))
+        });
+    match version {
+        Some(v) => Some((v >> 24, (v >> 16) & 0xff)),
+        None => from_name(),
+    }
+}
+
 /// `_PyRuntime`, `Py_Version` and `_PyEval_EvalFrameDefault` from the dynamic symbols of `path` (as process
 /// `pid` sees it), with the file's load layout.
 fn read_symbols(pid: u32, path: &str) -> Option<(Symbols, ElfLayout)> {
@@ -210,6 +234,11 @@ fn read_symbols(pid: u32, path: &str) -> Option<(Symbols, ElfLayout)> {
 /// `PYTHON_FRAMES + 16 * i + 8`, so that a return address looked up one byte back still names it.
 pub const PYTHON_FRAMES: u64 = 0x5079_0000_0000_0000;
 const PYTHON_FRAMES_END: u64 = 0x507a_0000_0000_0000;
+
+/// Added to the address of the innermost Python frame of a stack read after the thread had returned from the
+/// sampled frame ([`Sampled::MovedOn`]): the frame keeps its name (the address stays in its 16-byte slot), and
+/// `rprof script`, which prints addresses, shows which samples' Python stacks were read late (`...c`, not `...8`).
+pub const STALE_MARK: u64 = 4;
 
 /// The callchain address of the recording's Python frame number `index`.
 pub fn frame_addr(index: usize) -> u64 {

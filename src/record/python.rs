@@ -269,11 +269,14 @@ impl PythonStacks {
             Sampled::Unknown => {}
         }
         let eval = runtime.eval.clone();
-        let frames = stack
+        let mut frames: Vec<(u64, bool)> = stack
             .frames
             .into_iter()
             .map(|f| (self.addr_of(f.name), f.entry))
             .collect();
+        if stack.sampled == Sampled::MovedOn {
+            frames[0].0 += python::STALE_MARK;
+        }
         Some(Read { frames, eval })
     }
 
