@@ -341,3 +341,66 @@ fn threads_carry_their_own_functions() {
     // 3 s of each thread's CPU at 99 Hz: about 297 samples each.
     assert!(alpha[0].1 .0 >= 150 && beta[0].1 .1 >= 150, "{by_tid:?}");
 }
+
+/// A CPython rprof cannot read (pyenv's 3.12 and 3.13 builds, where present): `record` says so in one line
+/// naming the process and its version, and the samples keep their native frames (the evaluator's, named from
+/// the build's symbols; `--call-graph dwarf`, as these builds have no frame pointers), with no Python frame and
+/// no guessed name.
+#[test]
+fn unknown_versions_keep_native_frames() {
+    let test = "unknown_versions_keep_native_frames";
+    if !common::privileged(test) {
+        return;
+    }
+    for (python, version) in [
+        ("/root/.pyenv/versions/3.12.1/bin/python3.12", "3.12.1"),
+        ("/root/.pyenv/versions/3.13.0/bin/python3.13", "3.13.0"),
+    ] {
+        if !Path::new(python).exists() {
+            common::skip(test, &format!("{python} is not installed"));
+            continue;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("py.data");
+        let data = data.to_str().unwrap();
+        let fixture = fixture();
+        let (_, stderr) = common::rprof_ok_stderr(&[
+            "record",
+            "--call-graph",
+            "dwarf",
+            "-F",
+            "99",
+            "-o",
+            data,
+            "--",
+            python,
+            &fixture,
+            "nested",
+            "1",
+        ]);
+        let said: Vec<&str> = stderr.lines().filter(|l| l.contains("python:")).collect();
+        assert_eq!(said.len(), 1, "{stderr}");
+        assert!(
+            said[0].contains("CPython versions rprof cannot read")
+                && said[0].contains(&format!("({version})")),
+            "{stderr}"
+        );
+        let out = common::rprof_ok(&["report", "-i", data, "--folded"]);
+        let stacks = folded(&out);
+        let total: u64 = stacks.iter().map(|(_, n)| n).sum();
+        let eval: u64 = stacks
+            .iter()
+            .filter(|(s, _)| s.iter().any(|f| f == "_PyEval_EvalFrameDefault"))
+            .map(|(_, n)| n)
+            .sum();
+        // 1 s of CPU at 99 Hz; the evaluator runs inner's loop.
+        assert!(
+            total >= 50 && eval * 2 >= total,
+            "{version}: {eval} of {total}\n{out}"
+        );
+        assert!(
+            !out.contains(" (py_work.py:") && !out.contains("5079"),
+            "{version}: a Python frame:\n{out}"
+        );
+    }
+}

@@ -377,7 +377,41 @@ impl Runtime {
 
 #[cfg(test)]
 mod tests {
-    use super::version_of_name;
+    use super::{layout, version_of_file, version_of_name};
+
+    /// Check the version gate: only 3.11 has a layout; 3.12 and later (and 2.x, 3.10) are read no further.
+    #[test]
+    fn only_known_versions_are_read() {
+        assert_eq!(layout::of_version(3, 11), Some(&layout::V3_11));
+        for (major, minor) in [(3, 12), (3, 13), (3, 14), (3, 10), (2, 7)] {
+            assert_eq!(layout::of_version(major, minor), None, "{major}.{minor}");
+        }
+    }
+
+    /// Check that an interpreter file's version comes from its `Py_Version` where it has one.
+    #[test]
+    fn file_versions() {
+        for (path, want) in [
+            ("/usr/bin/python3.11", (3, 11)),
+            (
+                "/root/.pyenv/versions/3.12.1/lib/libpython3.12.so.1.0",
+                (3, 12),
+            ),
+            (
+                "/root/.pyenv/versions/3.13.0/lib/libpython3.13.so.1.0",
+                (3, 13),
+            ),
+        ] {
+            if std::path::Path::new(path).exists() {
+                assert_eq!(
+                    version_of_file(std::path::Path::new(path)),
+                    Some(want),
+                    "{path}"
+                );
+            }
+        }
+        assert_eq!(version_of_file(std::path::Path::new("/bin/sh")), None);
+    }
 
     /// Check which file names are interpreters, and their versions.
     #[test]
