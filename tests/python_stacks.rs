@@ -296,7 +296,8 @@ fn under_parse_json(stack: &[&str]) -> bool {
 }
 
 /// Two Python threads in different functions: each thread's samples carry its own function, never the other's
-/// (a stack read for the sampled thread only, as the sample arrives).
+/// (a stack read for the sampled thread only, as the sample arrives), and the thread's `threading` name as its
+/// comm (`rprof script`'s first column), as py-spy names threads.
 #[test]
 fn threads_carry_their_own_functions() {
     let test = "threads_carry_their_own_functions";
@@ -323,17 +324,30 @@ fn threads_carry_their_own_functions() {
     let script = common::rprof_ok(&["script", "-i", data]);
     // tid -> (samples with spin_alpha, with spin_beta)
     let mut by_tid: HashMap<u32, (u64, u64)> = HashMap::new();
+    let mut misnamed = Vec::new();
     for sample in script.split("\n\n") {
         let mut lines = sample.lines();
         let Some(head) = lines.next() else { continue };
-        let Some(tid) = head.split_whitespace().nth(1).and_then(|t| t.parse().ok()) else {
+        let mut fields = head.split_whitespace();
+        let comm = fields.next().unwrap_or_default();
+        let Some(tid) = fields.next().and_then(|t| t.parse().ok()) else {
             continue;
         };
         let body: String = lines.collect::<Vec<_>>().join("\n");
         let e = by_tid.entry(tid).or_default();
-        e.0 += body.contains("spin_alpha (") as u64;
-        e.1 += body.contains("spin_beta (") as u64;
+        let (alpha, beta) = (body.contains("spin_alpha ("), body.contains("spin_beta ("));
+        e.0 += alpha as u64;
+        e.1 += beta as u64;
+        // The fixture names each thread after its function (threading.Thread(name=...)): a sample that ran
+        // it is of the thread of that name.
+        if (alpha && comm != "spin_alpha") || (beta && comm != "spin_beta") {
+            misnamed.push(head.to_string());
+        }
     }
+    assert!(
+        misnamed.is_empty(),
+        "threads not named by threading: {misnamed:?}"
+    );
     let alpha: Vec<(&u32, &(u64, u64))> = by_tid.iter().filter(|(_, c)| c.0 > 0).collect();
     let beta: Vec<(&u32, &(u64, u64))> = by_tid.iter().filter(|(_, c)| c.1 > 0).collect();
     assert_eq!((alpha.len(), beta.len()), (1, 1), "threads: {by_tid:?}");

@@ -11,6 +11,7 @@ pub mod code;
 pub mod layout;
 pub mod linetable;
 pub mod memory;
+pub mod threads;
 
 use crate::elf_layout::ElfLayout;
 use crate::process;
@@ -51,6 +52,8 @@ pub struct PyStack {
     /// Where the thread's `_PyCFrame` is (on its C stack), and the interpreter frame it pointed at.
     pub cframe: u64,
     pub current_frame: u64,
+    /// The address of the outermost Python frame (0 without frames).
+    pub outermost: u64,
     /// How the stack read relates to the sampled instant.
     pub sampled: Sampled,
 }
@@ -306,6 +309,7 @@ impl Runtime {
             frames: Vec::new(),
             cframe,
             current_frame: current,
+            outermost: 0,
             sampled: Sampled::Unknown,
         };
         let sampled_frame = match cframe {
@@ -326,6 +330,7 @@ impl Runtime {
             addrs.push(frame);
             frame = u64_at(&f, l.frame_previous);
         }
+        stack.outermost = addrs.last().copied().unwrap_or(0);
         if let Some(at) = sampled_frame {
             stack.sampled = match addrs.iter().position(|&a| a == at) {
                 Some(0) => Sampled::Same,
@@ -367,6 +372,13 @@ impl Runtime {
             .get(&tid)
             .copied()
             .ok_or(PythonError::NoThread(tid))
+    }
+
+    /// The `threading` name of a thread whose stack is `stack` (read whole: its outermost frame is the thread's
+    /// first), when `threading` started it (see [`threads`]).
+    pub fn thread_name(&self, stack: &PyStack) -> Option<String> {
+        let outermost = stack.frames.last()?;
+        threads::thread_name(&self.mem, stack.outermost, &outermost.name)
     }
 
     /// Forget the code objects read (a long session: they are read again when met).
