@@ -285,6 +285,8 @@ impl Names {
 
 /// The most frames read from one thread (a deeper stack is cut there).
 const MAX_DEPTH: usize = 512;
+/// The most `_PyCFrame`s followed back to the one a sample's stack copy holds.
+const MAX_CFRAMES: usize = 64;
 /// The most thread states walked looking for a thread.
 const MAX_THREADS: usize = 4096;
 
@@ -295,7 +297,7 @@ impl Runtime {
     pub fn stack(
         &mut self,
         tid: u32,
-        at_sample: impl FnOnce(u64) -> Option<u64>,
+        at_sample: impl Fn(u64) -> Option<u64>,
     ) -> Result<PyStack, PythonError> {
         let l = self.layout;
         let tstate = self.thread_state(tid)?;
@@ -312,10 +314,7 @@ impl Runtime {
             outermost: 0,
             sampled: Sampled::Unknown,
         };
-        let sampled_frame = match cframe {
-            0 => None,
-            c => at_sample(c),
-        };
+        let sampled_frame = self.sampled_frame(cframe, at_sample);
         let mut addrs = Vec::new();
         let mut frame = current;
         while frame != 0 && stack.frames.len() < MAX_DEPTH {
@@ -342,6 +341,24 @@ impl Runtime {
             };
         }
         Ok(stack)
+    }
+
+    /// The interpreter frame the thread ran at the sample: the `current_frame` the sample's stack copy holds
+    /// (`at_sample`) of the innermost `_PyCFrame` in the copy. When the thread has entered the evaluator again
+    /// since (a C call back into Python: `sorted`'s key, a generator), its `cframe` lies below the copied
+    /// stack: its `previous` chain leads back to the sampled one.
+    fn sampled_frame(&self, cframe: u64, at_sample: impl Fn(u64) -> Option<u64>) -> Option<u64> {
+        let mut c = cframe;
+        for _ in 0..MAX_CFRAMES {
+            if c == 0 {
+                return None;
+            }
+            if let Some(frame) = at_sample(c) {
+                return Some(frame);
+            }
+            c = self.mem.u64(c + self.layout.cframe_previous).ok()?;
+        }
+        None
     }
 
     /// The `PyThreadState` of `tid`: the one found last time if it still is that thread's, else found anew.
