@@ -2,7 +2,7 @@
 //! parameter names, and the one-line errors of bad value specs (issue 14). Needs root and uprobes; skips with
 //! a reason elsewhere, and fails under RPROF_REQUIRE_PRIVILEGED=1.
 mod common;
-use common::{build_c, privileged, rprof_ok as ok, rprof_ok_stderr};
+use common::{build_c, privileged, rprof, rprof_ok as ok, rprof_ok_stderr};
 use std::collections::HashMap;
 use std::path::Path;
 use std::process::Command;
@@ -109,6 +109,81 @@ fn python_imports_match_importtime() {
         expected.len(),
         "rprof {got:?}\nimporttime {expected:?}"
     );
+}
+
+/// CPython 3.11's `function__entry` probe never fires (CPython gh-98894; bpftrace counts 0 entries beside
+/// hundreds of thousands of returns): `--pair` with it is refused in one line that says so. Counting
+/// `function__return` stays exact: a script that calls a function N times has N more returns than one that
+/// calls it 0 times, and bpftrace counts as many returns on the same command.
+#[test]
+fn python_function_probes() {
+    if !privileged("python_function_probes") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("calls.py");
+    std::fs::write(
+        &script,
+        "import sys\ndef f():\n    pass\nfor _ in range(int(sys.argv[1])):\n    f()\n",
+    )
+    .unwrap();
+    let script = script.to_str().unwrap();
+    let pair = "usdt:python:function__entry,usdt:python:function__return";
+    let out = rprof()
+        .args([
+            "probe", "-x", PYTHON, "--pair", pair, "--", PYTHON, "-S", script, "1",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("never fires function__entry") && err.contains("gh-98894"),
+        "{err}"
+    );
+    let count = |n: &str| -> u64 {
+        let out = ok(&[
+            "probe",
+            "-x",
+            PYTHON,
+            "usdt:python:function__return",
+            "--count",
+            "--",
+            PYTHON,
+            "-S",
+            script,
+            n,
+        ]);
+        let row = out
+            .lines()
+            .find(|l| l.starts_with("usdt:python:function__return"))
+            .unwrap_or_else(|| panic!("{out}"));
+        row.split_whitespace().nth(1).unwrap().parse().unwrap()
+    };
+    let (none, some) = (count("0"), count("5000"));
+    assert_eq!(
+        some - none,
+        5000,
+        "{none} returns for 0 calls, {some} for 5000"
+    );
+    let bpftrace = Command::new("bpftrace")
+        .args([
+            "-e",
+            &format!("usdt:{PYTHON}:python:function__return {{ @n = count(); }}"),
+        ])
+        .args(["-c", &format!("{PYTHON} -S {script} 5000")])
+        .output();
+    match bpftrace {
+        Ok(out) if out.status.success() => {
+            let text = String::from_utf8_lossy(&out.stdout);
+            let n: Option<u64> = text
+                .lines()
+                .find_map(|l| l.strip_prefix("@n: ")?.trim().parse().ok());
+            assert_eq!(n, Some(some), "bpftrace: {text}");
+        }
+        _ => eprintln!("python_function_probes: bpftrace did not run; compared with itself only"),
+    }
 }
 
 /// Check that libstdc++'s `usdt:libstdcxx:throw` counts every throw of a fixture, with `-x` and with `LIB:`.

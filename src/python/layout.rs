@@ -18,8 +18,9 @@ pub struct Layout {
     pub tstate_native_thread_id: usize,
     /// How many bytes of a `PyThreadState` to read to have the fields above.
     pub tstate_read: usize,
-    /// `_PyCFrame.current_frame`.
+    /// `_PyCFrame.current_frame`, `.previous`.
     pub cframe_current_frame: u64,
+    pub cframe_previous: u64,
     /// `_PyInterpreterFrame.f_code`, `.previous`, `.prev_instr`, `.is_entry`, `.owner`.
     pub frame_code: usize,
     pub frame_previous: usize,
@@ -45,6 +46,7 @@ pub const V3_11: Layout = Layout {
     tstate_native_thread_id: 0xa0,
     tstate_read: 0xa8,
     cframe_current_frame: 0x8,
+    cframe_previous: 0x10,
     frame_code: 0x20,
     frame_previous: 0x30,
     frame_prev_instr: 0x38,

@@ -11,12 +11,13 @@ pub mod code;
 pub mod layout;
 pub mod linetable;
 pub mod memory;
+pub mod threads;
 
 use crate::elf_layout::ElfLayout;
 use crate::process;
 use layout::Layout;
 use memory::{u64_at, Memory, ReadError};
-use object::{Object, ObjectSymbol};
+use object::{Object, ObjectSection, ObjectSymbol};
 use std::collections::HashMap;
 use std::io::Read;
 use std::ops::Range;
@@ -51,6 +52,8 @@ pub struct PyStack {
     /// Where the thread's `_PyCFrame` is (on its C stack), and the interpreter frame it pointed at.
     pub cframe: u64,
     pub current_frame: u64,
+    /// The address of the outermost Python frame (0 without frames).
+    pub outermost: u64,
     /// How the stack read relates to the sampled instant.
     pub sampled: Sampled,
 }
@@ -182,6 +185,30 @@ fn version_of_name(path: &str) -> Option<(u32, u32)> {
     Some((major.parse().ok()?, digits.parse().ok()?))
 }
 
+/// The CPython `major.minor` of an interpreter file (a python binary or libpython): its `Py_Version`
+/// (3.11+), else the version in its file name (after symbolic links). None for any other file.
+pub fn version_of_file(path: &Path) -> Option<(u32, u32)> {
+    let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let data = std::fs::read(&real).ok()?;
+    let from_name = || version_of_name(&real.to_string_lossy());
+    let Ok(elf) = object::File::parse(&*data) else {
+        return from_name();
+    };
+    let version = elf
+        .dynamic_symbols()
+        .chain(elf.symbols())
+        .find(|s| s.name() == Ok("Py_Version"))
+        .and_then(|s| {
+            let section = elf.section_by_index(s.section_index()?).ok()?;
+            let bytes = section.data_range(s.address(), 4).ok()??;
+            Some(u32::from_le_bytes(bytes.try_into().ok()?))
+        });
+    match version {
+        Some(v) => Some((v >> 24, (v >> 16) & 0xff)),
+        None => from_name(),
+    }
+}
+
 /// `_PyRuntime`, `Py_Version` and `_PyEval_EvalFrameDefault` from the dynamic symbols of `path` (as process
 /// `pid` sees it), with the file's load layout.
 fn read_symbols(pid: u32, path: &str) -> Option<(Symbols, ElfLayout)> {
@@ -210,6 +237,11 @@ fn read_symbols(pid: u32, path: &str) -> Option<(Symbols, ElfLayout)> {
 /// `PYTHON_FRAMES + 16 * i + 8`, so that a return address looked up one byte back still names it.
 pub const PYTHON_FRAMES: u64 = 0x5079_0000_0000_0000;
 const PYTHON_FRAMES_END: u64 = 0x507a_0000_0000_0000;
+
+/// Added to the address of the innermost Python frame of a stack read after the thread had returned from the
+/// sampled frame ([`Sampled::MovedOn`]): the frame keeps its name (the address stays in its 16-byte slot), and
+/// `rprof script`, which prints addresses, shows which samples' Python stacks were read late (`...c`, not `...8`).
+pub const STALE_MARK: u64 = 4;
 
 /// The callchain address of the recording's Python frame number `index`.
 pub fn frame_addr(index: usize) -> u64 {
@@ -253,6 +285,8 @@ impl Names {
 
 /// The most frames read from one thread (a deeper stack is cut there).
 const MAX_DEPTH: usize = 512;
+/// The most `_PyCFrame`s followed back to the one a sample's stack copy holds.
+const MAX_CFRAMES: usize = 64;
 /// The most thread states walked looking for a thread.
 const MAX_THREADS: usize = 4096;
 
@@ -263,7 +297,7 @@ impl Runtime {
     pub fn stack(
         &mut self,
         tid: u32,
-        at_sample: impl FnOnce(u64) -> Option<u64>,
+        at_sample: impl Fn(u64) -> Option<u64>,
     ) -> Result<PyStack, PythonError> {
         let l = self.layout;
         let tstate = self.thread_state(tid)?;
@@ -277,12 +311,10 @@ impl Runtime {
             frames: Vec::new(),
             cframe,
             current_frame: current,
+            outermost: 0,
             sampled: Sampled::Unknown,
         };
-        let sampled_frame = match cframe {
-            0 => None,
-            c => at_sample(c),
-        };
+        let sampled_frame = self.sampled_frame(cframe, at_sample);
         let mut addrs = Vec::new();
         let mut frame = current;
         while frame != 0 && stack.frames.len() < MAX_DEPTH {
@@ -297,6 +329,7 @@ impl Runtime {
             addrs.push(frame);
             frame = u64_at(&f, l.frame_previous);
         }
+        stack.outermost = addrs.last().copied().unwrap_or(0);
         if let Some(at) = sampled_frame {
             stack.sampled = match addrs.iter().position(|&a| a == at) {
                 Some(0) => Sampled::Same,
@@ -308,6 +341,24 @@ impl Runtime {
             };
         }
         Ok(stack)
+    }
+
+    /// The interpreter frame the thread ran at the sample: the `current_frame` the sample's stack copy holds
+    /// (`at_sample`) of the innermost `_PyCFrame` in the copy. When the thread has entered the evaluator again
+    /// since (a C call back into Python: `sorted`'s key, a generator), its `cframe` lies below the copied
+    /// stack: its `previous` chain leads back to the sampled one.
+    fn sampled_frame(&self, cframe: u64, at_sample: impl Fn(u64) -> Option<u64>) -> Option<u64> {
+        let mut c = cframe;
+        for _ in 0..MAX_CFRAMES {
+            if c == 0 {
+                return None;
+            }
+            if let Some(frame) = at_sample(c) {
+                return Some(frame);
+            }
+            c = self.mem.u64(c + self.layout.cframe_previous).ok()?;
+        }
+        None
     }
 
     /// The `PyThreadState` of `tid`: the one found last time if it still is that thread's, else found anew.
@@ -340,6 +391,13 @@ impl Runtime {
             .ok_or(PythonError::NoThread(tid))
     }
 
+    /// The `threading` name of a thread whose stack is `stack` (read whole: its outermost frame is the thread's
+    /// first), when `threading` started it (see [`threads`]).
+    pub fn thread_name(&self, stack: &PyStack) -> Option<String> {
+        let outermost = stack.frames.last()?;
+        threads::thread_name(&self.mem, stack.outermost, &outermost.name)
+    }
+
     /// Forget the code objects read (a long session: they are read again when met).
     pub fn forget_code(&mut self) {
         self.codes = code::Codes::default();
@@ -348,7 +406,41 @@ impl Runtime {
 
 #[cfg(test)]
 mod tests {
-    use super::version_of_name;
+    use super::{layout, version_of_file, version_of_name};
+
+    /// Check the version gate: only 3.11 has a layout; 3.12 and later (and 2.x, 3.10) are read no further.
+    #[test]
+    fn only_known_versions_are_read() {
+        assert_eq!(layout::of_version(3, 11), Some(&layout::V3_11));
+        for (major, minor) in [(3, 12), (3, 13), (3, 14), (3, 10), (2, 7)] {
+            assert_eq!(layout::of_version(major, minor), None, "{major}.{minor}");
+        }
+    }
+
+    /// Check that an interpreter file's version comes from its `Py_Version` where it has one.
+    #[test]
+    fn file_versions() {
+        for (path, want) in [
+            ("/usr/bin/python3.11", (3, 11)),
+            (
+                "/root/.pyenv/versions/3.12.1/lib/libpython3.12.so.1.0",
+                (3, 12),
+            ),
+            (
+                "/root/.pyenv/versions/3.13.0/lib/libpython3.13.so.1.0",
+                (3, 13),
+            ),
+        ] {
+            if std::path::Path::new(path).exists() {
+                assert_eq!(
+                    version_of_file(std::path::Path::new(path)),
+                    Some(want),
+                    "{path}"
+                );
+            }
+        }
+        assert_eq!(version_of_file(std::path::Path::new("/bin/sh")), None);
+    }
 
     /// Check which file names are interpreters, and their versions.
     #[test]

@@ -4,7 +4,7 @@
 //! the recording's PYTHON section ([`crate::python::frame_addr`]).
 use crate::perf::RawRecord;
 use crate::python::{self, Detected, PythonError, Runtime, Sampled};
-use crate::recording::{self, SampleFields};
+use crate::recording::{self, SampleFields, SampleId};
 use linux_perf_event_reader::{EventRecord, RecordParseInfo, SampleRecord};
 use std::collections::HashMap;
 use std::ops::Range;
@@ -51,6 +51,11 @@ pub struct PythonStats {
     /// Samples of Python threads without a callchain to put Python frames in (no `-g`): not read.
     pub no_callchain: u64,
 }
+
+/// How many reads of a thread's stack look for its `threading` name (a thread `threading` did not start has
+/// none), and the mark of a thread named.
+const NAME_TRIES: u8 = 8;
+const NAMED: u8 = u8::MAX;
 
 /// How many processes the verdict names.
 const PIDS_SHOWN: usize = 4;
@@ -151,6 +156,12 @@ pub(super) struct PythonStacks {
     info: RecordParseInfo,
     /// The samples have callchains (else Python processes are only noted).
     call_graph: bool,
+    /// Threads (not a process's main one) by tid: how many reads looked for their `threading` name, or
+    /// [`NAMED`] once it was found.
+    named: HashMap<u32, u8>,
+    /// A COMM record naming a thread by its `threading` name, to write before the sample just read.
+    comm: Option<Vec<u8>>,
+    sample_type: u64,
     pub(super) stats: PythonStats,
 }
 
@@ -168,6 +179,9 @@ impl PythonStacks {
             pending: HashMap::new(),
             info,
             call_graph,
+            named: HashMap::new(),
+            comm: None,
+            sample_type: 0,
             stats: PythonStats::default(),
         }
     }
@@ -194,6 +208,7 @@ impl PythonStacks {
         let Ok(EventRecord::Sample(s)) = rec.event(&self.info).parse() else {
             return None;
         };
+        self.sample_type = sample_type;
         let read = self.read(&s)?;
         if dwarf {
             self.pending
@@ -262,6 +277,28 @@ impl PythonStacks {
             return None;
         }
         self.stats.with_stack += 1;
+        let tries = self.named.entry(tid).or_default();
+        if pid != tid && *tries < NAME_TRIES && stack.sampled != Sampled::MovedOn {
+            *tries += 1;
+            if let Some(name) = runtime.thread_name(&stack) {
+                *tries = NAMED;
+                let id = SampleId {
+                    pid,
+                    tid,
+                    time: s.timestamp.unwrap_or(0),
+                    cpu: s.cpu.unwrap_or(0),
+                    id: s.id.unwrap_or(0),
+                };
+                self.comm = Some(recording::encode_comm(
+                    self.sample_type,
+                    pid,
+                    tid,
+                    &name,
+                    false,
+                    &id,
+                ));
+            }
+        }
         match stack.sampled {
             Sampled::Same => self.stats.fresh += 1,
             Sampled::Deeper => self.stats.deeper += 1,
@@ -269,12 +306,21 @@ impl PythonStacks {
             Sampled::Unknown => {}
         }
         let eval = runtime.eval.clone();
-        let frames = stack
+        let mut frames: Vec<(u64, bool)> = stack
             .frames
             .into_iter()
             .map(|f| (self.addr_of(f.name), f.entry))
             .collect();
+        if stack.sampled == Sampled::MovedOn {
+            frames[0].0 += python::STALE_MARK;
+        }
         Some(Read { frames, eval })
+    }
+
+    /// A COMM record that names the thread of the sample just read by its `threading` name (once per thread),
+    /// to write before that sample.
+    pub(super) fn take_comm(&mut self) -> Option<Vec<u8>> {
+        self.comm.take()
     }
 
     fn addr_of(&mut self, name: Arc<str>) -> u64 {

@@ -197,6 +197,15 @@ impl Handler<Source> for Stream {
         };
         self.meet(&rec)?;
         let rewritten = self.python_frames(&rec, source);
+        if let Some(comm) = self.python.as_mut().and_then(|p| p.take_comm()) {
+            match &mut self.ordered {
+                Some(o) => {
+                    let time = rec.event(&o.info).timestamp().unwrap_or(0);
+                    o.merge.push(time, (source, record_type::COMM, 0, comm));
+                }
+                None => self.writer.write_record(&[&comm])?,
+            }
+        }
         let st = &mut self.st;
         match rec.kind {
             record_type::SAMPLE => st.samples += (source != Source::Switches) as u64,

@@ -226,6 +226,24 @@ fn resolve_ends(
     Ok((fetches, resolved))
 }
 
+/// Why an end never fires, when it is known not to: CPython 3.11's `function__entry` probe (gh-98894: its
+/// evaluator never reaches it; `function__return` fires), so that a pair with it would time nothing.
+fn never_fires(t: &Target) -> Option<String> {
+    let TargetKind::Usdt { path, .. } = &t.kind else {
+        return None;
+    };
+    if t.name != "usdt:python:function__entry" {
+        return None;
+    }
+    let (major, minor) = crate::python::version_of_file(path)?;
+    ((major, minor) == (3, 11)).then(|| {
+        "CPython 3.11 never fires function__entry (CPython gh-98894), so a pair with it times nothing; \
+         count usdt:python:function__return alone, or see Python functions with `rprof record -g` \
+         (docs/python.md)"
+            .to_string()
+    })
+}
+
 fn item(name: &str) -> FetchItem {
     FetchItem {
         name: name.to_string(),
@@ -323,6 +341,9 @@ fn end(
             )))
         }
     };
+    if let Some(reason) = never_fires(&t) {
+        return Err(bad(format!("`{head}`: {reason}")));
+    }
     let items = split
         .items
         .into_iter()
