@@ -266,8 +266,10 @@ fn memleak_shows_the_one_leak() {
         "memleak.c",
         &["-O1", "-g", "-fno-omit-frame-pointer"],
     );
-    let mut fixture = Command::new(&bin).stdout(Stdio::piped()).spawn().unwrap();
-    let mut lines = BufReader::new(fixture.stdout.take().unwrap()).lines();
+    // Killed however the test ends: a fixture left waiting would hold the test's output pipe open.
+    let mut fixture =
+        common::KillOnDrop(Command::new(&bin).stdout(Stdio::piped()).spawn().unwrap());
+    let mut lines = BufReader::new(fixture.0.stdout.take().unwrap()).lines();
     let ready = lines.next().unwrap().unwrap();
     let pid = ready.strip_prefix("ready ").unwrap().to_string();
     let tracer = Tracer::start(
@@ -275,15 +277,14 @@ fn memleak_shows_the_one_leak() {
         "Attaching to pid",
     );
     nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(fixture.id() as i32),
+        nix::unistd::Pid::from_raw(fixture.0.id() as i32),
         nix::sys::signal::Signal::SIGUSR1,
     )
     .unwrap();
     assert_eq!(lines.next().unwrap().unwrap(), "leaked");
     std::thread::sleep(Duration::from_secs(4));
     let out = tracer.stop();
-    let _ = fixture.kill();
-    let _ = fixture.wait();
+    drop(fixture);
     let last = out
         .rsplit("] Top 10 stacks with outstanding allocations:")
         .next()

@@ -159,7 +159,7 @@ impl Observer for Leaks<'_> {
                 if let Some(done) = done.filter(|d| outermost && d.call.allocates) {
                     let ret = hit.values.last().and_then(|v| v.as_ref());
                     let ret = ret.and_then(|v| v.as_u64()).unwrap_or(0);
-                    self.returned(hit.pid.unwrap_or(0), done, ret);
+                    self.returned(done, ret);
                 }
             }
             HitRole::Hit => {}
@@ -185,12 +185,20 @@ impl Observer for Leaks<'_> {
 
 impl Leaks<'_> {
     /// An allocation call returned `ret`: its block is outstanding from the call's entry on.
-    fn returned(&mut self, pid: u32, done: Open, ret: u64) {
-        let addr = match (done.kind, done.call.out_ptr) {
-            (Allocator::PosixMemalign, Some(ptr)) if ret == 0 => read_pointer(pid, ptr),
-            _ => memleak::returned_address(done.kind, ret),
-        };
-        if let Some(addr) = addr.filter(|_| self.args.keeps(done.call.size)) {
+    fn returned(&mut self, done: Open, ret: u64) {
+        if !self.args.keeps(done.call.size) {
+            return;
+        }
+        if done.kind == Allocator::PosixMemalign {
+            // Its address is in the caller's memory, which a read now would find changed (Outstanding says).
+            if ret == 0 {
+                let c = done.call;
+                self.table
+                    .alloc_unaddressed(c.align, c.size, done.time_ns, done.frames);
+            }
+            return;
+        }
+        if let Some(addr) = memleak::returned_address(done.kind, ret) {
             self.table
                 .alloc(addr, done.call.size, done.time_ns, done.frames);
         }
@@ -205,16 +213,6 @@ fn user_frames(hit: &ObservedHit) -> Vec<String> {
         .filter(|f| !f.kernel)
         .map(|f| memleak::frame_text(f.addr, f.name.as_deref(), f.offset, &f.module))
         .collect()
-}
-
-/// The pointer posix_memalign stored at `ptr` in process `pid` (read once its return is handed over: the
-/// program may have changed it since, which a BPF program reading at the return would not see).
-fn read_pointer(pid: u32, ptr: u64) -> Option<u64> {
-    use std::os::unix::fs::FileExt;
-    let mem = std::fs::File::open(format!("/proc/{pid}/mem")).ok()?;
-    let mut word = [0u8; 8];
-    mem.read_exact_at(&mut word, ptr).ok()?;
-    Some(u64::from_ne_bytes(word)).filter(|a| *a != 0)
 }
 
 /// The wall clock as `HH:MM:SS` (UTC, as rprof's other clocks).
