@@ -100,6 +100,9 @@ pub(crate) struct Live {
     keeper: Option<Keeper>,
 }
 
+/// More labels of each process's samples.
+pub(crate) type PidLabels = HashMap<u32, Vec<(String, String)>>;
+
 /// A period whose new binaries were (some of them) not read: why, and how many.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Unread {
@@ -298,7 +301,7 @@ impl Live {
     pub(crate) fn profile(
         &mut self,
         samples: &[HeldSample],
-    ) -> (Profile, HashMap<u32, Vec<(String, String)>>, Option<Unread>) {
+    ) -> (Profile, PidLabels, Option<Unread>) {
         self.resolver.finish();
         let refused = self.resolver.symbolizer().take_refused();
         let over = self.keeper.as_ref().and_then(Keeper::take_over);
