@@ -977,3 +977,137 @@ fn pushed_profiles_name_python_functions() {
         );
     }
 }
+
+/// The hex build id of an ELF file (`readelf -n`).
+fn readelf_build_id(bin: &Path) -> String {
+    let out = Command::new("readelf").arg("-n").arg(bin).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix("Build ID: "))
+        .expect("a build id")
+        .to_string()
+}
+
+/// The `rprof_unsymbolized` label values of a push's samples of process `comm`, and whether any sample of it
+/// lacks the label.
+fn unsymbolized_labels(p: &Push, comm: &str) -> (std::collections::HashSet<String>, bool) {
+    let mut values = std::collections::HashSet::new();
+    let mut without = false;
+    for s in &p.profile.sample {
+        let label = |key: &str| {
+            s.label
+                .iter()
+                .find(|l| p.string(l.key) == key)
+                .map(|l| p.string(l.str).to_string())
+        };
+        if label("comm").as_deref() != Some(comm) {
+            continue;
+        }
+        match label("rprof_unsymbolized") {
+            Some(v) => {
+                values.insert(v);
+            }
+            None => without = true,
+        }
+    }
+    (values, without)
+}
+
+/// Check the push's budget (issue 45): with a CPU budget of 0.01% of a core (less than any recorder takes to
+/// start) the fixture's binary is not read: its frames go out as file offsets under a mapping with its build
+/// id (as `readelf -n` gives it) and no functions, its samples are labelled `rprof_unsymbolized=cpu_budget`,
+/// the log says so, and the samples still add up to the local recording's; a memory budget of 1 MiB (less than
+/// rprof's own binary) does the same with `memory_budget`; a generous budget names `hot_a` and `work_a` with
+/// no such label.
+#[test]
+fn push_budget_falls_back_to_unsymbolized() {
+    let test = "push_budget_falls_back_to_unsymbolized";
+    if !privileged(test) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = build_c(dir.path(), "calltree.c", FP);
+    let build_id = readelf_build_id(&bin);
+    let go = go_tool(test);
+    let run = |name: &str, budget: [&str; 2]| {
+        let rcv = Receiver::start(&dir.path().join(name), 0);
+        let (url, data) = (rcv.url(), dir.path().join(format!("{name}.data")));
+        let spool = dir.path().join(format!("{name}.spool"));
+        let (stderr, status) = run_rprof(&[
+            "record",
+            "-F",
+            "199",
+            "-g",
+            "--push",
+            &url,
+            "--every",
+            "1",
+            "--push-cpu-budget",
+            budget[0],
+            "--push-mem-budget",
+            budget[1],
+            "--spool",
+            spool.to_str().unwrap(),
+            "-o",
+            data.to_str().unwrap(),
+            "--",
+            bin.to_str().unwrap(),
+            "1500",
+        ]);
+        assert!(status.success(), "rprof failed:\n{stderr}");
+        let pushes = pushes(&rcv.dir);
+        let pushed: i64 = pushes.iter().map(Push::samples).sum();
+        assert_eq!(pushed, recorded_samples(&data), "{stderr}");
+        if go {
+            pushes.iter().for_each(|p| drop(go_pprof_raw(&p.pprof)));
+        }
+        (pushes, stderr)
+    };
+    for (name, budget, why) in [
+        ("cpu", ["0.01%", "none"], "cpu_budget"),
+        ("mem", ["none", "1M"], "memory_budget"),
+    ] {
+        let (pushes, stderr) = run(name, budget);
+        let over = match why {
+            "cpu_budget" => "over its CPU budget",
+            _ => "over its memory budget",
+        };
+        assert!(stderr.contains(over), "no log line:\n{stderr}");
+        let mut fixture_locations = 0;
+        for p in &pushes {
+            let names = function_names(p);
+            assert!(!names.contains("hot_a"), "{name}: hot_a named:\n{stderr}");
+            for m in &p.profile.mapping {
+                if p.string(m.filename) != bin.to_str().unwrap() {
+                    continue;
+                }
+                assert_eq!(p.string(m.build_id), build_id, "{name}");
+                assert!(!m.has_functions, "{name}");
+                for l in p.profile.location.iter().filter(|l| l.mapping_id == m.id) {
+                    assert!(l.line.is_empty(), "{name}: a fixture frame was symbolized");
+                    assert!(l.address < m.memory_limit);
+                    fixture_locations += 1;
+                }
+            }
+            let (labels, without) = unsymbolized_labels(p, "calltree");
+            if !labels.is_empty() || without {
+                assert_eq!(labels, [why.to_string()].into(), "{name}:\n{stderr}");
+                assert!(!without, "{name}: a calltree sample without the label");
+            }
+        }
+        assert!(
+            fixture_locations > 0,
+            "{name}: no frame of the fixture sent"
+        );
+    }
+    let (pushes, stderr) = run("wide", ["100%", "1G"]);
+    assert!(!stderr.contains("budget"), "{stderr}");
+    let names: std::collections::HashSet<String> = pushes.iter().flat_map(function_names).collect();
+    assert!(
+        names.contains("hot_a") && names.contains("work_a"),
+        "{names:?}\n{stderr}"
+    );
+    for p in &pushes {
+        assert!(unsymbolized_labels(p, "calltree").0.is_empty(), "{stderr}");
+    }
+}

@@ -254,6 +254,10 @@ fn cause_and_fix(cause: Unnamed, debuginfod: bool) -> (&'static str, &'static st
             "no symbols of the recorded kernel are at hand",
             "report on the recording machine, or record without -N so that a copy of kallsyms is kept",
         ),
+        Unnamed::OverBudget => (
+            "rprof record --push was over its CPU or memory budget and did not read the binary",
+            "raise --push-cpu-budget or --push-mem-budget, or let the store symbolize it by build id",
+        ),
     }
 }
 

@@ -2,7 +2,7 @@
 use super::parse;
 use anyhow::Context;
 use clap::Args;
-use rprof::push::{Auth, PushConfig};
+use rprof::push::{Auth, PushBudget, PushConfig};
 use rprof::record::{RecordConfig, Target};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -64,6 +64,17 @@ pub struct PushArgs {
     /// symbolize centrally from debuginfod (kernel frames keep their names).
     #[arg(long = "push-unsymbolized", requires = "pushing")]
     pub unsymbolized: bool,
+    /// The CPU the push may take, in % of one core averaged since its start (`none`: unbounded); over it, a
+    /// period's binaries not yet read are pushed unsymbolized (build ids and offsets, labelled
+    /// rprof_unsymbolized) instead of read.
+    #[arg(long = "push-cpu-budget", value_name = "PERCENT", default_value = "1%",
+          requires = "pushing", value_parser = cpu_budget)]
+    pub cpu_budget: f64,
+    /// The resident memory the push may take (e.g. 64M, 1G; `none`: unbounded); over it, as over the CPU
+    /// budget.
+    #[arg(long = "push-mem-budget", value_name = "SIZE", default_value = "64M",
+          requires = "pushing", value_parser = mem_budget)]
+    pub mem_budget: u64,
     /// Trust the CA certificates of this PEM file for https (instead of the bundled web roots).
     #[arg(long = "push-ca", value_name = "FILE", requires = "pushing")]
     pub ca: Option<PathBuf>,
@@ -78,6 +89,40 @@ fn label(s: &str) -> Result<(String, String), String> {
         }
         _ => Err(format!(
             "'{s}' is not KEY=VALUE with a KEY of letters, digits and _ (e.g. --label env=prod)"
+        )),
+    }
+}
+
+/// `--push-cpu-budget`: a percentage of one core (`1%`, `0.5`), as a fraction; `none` is unbounded.
+fn cpu_budget(s: &str) -> Result<f64, String> {
+    if s == "none" {
+        return Ok(f64::INFINITY);
+    }
+    match s.trim_end_matches('%').parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v / 100.0),
+        _ => Err(format!(
+            "'{s}' is not a share of a core: give a positive percentage like 1% or 0.5%, or none"
+        )),
+    }
+}
+
+/// `--push-mem-budget`: bytes from a size with a unit (`64M`, `1G`, `512K`; a bare number is MiB); `none`
+/// is unbounded.
+fn mem_budget(s: &str) -> Result<u64, String> {
+    if s == "none" {
+        return Ok(u64::MAX);
+    }
+    let t = s.trim().trim_end_matches(['B', 'b']).trim_end_matches('i');
+    let (num, shift) = match t.char_indices().last() {
+        Some((i, 'K' | 'k')) => (&t[..i], 10),
+        Some((i, 'M' | 'm')) => (&t[..i], 20),
+        Some((i, 'G' | 'g')) => (&t[..i], 30),
+        _ => (t, 20),
+    };
+    match num.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok((v * (1u64 << shift) as f64) as u64),
+        _ => Err(format!(
+            "'{s}' is not a size: give e.g. 64M, 1G or 512K, or none"
         )),
     }
 }
@@ -185,5 +230,9 @@ pub fn config(a: &PushArgs, record: &RecordConfig) -> anyhow::Result<Option<Push
         symbolizer: Default::default(),
         unsymbolized: a.unsymbolized,
         kallsyms_copy: !record.no_buildid_cache,
+        budget: (a.cpu_budget.is_finite() || a.mem_budget < u64::MAX).then_some(PushBudget {
+            cpu: a.cpu_budget,
+            mem: a.mem_budget,
+        }),
     }))
 }

@@ -8,6 +8,7 @@
 pub(crate) mod top;
 mod unsym;
 
+use super::budget::{Keeper, Over, PushBudget};
 use crate::merge::OrderedMerge;
 use crate::process::AddressSpaces;
 use crate::recording::{CpuMode, Event, Sample, Sampling};
@@ -92,6 +93,21 @@ pub(crate) struct Live {
     kernel_build_id: Option<Vec<u8>>,
     sampling: Option<Sampling>,
     pub(crate) counts: LiveCounts,
+    /// `rprof record --push`: binaries read when a period is cut, one at a time, and dropped after it unless
+    /// still sampled (see [`Live::keep_lean`]).
+    lean: bool,
+    /// The CPU and memory budget, asked before each new binary.
+    keeper: Option<Keeper>,
+}
+
+/// More labels of each process's samples.
+pub(crate) type PidLabels = HashMap<u32, Vec<(String, String)>>;
+
+/// A period whose new binaries were (some of them) not read: why, and how many.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Unread {
+    pub(crate) over: Over,
+    pub(crate) binaries: usize,
 }
 
 impl Live {
@@ -120,6 +136,28 @@ impl Live {
             kernel_text: None,
             sampling,
             counts: LiveCounts::default(),
+            lean: false,
+            keeper: None,
+        }
+    }
+
+    /// Symbolize as a fleet agent must (`rprof record --push`): binaries are read only when a period is cut and
+    /// only for the addresses of its samples, one at a time (each one's DWARF dropped before the next is read);
+    /// after the period, the binaries no address of it was looked up in are dropped, and the others' DWARF;
+    /// with a budget, no new binary is read while the push is over it (see `push/budget.rs`).
+    pub(crate) fn keep_lean(&mut self, budget: Option<PushBudget>) {
+        self.lean = true;
+        self.keeper = budget.map(Keeper::new);
+        if let Some(keeper) = &self.keeper {
+            self.resolver.symbolizer().set_gate(Some(keeper.gate()));
+        }
+        self.lean_resolver();
+    }
+
+    fn lean_resolver(&mut self) {
+        if self.lean {
+            self.resolver.defer_files();
+            self.resolver.release_each_binary();
         }
     }
 
@@ -263,8 +301,14 @@ impl Live {
     pub(crate) fn profile(
         &mut self,
         samples: &[HeldSample],
-    ) -> (Profile, HashMap<u32, Vec<(String, String)>>) {
+    ) -> (Profile, PidLabels, Option<Unread>) {
         self.resolver.finish();
+        let refused = self.resolver.symbolizer().take_refused();
+        let over = self.keeper.as_ref().and_then(Keeper::take_over);
+        let unread = over.map(|over| Unread {
+            over,
+            binaries: refused,
+        });
         let mut stack_index: FastMap<u32, u32> = FastMap::default();
         let mut stacks: Vec<((u32, Vec<FrameId>), StackCount)> = Vec::new();
         let mut comm_index: HashMap<Arc<str>, u32> = HashMap::new();
@@ -305,15 +349,65 @@ impl Live {
                 off_cpu: s.off_cpu,
             });
         }
-        p.exports = Some(exports_of(&self.resolver, &stacks, timed));
+        let mut exports = exports_of(&self.resolver, &stacks, timed);
+        if let Some(unread) = unread {
+            self.mark_unread(&mut exports, unread.over, &mut labels);
+        }
+        p.exports = Some(exports);
         p.frames = self.resolver.frames().to_vec();
         p.addresses = self.resolver.addresses();
-        (p, labels)
+        (p, labels, unread)
+    }
+
+    /// Label the processes with addresses left unsymbolized (`rprof_unsymbolized`, why), and give the
+    /// binaries of those addresses their build ids (read from the file: the store names them by it).
+    fn mark_unread(
+        &mut self,
+        exports: &mut crate::report::Exports,
+        over: Over,
+        labels: &mut HashMap<u32, Vec<(String, String)>>,
+    ) {
+        let unread: Vec<bool> = exports
+            .locations
+            .iter()
+            .map(|l| matches!(&l.frames[..], [f] if self.resolver.is_over_budget(*f)))
+            .collect();
+        let mut modules = vec![false; exports.modules.len()];
+        for (l, _) in exports.locations.iter().zip(&unread).filter(|(_, &u)| u) {
+            if let Some(m) = l.module {
+                modules[m as usize] = true;
+            }
+        }
+        for (m, _) in exports.modules.iter_mut().zip(modules).filter(|(_, u)| *u) {
+            if m.build_id.is_none() {
+                let key = (0, m.path.clone());
+                let by_file = &mut self.build_ids_by_file;
+                m.build_id = self
+                    .build_ids
+                    .entry(key)
+                    .or_insert_with(|| unsym::build_id_by_file(by_file, 0, &m.path))
+                    .clone();
+            }
+        }
+        let stacks: Vec<bool> = exports
+            .stacks
+            .iter()
+            .map(|s| s.iter().any(|&l| unread[l as usize]))
+            .collect();
+        for s in exports.samples.iter().filter(|s| stacks[s.stack as usize]) {
+            let pid_labels = labels.entry(s.pid).or_default();
+            if !pid_labels.iter().any(|(k, _)| k == "rprof_unsymbolized") {
+                pid_labels.push(("rprof_unsymbolized".into(), over.label().into()));
+            }
+        }
     }
 
     /// Start the resolver afresh when it has grown past its bounds (call between periods): the samples still
     /// held get their raw stacks resolved again by the new one.
     pub(crate) fn bound_memory(&mut self) {
+        if self.lean {
+            self.resolver.symbolizer().end_period();
+        }
         if self.exits < EXITS_BEFORE_RESET && self.stacks.len() < STACKS_BEFORE_RESET {
             crate::mapped::release_free_heap();
             return;
@@ -331,6 +425,7 @@ impl Live {
             self.kernel_build_id.as_deref(),
             self.unsymbolized,
         );
+        self.lean_resolver();
         self.build_ids = FastMap::default();
         self.build_ids_by_file = FastMap::default();
         if let Some(text) = self.kernel_text {

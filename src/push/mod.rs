@@ -6,6 +6,7 @@
 //! ([`tap`]); the profile thread resolves stacks and cuts periods ([`worker`], [`live`]); the sender thread
 //! sends the spool ([`send`], [`spool`]). The push is output: it sits beside report's pprof writer (which it
 //! uses) and is fed by record's loop; it never reaches the syscall layer.
+mod budget;
 mod destination;
 pub(crate) mod live;
 mod pyroscope;
@@ -16,6 +17,7 @@ mod worker;
 
 use crate::record::Tap;
 use crate::symbols::SymbolizerOptions;
+pub use budget::PushBudget;
 pub use destination::Destination;
 pub use send::SendCounts;
 pub use spool::Elsewhere;
@@ -69,6 +71,9 @@ pub struct PushConfig {
     /// `-N`), and name the kernel's frames from it: a plain file read at each start instead of the kernel
     /// formatting every line of /proc/kallsyms.
     pub kallsyms_copy: bool,
+    /// The CPU and memory the symbolizing may take (None: unbounded); over it, a period's binaries not yet
+    /// read go out unsymbolized (build ids and offsets), labelled `rprof_unsymbolized`.
+    pub budget: Option<PushBudget>,
 }
 
 impl PushConfig {
@@ -214,6 +219,13 @@ impl std::fmt::Display for PushSummary {
         )?;
         if self.sent.rejected > 0 {
             write!(f, ", rejected by the store {}", self.sent.rejected)?;
+        }
+        if self.made.unread_periods > 0 {
+            write!(
+                f,
+                "; {} periods over the budget pushed their new binaries unsymbolized",
+                self.made.unread_periods
+            )?;
         }
         if self.made.late > 0 {
             write!(

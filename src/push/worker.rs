@@ -34,6 +34,8 @@ pub struct MadeCounts {
     pub late: u64,
     pub lost: u64,
     pub resets: u64,
+    /// Periods whose new binaries were (some) not read: the push was over its budget.
+    pub unread_periods: u64,
 }
 
 pub(super) struct Worker {
@@ -66,6 +68,9 @@ impl Worker {
             running_kernel(self.cfg.kallsyms_copy),
         );
         live.set_python_names(self.python_names.clone());
+        if !self.cfg.unsymbolized {
+            live.keep_lean(self.cfg.budget);
+        }
         let rate = match decoder.sampling().map(|s| s.policy) {
             Some(SamplingPolicy::Frequency(f)) => Some(f),
             _ => None,
@@ -155,7 +160,18 @@ impl Worker {
         let mut pb = match self.cfg.unsymbolized {
             true => live.unsymbolized(&samples),
             false => {
-                let (profile, by_pid) = live.profile(&samples);
+                let (profile, by_pid, unread) = live.profile(&samples);
+                if let Some(u) = unread {
+                    eprintln!(
+                        "rprof record: push: the period from {} was {}: {} new binaries pushed \
+                         unsymbolized (build ids and offsets, labelled rprof_unsymbolized={})",
+                        period.from,
+                        u.over,
+                        u.binaries,
+                        u.over.label()
+                    );
+                    made.unread_periods += 1;
+                }
                 let labels = PprofLabels {
                     no_tid: true,
                     by_pid,

@@ -92,6 +92,10 @@ pub struct StackResolver {
     prefetch_kernel: bool,
     /// Start loading each binary in the background when its first address comes (else only when finishing).
     prefetch_files: bool,
+    /// Drop each binary's DWARF once its addresses are looked up, before the next binary is read.
+    release_each: bool,
+    /// Pending ids (indices) whose binary the symbolizer's gate refused: looked up again at the next finish.
+    refused: Vec<usize>,
 }
 
 /// The start of the kernel's uprobe trampoline page when `addr` (as sampled: a return address is not moved
@@ -130,7 +134,15 @@ impl StackResolver {
             unnamed_offsets: std::collections::HashSet::new(),
             prefetch_kernel: true,
             prefetch_files: true,
+            release_each: false,
+            refused: Vec::new(),
         }
+    }
+
+    /// Read one binary at a time when finishing, each one's DWARF dropped before the next is read (a live
+    /// session's memory then holds one binary's debug information at a time, not all of a period's).
+    pub fn release_each_binary(&mut self) {
+        self.release_each = true;
     }
 
     /// Load no binary before [`StackResolver::finish`] (a caller that may never symbolize files: `rprof record
@@ -391,10 +403,34 @@ impl StackResolver {
         if release {
             self.symbolizer.release_dwarf();
         }
+        for index in std::mem::take(&mut self.refused) {
+            let frames = self.resolve_pending(index);
+            self.note_refused(index, &frames);
+            self.expanded[index] = frames;
+        }
         for index in self.expanded.len()..self.pending.len() {
             let frames = self.resolve_pending(index);
+            self.note_refused(index, &frames);
             self.expanded.push(frames);
         }
+    }
+
+    /// Remember a pending id left unnamed by the symbolizer's gate, to look it up again at the next finish.
+    fn note_refused(&mut self, index: usize, frames: &[FrameId]) {
+        if let [id] = frames {
+            if self.is_over_budget(*id) {
+                self.refused.push(index);
+            }
+        }
+    }
+
+    /// Whether a frame (not pending) is an address the symbolizer's gate left unnamed.
+    pub fn is_over_budget(&self, id: FrameId) -> bool {
+        id & PENDING == 0
+            && self.frames[id as usize]
+                .unnamed
+                .as_ref()
+                .is_some_and(|u| u.cause == Unnamed::OverBudget)
     }
 
     /// The final frames of a stack of ids (pending ones replaced by their frames, outermost first); call
@@ -455,8 +491,10 @@ impl StackResolver {
     /// addresses come in the order samples met them, all over each file. Frame ids are then given in the
     /// first-met order, as before, so the outputs do not depend on this.
     fn resolve_in_order(&mut self) {
+        let retried = self.refused.iter().map(|&i| &self.pending[i]);
         let mut user: Vec<(&Arc<ModuleKey>, FileOffset)> = self.pending[self.expanded.len()..]
             .iter()
+            .chain(retried)
             .filter_map(|p| match p {
                 Pending::User(module, offset, _) => Some((module, *offset)),
                 Pending::Kernel(_) => None,
@@ -465,7 +503,12 @@ impl StackResolver {
         user.sort_by(|(ma, oa), (mb, ob)| {
             (&ma.path, &ma.build_id, ma.pid, oa.0).cmp(&(&mb.path, &mb.build_id, mb.pid, ob.0))
         });
+        let mut last: Option<&Path> = None;
         for (module, offset) in user {
+            if self.release_each && last.is_some_and(|p| p != module.path) {
+                self.symbolizer.release_dwarf();
+            }
+            last = Some(&module.path);
             self.symbolizer.user(module, offset);
         }
     }

@@ -66,6 +66,11 @@ impl<K: Hash + Eq, T> FileCache<K, T> {
             .expect("a cache id of a value kept")
     }
 
+    /// Whether `key` has a value.
+    pub fn has(&self, key: &K) -> bool {
+        self.ids.contains_key(key)
+    }
+
     /// Whether the value of `id` is kept.
     pub fn contains(&self, id: CacheId) -> bool {
         self.values.get(id.0 as usize).is_some_and(Option::is_some)

@@ -310,6 +310,44 @@ fn x86_64_plt_slot(entry: &[u8], addr: u64) -> Option<u64> {
     Some(next.wrapping_add_signed(i64::from(disp)))
 }
 
+/// About how many bytes of memory the symbol tables of the ELF file at `path` take once read (0 when it cannot
+/// be read): each symbol table entry's size twice (the sorted table's entry and its name's allocation) plus the
+/// string tables (the names). Only the ELF header and the section headers are read, for a budget to decide
+/// before the whole file is (`rprof record --push`).
+pub(crate) fn symbol_table_bytes(path: &Path) -> u64 {
+    let Ok(file) = std::fs::File::open(path) else {
+        return 0;
+    };
+    let cache = object::ReadCache::new(file);
+    match object::FileKind::parse(&cache) {
+        Ok(object::FileKind::Elf64) => tables_bytes::<FileHeader64<Endianness>, _>(&cache),
+        Ok(object::FileKind::Elf32) => tables_bytes::<FileHeader32<Endianness>, _>(&cache),
+        _ => 0,
+    }
+}
+
+fn tables_bytes<'d, Elf: FileHeader, R: ReadRef<'d>>(data: R) -> u64 {
+    let Ok(header) = Elf::parse(data) else {
+        return 0;
+    };
+    let Ok(endian) = header.endian() else {
+        return 0;
+    };
+    let Ok(sections) = header.sections(endian, data) else {
+        return 0;
+    };
+    let mut bytes = 0u64;
+    for s in sections.iter() {
+        let size: u64 = s.sh_size(endian).into();
+        bytes += match s.sh_type(endian) {
+            object::elf::SHT_SYMTAB | object::elf::SHT_DYNSYM => 2 * size,
+            object::elf::SHT_STRTAB => size,
+            _ => 0,
+        };
+    }
+    bytes
+}
+
 #[cfg(test)]
 mod tests {
     use super::x86_64_plt_slot;

@@ -40,7 +40,7 @@ pub use kallsyms::{parse_kallsyms, KernelSymbols, Marks};
 pub use kernel::KernelRef;
 pub use listing::{elf_info, function_symbols, ElfInfo, FunctionSymbol};
 pub use perfmap::{parse_perf_map, PerfMap};
-pub use symbolizer::Symbolizer;
+pub use symbolizer::{OpenGate, Symbolizer};
 pub use unnamed::{Symbolized, Unknown, Unnamed};
 // The build-id facts live in `crate::buildid`; re-exported for the users of `symbols`.
 pub use crate::buildid::{

@@ -34,6 +34,10 @@ pub struct Trimmed {
     pub resolved: usize,
 }
 
+/// Asked before a binary not yet read is opened, with about how many bytes its symbol tables will take: whether
+/// it may be (`rprof record --push`'s budget).
+pub type OpenGate = Box<dyn FnMut(u64) -> bool + Send>;
+
 /// Resolves addresses to names, caching each (binary, address) once.
 ///
 /// Binaries are parsed once each (shared between processes mapping the same file) and kept for the life of
@@ -55,6 +59,10 @@ pub struct Symbolizer {
     /// index of its id.
     trims: u32,
     last_used: Vec<u32>,
+    /// Without it every binary may be opened.
+    gate: Option<OpenGate>,
+    /// Binaries the gate refused since [`Symbolizer::take_refused`].
+    refused: std::collections::HashSet<BinaryKey>,
 }
 
 impl Symbolizer {
@@ -71,6 +79,8 @@ impl Symbolizer {
             python_names: crate::python::Names::default(),
             trims: 0,
             last_used: Vec::new(),
+            gate: None,
+            refused: std::collections::HashSet::new(),
         }
     }
 
@@ -169,6 +179,40 @@ impl Symbolizer {
         t
     }
 
+    /// Ask `gate` before opening a binary not yet read: one it refuses is not read, its addresses stay unnamed
+    /// ([`Unnamed::OverBudget`], not kept: a later lookup asks again).
+    pub fn set_gate(&mut self, gate: Option<OpenGate>) {
+        self.gate = gate;
+    }
+
+    /// How many binaries the gate refused since the last call.
+    pub fn take_refused(&mut self) -> usize {
+        std::mem::take(&mut self.refused).len()
+    }
+
+    /// Drop what the period just cut no longer needs (`rprof record --push`, between periods): the binaries no
+    /// address was looked up in during it, with the offsets resolved in them (a host running builds meets new
+    /// binaries each period; one sampled again is read again), and the DWARF of the others (loaded again for a
+    /// new address). Memory then follows what is being symbolized now, not what the host has run. Returns how
+    /// many binaries were dropped.
+    pub fn end_period(&mut self) -> usize {
+        let (now, last_used) = (self.trims, &self.last_used);
+        let before = self.binaries.len();
+        self.binaries.retain(|id| {
+            let used = last_used.get(FileCache::<BinaryKey, Slot<Opened>>::index(id));
+            used.is_some_and(|&used| used == now)
+        });
+        let binaries = &self.binaries;
+        self.resolved.retain(|(id, _), _| binaries.contains(*id));
+        self.modules
+            .retain(|_, id| id.as_ref().map_or(true, |id| binaries.contains(*id)));
+        self.resolved.shrink_to_fit();
+        self.modules.shrink_to_fit();
+        self.trims += 1;
+        self.release_dwarf();
+        before - self.binaries.len()
+    }
+
     /// How many (modules, binaries, resolved offsets) are kept.
     pub fn sizes(&self) -> (usize, usize, usize) {
         (self.modules.len(), self.binaries.len(), self.resolved.len())
@@ -246,7 +290,10 @@ impl Symbolizer {
             Some(known) => *known,
             None => {
                 let id = self.open_module(module);
-                self.modules.insert(module.clone(), id);
+                // Refused by the gate: asked again at the next lookup.
+                if id != Err(Unnamed::OverBudget) {
+                    self.modules.insert(module.clone(), id);
+                }
                 id
             }
         };
@@ -297,6 +344,16 @@ impl Symbolizer {
                 _ => return Err(Unnamed::FileGone),
             },
         };
+        let refused = |gate: &mut OpenGate| {
+            let need = found
+                .first()
+                .map_or(0, |(p, _)| super::elf::symbol_table_bytes(p));
+            !gate(need)
+        };
+        if !self.binaries.has(&key) && self.gate.as_mut().is_some_and(refused) {
+            self.refused.insert(key);
+            return Err(Unnamed::OverBudget);
+        }
         let original = module.path.clone();
         let debug = self.opts.debug.clone();
         let pool = &mut self.pool;

@@ -29,6 +29,9 @@ pub enum Unnamed {
     /// The kernel's uprobe trampoline page (`[uprobes]`): a return probe put its address in place of the return
     /// address of the function it probes, so the frame stands for that function's caller.
     UprobeTrampoline,
+    /// The binary was not read: `rprof record --push` was over its CPU or memory budget when the address came
+    /// (the profile carries its build id and file offset for the store to symbolize).
+    OverBudget,
 }
 
 /// An address without a name: why, and the code around it.

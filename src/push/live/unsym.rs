@@ -173,7 +173,7 @@ pub(in crate::push) type FileKey = (u64, u64, u64, i64, i64);
 /// The build id of `path` as process `pid` sees it (through its root, else on the host), read once per file:
 /// every short-lived process of a compiler or a shell maps the same files, and each read used to open and
 /// parse them again; a `stat` now finds the file's id in `ids`.
-fn build_id_by_file(
+pub(super) fn build_id_by_file(
     ids: &mut crate::resolve::FastMap<FileKey, Option<Vec<u8>>>,
     pid: u32,
     path: &str,

@@ -186,9 +186,30 @@ fn locations(
         if l.frames.len() > 1 && mapping_id > 0 {
             mapping[mapping_id as usize - 1].has_inline_frames = true;
         }
+        // Not symbolized (`rprof record --push` over its budget): the address alone, for the store to name
+        // from the mapping's build id.
+        if let ([f], true) = (&l.frames[..], mapping_id > 0) {
+            if is_over_budget(&p.frames[*f as usize]) {
+                mapping[mapping_id as usize - 1].has_functions = false;
+                location.push(proto::Location {
+                    id: i as u64 + 1,
+                    mapping_id,
+                    address: l.address,
+                    ..Default::default()
+                });
+                continue;
+            }
+        }
         location.push(b.location(p, ex, i as u64 + 1, mapping_id, l));
     }
     location
+}
+
+/// Whether a frame is an address `rprof record --push` did not symbolize (over its budget).
+fn is_over_budget(f: &crate::resolve::FrameInfo) -> bool {
+    f.unnamed
+        .as_ref()
+        .is_some_and(|u| u.cause == crate::symbols::Unnamed::OverBudget)
 }
 
 /// The samples grouped by stack, process, thread, command and kind, each labelled; and the time they span.
