@@ -3,7 +3,7 @@ use crate::bt::check::tests::{env, Fake};
 
 fn planned(src: &str) -> BtPlan {
     let front = crate::bt::front(src, "stdin", &env(false)).expect("checks");
-    plan(&front.program, &front.checked, &Fake).expect("plans")
+    plan(&front.program, &front.checked, &Fake, &["77".to_string()]).expect("plans")
 }
 
 /// Check that each attach point becomes one pattern fetching what its blocks read, typed as the format says.
@@ -90,4 +90,51 @@ fn tid_into_the_kernel_pid_not() {
     assert_eq!(p.patterns(), ["t:sched:sched_switch if tid == 42"]);
     let p = planned("tracepoint:sched:sched_switch /pid == 42/ { @ = count(); }");
     assert_eq!(p.patterns(), ["t:sched:sched_switch"]);
+}
+
+/// Check that a `pid == N` every probe's blocks test (literal, `$1`, `cpid`, either side, any top-level
+/// conjunct) makes the probes per-process, and that one block without it, an `||`, or two processes keep them
+/// system-wide.
+#[test]
+fn pid_on_every_probe_opens_per_process_events() {
+    let only = |src: &str| planned(src).only;
+    assert_eq!(
+        only("tracepoint:raw_syscalls:sys_enter /pid == 42/ { @[comm] = count(); }"),
+        Some(OnlyProcess::Pid(42))
+    );
+    assert_eq!(
+        only("tracepoint:sched:sched_switch /args->prev_pid > 5 && $1 == pid/ { @ = count(); }"),
+        Some(OnlyProcess::Pid(77))
+    );
+    assert_eq!(
+        only(
+            "BEGIN { @x = 1; } tracepoint:sched:sched_switch /pid == 42/ { @ = count(); } \
+              tracepoint:sched:sched_wakeup /pid == 42 && tid != 3/ { @w = count(); } END { print(@x); }"
+        ),
+        Some(OnlyProcess::Pid(42))
+    );
+    assert_eq!(
+        only(
+            "tracepoint:sched:sched_switch /pid == 42/ { @ = count(); } \
+              tracepoint:sched:sched_wakeup { @w = count(); }"
+        ),
+        None
+    );
+    assert_eq!(
+        only(
+            "tracepoint:sched:sched_switch /pid == 42/ { @ = count(); } \
+              tracepoint:sched:sched_wakeup /pid == 43/ { @w = count(); }"
+        ),
+        None
+    );
+    assert_eq!(
+        only("tracepoint:sched:sched_switch /pid == 42 || tid == 5/ { @ = count(); }"),
+        None
+    );
+    assert_eq!(
+        only("tracepoint:sched:sched_switch /pid != 42/ { @ = count(); }"),
+        None
+    );
+    assert_eq!(only("BEGIN { printf(\"%d\\n\", pid); }"), None);
+    assert_eq!(OnlyProcess::Pid(42).text(), "pid == 42");
 }
