@@ -99,7 +99,7 @@ fn tid_into_the_kernel_pid_not() {
 fn pid_on_every_probe_opens_per_process_events() {
     let only = |src: &str| planned(src).only;
     assert_eq!(
-        only("tracepoint:raw_syscalls:sys_enter /pid == 42/ { @[comm] = count(); }"),
+        only("tracepoint:sched:sched_switch /pid == 42/ { @[comm] = count(); }"),
         Some(OnlyProcess::Pid(42))
     );
     assert_eq!(
