@@ -109,21 +109,21 @@ fn pid_on_every_probe_opens_per_process_events() {
     assert_eq!(
         only(
             "BEGIN { @x = 1; } tracepoint:sched:sched_switch /pid == 42/ { @ = count(); } \
-              tracepoint:sched:sched_wakeup /pid == 42 && tid != 3/ { @w = count(); } END { print(@x); }"
+              tracepoint:syscalls:sys_enter_openat /pid == 42 && tid != 3/ { @w = count(); } END { print(@x); }"
         ),
         Some(OnlyProcess::Pid(42))
     );
     assert_eq!(
         only(
             "tracepoint:sched:sched_switch /pid == 42/ { @ = count(); } \
-              tracepoint:sched:sched_wakeup { @w = count(); }"
+              tracepoint:syscalls:sys_enter_openat { @w = count(); }"
         ),
         None
     );
     assert_eq!(
         only(
             "tracepoint:sched:sched_switch /pid == 42/ { @ = count(); } \
-              tracepoint:sched:sched_wakeup /pid == 43/ { @w = count(); }"
+              tracepoint:syscalls:sys_enter_openat /pid == 43/ { @w = count(); }"
         ),
         None
     );
