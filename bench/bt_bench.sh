@@ -10,7 +10,8 @@
 # to the traced tasks, which rprof's ring writes are too) and that CPU per event of the fixture's row.
 # Then the same with predicates on another process (pid 1), whose events rprof never handles when the kernel
 # rejects them: `/tid == 1/` (the event's common_pid: into the kernel's event filter) and `/pid == 1/` (the
-# process id, which the event does not hold: rprof tests it), each as a ratio of the unfiltered run's CPU.
+# process id, which the event does not hold: the events are opened for pid 1's threads only, per-process
+# events, and rprof tests pid again), each as a ratio of the unfiltered run's CPU.
 # Usage: bench/bt_bench.sh [RATE] [BUDGET_MS]   (as root; defaults 400000 and 2000)
 # Env: NO_BUILD=1 uses target/release/rprof as it is (RPROF=PATH another binary).
 source "$(dirname "$0")/lib.sh"

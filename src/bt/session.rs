@@ -29,6 +29,8 @@ pub struct SessionOptions {
     pub format: super::print::OutputFormat,
     /// `BPFTRACE_STRLEN`: fetched strings are cut to this many bytes less one.
     pub strlen: usize,
+    /// `target` is the process every probe's `pid == N` names: its end does not end the program.
+    pub outlive_target: bool,
 }
 
 /// Errors of a session.
@@ -47,6 +49,8 @@ pub struct Outcome {
     pub exit_code: Option<i32>,
     /// Events the rings lost (bpftrace's "Lost N events").
     pub lost: u64,
+    /// Probe hits handed to the program (before its predicates).
+    pub received: u64,
 }
 
 /// CLOCK_MONOTONIC now, in ns (bpftrace's `nsecs`).
@@ -83,6 +87,7 @@ pub fn run(
         stacks: plan.stacks,
         folded: true,
         debug: opts.debug.clone(),
+        outlive_target: opts.outlive_target,
         ..probe::ProbeOptions::default()
     };
     let mut glue = Glue {
@@ -96,10 +101,15 @@ pub fn run(
         strlen: opts.strlen,
         argv: std::collections::HashMap::new(),
         round_ends: std::collections::VecDeque::new(),
+        received: 0,
     };
     let summary = probe::run_observed(&popts, &mut std::io::sink(), notice, &mut glue)?;
     let Glue {
-        runtime, io, error, ..
+        runtime,
+        io,
+        error,
+        received,
+        ..
     } = glue;
     if let Some(e) = error {
         return Err(e.into());
@@ -109,6 +119,7 @@ pub fn run(
     Ok(Outcome {
         exit_code: summary.exit_code,
         lost: 0,
+        received,
     })
 }
 
@@ -209,6 +220,8 @@ struct Glue<'r, 'p, 'i, 'o> {
     /// When the last reading rounds ended (CLOCK_MONOTONIC ns), the latest last: an event that happened before
     /// the oldest was read and handed over by now.
     round_ends: std::collections::VecDeque<u64>,
+    /// Hits handed over by the session.
+    received: u64,
 }
 
 impl Observer for Glue<'_, '_, '_, '_> {
@@ -256,6 +269,7 @@ impl Observer for Glue<'_, '_, '_, '_> {
         if self.flow == Flow::Exit {
             return false;
         }
+        self.received += 1;
         let Some(info) = self.targets.get(hit.target.index()) else {
             return true;
         };

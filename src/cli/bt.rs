@@ -44,7 +44,8 @@ pub struct BtArgs {
     /// List the probes matching the search (`-l 'tracepoint:sched:*'`; tracepoints only so far).
     #[arg(short = 'l')]
     pub list: bool,
-    /// Verbose: with -l, each tracepoint's fields (`-lv`).
+    /// Verbose: with -l, each tracepoint's fields (`-lv`); with a program, its probes, the tasks they watch and
+    /// the events received, on standard error.
     #[arg(short = 'v')]
     pub verbose: bool,
     /// The program file (without -e), then the positional parameters `$1`, `$2`... Options may follow the
@@ -103,7 +104,7 @@ pub fn run(args: BtArgs) -> anyhow::Result<u8> {
         }
         Ok(front) => front,
     };
-    let plan = match rprof::bt::plan::plan(&front.program, &front.checked, &fields) {
+    let plan = match rprof::bt::plan::plan(&front.program, &front.checked, &fields, &params) {
         Err(diags) => {
             eprint!("{}", rprof::bt::diag::render_all(&diags, &file, &source));
             return Ok(1);
@@ -116,6 +117,11 @@ pub fn run(args: BtArgs) -> anyhow::Result<u8> {
     let mut plan = plan;
     skip_missing(&mut plan, args.pid);
     let (target, launch) = task_target(&args, &plan)?;
+    // The process a predicate names (not -p's): the program goes on when it ends, as bpftrace's.
+    let outlive_target = matches!(target, rprof::probe::TaskTarget::Pid(p) if args.pid != Some(p));
+    if args.verbose {
+        describe(&plan, &target);
+    }
     let opts = Options {
         params,
         strlen,
@@ -139,6 +145,7 @@ pub fn run(args: BtArgs) -> anyhow::Result<u8> {
         interrupted,
         format,
         strlen,
+        outlive_target,
     };
     let mut out = output(&args)?;
     let mut err = std::io::stderr();
@@ -148,7 +155,10 @@ pub fn run(args: BtArgs) -> anyhow::Result<u8> {
     };
     let mut runtime = Runtime::new(&front.program, &front.checked, opts);
     // bpftrace exits 0 when the program ran, whatever `-c`'s command returned.
-    session::run(&mut runtime, &plan, &sopts, &mut io, &mut say)?;
+    let outcome = session::run(&mut runtime, &plan, &sopts, &mut io, &mut say)?;
+    if args.verbose {
+        eprintln!("rprof bt: {} events received", outcome.received);
+    }
     Ok(0)
 }
 
@@ -188,6 +198,33 @@ fn skip_missing(plan: &mut rprof::bt::plan::BtPlan, pid: Option<i32>) {
     }
 }
 
+/// `-v`: where each part of the program runs, on standard error: the probes in `rprof probe`'s language (with
+/// the part of a predicate the kernel's event filter takes after `if`), and the tasks they watch.
+fn describe(plan: &rprof::bt::plan::BtPlan, target: &rprof::probe::TaskTarget) {
+    use rprof::probe::TaskTarget;
+    for p in plan.patterns() {
+        eprintln!("rprof bt: probe {p}");
+    }
+    use rprof::bt::plan::OnlyProcess;
+    let tasks = match (target, plan.only) {
+        (TaskTarget::SystemWide, Some(o)) => format!(
+            "every process (`{}` is tested in rprof: no such process now)",
+            o.text()
+        ),
+        (TaskTarget::SystemWide, None) => "every process".into(),
+        (TaskTarget::Pid(p), Some(OnlyProcess::Pid(n))) if *p == n => format!(
+            "process {p}'s threads and the tasks they create (per-process events: `pid == {p}` runs in the \
+             kernel)"
+        ),
+        (TaskTarget::Pid(p), _) => format!("process {p}'s threads (-p)"),
+        (TaskTarget::Command(_), _) => {
+            "-c's command and the tasks it creates (per-process events: `pid == cpid` runs in the kernel)"
+                .into()
+        }
+    };
+    eprintln!("rprof bt: tasks: {tasks}");
+}
+
 /// Where the program's output goes: `-o FILE`, else standard output.
 fn output(args: &BtArgs) -> anyhow::Result<Box<dyn Write>> {
     Ok(match &args.output {
@@ -217,13 +254,16 @@ fn say(n: rprof::probe::Notice) {
 }
 
 /// The tasks the session probes: `-p`'s process where every probe is a uprobe or USDT probe (bpftrace 0.17's
-/// -p names the process whose uprobes attach; its tracepoints stay system-wide), else every process; and
-/// `-c`'s command, launched beside them (bpftrace's probes are not limited to it; `cpid` names it).
+/// -p names the process whose uprobes attach; its tracepoints stay system-wide); the process every probe's
+/// predicate names (`pid == N`, `pid == cpid`: per-process events); else every process; and `-c`'s command,
+/// launched beside them (bpftrace's probes are not limited to it; `cpid` names it).
 fn task_target(
     args: &BtArgs,
     plan: &rprof::bt::plan::BtPlan,
 ) -> anyhow::Result<(rprof::probe::TaskTarget, Option<rprof::perf::Command>)> {
     use rprof::bt::attach::ProbeType;
+    use rprof::bt::plan::OnlyProcess;
+    use rprof::probe::TaskTarget;
     let launch = match &args.cmd {
         Some(cmd) => {
             let words = shlex::split(cmd)
@@ -240,9 +280,16 @@ fn task_target(
             .probes
             .iter()
             .all(|p| matches!(p.kind, ProbeType::Uprobe | ProbeType::Usdt));
-    let target = match args.pid {
-        Some(pid) if user_only => rprof::probe::TaskTarget::Pid(pid),
-        _ => rprof::probe::TaskTarget::SystemWide,
+    // Every probe tests `pid == N`: per-process events (a process that does not exist now is tested in rprof,
+    // as bpftrace would, matching nothing until a process of that pid exists).
+    let target = match (args.pid, plan.only) {
+        (Some(pid), _) if user_only => TaskTarget::Pid(pid),
+        (_, Some(OnlyProcess::Pid(n))) if rprof::process::exists(n) => TaskTarget::Pid(n),
+        (_, Some(OnlyProcess::Cpid)) => match launch {
+            Some(cmd) => return Ok((TaskTarget::Command(cmd), None)),
+            None => TaskTarget::SystemWide,
+        },
+        _ => TaskTarget::SystemWide,
     };
     Ok((target, launch))
 }

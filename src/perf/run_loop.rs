@@ -176,6 +176,11 @@ pub fn run<I, H: Handler<I>>(
         if gone {
             break Stopped::TargetGone;
         }
+        if all_hup && when.workload.is_none() && when.pids.is_empty() {
+            // Every ring's task ended, and their end does not end this loop (a session that outlives its
+            // target): poll would return at once from now on, so wait its time out instead of spinning.
+            std::thread::sleep(wait);
+        }
         if let (Some(at), Some(every)) = (next_tick, when.tick) {
             if now >= at {
                 handler.tick()?;

@@ -208,6 +208,9 @@ pub struct ProbeOptions {
     /// A command launched beside a session of other tasks (bpftrace's `-c` with system-wide probes): the
     /// session ends when it exits. (`TaskTarget::Command` probes the command's own tasks.)
     pub launch: Option<crate::perf::Command>,
+    /// With `TaskTarget::Pid`: the session goes on when the process ends (rprof bt's `pid == N`: bpftrace's
+    /// probes stay, matching nothing, until Ctrl-C or `exit()`).
+    pub outlive_target: bool,
 }
 
 impl Default for ProbeOptions {
@@ -244,6 +247,7 @@ impl Default for ProbeOptions {
             cgroup: None,
             each_hit: false,
             launch: None,
+            outlive_target: false,
         }
     }
 }

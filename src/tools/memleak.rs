@@ -183,7 +183,11 @@ impl Outstanding {
         if self.blocks.remove(&addr).is_some() {
             return;
         }
-        if let Some(i) = self.unaddressed.iter().position(|(a, _)| addr % a == 0) {
+        if let Some(i) = self
+            .unaddressed
+            .iter()
+            .position(|(a, _)| addr.is_multiple_of(*a))
+        {
             self.unaddressed.remove(i);
         }
     }

@@ -11,6 +11,9 @@ use super::diag::Diagnostic;
 use super::types::{tracepoint_field_type, Ty};
 use super::value::IntType;
 use super::values::{args_kept_as_strings, refs_of_block, str_read_maps, ValueRef};
+pub use tasks::OnlyProcess;
+
+mod tasks;
 
 /// One probe pattern of the session and the blocks it runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -58,6 +61,9 @@ pub struct BtPlan {
     pub argv: Option<usize>,
     /// Attach points left out as bpftrace leaves them out, one line each (`WARNING: ...`).
     pub warnings: Vec<String>,
+    /// Every probe's blocks test `pid == N` (or `pid == cpid`): the probes watch that process's tasks only
+    /// (per-process events, [`tasks`]); the runtime still tests `pid` on each event.
+    pub only: Option<OnlyProcess>,
 }
 
 impl BtPlan {
@@ -81,11 +87,13 @@ impl BtPlan {
     }
 }
 
-/// Plan `program` as checked; tracepoints' fields come from `fields`. Errors are bpftrace-format diagnostics.
+/// Plan `program` as checked, with its positional parameters `params` (`$1` is the first); tracepoints' fields
+/// come from `fields`. Errors are bpftrace-format diagnostics.
 pub fn plan(
     program: &Program,
     checked: &Checked,
     fields: &dyn TracepointFields,
+    params: &[String],
 ) -> Result<BtPlan, Vec<Diagnostic>> {
     let mut plan = BtPlan::default();
     let mut errors = Vec::new();
@@ -162,6 +170,7 @@ pub fn plan(
     for p in &mut plan.probes {
         p.pattern = pattern(p, program);
     }
+    plan.only = tasks::only_process(&plan.probes, program, params);
     if let Some(p) = argv_probe(&plan) {
         plan.argv = Some(plan.probes.len());
         plan.probes.push(p);
@@ -444,7 +453,8 @@ pub fn kernel_filter(e: &Expr, p: &PlannedProbe) -> Option<String> {
 }
 
 /// A field (by its fetch label), `comm` or `tid` (the event's `common_pid`, a thread id). bpftrace's `pid` (the
-/// process) has no field in the event: it stays in rprof's evaluation.
+/// process) has no field in the event: it stays in rprof's evaluation (and where every probe tests it, the
+/// events are opened for that process only: [`tasks`]).
 fn operand(e: &Expr, p: &PlannedProbe) -> Option<String> {
     if let ExprKind::Builtin(b) = &e.kind {
         if b == "comm" || b == "tid" {

@@ -3,7 +3,7 @@ use crate::bt::check::tests::{env, Fake};
 
 fn planned(src: &str) -> BtPlan {
     let front = crate::bt::front(src, "stdin", &env(false)).expect("checks");
-    plan(&front.program, &front.checked, &Fake).expect("plans")
+    plan(&front.program, &front.checked, &Fake, &["77".to_string()]).expect("plans")
 }
 
 /// Check that each attach point becomes one pattern fetching what its blocks read, typed as the format says.
@@ -109,7 +109,7 @@ impl TracepointFields for Kernel61 {
 
 fn planned_kprobes(src: &str) -> Result<BtPlan, String> {
     let front = crate::bt::front(src, "stdin", &env(true)).expect("checks");
-    plan(&front.program, &front.checked, &Kernel61)
+    plan(&front.program, &front.checked, &Kernel61, &[])
         .map_err(|d| crate::bt::diag::render_all(&d, "stdin", src))
 }
 
@@ -156,4 +156,51 @@ fn missing_kernel_functions_skipped_as_bpftrace_does() {
     );
     let err = planned_kprobes("kprobe:vfs_read+4 { @ = count(); }").unwrap_err();
     assert!(err.contains("kprobe offsets"), "{err}");
+}
+
+/// Check that a `pid == N` every probe's blocks test (literal, `$1`, `cpid`, either side, any top-level
+/// conjunct) makes the probes per-process, and that one block without it, an `||`, or two processes keep them
+/// system-wide.
+#[test]
+fn pid_on_every_probe_opens_per_process_events() {
+    let only = |src: &str| planned(src).only;
+    assert_eq!(
+        only("tracepoint:sched:sched_switch /pid == 42/ { @[comm] = count(); }"),
+        Some(OnlyProcess::Pid(42))
+    );
+    assert_eq!(
+        only("tracepoint:sched:sched_switch /args->prev_pid > 5 && $1 == pid/ { @ = count(); }"),
+        Some(OnlyProcess::Pid(77))
+    );
+    assert_eq!(
+        only(
+            "BEGIN { @x = 1; } tracepoint:sched:sched_switch /pid == 42/ { @ = count(); } \
+              tracepoint:syscalls:sys_enter_openat /pid == 42 && tid != 3/ { @w = count(); } END { print(@x); }"
+        ),
+        Some(OnlyProcess::Pid(42))
+    );
+    assert_eq!(
+        only(
+            "tracepoint:sched:sched_switch /pid == 42/ { @ = count(); } \
+              tracepoint:syscalls:sys_enter_openat { @w = count(); }"
+        ),
+        None
+    );
+    assert_eq!(
+        only(
+            "tracepoint:sched:sched_switch /pid == 42/ { @ = count(); } \
+              tracepoint:syscalls:sys_enter_openat /pid == 43/ { @w = count(); }"
+        ),
+        None
+    );
+    assert_eq!(
+        only("tracepoint:sched:sched_switch /pid == 42 || tid == 5/ { @ = count(); }"),
+        None
+    );
+    assert_eq!(
+        only("tracepoint:sched:sched_switch /pid != 42/ { @ = count(); }"),
+        None
+    );
+    assert_eq!(only("BEGIN { printf(\"%d\\n\", pid); }"), None);
+    assert_eq!(OnlyProcess::Pid(42).text(), "pid == 42");
 }

@@ -64,7 +64,7 @@ pub(super) fn run_counters(
         out,
         costs,
     };
-    let pids = pid_list(&s.opts.target);
+    let pids = pid_list(s.opts);
     perf::run_loop::run(
         &mut empty,
         &s.signals,

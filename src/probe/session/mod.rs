@@ -228,9 +228,10 @@ fn no_usable(opts: &ProbeOptions) -> ProbeError {
     }
 }
 
-fn pid_list(target: &TaskTarget) -> Vec<i32> {
-    match target {
-        TaskTarget::Pid(p) => vec![*p],
+/// The processes whose end ends the session.
+fn pid_list(opts: &ProbeOptions) -> Vec<i32> {
+    match &opts.target {
+        TaskTarget::Pid(p) if !opts.outlive_target => vec![*p],
         _ => vec![],
     }
 }

@@ -113,7 +113,7 @@ pub(super) fn run_sampled(
         observer,
         stop: &stop,
     };
-    let pids = pid_list(&s.opts.target);
+    let pids = pid_list(s.opts);
     let mut when = stop_when(s.opts, s.workload.as_mut(), &pids);
     when.flag = Some(&stop);
     perf::run_loop::run(&mut events, &s.signals, when, &mut live)?;
