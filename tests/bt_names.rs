@@ -2,36 +2,11 @@
 //! function pointer passed to a uprobe and of an hrtimer's kernel function, USDT arguments (`PATH:PROVIDER:NAME`
 //! and `PATH:NAME`), `-p PID` (the one process whose USDT probes fire) and `-l`'s USDT listing.
 mod common;
+use common::tools::{bpftrace, rprof_bt};
 use common::tracer::Tracer;
 use common::{build_c, privileged, rprof};
 use std::io::Write;
 use std::process::{Child, Command, Stdio};
-
-/// The stdout of `rprof bt ARGS` (it must succeed).
-fn rprof_bt(args: &[&str]) -> String {
-    let out = rprof().arg("bt").args(args).output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "rprof bt {args:?}: {text}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    text
-}
-
-/// The stdout of `bpftrace ARGS` (the peer; CI installs it).
-fn bpftrace(args: &[&str]) -> String {
-    let out = Command::new("bpftrace")
-        .args(args)
-        .output()
-        .expect("bpftrace runs (.ci/install installs it)");
-    assert!(
-        out.status.success(),
-        "bpftrace {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 /// The lines of `text` that start with `prefix`.
 fn lines_with<'t>(text: &'t str, prefix: &str) -> Vec<&'t str> {

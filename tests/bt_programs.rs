@@ -2,6 +2,7 @@
 //! thread named fusion_thread (both tracing one run of it at once), oncpu.bt on a spinner (each with `-c`;
 //! sampled counts within binomial bounds) and `-f json` output line for line.
 mod common;
+use common::tools::{bpftrace, rprof_bt};
 use common::{build_c, privileged, rprof};
 use std::process::Command;
 
@@ -11,26 +12,6 @@ static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// The stdout of `rprof bt ARGS` (it must succeed).
-fn rprof_bt(args: &[&str]) -> String {
-    let out = rprof().arg("bt").args(args).output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "rprof bt {args:?}: {text}\n{err}");
-    text
-}
-
-/// The stdout of `bpftrace ARGS` (the peer; CI installs it).
-fn bpftrace(args: &[&str]) -> String {
-    let out = Command::new("bpftrace")
-        .args(args)
-        .output()
-        .expect("bpftrace runs");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "bpftrace {args:?}: {err}");
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// The sched-latency program, as written.

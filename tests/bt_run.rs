@@ -2,34 +2,8 @@
 //! programs and bpftrace's own tools, on commands whose events are known (`-c`), compared exactly for the
 //! command's own events and within physical bounds for sampled ones.
 mod common;
+use common::tools::{bpftrace, rprof_bt};
 use common::{privileged, rprof};
-use std::process::Command;
-
-/// The stdout of `rprof bt ARGS` (it must succeed).
-fn rprof_bt(args: &[&str]) -> String {
-    let out = rprof().arg("bt").args(args).output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "rprof bt {args:?}: {text}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    text
-}
-
-/// The stdout of `bpftrace ARGS` (the peer; CI installs it).
-fn bpftrace(args: &[&str]) -> String {
-    let out = Command::new("bpftrace")
-        .args(args)
-        .output()
-        .expect("bpftrace runs (.ci/install installs it)");
-    assert!(
-        out.status.success(),
-        "bpftrace {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 /// Check that the write-count program gives bpftrace's output byte for byte on dd's 100 writes (and its
 /// closing message), counted by the command's own name.

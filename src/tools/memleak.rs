@@ -147,11 +147,7 @@ pub struct StackTotal {
 impl Outstanding {
     /// An allocation at `addr` (one at the same address that was never freed is replaced, as in bcc).
     pub fn alloc(&mut self, addr: u64, size: u64, time_ns: u64, frames: Vec<String>) {
-        let next = self.stacks.len();
-        let stack = *self.stack_ids.entry(frames.clone()).or_insert(next);
-        if stack == next {
-            self.stacks.push(frames);
-        }
+        let stack = self.intern(frames);
         self.blocks.insert(
             addr,
             Block {
@@ -162,13 +158,19 @@ impl Outstanding {
         );
     }
 
-    /// An allocation whose address is not known (posix_memalign's), aligned to `align`.
-    pub fn alloc_unaddressed(&mut self, align: u64, size: u64, time_ns: u64, frames: Vec<String>) {
+    /// The id of stack `frames`, kept once however many blocks share it.
+    fn intern(&mut self, frames: Vec<String>) -> usize {
         let next = self.stacks.len();
         let stack = *self.stack_ids.entry(frames.clone()).or_insert(next);
         if stack == next {
             self.stacks.push(frames);
         }
+        stack
+    }
+
+    /// An allocation whose address is not known (posix_memalign's), aligned to `align`.
+    pub fn alloc_unaddressed(&mut self, align: u64, size: u64, time_ns: u64, frames: Vec<String>) {
+        let stack = self.intern(frames);
         let block = Block {
             size,
             time_ns,

@@ -30,3 +30,29 @@ pub fn have(test: &str, program: &str) -> bool {
 pub fn rprof_tool_bg(args: &[&str]) -> Tracer {
     Tracer::start(rprof().arg("tool").args(args), "Ctrl-C to end")
 }
+
+/// The stdout of `rprof bt ARGS` (it must succeed).
+pub fn rprof_bt(args: &[&str]) -> String {
+    let out = rprof().arg("bt").args(args).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "rprof bt {args:?}: {text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}
+
+/// The stdout of `bpftrace ARGS` (the peer; CI installs it).
+pub fn bpftrace(args: &[&str]) -> String {
+    let out = Command::new("bpftrace")
+        .args(args)
+        .output()
+        .expect("bpftrace runs (.ci/install installs it)");
+    assert!(
+        out.status.success(),
+        "bpftrace {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
