@@ -127,8 +127,11 @@ impl Tracefs {
                 return Ok(t);
             }
         }
-        if let Some(e) = Tracefs::unreadable() {
-            return Err(e);
+        if let Some((root, e)) = Tracefs::mounted_unreadable() {
+            // Another process (a second rprof starting at once) may have mounted it since the look above:
+            // then it is readable now, not refused.
+            let t = Tracefs::at(&root);
+            return if t.is_mounted() { Ok(t) } else { Err(e) };
         }
         let mut errors = Vec::new();
         for root in TRACEFS_ROOTS {
@@ -157,8 +160,9 @@ impl Tracefs {
         Err(TracefsError::Mount(errors.join("; ")))
     }
 
-    /// A tracefs mounted (in /proc/self/mounts) at one of the usual roots that this user cannot read.
-    fn unreadable() -> Option<TracefsError> {
+    /// A tracefs mounted (in /proc/self/mounts) at one of the usual roots, and the error to give if this user
+    /// cannot read it.
+    fn mounted_unreadable() -> Option<(PathBuf, TracefsError)> {
         use std::os::unix::fs::MetadataExt;
         let mounts = std::fs::read_to_string("/proc/self/mounts").ok()?;
         let root = mounts.lines().find_map(|l| {
@@ -167,13 +171,15 @@ impl Tracefs {
                 .then(|| f[1].to_string())
         })?;
         let meta = std::fs::metadata(&root).ok()?;
-        Some(TracefsError::Unreadable {
-            root: PathBuf::from(root),
+        let root = PathBuf::from(root);
+        let error = TracefsError::Unreadable {
+            root: root.clone(),
             uid: nix::unistd::geteuid().as_raw(),
             mode: meta.mode() & 0o7777,
             owner: meta.uid(),
             group: meta.gid(),
-        })
+        };
+        Some((root, error))
     }
 
     /// Whether `root` shows a mounted tracefs within a second: after EBUSY, another process's mount of it.
