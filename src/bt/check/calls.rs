@@ -90,9 +90,23 @@ impl Analyser<'_> {
             "hist" | "count" | "sum" | "min" | "max" | "avg" | "stats" | "lhist" => {
                 self.aggregation(&c, at)
             }
+            "print" => self.print_call(&c, at),
+            "printf" | "system" | "cat" | "debugf" => self.printf_call(&c, at),
+            "delete" | "clear" | "zero" | "exit" | "time" | "join" | "signal" => {
+                self.statement_call(&c, at);
+                Ty::None
+            }
+            _ => self.value_call(&c),
+        }
+    }
+
+    /// The functions that are statements: they give no value.
+    fn statement_call(&mut self, c: &CallCheck, at: Use) {
+        let (span, name, args, types) = (c.span, c.name, c.args, c.types);
+        match name {
             "delete" | "clear" | "zero" => {
-                self.place(&c, at, Place::Nowhere);
-                if self.nargs(&c, 1) {
+                self.place(c, at, Place::Nowhere);
+                if self.nargs(c, 1) {
                     match &args[0].kind {
                         ExprKind::Map { keys, .. } if name != "delete" && !keys.is_empty() => self
                             .err(
@@ -105,25 +119,20 @@ impl Analyser<'_> {
                         _ => self.err(span, format!("{name}() expects a map to be provided")),
                     }
                 }
-                Ty::None
             }
-            "print" => self.print_call(&c, at),
-            "printf" | "system" | "cat" | "debugf" => self.printf_call(&c, at),
             "exit" => {
-                self.place(&c, at, Place::Nowhere);
-                self.nargs(&c, 0);
-                Ty::None
+                self.place(c, at, Place::Nowhere);
+                self.nargs(c, 0);
             }
             "time" => {
-                self.place(&c, at, Place::Nowhere);
-                if self.varargs(&c, 0, 1) && !args.is_empty() && self.is_final() {
-                    self.arg(&c, 0, "string", true);
+                self.place(c, at, Place::Nowhere);
+                if self.varargs(c, 0, 1) && !args.is_empty() && self.is_final() {
+                    self.arg(c, 0, "string", true);
                 }
-                Ty::None
             }
             "join" => {
-                self.place(&c, at, Place::Nowhere);
-                if self.varargs(&c, 1, 2) && self.is_final() {
+                self.place(c, at, Place::Nowhere);
+                if self.varargs(c, 1, 2) && self.is_final() {
                     if !types[0].is_int() && !types[0].is_ptr() {
                         self.err(
                             span,
@@ -134,23 +143,21 @@ impl Analyser<'_> {
                         );
                     }
                     if args.len() > 1 {
-                        self.arg(&c, 1, "string", true);
+                        self.arg(c, 1, "string", true);
                     }
                 }
-                Ty::None
             }
             "signal" => {
-                self.place(&c, at, Place::Nowhere);
-                self.nargs(&c, 1);
+                self.place(c, at, Place::Nowhere);
+                self.nargs(c, 1);
                 if let Some(a) = args.first() {
                     match &a.kind {
                         ExprKind::Str(_) | ExprKind::Int(_) => {}
                         _ => self.err(span, "signal only accepts string literals or integers"),
                     }
                 }
-                Ty::None
             }
-            _ => self.value_call(&c),
+            _ => {}
         }
     }
 
@@ -245,31 +252,33 @@ impl Analyser<'_> {
                     len: 16,
                 }
             }
-            "reg" | "uaddr" | "cgroupid" => {
-                if self.nargs(c, 1) && self.arg(c, 0, "string", true) && name == "reg" {
-                    if let ExprKind::Str(reg) = &c.args[0].kind {
-                        let reg = String::from_utf8_lossy(reg);
-                        if !REGISTERS.contains(&reg.as_ref()) {
-                            self.err(
-                                span,
-                                format!(
-                                    "'{reg}' is not a valid register on this architecture (x86_64)"
-                                ),
-                            );
-                        }
-                    }
-                }
-                if name == "uaddr" {
-                    Ty::Ptr {
-                        to: Box::new(Ty::INT64),
-                        space: Space::User,
-                        ctx: false,
-                    }
-                } else {
-                    Ty::UINT64
+            "reg" | "uaddr" | "cgroupid" => self.address_call(c),
+            _ => self.more_value_call(c),
+        }
+    }
+
+    /// `reg("NAME")`, `uaddr("SYMBOL")`, `cgroupid("PATH")`: a literal string in, a number out.
+    fn address_call(&mut self, c: &CallCheck) -> Ty {
+        let (span, name) = (c.span, c.name);
+        if self.nargs(c, 1) && self.arg(c, 0, "string", true) && name == "reg" {
+            if let ExprKind::Str(reg) = &c.args[0].kind {
+                let reg = String::from_utf8_lossy(reg);
+                if !REGISTERS.contains(&reg.as_ref()) {
+                    self.err(
+                        span,
+                        format!("'{reg}' is not a valid register on this architecture (x86_64)"),
+                    );
                 }
             }
-            _ => self.more_value_call(c),
+        }
+        if name == "uaddr" {
+            Ty::Ptr {
+                to: Box::new(Ty::INT64),
+                space: Space::User,
+                ctx: false,
+            }
+        } else {
+            Ty::UINT64
         }
     }
 
