@@ -32,9 +32,17 @@ fn opensnoop_bt_lists_what_bpftrace_lists() {
     let (a, b) = (dir.path().join("a"), dir.path().join("b"));
     std::fs::write(&a, "x").unwrap();
     let cmd = format!("/bin/cat {} {}", a.display(), b.display());
+    // The lines of the cat that opened this test's file: opensnoop is system-wide, and other programs (other
+    // tests, a build) may run cat meanwhile.
+    let a_path = a.display().to_string();
     let lines = |text: &str| -> Vec<String> {
+        let pid = text
+            .lines()
+            .find(|l| l.contains(" cat ") && l.ends_with(&a_path))
+            .and_then(|l| l.split_whitespace().next())
+            .unwrap_or_else(|| panic!("no open of {a_path} by cat in:\n{text}"));
         text.lines()
-            .filter(|l| l.contains(" cat "))
+            .filter(|l| l.contains(" cat ") && l.split_whitespace().next() == Some(pid))
             .map(|l| l.split_whitespace().skip(1).collect::<Vec<_>>().join(" "))
             .collect()
     };
@@ -52,15 +60,17 @@ fn opensnoop_bt_lists_what_bpftrace_lists() {
 }
 
 /// Check that the offcpu program (sched_switch twice, stacks in maps, a histogram) counts each of a command's
-/// sleeps, as bpftrace's run of the same command does: 20 switches out at `clock_nanosleep`, and at least 20
-/// off-CPU spans of 16 ms or more (each sleep lasts 20 ms; on a busy host its wakeup may wait longer for a CPU,
-/// and a preempted spinner adds spans of its own, so the bucket of each span is not fixed, but its floor is).
+/// sleeps, as bpftrace's run of the same command does: 20 switches out to sleep at `clock_nanosleep`, and at
+/// least 20 off-CPU spans of 16 ms or more (each sleep lasts 20 ms; on a busy host its wakeup may wait longer
+/// for a CPU, so the bucket of each span is not fixed, but its floor is).
 #[test]
 fn offcpu_program_sees_each_sleep() {
     if !privileged("offcpu_program_sees_each_sleep") {
         return;
     }
-    let program = "tracepoint:sched:sched_switch /args->prev_pid == cpid/ { @ts = nsecs; @uu = ustack; } \
+    // Switches out to sleep (TASK_INTERRUPTIBLE, 1): on a busy host the command is also preempted, and a
+    // preemption inside clock_nanosleep has its stack too (measured beside two busy loops: 21 in 2 runs of 12).
+    let program = "tracepoint:sched:sched_switch /args->prev_pid == cpid && args->prev_state == 1/ { @ts = nsecs; @uu = ustack; } \
         tracepoint:sched:sched_switch /args->next_pid == cpid/ { $t = @ts; \
           if ($t) { $us = (nsecs - $t) / 1000; @off = hist($us); @u[@uu] = count(); delete(@ts); delete(@uu); } }";
     // bpftrace splits -c's command at spaces (no shell quoting): the script is a file.
