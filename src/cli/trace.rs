@@ -202,9 +202,17 @@ pub fn run_trace(a: TraceArgs) -> anyhow::Result<u8> {
     words.extend(target_words(a.pid, a.seconds));
     let min_ns = a.min_ms.map(|ms| (ms * 1e6) as u64);
     let summary = a.summary;
+    // probe's arguments want a pattern; with --no-syscalls the planned events are all there is, so a stand-in
+    // satisfies clap and is taken out again.
+    const STAND_IN: &str = "rprof-trace:planned-events-only";
+    if a.no_syscalls {
+        words.push(STAND_IN.into());
+    }
+    let mut args = probe_args(words, a.command)?;
+    args.patterns.retain(|p| p != STAND_IN);
     // `plan` lives until the session has ended (the probe points it made, if any, with it).
     let planned = plan.events.clone();
-    probe::run_with(probe_args(words, a.command)?, |o| {
+    probe::run_with(args, |o| {
         o.planned = planned;
         o.calls.style = rprof::probe::TraceStyle::PerfTrace;
         o.calls.perf_summary = summary;
