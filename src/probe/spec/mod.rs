@@ -356,3 +356,61 @@ fn check(opts: &ProbeOptions, targets: &Targets) -> Result<(), ProbeError> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::{PlannedEvent, PlannedKind};
+
+    /// Check that the event layer's planned tracepoints become tracepoint targets named as planned, with
+    /// every value field of their format when `--trace` shows them (what a `t:` pattern gives), and that no
+    /// pattern is needed beside them.
+    #[test]
+    fn planned_tracepoints_are_targets() {
+        let dir = tempfile::tempdir().unwrap();
+        let event = dir.path().join("events/sched/sched_switch");
+        std::fs::create_dir_all(&event).unwrap();
+        let format = "name: sched_switch\nID: 7\nformat:\n\
+             \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+             \tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\
+             \tfield:char prev_comm[16];\toffset:8;\tsize:16;\tsigned:0;\n\
+             \tfield:pid_t prev_pid;\toffset:24;\tsize:4;\tsigned:1;\n";
+        std::fs::write(event.join("format"), format).unwrap();
+        let mut opts = ProbeOptions {
+            planned: vec![PlannedEvent {
+                name: "sched:sched_switch".into(),
+                kind: PlannedKind::Trace {
+                    id: 7,
+                    system: "sched".into(),
+                    event: "sched_switch".into(),
+                    format: format.into(),
+                },
+                filter: None,
+            }],
+            ..ProbeOptions::default()
+        };
+        opts.calls.trace = true;
+        let specs = parse(&opts).unwrap();
+        assert!(specs.is_empty() && needs_tracefs(&opts, &specs));
+        let tracefs = Tracefs::at(dir.path());
+        let targets = targets(&opts, &specs, Some(&tracefs)).unwrap();
+        let all: Vec<_> = targets.iter().map(|(_, t)| t).collect();
+        assert_eq!(all.len(), 1);
+        assert_eq!(all[0].name, "sched:sched_switch");
+        assert_eq!(
+            all[0].kind,
+            TargetKind::Tracepoint {
+                category: "sched".into(),
+                event: "sched_switch".into()
+            }
+        );
+        let labels: Vec<&str> = all[0].fetches.iter().map(|f| f.label.as_str()).collect();
+        assert_eq!(labels, ["prev_comm", "prev_pid"]);
+        opts.planned[0].filter = Some("prev_pid == 1".into());
+        assert!(targets_of(&opts, &tracefs).is_err());
+    }
+
+    fn targets_of(opts: &ProbeOptions, tracefs: &Tracefs) -> Result<Targets, ProbeError> {
+        targets(opts, &parse(opts)?, Some(tracefs))
+    }
+}
