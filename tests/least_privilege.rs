@@ -32,7 +32,8 @@ fn as_nobody(args: &[&str]) -> Output {
 
 /// Check that, as a user without capabilities at the host's kernel.perf_event_paranoid, `record -- CMD`
 /// samples the command's user space (its hot function, no kernel frame) and `stat -- CMD` counts, each
-/// saying so in one line; at 3 and above the line names the sysctl instead; at 1 or below everything opens.
+/// saying so in one line, while `trace -- CMD` is refused in one line naming the setting; at 3 and above the
+/// line names the sysctl instead; at 1 or below everything opens.
 #[test]
 fn unprivileged_user_space_only() {
     const TEST: &str = "unprivileged_user_space_only";
@@ -103,6 +104,16 @@ fn unprivileged_user_space_only() {
     let err = String::from_utf8_lossy(&st.stderr);
     assert!(st.status.success(), "{err}");
     assert!(csv_count(&err, "page-faults") >= 1000, "{err}");
+    // trace's syscalls and tracepoints happen in the kernel: no :u fallback serves them, the line says what.
+    if paranoid == 2 {
+        let tr = as_nobody(&["trace", "--", b, "touch", "1"]);
+        let err = String::from_utf8_lossy(&tr.stderr);
+        assert!(!tr.status.success(), "{err}");
+        assert!(
+            err.contains("needs CAP_PERFMON or kernel.perf_event_paranoid <= 1 (it is 2)"),
+            "{err}"
+        );
+    }
 }
 
 /// Run `args` as uid 65534 (nobody) with CAP_PERFMON alone (inherited and ambient, so that it survives the

@@ -490,7 +490,8 @@ fn thread_cpu_ms(pid: &str, tid: &str) -> (f64, f64) {
 
 /// Check that `stat -t TID` counts that thread only: of a fixture's two threads, the busy one's task-clock is
 /// its own CPU time in /proc (the 500 ms it spins, within the two ticks that /proc's utime and stime each
-/// truncate), the sleeping one's near zero (it sleeps throughout: under 5 ms, and 0 ticks in /proc), and perf
+/// truncate: the reading before is of a thread that has barely run, so the delta can only come out smaller;
+/// task-clock itself leaves out the context-switch path, microseconds a switch), the sleeping one's near zero (it sleeps throughout: under 5 ms, and 0 ticks in /proc), and perf
 /// stat -t on the busy thread in the same run counts what rprof counts (within 2 ms: both count the same
 /// nanoseconds from before the spin to the thread's end). Each stat counts in intervals (-I 100) so that the
 /// test knows when it counts (its first interval printed) before the thread starts its work.
@@ -534,6 +535,9 @@ fn stat_thread_counts_that_thread_only() {
     let (quiet, quiet_text) = ours_sleeper.finish();
     let (perfs, perf_text) = perfs_busy.finish();
     let all = format!("rprof -t {busy}:\n{ours_text}\nrprof -t {sleeper}:\n{quiet_text}\nperf -t {busy}:\n{perf_text}\n/proc: busy {busy_ms} ms, sleeper {sleeper_ms} ms");
+    eprintln!(
+        "stat -t: busy {ours:.2} ms (perf {perfs:.2}, /proc {busy_ms}), sleeper {quiet:.3} ms (/proc {sleeper_ms})"
+    );
     assert!(busy_ms >= 500.0 - 2.0 * tick, "{all}");
     assert!((ours - busy_ms).abs() <= 2.0 * tick + 2.0, "{all}");
     assert!(sleeper_ms == 0.0 && quiet < 5.0, "{all}");
