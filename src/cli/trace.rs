@@ -169,7 +169,7 @@ fn trace_words(a: &TraceArgs) -> Vec<String> {
 }
 
 /// The plan of `--event`'s events (the event layer's grammar and plan, as record and stat take `-e`): the
-/// tracepoints they name, globs resolved; other events refused in one line.
+/// tracepoints they name, globs resolved; other events (software, hardware, probe points) refused in one line.
 fn trace_plan(a: &TraceArgs) -> anyhow::Result<rprof::events::Plan> {
     let specs: Vec<rprof::events::EventSpec> = a
         .event
@@ -178,13 +178,21 @@ fn trace_plan(a: &TraceArgs) -> anyhow::Result<rprof::events::Plan> {
         .map(|e| rprof::events::EventSpec::new(&e))
         .collect();
     for spec in &specs {
-        if !rprof::events::parse(spec)?.is_trace() {
-            anyhow::bail!(
+        let event = rprof::events::parse(spec)?;
+        match event.kind {
+            rprof::events::Kind::Tracepoint { .. } => {}
+            _ if event.is_trace() => anyhow::bail!(
+                "trace --event {}: not a tracepoint; rprof trace shows tracepoints (CATEGORY:EVENT, globs \
+                 allowed) besides the syscalls: trace a function with rprof probe --trace, or record it with \
+                 rprof record -e",
+                spec.name
+            ),
+            _ => anyhow::bail!(
                 "trace --event {}: not a tracepoint; rprof trace shows tracepoints (CATEGORY:EVENT, globs \
                  allowed) besides the syscalls: count {} with rprof stat -e, or sample it with rprof record -e",
                 spec.name,
                 spec.name
-            );
+            ),
         }
     }
     Ok(rprof::events::plan::plan(&specs, None)?)
