@@ -455,3 +455,25 @@ fn system_wide() {
     let folded = rprof_ok(&["report", "-i", data, "--folded", "--comm", "calltree"]);
     assert!(folded.contains(";main;work_a;hot_a "), "{folded}");
 }
+
+/// Check that `trace --event` takes the event layer's grammar and plan: a software event (perf's name, or an
+/// alias in a comma list) or a probe point is refused in one line that says where it is counted or traced,
+/// before anything is opened.
+#[test]
+fn trace_event_takes_tracepoints_only() {
+    if !privileged("trace_event_takes_tracepoints_only") {
+        return;
+    }
+    for (list, hint) in [
+        ("cs", "rprof stat -e"),
+        ("sched:sched_switch,page-faults", "rprof stat -e"),
+        ("u:/bin/true:main", "rprof probe --trace"),
+    ] {
+        let err = rprof_err(&["trace", "--no-syscalls", "--event", list, "--", "true"]);
+        let name = list.rsplit(',').next().unwrap();
+        assert!(
+            err.contains(&format!("trace --event {name}: not a tracepoint")) && err.contains(hint),
+            "{err}"
+        );
+    }
+}

@@ -4,20 +4,10 @@
 mod common;
 
 use common::{
-    assert_success, build_c, parse_folded, perf_tool, privileged, rprof, skip, KillOnDrop,
+    assert_success, csv_count, parse_folded, perf_events_fixture as fixture, perf_tool, privileged,
+    rprof, skip, KillOnDrop,
 };
-use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-
-/// The fixture, with a frame in every function.
-fn fixture(dir: &Path) -> PathBuf {
-    let inc = format!("-I{}", common::fixtures().display());
-    build_c(
-        dir,
-        "perf_events.c",
-        &["-O0", "-fno-omit-frame-pointer", &inc],
-    )
-}
 
 fn run(cmd: &mut Command) -> Output {
     cmd.output().expect("run the command")
@@ -37,16 +27,6 @@ fn perf_stat(args: &[&str]) -> (String, String) {
     assert!(out.status.success(), "perf stat {args:?}: {out:?}");
     let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
     (text(&out.stdout), text(&out.stderr))
-}
-
-/// The count of event `name` in `-x,` output.
-fn csv_count(text: &str, name: &str) -> u64 {
-    text.lines()
-        .find_map(|l| {
-            let f: Vec<&str> = l.split(',').collect();
-            (f.get(2) == Some(&name)).then(|| f[0].parse().ok())?
-        })
-        .unwrap_or_else(|| panic!("no {name} in:\n{text}"))
 }
 
 /// Two busy loops (the machine has two CPUs) until dropped.
@@ -378,184 +358,6 @@ fn intervals_as_perf() {
     assert_eq!(row_shapes(&ours), row_shapes(&perfs));
 }
 
-/// Run `args` as uid 65534 (nobody) with no capabilities: the host's perf_event_paranoid unchanged.
-fn as_nobody(args: &[&str]) -> Output {
-    let rprof_bin = env!("CARGO_BIN_EXE_rprof");
-    run(Command::new("setpriv")
-        .args([
-            "--reuid",
-            "65534",
-            "--regid",
-            "65534",
-            "--clear-groups",
-            "--inh-caps=-all",
-            rprof_bin,
-        ])
-        .args(args))
-}
-
-/// Check that, as a user without capabilities at the host's kernel.perf_event_paranoid, `record -- CMD`
-/// samples the command's user space (its hot function, no kernel frame) and `stat -- CMD` counts, each
-/// saying so in one line; at 3 and above the line names the sysctl instead; at 1 or below everything opens.
-#[test]
-fn unprivileged_user_space_only() {
-    const TEST: &str = "unprivileged_user_space_only";
-    if !privileged(TEST) {
-        return;
-    }
-    let paranoid = rprof::events::privilege::paranoid().unwrap_or(2);
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(
-        dir.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o777),
-    )
-    .unwrap();
-    let bin = fixture(dir.path());
-    let b = bin.to_str().unwrap();
-    let data = dir.path().join("nobody.data");
-    let data = data.to_str().unwrap();
-    let rec = as_nobody(&[
-        "record", "-N", "-F", "999", "-g", "-o", data, "--", b, "spin", "300",
-    ]);
-    let err = String::from_utf8_lossy(&rec.stderr);
-    if paranoid >= 3 {
-        assert!(
-            !rec.status.success() && err.contains("kernel.perf_event_paranoid=3"),
-            "{err}"
-        );
-        return;
-    }
-    assert!(rec.status.success(), "{err}");
-    assert_eq!(err.contains("user space only"), paranoid == 2, "{err}");
-    let report = run(rprof().args(["report", "-i", data, "--folded"]));
-    let folded = parse_folded(&String::from_utf8_lossy(&report.stdout));
-    let total: u64 = folded.iter().map(|(_, n)| n).sum();
-    let hot: u64 = folded
-        .iter()
-        .filter(|(f, _)| f.iter().any(|x| x == "pe_spin"))
-        .map(|(_, n)| n)
-        .sum();
-    assert!(
-        total > 100 && hot * 10 >= total * 8,
-        "{hot} of {total} in pe_spin: {folded:?}"
-    );
-    if paranoid == 2 {
-        let entry = [
-            "entry_SYSCALL_64",
-            "do_syscall_64",
-            "asm_exc_page_fault",
-            "asm_sysvec_apic_timer_interrupt",
-        ];
-        let kernel = folded
-            .iter()
-            .any(|(f, _)| f.iter().any(|x| entry.contains(&x.as_str())));
-        assert!(!kernel, "kernel frames at paranoid 2: {folded:?}");
-        let table = run(rprof().args(["report", "-i", data]));
-        let table = String::from_utf8_lossy(&table.stdout);
-        assert!(!table.contains(" [k] "), "{table}");
-    }
-    let st = as_nobody(&[
-        "stat",
-        "-x,",
-        "-e",
-        "task-clock,page-faults",
-        "--",
-        b,
-        "touch",
-        "1000",
-    ]);
-    let err = String::from_utf8_lossy(&st.stderr);
-    assert!(st.status.success(), "{err}");
-    assert!(csv_count(&err, "page-faults") >= 1000, "{err}");
-}
-
-/// Run `args` as uid 65534 (nobody) with CAP_PERFMON alone (inherited and ambient, so that it survives the
-/// change of user and the exec): the host's perf_event_paranoid unchanged.
-fn as_nobody_with_perfmon(args: &[&str]) -> Output {
-    run(Command::new("setpriv")
-        .args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "--inh-caps=-all,+perfmon",
-            "--ambient-caps=+perfmon",
-            env!("CARGO_BIN_EXE_rprof"),
-        ])
-        .args(args))
-}
-
-/// The bar: with CAP_PERFMON alone, everything that needs no tracefs works, whatever the host's
-/// perf_event_paranoid. `record -a` samples the whole system, the kernel included (no "user space only"
-/// fallback, `[k]` rows in the report), and the fixture's hot function is in the profile with its share of
-/// CPU time; `stat -a` counts
-/// the fixture's page faults among the system's.
-#[test]
-fn cap_perfmon_alone_records_and_counts_system_wide() {
-    const TEST: &str = "cap_perfmon_alone_records_and_counts_system_wide";
-    if !privileged(TEST) {
-        return;
-    }
-    let probe = run(Command::new("setpriv").args([
-        "--reuid=65534",
-        "--inh-caps=-all,+perfmon",
-        "--ambient-caps=+perfmon",
-        "true",
-    ]));
-    if !probe.status.success() {
-        skip(
-            TEST,
-            "setpriv cannot give CAP_PERFMON (util-linux older than 2.36, or a kernel before 5.8)",
-        );
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(
-        dir.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o777),
-    )
-    .unwrap();
-    let bin = fixture(dir.path());
-    let b = bin.to_str().unwrap();
-    let data = dir.path().join("perfmon.data");
-    let data = data.to_str().unwrap();
-    let rec = as_nobody_with_perfmon(&[
-        "record", "-a", "-N", "-F", "999", "-g", "-o", data, "--", b, "spin", "300",
-    ]);
-    let err = String::from_utf8_lossy(&rec.stderr);
-    assert!(rec.status.success(), "{err}");
-    assert!(!err.contains("user space only"), "{err}");
-    let report = run(rprof().args(["report", "-i", data, "--folded"]));
-    let folded = parse_folded(&String::from_utf8_lossy(&report.stdout));
-    let hot: u64 = folded
-        .iter()
-        .filter(|(f, _)| f.iter().any(|x| x == "pe_spin"))
-        .map(|(_, n)| n)
-        .sum();
-    // 300 ms of the fixture's CPU time at 999 Hz: about 300 samples of cpu-clock, whatever else runs (each
-    // CPU's clock samples whoever is on it); 200 leaves room for the spin's own clock reads and the start.
-    assert!(hot >= 200, "{hot} samples in pe_spin: {folded:?}");
-    // The kernel is sampled too (no :u fallback): every CPU's clock samples whatever runs there, the idle
-    // task in the kernel included.
-    let table = run(rprof().args(["report", "-i", data]));
-    let table = String::from_utf8_lossy(&table.stdout);
-    assert!(table.contains(" [k] "), "no kernel row:\n{table}");
-    let st = as_nobody_with_perfmon(&[
-        "stat",
-        "-a",
-        "-x,",
-        "-e",
-        "task-clock,page-faults",
-        "--",
-        b,
-        "touch",
-        "1000",
-    ]);
-    let err = String::from_utf8_lossy(&st.stderr);
-    assert!(st.status.success(), "{err}");
-    assert!(!err.contains("user space only"), "{err}");
-    assert!(csv_count(&err, "page-faults") >= 1000, "{err}");
-}
-
 /// Check that `stat -r 3 -x,` has perf's noise column (`NN.NN%` after the event's name, on every row, the
 /// `<not supported>` ones included) with perf stat's fields on the same command in the same test, and that
 /// the fixture's page faults (a fixed 500 touched pages a run, plus its start) vary by little: under 5%.
@@ -611,4 +413,133 @@ fn repeat_csv_noise_column_as_perf() {
         })
         .unwrap_or_else(|| panic!("no page-faults noise in:\n{ours}"));
     assert!(noise < 5.0, "{ours}");
+}
+
+/// The task-clock milliseconds of stat's `-x, -I` lines (`TIME,COUNT,msec,task-clock,...`), summed over the
+/// intervals (`<not counted>`: the thread did not run in it).
+fn interval_task_clock(text: &str) -> f64 {
+    text.lines()
+        .map(|l| l.split(',').map(str::trim).collect::<Vec<_>>())
+        .filter(|f| f.get(3) == Some(&"task-clock"))
+        .map(|f| f[1].parse::<f64>().unwrap_or(0.0))
+        .sum()
+}
+
+/// A `stat -x, -I 100 -e task-clock -t TID` (rprof's or perf's), its standard error read in the background;
+/// returned once it has printed its first interval, so that its counter counts.
+struct Counting {
+    child: KillOnDrop,
+    lines: std::sync::mpsc::Receiver<String>,
+    text: String,
+}
+
+impl Counting {
+    fn start(mut cmd: Command, tid: &str) -> Counting {
+        cmd.args(["stat", "-x,", "-I", "100", "-e", "task-clock", "-t", tid])
+            .stderr(std::process::Stdio::piped());
+        let mut child = KillOnDrop(cmd.spawn().expect("start stat"));
+        let err = std::io::BufReader::new(child.0.stderr.take().unwrap());
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for l in std::io::BufRead::lines(err).map_while(Result::ok) {
+                let _ = tx.send(l);
+            }
+        });
+        let mut c = Counting {
+            child,
+            lines,
+            text: String::new(),
+        };
+        while !c.text.contains(",task-clock,") {
+            let l = c.lines.recv_timeout(std::time::Duration::from_secs(60));
+            c.text += &l.expect("stat printed an interval within 60 s");
+            c.text.push('\n');
+        }
+        c
+    }
+
+    /// The task-clock milliseconds of the whole count, once the stat has ended (its thread gone).
+    fn finish(mut self) -> (f64, String) {
+        assert!(self.child.0.wait().unwrap().success(), "{}", self.text);
+        for l in self.lines.iter() {
+            self.text += &l;
+            self.text.push('\n');
+        }
+        (interval_task_clock(&self.text), self.text)
+    }
+}
+
+/// A thread's CPU time in /proc/PID/task/TID/stat (utime + stime, in clock ticks), in milliseconds, and the
+/// tick's length.
+fn thread_cpu_ms(pid: &str, tid: &str) -> (f64, f64) {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).unwrap();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .collect();
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    let getconf = run(Command::new("getconf").arg("CLK_TCK"));
+    let hz: f64 = String::from_utf8_lossy(&getconf.stdout)
+        .trim()
+        .parse()
+        .unwrap();
+    (ticks as f64 * 1e3 / hz, 1e3 / hz)
+}
+
+/// Check that `stat -t TID` counts that thread only: of a fixture's two threads, the busy one's task-clock is
+/// its own CPU time in /proc (the 500 ms it spins, within the two ticks that /proc's utime and stime each
+/// truncate: the reading before is of a thread that has barely run, so the delta can only come out smaller;
+/// task-clock itself leaves out the context-switch path, microseconds a switch), the sleeping one's near zero (it sleeps throughout: under 5 ms, and 0 ticks in /proc), and perf
+/// stat -t on the busy thread in the same run counts what rprof counts (within 2 ms: both count the same
+/// nanoseconds from before the spin to the thread's end). Each stat counts in intervals (-I 100) so that the
+/// test knows when it counts (its first interval printed) before the thread starts its work.
+#[test]
+fn stat_thread_counts_that_thread_only() {
+    const TEST: &str = "stat_thread_counts_that_thread_only";
+    if !privileged(TEST) || !perf_tool(TEST) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let inc = format!("-I{}", common::fixtures().display());
+    let bin = common::build_c(dir.path(), "stat_threads.c", &["-O1", &inc]);
+    let mut fixture = KillOnDrop(
+        Command::new(&bin)
+            .arg("500")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut stdout = fixture.0.stdout.take().unwrap();
+    let ids = common::read_line(&mut stdout);
+    let [pid, busy, sleeper]: [&str; 3] = ids
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .try_into()
+        .unwrap_or_else(|_| panic!("PID BUSY SLEEPER: {ids}"));
+    let ours_busy = Counting::start(rprof(), busy);
+    let ours_sleeper = Counting::start(rprof(), sleeper);
+    let perfs_busy = Counting::start(Command::new("perf"), busy);
+    let (busy_before, tick) = thread_cpu_ms(pid, busy);
+    let (sleeper_before, _) = thread_cpu_ms(pid, sleeper);
+    let mut stdin = fixture.0.stdin.take().unwrap();
+    std::io::Write::write_all(&mut stdin, b"go\n").unwrap();
+    assert_eq!(common::read_line(&mut stdout).trim(), "done");
+    let busy_ms = thread_cpu_ms(pid, busy).0 - busy_before;
+    let sleeper_ms = thread_cpu_ms(pid, sleeper).0 - sleeper_before;
+    drop(stdin);
+    assert!(fixture.0.wait().unwrap().success());
+    let (ours, ours_text) = ours_busy.finish();
+    let (quiet, quiet_text) = ours_sleeper.finish();
+    let (perfs, perf_text) = perfs_busy.finish();
+    let all = format!("rprof -t {busy}:\n{ours_text}\nrprof -t {sleeper}:\n{quiet_text}\nperf -t {busy}:\n{perf_text}\n/proc: busy {busy_ms} ms, sleeper {sleeper_ms} ms");
+    eprintln!(
+        "stat -t: busy {ours:.2} ms (perf {perfs:.2}, /proc {busy_ms}), sleeper {quiet:.3} ms (/proc {sleeper_ms})"
+    );
+    assert!(busy_ms >= 500.0 - 2.0 * tick, "{all}");
+    assert!((ours - busy_ms).abs() <= 2.0 * tick + 2.0, "{all}");
+    assert!(sleeper_ms == 0.0 && quiet < 5.0, "{all}");
+    assert!((ours - perfs).abs() <= 2.0, "{all}");
 }

@@ -133,3 +133,71 @@ fn summary_as_perf_trace() {
     let (calls, errors) = summary_row(&ours, "close").unwrap();
     assert!(calls >= 3 && errors == 3, "{ours}");
 }
+
+/// The tracepoint hits of a trace (`... COMM/TID CATEGORY:EVENT(field: value, ...)`): the event and its
+/// fields, each value's first word (perf trace adds the comm after a pid: `pid: 17062 (true)`).
+fn tracepoint_hits(text: &str) -> Vec<(String, Vec<(String, String)>)> {
+    text.lines()
+        .filter_map(|l| {
+            let (_, hit) = l.split_once(" sched:")?;
+            let (event, args) = hit.split_once('(')?;
+            let fields = args
+                .trim_end()
+                .strip_suffix(')')?
+                .split(", ")
+                .filter_map(|f| {
+                    let (k, v) = f.split_once(": ")?;
+                    Some((k.to_string(), v.split_whitespace().next()?.to_string()))
+                })
+                .collect();
+            Some((format!("sched:{event}"), fields))
+        })
+        .collect()
+}
+
+/// `trace --no-syscalls --event` takes the event layer's list (a comma list, a glob in the category) and
+/// shows the command's tracepoint hits with their fields, as perf trace -e shows them on the same command:
+/// the same events in the same order, the same field names, the same values but for the pids.
+#[test]
+fn tracepoints_of_the_event_layer_as_perf_trace() {
+    const TEST: &str = "tracepoints_of_the_event_layer_as_perf_trace";
+    if !privileged(TEST) || !perf_tool(TEST) {
+        return;
+    }
+    let ours = rprof_ok_stderr(&[
+        "trace",
+        "--no-syscalls",
+        "--event",
+        "sched:sched_process_exec,*:sched_process_exit",
+        "--",
+        "/bin/true",
+    ])
+    .1;
+    let theirs = perf_trace(&[
+        "--no-syscalls",
+        "-e",
+        "sched:sched_process_exec,sched:sched_process_exit",
+        "--",
+        "/bin/true",
+    ]);
+    let (o, t) = (tracepoint_hits(&ours), tracepoint_hits(&theirs));
+    let events = |h: &[(String, Vec<(String, String)>)]| -> Vec<String> {
+        h.iter().map(|(e, _)| e.clone()).collect()
+    };
+    assert_eq!(
+        events(&o),
+        ["sched:sched_process_exec", "sched:sched_process_exit"],
+        "{ours}"
+    );
+    assert_eq!(events(&o), events(&t), "rprof:\n{ours}\nperf:\n{theirs}");
+    for ((_, a), (_, b)) in o.iter().zip(&t) {
+        let names =
+            |f: &[(String, String)]| -> Vec<String> { f.iter().map(|x| x.0.clone()).collect() };
+        assert_eq!(names(a), names(b), "rprof:\n{ours}\nperf:\n{theirs}");
+        for ((k, x), (_, y)) in a.iter().zip(b) {
+            if !k.contains("pid") {
+                assert_eq!(x, y, "{k}: rprof:\n{ours}\nperf:\n{theirs}");
+            }
+        }
+    }
+}

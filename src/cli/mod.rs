@@ -149,3 +149,15 @@ fn command(argv: &[std::ffi::OsString]) -> rprof::perf::Command {
 fn exit_status(workload: Option<i32>) -> u8 {
     workload.map_or(0, |code| u8::try_from(code).unwrap_or(u8::MAX))
 }
+
+/// What this user may open for `command` ([`rprof::events::privilege::fallback`], the one decision of record,
+/// stat, top and trace): `true` for user space only, after the line that says so; an error names the setting.
+fn least_privilege(command: &str, needs: rprof::events::privilege::Needs) -> anyhow::Result<bool> {
+    match rprof::events::privilege::fallback(command, needs).map_err(anyhow::Error::msg)? {
+        Some(line) => {
+            eprintln!("rprof {line}");
+            Ok(true)
+        }
+        None => Ok(false),
+    }
+}

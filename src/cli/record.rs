@@ -204,28 +204,21 @@ fn event_specs(a: &RecordArgs, argv: &[String]) -> Vec<EventSpec> {
 /// space only (perf's `:u` fallback), said in one line; at 3 and above nothing (the line names the sysctl);
 /// system-wide targets need CAP_PERFMON or paranoid <= 0.
 fn least_privilege(cfg: &mut RecordConfig) -> anyhow::Result<()> {
-    use rprof::events::privilege::{self, Access};
-    if matches!(
-        cfg.target,
-        record::Target::System | record::Target::Cgroup(_)
-    ) {
-        if let Some(line) = privilege::system_wide_refusal("record") {
+    let needs = rprof::events::privilege::Needs {
+        system_wide: matches!(
+            cfg.target,
+            record::Target::System | record::Target::Cgroup(_)
+        ),
+        kernel: cfg.kernel_only.then_some("--kernel-only"),
+    };
+    // --all-user asks for what the fallback gives: no line then.
+    if cfg.user_only {
+        if let Err(line) = rprof::events::privilege::fallback("record", needs) {
             anyhow::bail!(line);
         }
+        return Ok(());
     }
-    match privilege::access() {
-        Access::Full => {}
-        Access::UserOnly { .. } if cfg.user_only => {}
-        Access::UserOnly { .. } if cfg.kernel_only => anyhow::bail!(
-            "rprof record: --kernel-only needs CAP_PERFMON or kernel.perf_event_paranoid <= 1 (it is {})",
-            rprof::perf::paranoid_level()
-        ),
-        Access::UserOnly { paranoid } => {
-            eprintln!("{}", privilege::user_only_line("record", paranoid));
-            cfg.user_only = true;
-        }
-        Access::Nothing { paranoid } => anyhow::bail!(privilege::nothing_line("record", paranoid)),
-    }
+    cfg.user_only = super::least_privilege("record", needs)?;
     Ok(())
 }
 

@@ -142,20 +142,11 @@ pub fn run(a: TopArgs) -> anyhow::Result<u8> {
         (None, false) => 20,
     };
     let mut cfg = config(&a, rows);
-    if matches!(cfg.record.target, Target::System) {
-        if let Some(line) = rprof::events::privilege::system_wide_refusal("top") {
-            anyhow::bail!(line);
-        }
-    }
-    if let rprof::events::privilege::Access::UserOnly { paranoid } =
-        rprof::events::privilege::access()
-    {
-        eprintln!(
-            "{}",
-            rprof::events::privilege::user_only_line("top", paranoid)
-        );
-        cfg.record.user_only = true;
-    }
+    let needs = rprof::events::privilege::Needs {
+        system_wide: matches!(cfg.record.target, Target::System),
+        kernel: None,
+    };
+    cfg.record.user_only = super::least_privilege("top", needs)?;
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, Arc::clone(&stop))

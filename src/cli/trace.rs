@@ -26,7 +26,8 @@ pub struct TraceArgs {
         value_name = "SYSCALLS"
     )]
     pub syscalls: Vec<String>,
-    /// Also trace these tracepoints (CATEGORY:EVENT, globs allowed, e.g. 'net:*'), each hit a line.
+    /// Also trace these tracepoints (CATEGORY:EVENT, comma-separated or repeated, globs allowed, e.g. 'net:*'),
+    /// each hit a line.
     #[arg(long = "event", value_name = "CAT:EVENT")]
     pub event: Vec<String>,
     /// No syscalls: only the tracepoints of --event.
@@ -162,19 +163,65 @@ fn trace_words(a: &TraceArgs) -> Vec<String> {
             false => words.extend(a.syscalls.iter().map(|s| format!("syscall:{s}(ret)"))),
         }
     }
-    words.extend(a.event.iter().map(|e| format!("t:{e}")));
     // -s: the traced calls make perf trace -s's summary.
     words.push("--trace".into());
     words
 }
 
+/// The plan of `--event`'s events (the event layer's grammar and plan, as record and stat take `-e`): the
+/// tracepoints they name, globs resolved; other events (software, hardware, probe points) refused in one line.
+fn trace_plan(a: &TraceArgs) -> anyhow::Result<rprof::events::Plan> {
+    let specs: Vec<rprof::events::EventSpec> = a
+        .event
+        .iter()
+        .flat_map(|e| rprof::events::split_list(e))
+        .map(|e| rprof::events::EventSpec::new(&e))
+        .collect();
+    for spec in &specs {
+        let event = rprof::events::parse(spec)?;
+        match event.kind {
+            rprof::events::Kind::Tracepoint { .. } => {}
+            _ if event.is_trace() => anyhow::bail!(
+                "trace --event {}: not a tracepoint; rprof trace shows tracepoints (CATEGORY:EVENT, globs \
+                 allowed) besides the syscalls: trace a function with rprof probe --trace, or record it with \
+                 rprof record -e",
+                spec.name
+            ),
+            _ => anyhow::bail!(
+                "trace --event {}: not a tracepoint; rprof trace shows tracepoints (CATEGORY:EVENT, globs \
+                 allowed) besides the syscalls: count {} with rprof stat -e, or sample it with rprof record -e",
+                spec.name,
+                spec.name
+            ),
+        }
+    }
+    Ok(rprof::events::plan::plan(&specs, None)?)
+}
+
 /// `rprof trace`: returns the command's exit status.
 pub fn run_trace(a: TraceArgs) -> anyhow::Result<u8> {
+    let needs = rprof::events::privilege::Needs {
+        system_wide: a.pid.is_none() && a.command.is_empty(),
+        kernel: Some("tracing syscalls and tracepoints (they happen in the kernel)"),
+    };
+    super::least_privilege("trace", needs)?;
+    let plan = trace_plan(&a)?;
     let mut words = trace_words(&a);
     words.extend(target_words(a.pid, a.seconds));
     let min_ns = a.min_ms.map(|ms| (ms * 1e6) as u64);
     let summary = a.summary;
-    probe::run_with(probe_args(words, a.command)?, |o| {
+    // probe's arguments want a pattern; with --no-syscalls the planned events are all there is, so a stand-in
+    // satisfies clap and is taken out again.
+    const STAND_IN: &str = "rprof-trace:planned-events-only";
+    if a.no_syscalls {
+        words.push(STAND_IN.into());
+    }
+    let mut args = probe_args(words, a.command)?;
+    args.patterns.retain(|p| p != STAND_IN);
+    // `plan` lives until the session has ended (the probe points it made, if any, with it).
+    let planned = plan.events.clone();
+    probe::run_with(args, |o| {
+        o.planned = planned;
         o.calls.style = rprof::probe::TraceStyle::PerfTrace;
         o.calls.perf_summary = summary;
         // perf trace -s counts every call; --duration chooses the lines.
@@ -213,7 +260,11 @@ pub fn run_stat(a: StatArgs) -> anyhow::Result<u8> {
             list: None,
         },
     };
-    let user_only = a.all_user || least_privilege(matches!(target, StatTarget::Cpus { .. }))?;
+    let needs = rprof::events::privilege::Needs {
+        system_wide: matches!(target, StatTarget::Cpus { .. }),
+        kernel: None,
+    };
+    let user_only = a.all_user || super::least_privilege("stat", needs)?;
     let cfg = StatConfig {
         events,
         companion: command.filter(|_| !matches!(target, StatTarget::Command(_))),
@@ -273,25 +324,6 @@ fn cpu_list_text(argv: &[String]) -> String {
         }
     }
     String::new()
-}
-
-/// What this user may count: everything, user space only (said in one line, perf's `:u` fallback), or
-/// nothing (the line names the sysctl).
-pub fn least_privilege(system_wide: bool) -> anyhow::Result<bool> {
-    use rprof::events::privilege::{self, Access};
-    if system_wide {
-        if let Some(line) = privilege::system_wide_refusal("stat") {
-            anyhow::bail!(line);
-        }
-    }
-    match privilege::access() {
-        Access::Full => Ok(false),
-        Access::UserOnly { paranoid } => {
-            eprintln!("{}", privilege::user_only_line("stat", paranoid));
-            Ok(true)
-        }
-        Access::Nothing { paranoid } => anyhow::bail!(privilege::nothing_line("stat", paranoid)),
-    }
 }
 
 /// `rprof stat -G CGROUP`: the cgroup's tracepoint counts through `rprof probe --count`.

@@ -29,10 +29,12 @@ pub struct PlannedEvent {
 pub enum PlannedKind {
     /// A perf-type event: its counting attr with the modifiers written, and whether it needs the CPU's PMU.
     Perf { attr: Attr, clock: bool, pmu: bool },
-    /// A tracefs event (a tracepoint or one of the plan's probes): its id and format.
+    /// A tracefs event (a tracepoint or one of the plan's probes): its id, where it is in tracefs
+    /// (`events/SYSTEM/EVENT`) and its format.
     Trace {
         id: u64,
         system: String,
+        event: String,
         format: String,
     },
 }
@@ -150,7 +152,7 @@ pub fn plan(specs: &[EventSpec], binary: Option<&Path>) -> Result<Plan, EventErr
             }),
             Named::Tracepoints { system, event } => {
                 let tracefs = tracefs.as_ref().expect("tracefs for tracepoints");
-                for event in tracepoints(tracefs, &system, &event, spec)? {
+                for (system, event) in tracepoints(tracefs, &system, &event, spec)? {
                     let mut e =
                         trace_event(tracefs, &system, &event, &format!("{system}:{event}"))?;
                     e.filter = filter(spec, &e)?;
@@ -232,6 +234,7 @@ fn placeholder(spec: &EventSpec) -> PlannedEvent {
         kind: PlannedKind::Trace {
             id: 0,
             system: String::new(),
+            event: String::new(),
             format: String::new(),
         },
         filter: spec.filter.clone(),
@@ -301,22 +304,31 @@ fn binary_path(binary: &str) -> Result<PathBuf, EventError> {
     crate::probe::find_library(binary, None).map_err(|e| EventError::Config(e.to_string()))
 }
 
-/// The events of `system` that `event` (a glob) names.
+/// The tracepoints `system:event` names, each `(system, event)`: either part may be a glob (`sched:*`,
+/// `*:sched_switch`), as perf takes them.
 fn tracepoints(
     tracefs: &Tracefs,
     system: &str,
     event: &str,
     spec: &EventSpec,
-) -> Result<Vec<String>, EventError> {
-    let matcher = globset::Glob::new(event)
-        .map_err(|e| EventError::Config(format!("-e {}: {e}", spec.name)))?
-        .compile_matcher();
-    let found: Vec<String> = tracefs
-        .events(system)
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|e| matcher.is_match(e))
-        .collect();
+) -> Result<Vec<(String, String)>, EventError> {
+    let glob = |text: &str| {
+        globset::Glob::new(text)
+            .map(|g| g.compile_matcher())
+            .map_err(|e| EventError::Config(format!("-e {}: {e}", spec.name)))
+    };
+    let (systems, events) = (glob(system)?, glob(event)?);
+    let mut found = Vec::new();
+    for s in tracefs.categories().unwrap_or_default() {
+        if !systems.is_match(&s) {
+            continue;
+        }
+        for e in tracefs.events(&s).unwrap_or_default() {
+            if events.is_match(&e) {
+                found.push((s.clone(), e));
+            }
+        }
+    }
     if found.is_empty() {
         return Err(EventError::Config(format!(
             "-e {}: no tracepoint {system}:{event} in {} (`rprof probe -l 't:{system}:*'` lists the events of \
@@ -340,6 +352,7 @@ fn trace_event(
         kind: PlannedKind::Trace {
             id: tracefs.event_id(system, event).map_err(probe_error)?,
             system: system.to_string(),
+            event: event.to_string(),
             format: tracefs.event_format(system, event).map_err(probe_error)?,
         },
         filter: None,
@@ -473,5 +486,33 @@ mod tests {
         assert_eq!(sanitize("func_d"), "func_d");
         assert_eq!(sanitize("ns::f<int>"), "ns__f_int_");
         assert_eq!(sanitize("1x"), "_1x");
+    }
+
+    /// Check that either part of a tracepoint may be a glob, as perf takes them, and that none found is an
+    /// error naming the place looked in.
+    #[test]
+    fn tracepoint_globs_in_system_and_event() {
+        let dir = tempfile::tempdir().unwrap();
+        for e in [
+            "sched/sched_switch",
+            "sched/sched_wakeup",
+            "irq/irq_handler_entry",
+        ] {
+            std::fs::create_dir_all(dir.path().join("events").join(e)).unwrap();
+        }
+        let t = Tracefs::at(dir.path());
+        let found = |s: &str, e: &str| tracepoints(&t, s, e, &EventSpec::new(&format!("{s}:{e}")));
+        let pair = |s: &str, e: &str| (s.to_string(), e.to_string());
+        assert_eq!(
+            found("*", "sched_switch").unwrap(),
+            [pair("sched", "sched_switch")]
+        );
+        assert_eq!(
+            found("sched", "sched_*").unwrap(),
+            [pair("sched", "sched_switch"), pair("sched", "sched_wakeup")]
+        );
+        assert_eq!(found("*", "*").unwrap().len(), 3);
+        let none = found("sched", "nope").unwrap_err().to_string();
+        assert!(none.contains("no tracepoint sched:nope in"), "{none}");
     }
 }

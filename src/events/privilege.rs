@@ -53,10 +53,10 @@ pub fn access() -> Access {
     }
 }
 
-/// The line `command` prints when it falls back to user space only.
+/// The line `command` prints when it falls back to user space only (`rprof ` comes before it).
 pub fn user_only_line(command: &str, paranoid: i32) -> String {
     format!(
-        "rprof {command}: kernel.perf_event_paranoid={paranoid} and no CAP_PERFMON: counting and sampling \
+        "{command}: kernel.perf_event_paranoid={paranoid} and no CAP_PERFMON: counting and sampling \
          user space only (perf's :u; kernel-side events such as context-switches count 0); run as root or \
          with CAP_PERFMON, or `sysctl kernel.perf_event_paranoid=1`, for the kernel too"
     )
@@ -84,4 +84,57 @@ pub fn system_wide_refusal(command: &str) -> Option<String> {
              command or processes instead (drop -a)"
         )
     })
+}
+
+/// What a command opens, for [`fallback`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Needs {
+    /// Per-CPU events (`-a`, `-C`, a cgroup, top's default).
+    pub system_wide: bool,
+    /// Kernel-side events that a `:u` fallback cannot serve, and what they are for the message
+    /// (`--kernel-only`; trace's syscalls and tracepoints, which happen in the kernel).
+    pub kernel: Option<&'static str>,
+}
+
+/// What `command` may do here, decided in one place for record, stat, top and trace: everything (`Ok(None)`),
+/// its own processes' user space only (`Ok(Some(line))`: perf's `:u` fallback, and the one line to print
+/// before starting), or nothing (`Err`: the line that names the setting and the fix; `rprof: ` comes before it).
+pub fn fallback(command: &str, needs: Needs) -> Result<Option<String>, String> {
+    if needs.system_wide {
+        if let Some(line) = system_wide_refusal(command) {
+            return Err(line);
+        }
+    }
+    match access() {
+        Access::Full => Ok(None),
+        Access::Nothing { paranoid } => Err(nothing_line(command, paranoid)),
+        Access::UserOnly { paranoid } => match needs.kernel {
+            Some(what) => Err(kernel_line(command, what, paranoid)),
+            None => Ok(Some(user_only_line(command, paranoid))),
+        },
+    }
+}
+
+/// Why kernel-side events (`what`) are refused at `paranoid` >= 2 without capabilities.
+pub fn kernel_line(command: &str, what: &str, paranoid: i32) -> String {
+    format!(
+        "{command}: {what} needs CAP_PERFMON or kernel.perf_event_paranoid <= 1 (it is {paranoid}); run as \
+         root, grant CAP_PERFMON (setcap cap_perfmon+ep on rprof), or `sysctl kernel.perf_event_paranoid=1`"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Check that each refusal names the setting, its value and the fix.
+    #[test]
+    fn lines_name_the_setting_and_the_fix() {
+        let k = kernel_line("trace", "tracing syscalls and tracepoints", 2);
+        assert!(k.starts_with("trace: tracing syscalls and tracepoints needs CAP_PERFMON"));
+        assert!(k.contains("(it is 2)") && k.contains("sysctl kernel.perf_event_paranoid=1"));
+        let n = nothing_line("stat", 3);
+        assert!(n.contains("kernel.perf_event_paranoid=3") && n.contains("CAP_PERFMON"));
+        assert!(user_only_line("top", 2).contains("user space only"));
+    }
 }

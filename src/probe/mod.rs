@@ -153,6 +153,9 @@ pub enum TaskTarget {
 pub struct ProbeOptions {
     /// The patterns, in command-line order.
     pub patterns: Vec<String>,
+    /// tracefs events the event layer planned (`rprof trace --event`: [`crate::events::plan::plan`] parsed and
+    /// resolved them), each probed as a tracepoint after the patterns' targets; perf-type events are not taken.
+    pub planned: Vec<crate::events::PlannedEvent>,
     /// `-x`: the binary or library whose functions bare patterns name.
     pub binary: Option<PathBuf>,
     /// `-r`: patterns are regular expressions.
@@ -217,6 +220,7 @@ impl Default for ProbeOptions {
     fn default() -> Self {
         ProbeOptions {
             patterns: Vec::new(),
+            planned: Vec::new(),
             binary: None,
             regex: false,
             list: false,

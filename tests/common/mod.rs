@@ -454,3 +454,23 @@ pub fn run_with_stdin(cmd: &mut Command, stdin: Option<&[u8]>) -> String {
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// fixtures/perf_events.c (software events: touch, sleep, migrate, spin), with a frame in every function.
+pub fn perf_events_fixture(dir: &Path) -> PathBuf {
+    let inc = format!("-I{}", fixtures().display());
+    build_c(
+        dir,
+        "perf_events.c",
+        &["-O0", "-fno-omit-frame-pointer", &inc],
+    )
+}
+
+/// The count of event `name` in stat's `-x,` output (`COUNT,UNIT,NAME,...`).
+pub fn csv_count(text: &str, name: &str) -> u64 {
+    text.lines()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            (f.get(2) == Some(&name)).then(|| f[0].parse().ok())?
+        })
+        .unwrap_or_else(|| panic!("no {name} in:\n{text}"))
+}

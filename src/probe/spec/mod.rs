@@ -58,7 +58,7 @@ pub fn parse(opts: &ProbeOptions) -> Result<Vec<Parsed>, ProbeError> {
         }
         specs.push((p.clone(), spec, items, cond));
     }
-    if specs.is_empty() && opts.pair.is_none() {
+    if specs.is_empty() && opts.pair.is_none() && opts.planned.is_empty() {
         return Err(pattern::PatternError::Bad {
             pattern: String::new(),
             reason: "give at least one pattern, e.g. `rprof probe -x ./bin 'func_*'`".into(),
@@ -80,12 +80,13 @@ pub fn needs_tracefs(opts: &ProbeOptions, specs: &[Parsed]) -> bool {
                 .map(|s| pattern::parse_spec(s.pattern, opts.binary.is_some()));
             !matches!(spec, Ok(Ok(Spec::User { .. } | Spec::Usdt { .. })))
         });
-    pair || specs.iter().any(|(_, s, _, _)| {
-        !matches!(
-            s,
-            Spec::User { .. } | Spec::Usdt { .. } | Spec::Software { .. }
-        )
-    })
+    pair || !opts.planned.is_empty()
+        || specs.iter().any(|(_, s, _, _)| {
+            !matches!(
+                s,
+                Spec::User { .. } | Spec::Usdt { .. } | Spec::Software { .. }
+            )
+        })
 }
 
 /// Resolve the specs (and `--pair`) into the session's targets, each address or event once, with their fetch
@@ -139,12 +140,63 @@ pub fn targets(
             targets.add(t);
         }
     }
+    for t in planned(opts, &formats)? {
+        targets.add(t);
+    }
     if let Some(pair) = &opts.pair {
         let pair = pair::pair_target(pair, &opts.values, &ropts, tracefs, &formats, &opts.debug)?;
         targets.add(pair);
     }
     check(opts, &targets)?;
     Ok(targets)
+}
+
+/// The targets of the event layer's planned tracefs events ([`ProbeOptions::planned`]): tracepoints named as
+/// planned, with every field of their format when `--trace` shows them (as a `t:` pattern without values).
+fn planned(
+    opts: &ProbeOptions,
+    formats: args::Formats<'_>,
+) -> Result<Vec<crate::probe::target::Target>, ProbeError> {
+    use crate::events::PlannedKind;
+    let mut out = Vec::new();
+    for e in &opts.planned {
+        let PlannedKind::Trace { system, event, .. } = &e.kind else {
+            return Err(ProbeError::Spec {
+                spec: e.name.clone(),
+                reason: "not a tracefs event: probe takes tracepoints and probe points here".into(),
+            });
+        };
+        if e.filter.is_some() {
+            return Err(ProbeError::Spec {
+                spec: e.name.clone(),
+                reason:
+                    "a planned event's kernel filter is not taken here: filter the pattern instead \
+                         (`t:CATEGORY:EVENT if EXPR`)"
+                        .into(),
+            });
+        }
+        let kind = TargetKind::Tracepoint {
+            category: system.clone(),
+            event: event.clone(),
+        };
+        let mut t = crate::probe::target::Target {
+            name: format!("{system}:{event}"),
+            aliases: Vec::new(),
+            kind,
+            fetches: Vec::new(),
+            code: None,
+            go: None,
+            syscall_sites: Vec::new(),
+            filter: None,
+        };
+        let items = match opts.calls.trace && opts.values.is_empty() {
+            true => every_field(formats(system, event).as_deref(), false),
+            false => opts.values.clone(),
+        };
+        t.fetches = args::resolve_fetches(&t, &items, &e.name, &formats, &opts.debug)?;
+        out.push(t);
+    }
+    Ok(out)
 }
 
 /// Every value field of a tracepoint's `format` (what `--trace` shows of a tracepoint named without values).
@@ -303,4 +355,62 @@ fn check(opts: &ProbeOptions, targets: &Targets) -> Result<(), ProbeError> {
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::{PlannedEvent, PlannedKind};
+
+    /// Check that the event layer's planned tracepoints become tracepoint targets named as planned, with
+    /// every value field of their format when `--trace` shows them (what a `t:` pattern gives), and that no
+    /// pattern is needed beside them.
+    #[test]
+    fn planned_tracepoints_are_targets() {
+        let dir = tempfile::tempdir().unwrap();
+        let event = dir.path().join("events/sched/sched_switch");
+        std::fs::create_dir_all(&event).unwrap();
+        let format = "name: sched_switch\nID: 7\nformat:\n\
+             \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+             \tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\
+             \tfield:char prev_comm[16];\toffset:8;\tsize:16;\tsigned:0;\n\
+             \tfield:pid_t prev_pid;\toffset:24;\tsize:4;\tsigned:1;\n";
+        std::fs::write(event.join("format"), format).unwrap();
+        let mut opts = ProbeOptions {
+            planned: vec![PlannedEvent {
+                name: "sched:sched_switch".into(),
+                kind: PlannedKind::Trace {
+                    id: 7,
+                    system: "sched".into(),
+                    event: "sched_switch".into(),
+                    format: format.into(),
+                },
+                filter: None,
+            }],
+            ..ProbeOptions::default()
+        };
+        opts.calls.trace = true;
+        let specs = parse(&opts).unwrap();
+        assert!(specs.is_empty() && needs_tracefs(&opts, &specs));
+        let tracefs = Tracefs::at(dir.path());
+        let targets = targets(&opts, &specs, Some(&tracefs)).unwrap();
+        let all: Vec<_> = targets.iter().map(|(_, t)| t).collect();
+        assert_eq!(all.len(), 1);
+        assert_eq!(all[0].name, "sched:sched_switch");
+        assert_eq!(
+            all[0].kind,
+            TargetKind::Tracepoint {
+                category: "sched".into(),
+                event: "sched_switch".into()
+            }
+        );
+        let labels: Vec<&str> = all[0].fetches.iter().map(|f| f.label.as_str()).collect();
+        assert_eq!(labels, ["prev_comm", "prev_pid"]);
+        opts.planned[0].filter = Some("prev_pid == 1".into());
+        assert!(targets_of(&opts, &tracefs).is_err());
+    }
+
+    fn targets_of(opts: &ProbeOptions, tracefs: &Tracefs) -> Result<Targets, ProbeError> {
+        targets(opts, &parse(opts)?, Some(tracefs))
+    }
 }
