@@ -4,6 +4,7 @@
 //! `_name` attribute is read from the instance's managed dict (3.11: the values before the object, keyed by the
 //! type's cached keys; or a dict).
 use super::code::read_str;
+use super::layout::V3_11;
 use super::memory::{u64_at, Memory, ReadError};
 
 /// `_PyInterpreterFrame.localsplus` (3.11).
@@ -33,7 +34,7 @@ pub fn thread_name(mem: &Memory, outermost: u64, outermost_name: &str) -> Option
     }
     let thread = mem.u64(outermost + FRAME_LOCALSPLUS).ok()?;
     let name = attribute(mem, thread, "_name").ok()??;
-    read_str(mem, name).ok()
+    read_str(mem, &V3_11.str, name).ok()
 }
 
 /// Attribute `name` of an instance with a managed dict (3.11).
@@ -76,7 +77,7 @@ fn find(mem: &Memory, keys: u64, name: &str) -> Result<Option<(u64, u64)>, ReadE
     for i in 0..n {
         let at = (i * size) as usize + key_at;
         let key = u64_at(&entries, at);
-        if key != 0 && read_str(mem, key).is_ok_and(|k| k == name) {
+        if key != 0 && read_str(mem, &V3_11.str, key).is_ok_and(|k| k == name) {
             return Ok(Some((i, u64_at(&entries, at + 8))));
         }
     }
