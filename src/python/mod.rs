@@ -15,6 +15,9 @@ pub mod linetable;
 pub mod memory;
 pub mod threads;
 
+#[cfg(test)]
+mod live_tests;
+
 use crate::elf_layout::ElfLayout;
 use crate::process;
 use layout::{Current, Layout, Reader};
