@@ -322,14 +322,14 @@ fn under_parse_json(stack: &[&str]) -> bool {
 }
 
 /// Two Python threads in different functions: each thread's samples carry its own function, never the other's
-/// (a stack read for the sampled thread only, as the sample arrives), and, on 3.11, the thread's `threading`
-/// name as its comm (`rprof script`'s first column), as py-spy names threads.
+/// (a stack read for the sampled thread only, as the sample arrives), and the thread's `threading` name as its
+/// comm (`rprof script`'s first column), as py-spy names threads.
 #[test]
 fn threads_carry_their_own_functions() {
-    threads_carry_their_own("threads_carry_their_own_functions", DEBIAN_PYTHON, true);
+    threads_carry_their_own("threads_carry_their_own_functions", DEBIAN_PYTHON);
 }
 
-/// The same on 3.12 and 3.13 (pyenv's builds), without thread names (read on 3.11 only).
+/// The same on 3.12 and 3.13 (pyenv's builds).
 #[test]
 fn threads_carry_their_own_functions_312_313() {
     for python in [PYENV_312, PYENV_313] {
@@ -340,11 +340,11 @@ fn threads_carry_their_own_functions_312_313() {
             );
             continue;
         }
-        threads_carry_their_own("threads_carry_their_own_functions_312_313", python, false);
+        threads_carry_their_own("threads_carry_their_own_functions_312_313", python);
     }
 }
 
-fn threads_carry_their_own(test: &str, python: &str, names: bool) {
+fn threads_carry_their_own(test: &str, python: &str) {
     if !common::privileged(test) {
         return;
     }
@@ -374,7 +374,7 @@ fn threads_carry_their_own(test: &str, python: &str, names: bool) {
         e.1 += beta as u64;
         // The fixture names each thread after its function (threading.Thread(name=...)): a sample that ran
         // it is of the thread of that name.
-        if names && ((alpha && comm != "spin_alpha") || (beta && comm != "spin_beta")) {
+        if (alpha && comm != "spin_alpha") || (beta && comm != "spin_beta") {
             misnamed.push(head.to_string());
         }
     }

@@ -5,6 +5,7 @@
 //! cookie and the version it holds.
 use super::layout::{Current, Layout, StrLayout};
 use super::memory::u64_at;
+use super::threads;
 
 /// How many bytes of `_PyRuntime` hold 3.13's `_Py_DebugOffsets`.
 pub const SIZE_3_13: usize = 584;
@@ -104,7 +105,8 @@ pub fn layout_3_13(bytes: &[u8]) -> Result<Layout, DebugOffsetsError> {
         },
         bytes_size,
         bytes_data,
-        thread_names: false,
+        // Not among the debug offsets: 3.13's, checked with gdb on pyenv's 3.13.0.
+        thread_names: threads::V3_13,
     })
 }
 
@@ -147,7 +149,7 @@ mod tests {
         },
         bytes_size: 16,
         bytes_data: 32,
-        thread_names: false,
+        thread_names: crate::python::threads::V3_13,
     };
 
     /// The initial bytes of `_PyRuntime` in a libpython file (its `.data`).

@@ -4,6 +4,8 @@
 //! 3.12.1 builds' DWARF (the unit test below holds gdb's figures); 3.11's also by reading Debian's 3.11.2
 //! (tests/python_stacks.rs). 3.13 and later carry their own offsets in the process ([`super::debug_offsets`]).
 
+use super::threads::{self, NameLayout};
+
 /// Where the fields rprof reads sit in one CPython version's structures (x86-64).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Layout {
@@ -41,9 +43,8 @@ pub struct Layout {
     /// `PyBytesObject.ob_size` and `.ob_sval`.
     pub bytes_size: u64,
     pub bytes_data: u64,
-    /// Whether rprof knows this version's objects well enough to read `threading`'s thread names
-    /// ([`super::threads`]: 3.11 only).
-    pub thread_names: bool,
+    /// Where `threading`'s thread names are read ([`super::threads`]).
+    pub thread_names: NameLayout,
 }
 
 /// Where a thread's current interpreter frame is.
@@ -106,7 +107,7 @@ pub const V3_11: Layout = Layout {
     },
     bytes_size: 0x10,
     bytes_data: 0x20,
-    thread_names: true,
+    thread_names: threads::V3_11,
 };
 
 /// CPython 3.12: 3.11's way (`cframe->current_frame`); `_PyCFrame` lost `use_tracing`, the frame its
@@ -143,7 +144,7 @@ pub const V3_12: Layout = Layout {
     },
     bytes_size: 0x10,
     bytes_data: 0x20,
-    thread_names: false,
+    thread_names: threads::V3_12,
 };
 
 /// How rprof reads CPython `major.minor`.
@@ -251,6 +252,14 @@ mod tests {
             (field("PyBytesObject", "ob_base.ob_size"), l.bytes_size),
             (field("PyBytesObject", "ob_sval"), l.bytes_data),
         ];
+        v.push((
+            field("PyHeapTypeObject", "ht_cached_keys"),
+            l.thread_names.type_cached_keys,
+        ));
+        v.push((
+            field("_PyInterpreterFrame", "localsplus"),
+            l.thread_names.frame_localsplus,
+        ));
         if let Some(is_entry) = l.frame_is_entry {
             v.push((field("_PyInterpreterFrame", "is_entry"), is_entry as u64));
         }

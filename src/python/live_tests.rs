@@ -107,7 +107,7 @@ fn nested_stacks_of_each_version() {
 }
 
 /// Check `py_work.py threads` on each interpreter: each of the two threads' stacks holds its own function
-/// (`spin_alpha`, `spin_beta`) and not the other's, under `Thread._bootstrap`; and on 3.11 its `threading` name.
+/// (`spin_alpha`, `spin_beta`) and not the other's, under `Thread._bootstrap`, and its `threading` name.
 #[test]
 fn threads_of_each_version() {
     for python in PYTHONS {
@@ -150,11 +150,7 @@ fn threads_of_each_version() {
                 } else {
                     "spin_beta"
                 };
-                if python.contains("3.11") {
-                    assert_eq!(r.thread_name(&stack).as_deref(), Some(f), "{python}");
-                } else {
-                    assert_eq!(r.thread_name(&stack), None, "{python}");
-                }
+                assert_eq!(r.thread_name(&stack).as_deref(), Some(f), "{python}");
                 found.push(f);
             }
         }

@@ -458,13 +458,17 @@ impl Runtime {
     }
 
     /// The `threading` name of a thread whose stack is `stack` (read whole: its outermost frame is the thread's
-    /// first), when `threading` started it (see [`threads`]; 3.11 only).
+    /// first), when `threading` started it (see [`threads`]).
     pub fn thread_name(&self, stack: &PyStack) -> Option<String> {
-        if !self.layout.thread_names {
-            return None;
-        }
         let outermost = stack.frames.last()?;
-        threads::thread_name(&self.mem, stack.outermost, &outermost.name)
+        let l = &self.layout;
+        threads::thread_name(
+            &self.mem,
+            &l.thread_names,
+            &l.str,
+            stack.outermost,
+            &outermost.name,
+        )
     }
 
     /// Forget the code objects read (a long session: they are read again when met).
