@@ -186,7 +186,7 @@ fn file_name(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
 }
 
-/// `python3.11`, `libpython3.11.so.1.0`, `python3.12d` (not `python3.11-config`).
+/// `python3.11`, `libpython3.11.so.1.0`, `python3.12d`, `python3.13t` (not `python3.11-config`).
 pub fn is_python_file(path: &str) -> bool {
     path.starts_with('/') && version_of_name(path).is_some()
 }
@@ -199,9 +199,11 @@ fn version_of_name(path: &str) -> Option<(u32, u32)> {
         .or_else(|| name.strip_prefix("python"))?;
     let (major, rest) = rest.split_once('.')?;
     let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    // A free-threaded build's `t` (3.13t), a debug build's `d`.
     let after = &rest[digits.len()..];
-    if !(after.is_empty() || after.starts_with(".so") || after == "d" || after.starts_with("d.so"))
-    {
+    let after = after.strip_prefix('t').unwrap_or(after);
+    let after = after.strip_prefix('d').unwrap_or(after);
+    if !(after.is_empty() || after.starts_with(".so")) {
         return None;
     }
     Some((major.parse().ok()?, digits.parse().ok()?))
@@ -534,6 +536,11 @@ mod tests {
             Some((3, 11))
         );
         assert_eq!(version_of_name("/usr/bin/python3.12d"), Some((3, 12)));
+        assert_eq!(version_of_name("/usr/bin/python3.13t"), Some((3, 13)));
+        assert_eq!(
+            version_of_name("/usr/lib/libpython3.13t.so.1.0"),
+            Some((3, 13))
+        );
         assert_eq!(version_of_name("/usr/bin/python3.11-config"), None);
         assert_eq!(
             version_of_name("/usr/lib/python3.11/lib-dynload/_json.cpython-311.so"),
