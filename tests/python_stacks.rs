@@ -479,6 +479,7 @@ fn newer_versions_dwarf_stacks() {
                 .unwrap_or_else(|| {
                     panic!("{version}: no timing line (no stack copy held the _PyCFrame)\n{stderr}")
                 });
+            eprintln!("{version}: {timing}");
             let checked: u64 = figure(timing, "from ");
             let same: u64 = figure(timing, "_PyCFrame: ");
             assert!(
