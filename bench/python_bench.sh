@@ -5,10 +5,11 @@
 # Printed per run: the profiler's CPU seconds (user + system, from /usr/bin/time) and the target's wall seconds
 # against the run alone (its slowdown: its CPU work is fixed, so the extra wall time is what the profiler cost it
 # in stops and CPU contention). Then rprof's CPU over py-spy's.
-# Usage: bench/python_bench.sh [SECONDS]   (as root; SECONDS default 10; py-spy from tools/pyspy/install.sh)
+# Usage: [PYTHON=/path/to/python3.X] bench/python_bench.sh [SECONDS]   (as root; SECONDS default 10; py-spy from
+# tools/pyspy/install.sh; PYTHON default /usr/bin/python3.11)
 source "$(dirname "$0")/lib.sh"
 SECONDS_CPU=${1:-10}
-PY=/usr/bin/python3.11
+PY=${PYTHON:-/usr/bin/python3.11}
 PYSPY=/opt/rprof-tests/py-spy/bin/py-spy
 FIX=$ROOT/fixtures/py_work.py
 [ -x "$PYSPY" ] || die "no py-spy: bash tools/pyspy/install.sh"

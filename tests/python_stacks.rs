@@ -10,6 +10,9 @@ use std::process::{Child, Command, Stdio};
 const PY_SPY: &str = "/opt/rprof-tests/py-spy/bin/py-spy";
 const DEBIAN_PYTHON: &str = "/usr/bin/python3.11";
 const PYENV_PYTHON: &str = "/root/.pyenv/versions/3.11.7/bin/python3.11";
+/// pyenv's builds of 3.12 (read by a table, as 3.11) and 3.13 (read by the offsets it carries).
+const PYENV_312: &str = "/root/.pyenv/versions/3.12.1/bin/python3.12";
+const PYENV_313: &str = "/root/.pyenv/versions/3.13.0/bin/python3.13";
 /// The four functions of `py_work.py four`, and their parts of each round's CPU time (of 10).
 const FOUR: [(&str, f64); 4] = [
     ("sort_data", 4.0),
@@ -158,6 +161,16 @@ fn four_functions_match_py_spy_debian() {
 #[test]
 fn four_functions_match_py_spy_pyenv() {
     four_functions_match_py_spy("four_functions_match_py_spy_pyenv", PYENV_PYTHON);
+}
+
+#[test]
+fn four_functions_match_py_spy_312() {
+    four_functions_match_py_spy("four_functions_match_py_spy_312", PYENV_312);
+}
+
+#[test]
+fn four_functions_match_py_spy_313() {
+    four_functions_match_py_spy("four_functions_match_py_spy_313", PYENV_313);
 }
 
 /// `--call-graph dwarf` on Debian's python3.11 (no frame pointers): whole mixed stacks. In each sample of
@@ -313,7 +326,25 @@ fn under_parse_json(stack: &[&str]) -> bool {
 /// comm (`rprof script`'s first column), as py-spy names threads.
 #[test]
 fn threads_carry_their_own_functions() {
-    let test = "threads_carry_their_own_functions";
+    threads_carry_their_own("threads_carry_their_own_functions", DEBIAN_PYTHON);
+}
+
+/// The same on 3.12 and 3.13 (pyenv's builds).
+#[test]
+fn threads_carry_their_own_functions_312_313() {
+    for python in [PYENV_312, PYENV_313] {
+        if !Path::new(python).exists() {
+            common::skip(
+                "threads_carry_their_own_functions_312_313",
+                &format!("{python} is not installed"),
+            );
+            continue;
+        }
+        threads_carry_their_own("threads_carry_their_own_functions_312_313", python);
+    }
+}
+
+fn threads_carry_their_own(test: &str, python: &str) {
     if !common::privileged(test) {
         return;
     }
@@ -322,17 +353,7 @@ fn threads_carry_their_own_functions() {
     let data = data.to_str().unwrap();
     let fixture = fixture();
     common::rprof_ok_stderr(&[
-        "record",
-        "-g",
-        "-F",
-        "99",
-        "-o",
-        data,
-        "--",
-        DEBIAN_PYTHON,
-        &fixture,
-        "threads",
-        "3",
+        "record", "-g", "-F", "99", "-o", data, "--", python, &fixture, "threads", "3",
     ]);
     let script = common::rprof_ok(&["script", "-i", data]);
     // tid -> (samples with spin_alpha, with spin_beta)
@@ -366,23 +387,24 @@ fn threads_carry_their_own_functions() {
     assert_eq!((alpha.len(), beta.len()), (1, 1), "threads: {by_tid:?}");
     assert_ne!(alpha[0].0, beta[0].0, "one thread ran both: {by_tid:?}");
     // 3 s of each thread's CPU at 99 Hz: about 297 samples each.
-    assert!(alpha[0].1 .0 >= 150 && beta[0].1 .1 >= 150, "{by_tid:?}");
+    assert!(
+        alpha[0].1 .0 >= 150 && beta[0].1 .1 >= 150,
+        "{python}: {by_tid:?}"
+    );
 }
 
-/// A CPython rprof cannot read (pyenv's 3.12 and 3.13 builds, where present): `record` says so in one line
-/// naming the process and its version, and the samples keep their native frames (the evaluator's, named from
-/// the build's symbols; `--call-graph dwarf`, as these builds have no frame pointers), with no Python frame and
-/// no guessed name.
+/// 3.12 and 3.13 (pyenv's builds, no frame pointers) with `--call-graph dwarf` on `py_work.py nested`: `record`
+/// names the process and its version, the samples of `inner` carry `<module>`, `main`, `outer`, `middle`,
+/// `inner` in call order, put in the native stack where the evaluator ran them (native frames on the root side),
+/// with no evaluator frame left among them. On 3.12 the stack copies hold the thread's `_PyCFrame` (its offsets
+/// right): `inner` runs one frame for the whole run, so nearly every read is of the sampled frame.
 #[test]
-fn unknown_versions_keep_native_frames() {
-    let test = "unknown_versions_keep_native_frames";
+fn newer_versions_dwarf_stacks() {
+    let test = "newer_versions_dwarf_stacks";
     if !common::privileged(test) {
         return;
     }
-    for (python, version) in [
-        ("/root/.pyenv/versions/3.12.1/bin/python3.12", "3.12.1"),
-        ("/root/.pyenv/versions/3.13.0/bin/python3.13", "3.13.0"),
-    ] {
+    for (python, version) in [(PYENV_312, "3.12.1"), (PYENV_313, "3.13.0")] {
         if !Path::new(python).exists() {
             common::skip(test, &format!("{python} is not installed"));
             continue;
@@ -403,31 +425,77 @@ fn unknown_versions_keep_native_frames() {
             python,
             &fixture,
             "nested",
-            "1",
+            "2",
         ]);
-        let said: Vec<&str> = stderr.lines().filter(|l| l.contains("python:")).collect();
-        assert_eq!(said.len(), 1, "{stderr}");
         assert!(
-            said[0].contains("CPython versions rprof cannot read")
-                && said[0].contains(&format!("({version})")),
+            stderr.contains("python: 1 CPython processes: ")
+                && stderr.contains(&format!("({version})")),
             "{stderr}"
         );
-        let out = common::rprof_ok(&["report", "-i", data, "--folded"]);
-        let stacks = folded(&out);
+        assert!(!stderr.contains("cannot read"), "{stderr}");
+        let stacks = folded(&common::rprof_ok(&["report", "-i", data, "--folded"]));
+        let order = ["<module> (", "main (", "outer (", "middle (", "inner ("];
+        let (mut inner, mut in_order, mut placed) = (0, 0, 0);
+        for (stack, n) in &stacks {
+            let Some(leaf_py) = stack.iter().position(|f| f.starts_with("inner (")) else {
+                continue;
+            };
+            inner += n;
+            let at: Vec<Option<usize>> = order
+                .iter()
+                .map(|o| stack.iter().position(|f| f.starts_with(o)))
+                .collect();
+            let root_py = at[0].unwrap_or(0);
+            let eval_among = stack[root_py..leaf_py]
+                .iter()
+                .any(|f| f == "_PyEval_EvalFrameDefault");
+            if at.windows(2).all(|w| w[0].is_some() && w[0] < w[1]) && !eval_among {
+                in_order += n;
+            }
+            // Native frames (the comm, then e.g. `Py_RunMain`) before the first Python frame.
+            placed += (root_py > 1) as u64 * n;
+        }
         let total: u64 = stacks.iter().map(|(_, n)| n).sum();
-        let eval: u64 = stacks
-            .iter()
-            .filter(|(s, _)| s.iter().any(|f| f == "_PyEval_EvalFrameDefault"))
-            .map(|(_, n)| n)
-            .sum();
-        // 1 s of CPU at 99 Hz; the evaluator runs inner's loop.
+        eprintln!(
+            "{version}: {total} samples, {inner} in inner, {in_order} in order, {placed} placed"
+        );
+        // 2 s of CPU at 99 Hz, nearly all in inner.
         assert!(
-            total >= 50 && eval * 2 >= total,
-            "{version}: {eval} of {total}\n{out}"
+            inner >= 100 && inner * 10 >= total * 8,
+            "{version}: {inner} of {total}\n{stderr}"
+        );
+        assert_eq!(
+            in_order, inner,
+            "{version}: Python frames out of order\n{stderr}"
         );
         assert!(
-            !out.contains(" (py_work.py:") && !out.contains("5079"),
-            "{version}: a Python frame:\n{out}"
+            placed * 10 >= inner * 9,
+            "{version}: {placed} of {inner} placed\n{stderr}"
         );
+        if version.starts_with("3.12") {
+            let timing = stderr
+                .lines()
+                .find(|l| l.contains("python: timing, from"))
+                .unwrap_or_else(|| {
+                    panic!("{version}: no timing line (no stack copy held the _PyCFrame)\n{stderr}")
+                });
+            eprintln!("{version}: {timing}");
+            let checked: u64 = figure(timing, "from ");
+            let same: u64 = figure(timing, "_PyCFrame: ");
+            assert!(
+                checked * 10 >= inner * 8 && same * 10 >= checked * 9,
+                "{timing}"
+            );
+        }
     }
+}
+
+/// The number after `after` in `line`.
+fn figure(line: &str, after: &str) -> u64 {
+    let rest = &line[line.find(after).expect(after) + after.len()..];
+    rest.split(|c: char| !c.is_ascii_digit())
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
 }

@@ -1,6 +1,6 @@
 //! Code objects read from the interpreter, cached by address (and checked against the pointers they hold, so
 //! that a code object freed and another allocated at its address is read anew), and the strings they name.
-use super::layout::{self, Layout};
+use super::layout::{Layout, StrLayout};
 use super::linetable;
 use super::memory::{i32_at, u64_at, Memory, ReadError};
 use std::collections::HashMap;
@@ -28,15 +28,22 @@ const MAX_STR: usize = 4096;
 const MAX_TABLE: usize = 1 << 20;
 
 impl Codes {
-    /// `qualname (file.py:line)` of a frame running `code`, its last instruction at `prev_instr`.
+    /// `qualname (file.py:line)` of a frame running `code`, at instruction `instr` (3.11 and 3.12: the last
+    /// one run, `prev_instr`; 3.13: the one running, `instr_ptr`). `code_type` is the address of
+    /// `PyCode_Type` (0: unknown): an object of another type is not read (memory that changed under the read).
     pub fn frame_name(
         &mut self,
         mem: &Memory,
         l: &Layout,
         code: u64,
-        prev_instr: u64,
+        instr: u64,
+        code_type: u64,
     ) -> Result<Arc<str>, ReadError> {
         let head = mem.bytes(code, l.code_read)?;
+        // PyObject.ob_type.
+        if code_type != 0 && u64_at(&head, 8) != code_type {
+            return Err(ReadError::Unmapped(code));
+        }
         let key = [
             u64_at(&head, l.code_qualname),
             u64_at(&head, l.code_filename),
@@ -45,10 +52,10 @@ impl Codes {
         if self.codes.get(&code).is_none_or(|c| c.key != key) {
             let c = Code {
                 key,
-                qualname: read_str(mem, key[0])?,
-                file: short_file(&read_str(mem, key[1])?),
+                qualname: read_str(mem, &l.str, key[0])?,
+                file: short_file(&read_str(mem, &l.str, key[1])?),
                 first_line: i32_at(&head, l.code_first_line),
-                linetable: read_bytes(mem, key[2])?,
+                linetable: read_bytes(mem, l, key[2])?,
             };
             self.names.retain(|k, _| k.0 != code);
             self.codes.insert(code, c);
@@ -57,7 +64,7 @@ impl Codes {
         // The instruction run last, in code units (2 bytes) from the start of the code; before the first
         // instruction a frame is at its first line.
         let start = code + l.code_code;
-        let line = match prev_instr.checked_sub(start) {
+        let line = match instr.checked_sub(start) {
             Some(bytes) => linetable::line_of(&c.linetable, c.first_line, bytes / 2),
             None => Some(c.first_line),
         }
@@ -81,20 +88,20 @@ fn short_file(path: &str) -> String {
 }
 
 /// A Python `str` (compact: ASCII, Latin-1, UCS-2 or UCS-4).
-pub fn read_str(mem: &Memory, addr: u64) -> Result<String, ReadError> {
-    let head = mem.bytes(addr, layout::STR_STATE + 4)?;
-    let len = (u64_at(&head, layout::STR_LENGTH) as usize).min(MAX_STR);
-    let state = head[layout::STR_STATE];
+pub fn read_str(mem: &Memory, l: &StrLayout, addr: u64) -> Result<String, ReadError> {
+    let head = mem.bytes(addr, l.state.max(l.length + 4) + 4)?;
+    let len = (u64_at(&head, l.length) as usize).min(MAX_STR);
+    let state = head[l.state];
     let (kind, compact, ascii) = ((state >> 2) & 7, state & 32 != 0, state & 64 != 0);
     if !compact {
         return Ok("?".into());
     }
     if ascii {
-        let bytes = mem.bytes(addr + layout::STR_ASCII_DATA, len)?;
+        let bytes = mem.bytes(addr + l.ascii_data, len)?;
         return Ok(String::from_utf8_lossy(&bytes).into_owned());
     }
     let width = usize::from(kind.clamp(1, 4));
-    let bytes = mem.bytes(addr + layout::STR_COMPACT_DATA, len * width)?;
+    let bytes = mem.bytes(addr + l.compact_data, len * width)?;
     let chars = bytes.chunks_exact(width).map(|c| {
         let mut v = [0u8; 4];
         v[..width].copy_from_slice(c);
@@ -104,9 +111,9 @@ pub fn read_str(mem: &Memory, addr: u64) -> Result<String, ReadError> {
 }
 
 /// A Python `bytes` object's contents.
-fn read_bytes(mem: &Memory, addr: u64) -> Result<Vec<u8>, ReadError> {
-    let size = mem.u64(addr + layout::BYTES_SIZE as u64)? as usize;
-    mem.bytes(addr + layout::BYTES_DATA, size.min(MAX_TABLE))
+fn read_bytes(mem: &Memory, l: &Layout, addr: u64) -> Result<Vec<u8>, ReadError> {
+    let size = mem.u64(addr + l.bytes_size)? as usize;
+    mem.bytes(addr + l.bytes_data, size.min(MAX_TABLE))
 }
 
 #[cfg(test)]

@@ -3,19 +3,24 @@
 //!
 //! [`detect`] finds the interpreter a process runs (its binary or libpython, `_PyRuntime` among the dynamic
 //! symbols, the version in `Py_Version`), [`Runtime::stack`] reads one thread's chain of interpreter frames
-//! (3.11: `_PyRuntime.interpreters.head->threads.head`, the thread whose `native_thread_id` is the tid, its
-//! `cframe->current_frame`, then `previous`), naming each `qualname (file.py:line)` from its code object
-//! ([`code`]) and the line table ([`linetable`]). [`layout`] holds the offsets per version; a version without
-//! one is reported as such and read no further.
+//! (`_PyRuntime.interpreters.head->threads.head`, the thread whose `native_thread_id` is the tid, its
+//! `cframe->current_frame` (3.11, 3.12) or `current_frame` (3.13), then `previous`), naming each `qualname
+//! (file.py:line)` from its code object ([`code`]) and the line table ([`linetable`]). [`layout`] holds the
+//! offsets of 3.11 and 3.12; 3.13's come from the process ([`debug_offsets`]). Another version is reported as
+//! such and read no further.
 pub mod code;
+pub mod debug_offsets;
 pub mod layout;
 pub mod linetable;
 pub mod memory;
 pub mod threads;
 
+#[cfg(test)]
+mod live_tests;
+
 use crate::elf_layout::ElfLayout;
 use crate::process;
-use layout::Layout;
+use layout::{Current, Layout, Reader};
 use memory::{u64_at, Memory, ReadError};
 use object::{Object, ObjectSection, ObjectSymbol};
 use std::collections::HashMap;
@@ -39,8 +44,9 @@ pub enum PythonError {
 pub struct PyFrame {
     /// `qualname (file.py:line)`.
     pub name: Arc<str>,
-    /// The frame is the first one an invocation of `_PyEval_EvalFrameDefault` ran (3.11's `is_entry`): the
-    /// frames from the leaf down to it were run by one C frame of the evaluator.
+    /// The frame is the first one an invocation of `_PyEval_EvalFrameDefault` ran (3.11's `is_entry`; 3.12
+    /// and later: the next frame is the evaluator's shim on the C stack): the frames from the leaf down to it
+    /// were run by one C frame of the evaluator.
     pub entry: bool,
 }
 
@@ -49,7 +55,8 @@ pub struct PyFrame {
 pub struct PyStack {
     /// Leaf first; empty when the thread had no Python frame.
     pub frames: Vec<PyFrame>,
-    /// Where the thread's `_PyCFrame` is (on its C stack), and the interpreter frame it pointed at.
+    /// Where the thread's `_PyCFrame` is (on its C stack; 0 in 3.13, which has none), and the interpreter
+    /// frame the thread ran.
     pub cframe: u64,
     pub current_frame: u64,
     /// The address of the outermost Python frame (0 without frames).
@@ -78,20 +85,23 @@ pub enum Sampled {
 pub enum Detected {
     NotPython,
     Python(Box<Runtime>),
-    /// CPython of a version whose layout rprof does not know (`3.13.0`).
+    /// CPython of a version whose layout rprof does not know (`3.14.0`), or whose debug offsets it did not
+    /// take (`3.13.0: a free-threaded build ...`).
     Unsupported(String),
 }
 
 /// The interpreter of one process.
 pub struct Runtime {
     mem: Memory,
-    layout: &'static Layout,
+    layout: Layout,
     /// `major.minor.micro`.
     pub version: String,
     /// The runtime address of `_PyRuntime`.
     runtime: u64,
     /// Where `_PyEval_EvalFrameDefault` runs (empty when the binary does not export it).
     pub eval: Range<u64>,
+    /// The runtime address of `PyCode_Type` (0 when the binary does not export it).
+    code_type: u64,
     /// tid -> its `PyThreadState` (as last found).
     threads: HashMap<u32, u64>,
     codes: code::Codes,
@@ -102,6 +112,7 @@ struct Symbols {
     runtime: u64,
     version: Option<u64>,
     eval: Option<(u64, u64)>,
+    code_type: Option<u64>,
 }
 
 /// Find the CPython interpreter process `pid` runs: the libpython it maps, else its python binary.
@@ -141,8 +152,18 @@ pub fn detect(pid: u32) -> Detected {
             },
         };
         let version = format!("{major}.{minor}.{micro}");
-        let Some(layout) = layout::of_version(major, minor) else {
-            return Detected::Unsupported(version);
+        let runtime = bias.wrapping_add(syms.runtime);
+        let layout = match layout::of_version(major, minor) {
+            Some(Reader::Table(layout)) => *layout,
+            Some(Reader::DebugOffsets) => match mem
+                .bytes(runtime, debug_offsets::SIZE_3_13)
+                .map_err(|e| e.to_string())
+                .and_then(|b| debug_offsets::layout_3_13(&b).map_err(|e| e.to_string()))
+            {
+                Ok(layout) => layout,
+                Err(why) => return Detected::Unsupported(format!("{version}: {why}")),
+            },
+            None => return Detected::Unsupported(version),
         };
         let eval = syms.eval.map_or(0..0, |(a, size)| {
             bias.wrapping_add(a)..bias.wrapping_add(a + size)
@@ -151,8 +172,9 @@ pub fn detect(pid: u32) -> Detected {
             mem,
             layout,
             version,
-            runtime: bias.wrapping_add(syms.runtime),
+            runtime,
             eval,
+            code_type: syms.code_type.map_or(0, |a| bias.wrapping_add(a)),
             threads: HashMap::new(),
             codes: code::Codes::default(),
         }));
@@ -164,7 +186,7 @@ fn file_name(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
 }
 
-/// `python3.11`, `libpython3.11.so.1.0`, `python3.12d` (not `python3.11-config`).
+/// `python3.11`, `libpython3.11.so.1.0`, `python3.12d`, `python3.13t` (not `python3.11-config`).
 pub fn is_python_file(path: &str) -> bool {
     path.starts_with('/') && version_of_name(path).is_some()
 }
@@ -177,9 +199,11 @@ fn version_of_name(path: &str) -> Option<(u32, u32)> {
         .or_else(|| name.strip_prefix("python"))?;
     let (major, rest) = rest.split_once('.')?;
     let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    // A free-threaded build's `t` (3.13t), a debug build's `d`.
     let after = &rest[digits.len()..];
-    if !(after.is_empty() || after.starts_with(".so") || after == "d" || after.starts_with("d.so"))
-    {
+    let after = after.strip_prefix('t').unwrap_or(after);
+    let after = after.strip_prefix('d').unwrap_or(after);
+    if !(after.is_empty() || after.starts_with(".so")) {
         return None;
     }
     Some((major.parse().ok()?, digits.parse().ok()?))
@@ -220,12 +244,14 @@ fn read_symbols(pid: u32, path: &str) -> Option<(Symbols, ElfLayout)> {
         runtime: 0,
         version: None,
         eval: None,
+        code_type: None,
     };
     for s in elf.dynamic_symbols().chain(elf.symbols()) {
         match s.name() {
             Ok("_PyRuntime") => syms.runtime = s.address(),
             Ok("Py_Version") => syms.version = Some(s.address()),
             Ok("_PyEval_EvalFrameDefault") => syms.eval = Some((s.address(), s.size())),
+            Ok("PyCode_Type") => syms.code_type = Some(s.address()),
             _ => {}
         }
     }
@@ -292,8 +318,8 @@ const MAX_THREADS: usize = 4096;
 
 impl Runtime {
     /// The Python stack of OS thread `tid`, read now. `at_sample` gives, for the address of the thread's
-    /// `_PyCFrame`, the `current_frame` it held at the sample (from a stack copy), when known: when the thread
-    /// has called further since, the stack is cut to start at that frame (see [`Sampled`]).
+    /// `_PyCFrame.current_frame` field, the value it held at the sample (from a stack copy), when known: when
+    /// the thread has called further since, the stack is cut to start at that frame (see [`Sampled`]).
     pub fn stack(
         &mut self,
         tid: u32,
@@ -302,10 +328,18 @@ impl Runtime {
         let l = self.layout;
         let tstate = self.thread_state(tid)?;
         let buf = self.mem.bytes(tstate, l.tstate_read)?;
-        let cframe = u64_at(&buf, l.tstate_cframe);
-        let current = match cframe {
-            0 => 0,
-            c => self.mem.u64(c + l.cframe_current_frame)?,
+        let (cframe, current) = match l.current {
+            Current::CFrame {
+                tstate_cframe,
+                current_frame,
+                ..
+            } => match u64_at(&buf, tstate_cframe) {
+                0 => (0, 0),
+                c => (c, self.mem.u64(c + current_frame)?),
+            },
+            Current::Direct {
+                tstate_current_frame,
+            } => (0, u64_at(&buf, tstate_current_frame)),
         };
         let mut stack = PyStack {
             frames: Vec::new(),
@@ -315,20 +349,7 @@ impl Runtime {
             sampled: Sampled::Unknown,
         };
         let sampled_frame = self.sampled_frame(cframe, at_sample);
-        let mut addrs = Vec::new();
-        let mut frame = current;
-        while frame != 0 && stack.frames.len() < MAX_DEPTH {
-            let f = self.mem.bytes(frame, l.frame_read)?;
-            let code = u64_at(&f, l.frame_code);
-            let prev_instr = u64_at(&f, l.frame_prev_instr);
-            let name = self.codes.frame_name(&self.mem, l, code, prev_instr)?;
-            stack.frames.push(PyFrame {
-                name,
-                entry: f[l.frame_is_entry] != 0,
-            });
-            addrs.push(frame);
-            frame = u64_at(&f, l.frame_previous);
-        }
+        let addrs = self.frames(current, &mut stack.frames)?;
         stack.outermost = addrs.last().copied().unwrap_or(0);
         if let Some(at) = sampled_frame {
             stack.sampled = match addrs.iter().position(|&a| a == at) {
@@ -343,20 +364,67 @@ impl Runtime {
         Ok(stack)
     }
 
+    /// Read the chain of interpreter frames from `frame` outward into `frames` (leaf first); returns the
+    /// address of each. 3.12 and later put a shim frame (owner [`layout::FRAME_OWNED_BY_CSTACK`], no Python
+    /// function's) on the C stack at the start of each evaluator call: it is left out, and marks the frame
+    /// before it as the call's entry frame.
+    fn frames(
+        &mut self,
+        mut frame: u64,
+        frames: &mut Vec<PyFrame>,
+    ) -> Result<Vec<u64>, PythonError> {
+        let l = self.layout;
+        let mut addrs = Vec::new();
+        let mut steps = 0;
+        while frame != 0 && frames.len() < MAX_DEPTH && steps < 2 * MAX_DEPTH {
+            steps += 1;
+            let f = self.mem.bytes(frame, l.frame_read)?;
+            let previous = u64_at(&f, l.frame_previous);
+            let entry = match l.frame_is_entry {
+                Some(at) => f[at] != 0,
+                None if f[l.frame_owner] == layout::FRAME_OWNED_BY_CSTACK => {
+                    if let Some(last) = frames.last_mut() {
+                        last.entry = true;
+                    }
+                    frame = previous;
+                    continue;
+                }
+                None => false,
+            };
+            let code = u64_at(&f, l.frame_code);
+            let instr = u64_at(&f, l.frame_instr);
+            let name = self
+                .codes
+                .frame_name(&self.mem, &l, code, instr, self.code_type)?;
+            frames.push(PyFrame { name, entry });
+            addrs.push(frame);
+            frame = previous;
+        }
+        Ok(addrs)
+    }
+
     /// The interpreter frame the thread ran at the sample: the `current_frame` the sample's stack copy holds
     /// (`at_sample`) of the innermost `_PyCFrame` in the copy. When the thread has entered the evaluator again
     /// since (a C call back into Python: `sorted`'s key, a generator), its `cframe` lies below the copied
-    /// stack: its `previous` chain leads back to the sampled one.
+    /// stack: its `previous` chain leads back to the sampled one. None in 3.13 (no `_PyCFrame`).
     fn sampled_frame(&self, cframe: u64, at_sample: impl Fn(u64) -> Option<u64>) -> Option<u64> {
+        let Current::CFrame {
+            current_frame,
+            previous,
+            ..
+        } = self.layout.current
+        else {
+            return None;
+        };
         let mut c = cframe;
         for _ in 0..MAX_CFRAMES {
             if c == 0 {
                 return None;
             }
-            if let Some(frame) = at_sample(c) {
+            if let Some(frame) = at_sample(c + current_frame) {
                 return Some(frame);
             }
-            c = self.mem.u64(c + self.layout.cframe_previous).ok()?;
+            c = self.mem.u64(c + previous).ok()?;
         }
         None
     }
@@ -382,8 +450,8 @@ impl Runtime {
                 self.threads.insert(native, t);
                 t = u64_at(&buf, l.tstate_next);
             }
-            // PyInterpreterState.next is its first field.
-            interp = self.mem.u64(interp)?;
+            seen += 1;
+            interp = self.mem.u64(interp + l.interp_next)?;
         }
         self.threads
             .get(&tid)
@@ -395,7 +463,14 @@ impl Runtime {
     /// first), when `threading` started it (see [`threads`]).
     pub fn thread_name(&self, stack: &PyStack) -> Option<String> {
         let outermost = stack.frames.last()?;
-        threads::thread_name(&self.mem, stack.outermost, &outermost.name)
+        let l = &self.layout;
+        threads::thread_name(
+            &self.mem,
+            &l.thread_names,
+            &l.str,
+            stack.outermost,
+            &outermost.name,
+        )
     }
 
     /// Forget the code objects read (a long session: they are read again when met).
@@ -408,11 +483,21 @@ impl Runtime {
 mod tests {
     use super::{layout, version_of_file, version_of_name};
 
-    /// Check the version gate: only 3.11 has a layout; 3.12 and later (and 2.x, 3.10) are read no further.
+    /// Check the version gate: 3.11 and 3.12 by table, 3.13 by its debug offsets; 3.14 and later (and 2.x,
+    /// 3.10) are read no further.
     #[test]
     fn only_known_versions_are_read() {
-        assert_eq!(layout::of_version(3, 11), Some(&layout::V3_11));
-        for (major, minor) in [(3, 12), (3, 13), (3, 14), (3, 10), (2, 7)] {
+        use layout::Reader;
+        assert_eq!(
+            layout::of_version(3, 11),
+            Some(Reader::Table(&layout::V3_11))
+        );
+        assert_eq!(
+            layout::of_version(3, 12),
+            Some(Reader::Table(&layout::V3_12))
+        );
+        assert_eq!(layout::of_version(3, 13), Some(Reader::DebugOffsets));
+        for (major, minor) in [(3, 14), (3, 15), (3, 10), (2, 7)] {
             assert_eq!(layout::of_version(major, minor), None, "{major}.{minor}");
         }
     }
@@ -451,6 +536,11 @@ mod tests {
             Some((3, 11))
         );
         assert_eq!(version_of_name("/usr/bin/python3.12d"), Some((3, 12)));
+        assert_eq!(version_of_name("/usr/bin/python3.13t"), Some((3, 13)));
+        assert_eq!(
+            version_of_name("/usr/lib/libpython3.13t.so.1.0"),
+            Some((3, 13))
+        );
         assert_eq!(version_of_name("/usr/bin/python3.11-config"), None);
         assert_eq!(
             version_of_name("/usr/lib/python3.11/lib-dynload/_json.cpython-311.so"),

@@ -1,17 +1,56 @@
 //! The name a Python thread was given (`threading.Thread(name=...)`, `Thread-1 (target)`), as py-spy shows it:
-//! CPython 3.11 does not give it to the OS thread (its comm stays the process's). A thread that `threading`
-//! started runs `Thread._bootstrap(self)` as its outermost Python frame: its first local is the `Thread`, whose
-//! `_name` attribute is read from the instance's managed dict (3.11: the values before the object, keyed by the
-//! type's cached keys; or a dict).
+//! CPython 3.11 to 3.13 do not give it to the OS thread (its comm stays the process's). A thread that
+//! `threading` started runs `Thread._bootstrap(self)` as its outermost Python frame: its first local is the
+//! `Thread`, whose `_name` attribute is read from the instance's managed dict, which each version keeps its own
+//! way ([`Dict`]). Offsets checked with gdb on pyenv's 3.11.7, 3.12.1 and 3.13.0 (and by the live tests).
 use super::code::read_str;
+use super::layout::StrLayout;
 use super::memory::{u64_at, Memory, ReadError};
 
-/// `_PyInterpreterFrame.localsplus` (3.11).
-const FRAME_LOCALSPLUS: u64 = 0x48;
-/// `PyTypeObject.tp_flags`, `PyHeapTypeObject.ht_cached_keys` (3.11, checked with gdb on pyenv's 3.11.7).
+/// Where the objects `_name` is read through keep their fields, in one version.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NameLayout {
+    /// `_PyInterpreterFrame.localsplus`.
+    pub frame_localsplus: u64,
+    /// `PyHeapTypeObject.ht_cached_keys`.
+    pub type_cached_keys: u64,
+    pub dict: Dict,
+}
+
+/// How an instance's managed dict is kept.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dict {
+    /// 3.11: the values pointer at `obj - 32` (the values of the type's cached keys), else the dict at `obj - 24`.
+    V311,
+    /// 3.12: one pointer at `obj - 24`, odd for values (`ptr + 1`), else the dict.
+    V312,
+    /// 3.13: the values inline after the object (`tp_basicsize`, an 8-byte header, `valid` its 4th byte) when
+    /// the type has `Py_TPFLAGS_INLINE_VALUES` and they are valid, else the dict at `obj - 24` (whose
+    /// `ma_values`, when set, have the same header).
+    V313,
+}
+
+pub const V3_11: NameLayout = NameLayout {
+    frame_localsplus: 0x48,
+    type_cached_keys: 872,
+    dict: Dict::V311,
+};
+pub const V3_12: NameLayout = NameLayout {
+    frame_localsplus: 0x48,
+    type_cached_keys: 880,
+    dict: Dict::V312,
+};
+pub const V3_13: NameLayout = NameLayout {
+    frame_localsplus: 0x48,
+    type_cached_keys: 880,
+    dict: Dict::V313,
+};
+
+/// `PyTypeObject.tp_basicsize`, `.tp_flags` (the same in 3.11 to 3.13).
+const TYPE_BASICSIZE: u64 = 32;
 const TYPE_FLAGS: u64 = 168;
-const TYPE_CACHED_KEYS: u64 = 872;
-/// `Py_TPFLAGS_MANAGED_DICT`: the values pointer is at `obj - 32`, the dict pointer at `obj - 24`.
+/// `Py_TPFLAGS_INLINE_VALUES` (3.13), `Py_TPFLAGS_MANAGED_DICT`.
+const INLINE_VALUES: u64 = 1 << 2;
 const MANAGED_DICT: u64 = 1 << 4;
 /// `PyDictObject.ma_keys`, `.ma_values`.
 const DICT_KEYS: u64 = 32;
@@ -27,35 +66,66 @@ const MAX_KEYS: u64 = 256;
 
 /// The `threading` name of the thread whose outermost Python frame is `outermost`, when that frame is
 /// `Thread._bootstrap` (`outermost_name` is its `qualname (file:line)`); None for other threads.
-pub fn thread_name(mem: &Memory, outermost: u64, outermost_name: &str) -> Option<String> {
+pub fn thread_name(
+    mem: &Memory,
+    l: &NameLayout,
+    s: &StrLayout,
+    outermost: u64,
+    outermost_name: &str,
+) -> Option<String> {
     if !outermost_name.starts_with("Thread._bootstrap (threading.py:") {
         return None;
     }
-    let thread = mem.u64(outermost + FRAME_LOCALSPLUS).ok()?;
-    let name = attribute(mem, thread, "_name").ok()??;
-    read_str(mem, name).ok()
+    let thread = mem.u64(outermost + l.frame_localsplus).ok()?;
+    let name = attribute(mem, l, s, thread, "_name").ok()??;
+    read_str(mem, s, name).ok()
 }
 
-/// Attribute `name` of an instance with a managed dict (3.11).
-fn attribute(mem: &Memory, obj: u64, name: &str) -> Result<Option<u64>, ReadError> {
+/// Attribute `name` of an instance with a managed dict.
+fn attribute(
+    mem: &Memory,
+    l: &NameLayout,
+    s: &StrLayout,
+    obj: u64,
+    name: &str,
+) -> Result<Option<u64>, ReadError> {
     let tp = mem.u64(obj + 8)?;
-    if mem.u64(tp + TYPE_FLAGS)? & MANAGED_DICT == 0 {
+    let flags = mem.u64(tp + TYPE_FLAGS)?;
+    if flags & MANAGED_DICT == 0 {
         return Ok(None);
     }
-    let values = mem.u64(obj - 32)?;
+    // The values of the type's cached keys (and where their array starts), else a dict.
+    let (values, dict) = match l.dict {
+        Dict::V311 => (mem.u64(obj - 32)?, mem.u64(obj - 24)?),
+        Dict::V312 => match mem.u64(obj - 24)? {
+            v if v & 1 == 1 => (v + 1, 0),
+            d => (0, d),
+        },
+        Dict::V313 => {
+            let inline = obj + mem.u64(tp + TYPE_BASICSIZE)?;
+            match flags & INLINE_VALUES != 0 && mem.bytes(inline, 4)?[3] != 0 {
+                true => (inline + 8, 0),
+                false => (0, mem.u64(obj - 24)?),
+            }
+        }
+    };
     if values != 0 {
-        let keys = mem.u64(tp + TYPE_CACHED_KEYS)?;
-        return match find(mem, keys, name)? {
+        let keys = mem.u64(tp + l.type_cached_keys)?;
+        return match find(mem, s, keys, name)? {
             Some((i, _)) => Ok(Some(mem.u64(values + 8 * i)?)),
             None => Ok(None),
         };
     }
-    let dict = mem.u64(obj - 24)?;
     if dict == 0 {
         return Ok(None);
     }
     let (keys, values) = (mem.u64(dict + DICT_KEYS)?, mem.u64(dict + DICT_VALUES)?);
-    match find(mem, keys, name)? {
+    let values = match (values, l.dict) {
+        (0, _) => 0,
+        (v, Dict::V313) => v + 8,
+        (v, _) => v,
+    };
+    match find(mem, s, keys, name)? {
         Some((i, _)) if values != 0 => Ok(Some(mem.u64(values + 8 * i)?)),
         Some((_, value)) => Ok(Some(value)),
         None => Ok(None),
@@ -63,7 +133,12 @@ fn attribute(mem: &Memory, obj: u64, name: &str) -> Result<Option<u64>, ReadErro
 }
 
 /// The index of key `name` in a dict's keys, and the value its entry holds (a combined dict's).
-fn find(mem: &Memory, keys: u64, name: &str) -> Result<Option<(u64, u64)>, ReadError> {
+fn find(
+    mem: &Memory,
+    s: &StrLayout,
+    keys: u64,
+    name: &str,
+) -> Result<Option<(u64, u64)>, ReadError> {
     let head = mem.bytes(keys, KEYS_HEADER)?;
     let n = u64_at(&head, KEYS_NENTRIES).min(MAX_KEYS);
     let index_bytes = 1u64 << head[KEYS_LOG2_INDEX_BYTES].min(20);
@@ -76,7 +151,7 @@ fn find(mem: &Memory, keys: u64, name: &str) -> Result<Option<(u64, u64)>, ReadE
     for i in 0..n {
         let at = (i * size) as usize + key_at;
         let key = u64_at(&entries, at);
-        if key != 0 && read_str(mem, key).is_ok_and(|k| k == name) {
+        if key != 0 && read_str(mem, s, key).is_ok_and(|k| k == name) {
             return Ok(Some((i, u64_at(&entries, at + 8))));
         }
     }

@@ -89,7 +89,7 @@ impl PythonStats {
         }
         if !self.unsupported.is_empty() {
             lines.push(format!(
-                "CPython versions rprof cannot read (their samples have native frames only; 3.11 is read): {}",
+                "CPython versions rprof cannot read (their samples have native frames only; 3.11 to 3.13 are read): {}",
                 pids(&self.unsupported)
             ));
         }
@@ -257,7 +257,7 @@ impl PythonStacks {
             self.stats.no_callchain += 1;
             return None;
         }
-        let stack = match runtime.stack(tid, |cframe| copied_current_frame(s, cframe)) {
+        let stack = match runtime.stack(tid, |field| copied_current_frame(s, field)) {
             Ok(stack) => stack,
             Err(PythonError::NoThread(_)) => {
                 self.stats.no_thread += 1;
@@ -365,14 +365,14 @@ pub(super) fn targets_python(cfg: &super::RecordConfig) -> bool {
     }
 }
 
-/// The `_PyCFrame.current_frame` the sample's user stack copy holds, when the copy covers the thread's
-/// `_PyCFrame` at `cframe` (it lives in the C frame of `_PyEval_EvalFrameDefault`).
-fn copied_current_frame(s: &SampleRecord<'_>, cframe: u64) -> Option<u64> {
+/// The `_PyCFrame.current_frame` the sample's user stack copy holds, when the copy covers that field of the
+/// thread's `_PyCFrame`, at `field` (the `_PyCFrame` lives in the C frame of `_PyEval_EvalFrameDefault`).
+fn copied_current_frame(s: &SampleRecord<'_>, field: u64) -> Option<u64> {
     let regs = s.user_regs.as_ref()?;
     let sp = crate::unwind::dwarf::UserRegs::from_sample(regs)?.sp;
     let (stack, size) = s.user_stack.as_ref()?;
     let stack = stack.as_slice();
-    let at = usize::try_from(cframe.checked_sub(sp)? + 8).ok()?;
+    let at = usize::try_from(field.checked_sub(sp)?).ok()?;
     let bytes = stack.get(at..at + 8).filter(|_| at + 8 <= *size as usize)?;
     Some(u64::from_ne_bytes(bytes.try_into().ok()?))
 }
