@@ -16,17 +16,15 @@ fn run(cmd: &mut Command) -> Output {
 
 /// Run `args` as uid 65534 (nobody) with no capabilities: the host's perf_event_paranoid unchanged.
 fn as_nobody(args: &[&str]) -> Output {
-    let rprof_bin = env!("CARGO_BIN_EXE_rprof");
+    as_nobody_with_caps(&["--inh-caps=-all"], args)
+}
+
+/// Run rprof with `args` as uid 65534 (nobody), its capabilities set by setpriv's `caps` flags.
+fn as_nobody_with_caps(caps: &[&str], args: &[&str]) -> Output {
     run(Command::new("setpriv")
-        .args([
-            "--reuid",
-            "65534",
-            "--regid",
-            "65534",
-            "--clear-groups",
-            "--inh-caps=-all",
-            rprof_bin,
-        ])
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .args(caps)
+        .arg(env!("CARGO_BIN_EXE_rprof"))
         .args(args))
 }
 
@@ -41,12 +39,7 @@ fn unprivileged_user_space_only() {
         return;
     }
     let paranoid = rprof::events::privilege::paranoid().unwrap_or(2);
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(
-        dir.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o777),
-    )
-    .unwrap();
+    let dir = common::world_writable_tempdir();
     let bin = perf_events_fixture(dir.path());
     let b = bin.to_str().unwrap();
     let data = dir.path().join("nobody.data");
@@ -119,16 +112,10 @@ fn unprivileged_user_space_only() {
 /// Run `args` as uid 65534 (nobody) with CAP_PERFMON alone (inherited and ambient, so that it survives the
 /// change of user and the exec): the host's perf_event_paranoid unchanged.
 fn as_nobody_with_perfmon(args: &[&str]) -> Output {
-    run(Command::new("setpriv")
-        .args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "--inh-caps=-all,+perfmon",
-            "--ambient-caps=+perfmon",
-            env!("CARGO_BIN_EXE_rprof"),
-        ])
-        .args(args))
+    as_nobody_with_caps(
+        &["--inh-caps=-all,+perfmon", "--ambient-caps=+perfmon"],
+        args,
+    )
 }
 
 /// The bar: with CAP_PERFMON alone, everything that needs no tracefs works, whatever the host's
@@ -154,12 +141,7 @@ fn cap_perfmon_alone_records_and_counts_system_wide() {
         );
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(
-        dir.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o777),
-    )
-    .unwrap();
+    let dir = common::world_writable_tempdir();
     perfmon_record_and_stat(dir.path());
     perfmon_top(dir.path());
     perfmon_trace();

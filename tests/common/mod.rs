@@ -391,6 +391,17 @@ pub fn probe_supervisor(pid: u32) -> Option<u32> {
     None
 }
 
+/// A temporary directory that any user can write to (for tests that run rprof as another uid).
+pub fn world_writable_tempdir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    dir
+}
+
 /// A duration as rprof prints it (`812ns`, `10.23us`, `10.02ms`, `1.500s`) in ns.
 pub fn duration_ns(text: &str) -> f64 {
     let (num, unit) = text.split_at(text.find(|c: char| c.is_ascii_alphabetic()).unwrap());
