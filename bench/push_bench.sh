@@ -12,7 +12,8 @@
 # Usage: bench/push_bench.sh [DURATION]   (default 60). Needs root, python3, perf.
 #
 # Busy mode, a host that keeps starting new binaries (a CI runner, a build farm):
-#   [RPROF_BEFORE=OLD_RPROF] bench/push_bench.sh busy [DURATION [RATE [RUNS]]]   (default 60 s, 2 a second, 3 runs)
+#   [RPROF_BEFORE=OLD_RPROF] [PUSH_ARGS=...] bench/push_bench.sh busy [DURATION [RATE [RUNS]]]
+#   (default 60 s, 2 a second, 3 runs; PUSH_ARGS are added to the symbolized pushes, e.g. `--push-cpu-budget none`)
 # A fixed load runs throughout: every 1/RATE s a tiny C program, different each time (so a new file with its own
 # build id), is compiled with gcc and run (it spins 20 ms of its own CPU time in a function named after it), and
 # a few short shell commands run (ls | sha256sum, date, grep). In each run three recorders run side by side on

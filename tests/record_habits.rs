@@ -192,3 +192,79 @@ fn frequency_above_the_kernel_limit_records_at_the_limit() {
         "{err}"
     );
 }
+
+/// The number of records of each type in a recording's data section (perf.data's header gives the section at
+/// byte 40: offset, size).
+fn record_types(path: &std::path::Path) -> std::collections::BTreeMap<u32, u64> {
+    let bytes = std::fs::read(path).unwrap();
+    let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
+    let (offset, size) = (u64_at(40) as usize, u64_at(48) as usize);
+    let mut types = std::collections::BTreeMap::new();
+    let mut at = offset;
+    while at + 8 <= offset + size {
+        let kind = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
+        let len = usize::from(u16::from_le_bytes([bytes[at + 6], bytes[at + 7]]));
+        assert!(len >= 8, "a record of {len} bytes at {at}");
+        *types.entry(kind).or_insert(0) += 1;
+        at += len;
+    }
+    types
+}
+
+/// Check that with a Python process on the host (`-a` then reads Python stacks as samples arrive: the reader
+/// wakes for each sample), the side-band records of the other processes do not wake the reader one by one: it
+/// used to wake, poll and end a round for every MMAP2, COMM, FORK and EXIT record of every process, which on a
+/// host running builds made `record -a --push` cost 3-5x `perf record` (issue 45). The session's rounds
+/// (FINISHED_ROUND records) are bounded by what may wake the reader: a sample, the 100 ms poll timeout, a
+/// half-full ring (not reached here) and the rounds that read what is left at the end; the 300 processes
+/// started meanwhile wrote thousands of side-band records.
+#[test]
+fn side_band_records_do_not_wake_the_reader() {
+    if !privileged("side_band_records_do_not_wake_the_reader") {
+        return;
+    }
+    let python = Command::new("python3")
+        .args(["-c", "import time; time.sleep(600)"])
+        .spawn()
+        .expect("run python3");
+    let python = KillOnDrop(python);
+    let exe = format!("/proc/{}/exe", python.0.id());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !std::fs::read_link(&exe).is_ok_and(|p| p.to_string_lossy().contains("python")) {
+        assert!(Instant::now() < deadline, "python3 did not start");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("w.data");
+    let started = Instant::now();
+    rprof_ok(&[
+        "record",
+        "-q",
+        "-a",
+        "-F",
+        "19",
+        "-o",
+        data.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        "for i in $(seq 300); do /bin/true; done",
+    ]);
+    let wall = started.elapsed();
+    let types = record_types(&data);
+    let count = |kind: u32| types.get(&kind).copied().unwrap_or(0);
+    let (samples, exits, rounds) = (count(9), count(4), count(68));
+    let side_band = count(3) + count(4) + count(7) + count(10);
+    // One round per 100 ms of the session and per sample, and a few at the start and the end.
+    let bound = samples + (wall.as_secs_f64() / 0.1).ceil() as u64 + 20;
+    eprintln!(
+        "{:.2} s: {side_band} side-band records ({exits} exits), {samples} samples, {rounds} rounds (bound {bound})",
+        wall.as_secs_f64()
+    );
+    assert!(exits >= 300, "{exits} exits of 300 processes: {types:?}");
+    assert!(
+        rounds <= bound,
+        "{rounds} rounds for {samples} samples in {:.2} s: the reader woke for side-band records ({side_band})",
+        wall.as_secs_f64()
+    );
+}

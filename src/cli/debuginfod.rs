@@ -72,6 +72,7 @@ impl DebuginfodArgs {
                         DebugSources {
                             dirs,
                             debuginfod: None,
+                            inflated: None,
                         },
                         None,
                     ))
@@ -109,6 +110,7 @@ impl DebuginfodArgs {
         let sources = DebugSources {
             dirs,
             debuginfod: Some(Arc::new(client)),
+            inflated: None,
         };
         Ok((sources, Some(downloads)))
     }

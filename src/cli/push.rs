@@ -227,7 +227,7 @@ pub fn config(a: &PushArgs, record: &RecordConfig) -> anyhow::Result<Option<Push
         auth,
         tenant: a.tenant.clone(),
         ca_file: a.ca.clone(),
-        symbolizer: Default::default(),
+        symbolizer: symbolizer(record),
         unsymbolized: a.unsymbolized,
         kallsyms_copy: !record.no_buildid_cache,
         budget: (a.cpu_budget.is_finite() || a.mem_budget < u64::MAX).then_some(PushBudget {
@@ -235,4 +235,18 @@ pub fn config(a: &PushArgs, record: &RecordConfig) -> anyhow::Result<Option<Push
             mem: a.mem_budget,
         }),
     }))
+}
+
+/// The push's symbolizer: compressed debug sections (libc6-dbg's) are kept inflated in the build-id cache
+/// (unless `-N`), within its bound: each period that meets new addresses in libc loads its DWARF again.
+fn symbolizer(record: &RecordConfig) -> rprof::symbols::SymbolizerOptions {
+    let mut options = rprof::symbols::SymbolizerOptions::default();
+    if !record.no_buildid_cache {
+        options.debug.inflated =
+            rprof::buildid::buildid_dir().map(|dir| rprof::symbols::InflatedCache {
+                dir,
+                bound: record.buildid_cache_size,
+            });
+    }
+    options
 }

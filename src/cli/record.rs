@@ -93,9 +93,10 @@ pub struct RecordArgs {
     #[arg(long = "debug-dir", default_value = "/usr/lib/debug")]
     pub debug_dir: Vec<PathBuf>,
     /// Do not keep copies in the build-id cache ($PERF_BUILDID_DIR, else ~/.debug, in perf's layout): of
-    /// /proc/kallsyms and the vDSO, which report and --push use to name kernel and vDSO frames, and (when the
+    /// /proc/kallsyms and the vDSO, which report and --push use to name kernel and vDSO frames, (when the
     /// recording ends) of the binaries its samples are in, which report and perf report use once a binary was
-    /// rebuilt or deleted.
+    /// rebuilt or deleted, and (--push) of compressed debug sections inflated, which later loads map instead of
+    /// inflating them again.
     #[arg(short = 'N', long = "no-buildid-cache")]
     pub no_buildid_cache: bool,
     /// The bound on the bytes of rprof's copies in the build-id cache (K, M or G after the number): the ones

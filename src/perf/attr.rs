@@ -260,6 +260,14 @@ impl Attr {
         self
     }
 
+    /// Wake the reader after every `samples` samples (side-band records, however many, wake it only at half
+    /// the buffer): the kernel counts PERF_RECORD_SAMPLE records alone towards `wakeup_events`.
+    pub fn wakeup_samples(mut self, samples: u32) -> Attr {
+        self.raw.set_watermark(0);
+        self.raw.__bindgen_anon_2.wakeup_events = samples;
+        self
+    }
+
     /// Deepest kernel+user callchain to collect (0: the kernel default, kernel.perf_event_max_stack).
     pub fn max_stack(mut self, frames: u16) -> Attr {
         self.raw.sample_max_stack = frames;

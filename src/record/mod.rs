@@ -315,8 +315,11 @@ impl Session {
             .collect();
         let mut attrs = attrs;
         if python::targets_python(cfg) {
-            // Python stacks are read as samples arrive: the reader wakes for each sample.
-            attrs[0] = attrs[0].wakeup_watermark(1);
+            // Python stacks are read as samples arrive: the reader wakes for each sample. For each sample
+            // only: a byte watermark would wake it for every side-band record too (MMAP2, COMM, FORK, EXIT of
+            // every process of a busy host: a poll and a round per record, which made `-a --push` cost 3-5x
+            // `perf record` on a host running builds beside any python process).
+            attrs[0] = attrs[0].wakeup_samples(1);
         }
         let kernel_attr = attrs[0];
         let workload = match (&cfg.target, &cfg.companion) {

@@ -7,7 +7,8 @@ use super::elf::{
 use super::fde::Fdes;
 use super::unnamed::{Unknown, Unnamed};
 use super::{
-    demangle, DebugSources, ElfInfo, Frame, FunctionRange, SymbolError, SymbolizerOptions,
+    demangle, DebugSources, ElfInfo, Frame, FunctionRange, InflatedCache, SymbolError,
+    SymbolizerOptions,
 };
 use crate::addr::{ElfAddr, FileOffset};
 use crate::mapped::MappedFile;
@@ -271,6 +272,8 @@ pub(crate) struct Binary {
     dwarf: Option<Dwarf>,
     /// The file holding the DWARF (the binary or its debug file).
     dwarf_file: Option<MappedFile>,
+    /// Where its compressed sections are kept inflated.
+    inflated: Option<InflatedCache>,
     /// Why an address no symbol covers has no name: the binary is stripped, or only that code is unnamed.
     unnamed: Unnamed,
     fdes: Option<Fdes>,
@@ -286,7 +289,7 @@ impl Binary {
         sources: &DebugSources,
     ) -> Result<Binary, SymbolError> {
         let loaded = load(opened, original, expected_build_id, sources)?;
-        Ok(Binary::from_loaded(loaded))
+        Ok(Binary::from_loaded(loaded, sources.inflated.clone()))
     }
 
     /// A binary from bytes read elsewhere (the vDSO, from memory); `name` stands for it in errors.
@@ -299,18 +302,19 @@ impl Binary {
             data: MappedFile::from_vec(bytes),
         };
         let loaded = load_data(data, name, name, expected_build_id, &DebugSources::none())?;
-        Ok(Binary::from_loaded(loaded))
+        Ok(Binary::from_loaded(loaded, None))
     }
 
     /// The lookup table (symbols and PLT entries) and DWARF of what [`load`] read.
-    fn from_loaded(mut loaded: Loaded) -> Binary {
+    fn from_loaded(mut loaded: Loaded, inflated: Option<InflatedCache>) -> Binary {
         loaded.symbols.append(&mut loaded.plt);
         let symbols = SymbolTable::new(std::mem::take(&mut loaded.symbols));
-        let dwarf = loaded.dwarf.clone().and_then(Dwarf::from_data);
+        let dwarf = (loaded.dwarf.clone()).and_then(|d| Dwarf::from_data(d, inflated.as_ref()));
         Binary {
             info: loaded.info,
             symbols,
             dwarf_file: loaded.dwarf.filter(|_| dwarf.is_some()),
+            inflated,
             dwarf,
             unnamed: match loaded.stripped {
                 true => Unnamed::Stripped,
@@ -342,7 +346,7 @@ impl Binary {
     fn dwarf(&mut self) -> Option<&mut Dwarf> {
         if self.dwarf.is_none() {
             let file = self.dwarf_file.clone()?;
-            self.dwarf = Dwarf::from_data(file);
+            self.dwarf = Dwarf::from_data(file, self.inflated.as_ref());
         }
         self.dwarf.as_mut()
     }

@@ -36,6 +36,7 @@ mod vdso;
 
 pub use code::function_code;
 pub use demangle::demangle;
+pub use dwarf::inflated::InflatedCache;
 pub use kallsyms::{parse_kallsyms, KernelSymbols, Marks};
 pub use kernel::KernelRef;
 pub use listing::{elf_info, function_symbols, ElfInfo, FunctionSymbol};
@@ -61,6 +62,8 @@ pub struct DebugSources {
     pub dirs: Vec<PathBuf>,
     /// debuginfod servers, asked for what the local files do not have (None: local files only).
     pub debuginfod: Option<Arc<Debuginfod>>,
+    /// Keep compressed debug sections inflated on disk here, per build id (None: inflate at each load).
+    pub inflated: Option<InflatedCache>,
 }
 
 impl DebugSources {
@@ -74,6 +77,7 @@ impl DebugSources {
         DebugSources {
             dirs,
             debuginfod: None,
+            inflated: None,
         }
     }
 
@@ -88,6 +92,7 @@ impl Default for DebugSources {
         DebugSources {
             dirs: vec![PathBuf::from("/usr/lib/debug")],
             debuginfod: None,
+            inflated: None,
         }
     }
 }

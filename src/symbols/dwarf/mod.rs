@@ -17,6 +17,7 @@
 //! directory) is read when a unit is a skeleton; DWARF packages (`.dwp`) are not searched. An address that
 //! `.debug_aranges` does not cover has no DWARF, as libdw has it.
 mod functions;
+pub(crate) mod inflated;
 mod lines;
 
 use super::dies::Dies;
@@ -24,6 +25,7 @@ use super::SourceLine;
 use crate::mapped::MappedFile;
 use functions::{inlined_at, Functions, Inlined};
 use gimli::{EndianReader, Reader as _, RunTimeEndian, SectionId, UnitOffset};
+use inflated::{Inflated, InflatedCache};
 use lines::{FileNames, Lines};
 use object::{CompressionFormat, Object, ObjectSection};
 use std::ops::Range;
@@ -80,12 +82,26 @@ pub(crate) struct Dwarf {
 
 impl Dwarf {
     /// Load the DWARF sections of the ELF file held in `data`; None when it cannot be parsed.
-    pub fn from_data(data: MappedFile) -> Option<Dwarf> {
+    /// With `cache`, compressed sections come inflated from the cache's file of the build id, or are inflated
+    /// and written there (see [`inflated`]).
+    pub fn from_data(data: MappedFile, cache: Option<&InflatedCache>) -> Option<Dwarf> {
         let file = object::File::parse(&*data).ok()?;
+        let build_id = cache.and(file.build_id().ok().flatten());
+        let kept = cache
+            .zip(build_id)
+            .and_then(|(cache, id)| Inflated::open(&cache.dir, id));
+        let mut compressed = Vec::new();
         let sections = gimli::DwarfSections::load(|id| -> Result<Reader, ()> {
-            Ok(load_section(&data, &file, id, false))
+            let inflate = Inflate {
+                kept: kept.as_ref(),
+                loaded: &mut compressed,
+            };
+            Ok(load_section(&data, &file, id, false, Some(inflate)))
         })
         .ok()?;
+        if let Some((cache, id)) = cache.zip(build_id) {
+            keep_inflated(cache, id, &compressed);
+        }
         let mut mapped = data.len()..0;
         let _ = sections.borrow(|r| {
             if let Some(start) = (r.bytes().as_ptr() as usize).checked_sub(data.as_ptr() as usize) {
@@ -313,9 +329,10 @@ fn load_dwo(dies: &mut Dies<Reader>, unit: usize) -> Option<(Box<Dies<Reader>>, 
     path.push(std::ffi::OsStr::from_bytes(&name.to_slice().ok()?));
     let data = MappedFile::open(&path).ok()?;
     let file = object::File::parse(&*data).ok()?;
-    let mut dwarf =
-        gimli::Dwarf::load(|id| -> Result<Reader, ()> { Ok(load_section(&data, &file, id, true)) })
-            .ok()?;
+    let mut dwarf = gimli::Dwarf::load(|id| -> Result<Reader, ()> {
+        Ok(load_section(&data, &file, id, true, None))
+    })
+    .ok()?;
     dwarf.make_dwo(&dies.dwarf);
     let header = dwarf.units().next().ok()??;
     let start = header.debug_info_offset()?.0;
@@ -363,9 +380,41 @@ fn endian_of(file: &object::File<'_>) -> RunTimeEndian {
     }
 }
 
+/// Where compressed sections come from and go: the sections kept inflated for the file's build id, and the
+/// compressed sections loaded (name, bytes, whether they were inflated now).
+struct Inflate<'a> {
+    kept: Option<&'a Inflated>,
+    loaded: &'a mut Vec<(&'static str, Reader, bool)>,
+}
+
+/// Write the compressed sections `loaded` into `cache` when some were inflated now (none kept yet, or some kept
+/// at another length: all are written again).
+fn keep_inflated(cache: &InflatedCache, build_id: &[u8], loaded: &[(&'static str, Reader, bool)]) {
+    if !loaded.iter().any(|(_, _, now)| *now) {
+        return;
+    }
+    let sections: Vec<(&str, &[u8])> = loaded
+        .iter()
+        .map(|(name, reader, _)| (*name, reader.bytes()))
+        .collect();
+    if let Err(e) = inflated::store(cache, build_id, &sections) {
+        eprintln!(
+            "rprof: warning: cannot keep inflated debug sections in {}: {e} (they are inflated again next time)",
+            cache.dir.display()
+        );
+    }
+}
+
 /// One DWARF section of `file` (whose bytes are `data`); `dwo` picks the split-DWARF section names. Missing,
-/// unreadable and never-needed sections are empty.
-fn load_section(data: &MappedFile, file: &object::File<'_>, id: SectionId, dwo: bool) -> Reader {
+/// unreadable and never-needed sections are empty. With `inflate`, a compressed section is taken from the ones
+/// kept inflated when they have it at its length, and noted.
+fn load_section(
+    data: &MappedFile,
+    file: &object::File<'_>,
+    id: SectionId,
+    dwo: bool,
+    inflate: Option<Inflate<'_>>,
+) -> Reader {
     let endian = endian_of(file);
     let empty = Reader::new(no_bytes(), endian);
     // Location lists and macros describe variables and macros: symbolization never reads them.
@@ -403,10 +452,24 @@ fn load_section(data: &MappedFile, file: &object::File<'_>, id: SectionId, dwo: 
         // header: one that the compressed bytes cannot fill is corrupt, and is not allocated.
         _ => match section.compressed_data() {
             Ok(compressed) if crate::elf_layout::fits_expansion(&compressed) => {
-                match compressed.decompress() {
-                    Ok(bytes) => Reader::new(MappedFile::from_vec(bytes.into_owned()), endian),
-                    Err(_) => empty,
+                let name = id.name();
+                let kept = inflate
+                    .as_ref()
+                    .and_then(|i| i.kept?.section(name, compressed.uncompressed_size));
+                let (reader, now) = match kept {
+                    Some((map, range)) => (Reader::new(map, endian).range(range), false),
+                    None => match compressed.decompress() {
+                        Ok(bytes) => (
+                            Reader::new(MappedFile::from_vec(bytes.into_owned()), endian),
+                            true,
+                        ),
+                        Err(_) => return empty,
+                    },
+                };
+                if let Some(inflate) = inflate {
+                    inflate.loaded.push((name, reader.clone(), now));
                 }
+                reader
             }
             _ => empty,
         },
