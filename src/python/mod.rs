@@ -24,7 +24,6 @@ use layout::{Current, Layout, Reader};
 use memory::{u64_at, Memory, ReadError};
 use object::{Object, ObjectSection, ObjectSymbol};
 use std::collections::HashMap;
-use std::io::Read;
 use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
@@ -108,12 +107,22 @@ pub struct Runtime {
 }
 
 /// The dynamic symbols rprof needs from the interpreter's binary, as ELF addresses.
+#[derive(Clone, Copy)]
 struct Symbols {
     runtime: u64,
     version: Option<u64>,
     eval: Option<(u64, u64)>,
     code_type: Option<u64>,
 }
+
+/// An interpreter file as found on disk: (device, inode, size, modification time in ns).
+type FileIdentity = (u64, u64, u64, i64);
+
+/// The symbols and layout of each interpreter file read so far, by identity: a host runs many processes of
+/// one python, and `record -a` looks at each new one (reading a 30 MB libpython for each cost a push most of
+/// its CPU). A file replaced in place has another identity.
+static SYMBOLS_SEEN: std::sync::Mutex<Option<HashMap<FileIdentity, Option<(Symbols, ElfLayout)>>>> =
+    std::sync::Mutex::new(None);
 
 /// Find the CPython interpreter process `pid` runs: the libpython it maps, else its python binary.
 pub fn detect(pid: u32) -> Detected {
@@ -236,9 +245,29 @@ pub fn version_of_file(path: &Path) -> Option<(u32, u32)> {
 /// `_PyRuntime`, `Py_Version` and `_PyEval_EvalFrameDefault` from the dynamic symbols of `path` (as process
 /// `pid` sees it), with the file's load layout.
 fn read_symbols(pid: u32, path: &str) -> Option<(Symbols, ElfLayout)> {
-    let (mut file, _) = process::open_target_file(pid, Path::new(path)).ok()?;
-    let mut data = Vec::new();
-    file.read_to_end(&mut data).ok()?;
+    use std::os::unix::fs::MetadataExt;
+    let (file, found_at) = process::open_target_file(pid, Path::new(path)).ok()?;
+    let meta = file.metadata().ok()?;
+    let id = (
+        meta.dev(),
+        meta.ino(),
+        meta.size(),
+        meta.mtime_nsec() + meta.mtime() * 1_000_000_000,
+    );
+    let mut seen = SYMBOLS_SEEN.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(known) = seen.get_or_insert_with(HashMap::new).get(&id) {
+        return known.clone();
+    }
+    let read = symbols_of(&found_at);
+    seen.get_or_insert_with(HashMap::new)
+        .insert(id, read.clone());
+    read
+}
+
+/// The symbols rprof needs from an interpreter file, and its layout (the file mapped, not read: only its
+/// headers and symbol tables are touched).
+fn symbols_of(path: &Path) -> Option<(Symbols, ElfLayout)> {
+    let data = crate::mapped::MappedFile::open(path).ok()?;
     let elf = object::File::parse(&*data).ok()?;
     let mut syms = Symbols {
         runtime: 0,
