@@ -290,8 +290,11 @@ fn add(
         _ => Vec::new(),
     };
     let user_strings = kind == ProbeType::Tracepoint && spec.target == "syscalls";
+    // A register is read at a function's entry or a USDT probe (at a return it would be the entry's: `reg()`
+    // there, and at profile and software probes, reads 0 with a line).
+    let registers = !at_return && matches!(kind, ProbeType::Uprobe | ProbeType::Kprobe | ProbeType::Usdt);
     for r in refs {
-        if p.values.iter().any(|v| &v.r == r) {
+        if p.values.iter().any(|v| &v.r == r) || (matches!(r, ValueRef::Reg(_)) && !registers) {
             continue;
         }
         if let Some(mut v) = planned_value(r, &tp_fields, user_strings) {
@@ -357,6 +360,7 @@ fn planned_value(r: &ValueRef, fields: &[TpField], user_strings: bool) -> Option
         ValueRef::ArgStr(n) => (format!("arg{n}"), None),
         ValueRef::Retval => ("ret".into(), Some(IntType::U64)),
         ValueRef::RetvalStr => ("ret".into(), None),
+        ValueRef::Reg(name) => (format!("%{name}"), Some(IntType::U64)),
     };
     let fetch = match int {
         Some(t) => format!("{label}:{}{}", if t.signed { 's' } else { 'u' }, t.bits),
@@ -461,7 +465,8 @@ fn operand(e: &Expr, p: &PlannedProbe) -> Option<String> {
             return Some(b.clone());
         }
     }
-    let r = ValueRef::of(e)?;
+    // A register is no field of the event for the kernel's filter.
+    let r = ValueRef::of(e).filter(|r| !matches!(r, ValueRef::Reg(_)))?;
     let v = p.values.iter().find(|v| v.r == r)?;
     Some(v.label.clone())
 }
