@@ -211,17 +211,6 @@ impl Instance {
         }
     }
 
-    /// Set the size of the sub-buffers (pages) the rings are made of, in KiB (`buffer_subbuf_size_kb`, Linux
-    /// 6.8 and later; the kernel rounds it up to a power of two pages). Returns false when the kernel has no
-    /// such file (its sub-buffers are one page). Do it before mapping the rings.
-    pub fn set_subbuf_kb(&self, kb: u64) -> Result<bool, TracefsError> {
-        if !self.path.join("buffer_subbuf_size_kb").exists() {
-            return Ok(false);
-        }
-        self.write("buffer_subbuf_size_kb", &format!("{kb}\n"))?;
-        Ok(true)
-    }
-
     /// Set how full (in percent) a CPU buffer must be before a blocked reader or `poll` wakes up
     /// (`buffer_percent`; 0 wakes on any data). Returns false when the kernel has no such file.
     pub fn set_buffer_percent(&self, percent: u32) -> Result<bool, TracefsError> {

@@ -471,9 +471,8 @@ impl<'a> Sink<'a> {
                 *slot = Some(v);
             }
         }
-        // The process's mappings are looked up only for what names addresses (most hits have neither).
+        let space = self.spaces.get(pid);
         if let Some(Some(Value::Addr(ret))) = caller.and_then(|i| call.values.get(i)) {
-            let space = self.spaces.get(pid);
             call.caller = Some(self.stacks.caller(pid, space, *ret, kernel));
         }
         let slow = self
@@ -481,7 +480,7 @@ impl<'a> Sink<'a> {
             .as_ref()
             .is_some_and(|c| c.opts.min_duration.is_some());
         if let (true, Some(chain)) = (slow, stack) {
-            call.stack = Some(self.stacks.frames(pid, self.spaces.get(pid), chain));
+            call.stack = Some(self.stacks.frames(pid, space, chain));
         }
     }
 

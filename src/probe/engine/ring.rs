@@ -43,9 +43,6 @@ impl RingEngine {
         let kb_per_cpu = (opts.mmap_pages * crate::perf::ring::page_size() / 1024) as u64;
         instance.set_clock(CLOCK)?;
         instance.set_option("overwrite", true)?;
-        // Sub-buffers of 1/64 of the ring (4 to 64 KiB): a mapped ring is consumed one sub-buffer per
-        // GET_READER ioctl, which at one page a time cost about a syscall per 56 events of 72 bytes.
-        instance.set_subbuf_kb(subbuf_kb(kb_per_cpu))?;
         instance.set_buffer_kb(kb_per_cpu)?;
         // Wake the reader when a CPU's ring is a quarter full (the poll timeout covers slow rates).
         instance.set_buffer_percent(25)?;
@@ -182,13 +179,6 @@ fn push_event(
     }
 }
 
-/// The sub-buffer size for a ring of `ring_kb` KiB: the power of two at most 1/64 of it, 4 to 64 KiB (a ring
-/// keeps 64 sub-buffers or more, so that overwriting loses a small part of it at a time).
-fn subbuf_kb(ring_kb: u64) -> u64 {
-    let share = (ring_kb / 64).max(1);
-    (1u64 << share.ilog2()).clamp(4, 64)
-}
-
 impl RingEngine {
     /// The events the kernel wrote into the instance's buffers so far, by their own counters (those still in the
     /// buffers, read, overwritten or dropped).
@@ -277,18 +267,5 @@ impl Drop for RingEngine {
     /// Errors and panics: the best that can be done (the next rprof removes an instance left behind).
     fn drop(&mut self) {
         let _ = self.shut();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    /// Check that sub-buffers are 1/64 of the ring, as a power of two of 4 to 64 KiB.
-    #[test]
-    fn subbuf_sizes() {
-        let sizes: Vec<u64> = [64, 256, 1024, 1500, 4096, 65536]
-            .into_iter()
-            .map(super::subbuf_kb)
-            .collect();
-        assert_eq!(sizes, [4, 4, 16, 16, 64, 64]);
     }
 }
