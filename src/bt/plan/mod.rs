@@ -54,6 +54,8 @@ pub struct BtPlan {
     pub returns: bool,
     /// `uid`, `gid` or `username` is read.
     pub uid: bool,
+    /// `usym()` is read: user addresses are named (the processes' mappings are read from their first hit).
+    pub usym: bool,
     /// Probes bpftrace would count in "Attaching N probes..." (wildcards expanded; BEGIN, END and intervals).
     pub attached: usize,
     /// The probe (an index of `probes`, with no blocks of its own) that reads execve's argv at libc's
@@ -107,6 +109,7 @@ pub fn plan(
         }
         plan.stacks |= reads_builtin(probe, &["kstack", "ustack"]);
         plan.uid |= reads_builtin(probe, &["uid", "gid", "username"]);
+        plan.usym |= reads_builtin(probe, &["usym"]);
         for (spec, ap) in specs.iter().zip(&probe.attach_points) {
             match spec.kind {
                 ProbeType::Begin | ProbeType::End | ProbeType::Interval => plan.attached += 1,

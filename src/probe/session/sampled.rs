@@ -76,7 +76,7 @@ pub(super) fn run_sampled(
     };
     let mut sink = new_sink(s, &plan.placements, &costs)?;
     if observer.is_some() {
-        sink.observed = Some(Vec::new());
+        keep_for_observer(s, &mut sink);
     }
     if ring.is_some() && !in_kernel {
         sink.only_processes(target_pids(s));
@@ -120,6 +120,20 @@ pub(super) fn run_sampled(
     let summary = finish_sampled(s, live)?;
     drop(events);
     Ok(summary)
+}
+
+/// Keep every hit for an observer; where only the observer reads them, without what it does not read.
+fn keep_for_observer(s: &Setup<'_>, sink: &mut Sink<'_>) {
+    sink.observed = Some(Vec::new());
+    let filtered = s.targets.iter().any(|(_, t)| {
+        t.filter
+            .as_ref()
+            .is_some_and(|f| f.user.is_some() || f.at_return.is_some())
+    });
+    sink.observer_only = !s.opts.names_addresses
+        && !filtered
+        && sink.calls.is_none()
+        && sink.trace_out.is_none();
 }
 
 /// What the header line says when probing starts.
