@@ -73,7 +73,9 @@ for what in all tid pid; do
         r=$(run_beside "$tool" "$program")
         counted=$(echo "$r" | num '@\[rate_loop\]:')
         # Every process's events the map counted (system-wide: the fixture's and the host's others).
-        all=$(echo "$r" | awk '/^@\[.*\]: [0-9]+$/ { n += $NF } END { print n + 0 }')
+        # (with_cpu puts ` cpu_s S` after the last line.)
+        all=$(echo "$r" | sed 's/ cpu_s [0-9.]*$//' | awk '/^@\[.*\]: [0-9]+$/ { n += $NF } END { print n + 0 }')
+        echo "$r" >"$WORK/bt-$tool-$what.out"
         lost=$(num 'warning: ' <"$WORK/bt.err")
         calls=$(echo "$r" | num 'calls')
         secs=$(echo "$r" | num 'seconds')

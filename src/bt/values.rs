@@ -37,7 +37,9 @@ impl ValueRef {
             ExprKind::Builtin(name) if name == "retval" => Some(ValueRef::Retval),
             ExprKind::Builtin(name) => arg_index(name).map(ValueRef::Arg),
             ExprKind::Call { name, args } if name == "reg" => match &args.first()?.kind {
-                ExprKind::Str(reg) => Some(ValueRef::Reg(String::from_utf8_lossy(reg).into_owned())),
+                ExprKind::Str(reg) => {
+                    Some(ValueRef::Reg(String::from_utf8_lossy(reg).into_owned()))
+                }
                 _ => None,
             },
             ExprKind::Call { name, args } if name == "str" => match ValueRef::of(args.first()?)? {

@@ -295,7 +295,11 @@ fn add(
     let user_strings = kind == ProbeType::Tracepoint && spec.target == "syscalls";
     // A register is read at a function's entry or a USDT probe (at a return it would be the entry's: `reg()`
     // there, and at profile and software probes, reads 0 with a line).
-    let registers = !at_return && matches!(kind, ProbeType::Uprobe | ProbeType::Kprobe | ProbeType::Usdt);
+    let registers = !at_return
+        && matches!(
+            kind,
+            ProbeType::Uprobe | ProbeType::Kprobe | ProbeType::Usdt
+        );
     for r in refs {
         if p.values.iter().any(|v| &v.r == r) || (matches!(r, ValueRef::Reg(_)) && !registers) {
             continue;

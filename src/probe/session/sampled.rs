@@ -130,10 +130,8 @@ fn keep_for_observer(s: &Setup<'_>, sink: &mut Sink<'_>) {
             .as_ref()
             .is_some_and(|f| f.user.is_some() || f.at_return.is_some())
     });
-    sink.observer_only = !s.opts.names_addresses
-        && !filtered
-        && sink.calls.is_none()
-        && sink.trace_out.is_none();
+    sink.observer_only =
+        !s.opts.names_addresses && !filtered && sink.calls.is_none() && sink.trace_out.is_none();
 }
 
 /// What the header line says when probing starts.
@@ -491,7 +489,12 @@ impl SampledLoop<'_, '_> {
         let Some(o) = self.observer.as_mut() else {
             return;
         };
-        let mut hits = self.sink.observed.as_mut().map(std::mem::take).unwrap_or_default();
+        let mut hits = self
+            .sink
+            .observed
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default();
         let mut go = true;
         for hit in hits.drain(..) {
             go = go && o.hit(&hit, &mut self.sink);

@@ -16,8 +16,8 @@ pub const ABI_REGS: [&str; 6] = ["di", "si", "dx", "cx", "r8", "r9"];
 /// The registers a fetch item `%NAME` reads (perf probe's spelling), as the kernel's x86-64 fetch arguments
 /// name them (`regoffset_table`): at a uprobe `%ip` is the probed address, at a uretprobe the return address.
 pub const REGISTERS: [&str; 21] = [
-    "ax", "bx", "cx", "dx", "si", "di", "bp", "sp", "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15",
-    "ip", "flags", "cs", "ss", "orig_ax",
+    "ax", "bx", "cx", "dx", "si", "di", "bp", "sp", "r8", "r9", "r10", "r11", "r12", "r13", "r14",
+    "r15", "ip", "flags", "cs", "ss", "orig_ax",
 ];
 
 /// A value's type as written after `:`.
@@ -471,7 +471,10 @@ mod tests {
             ]
         );
         assert_eq!(s.items[0].register(), Some("ip"));
-        assert_eq!(split_spec("apply %ip").unwrap().items, vec![item("%ip", None)]);
+        assert_eq!(
+            split_spec("apply %ip").unwrap().items,
+            vec![item("%ip", None)]
+        );
         for bad in ["%xyz", "%fs_base", "%ip:str[2]", "%"] {
             assert!(FetchItem::parse(bad).is_err(), "{bad}");
         }
