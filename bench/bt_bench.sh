@@ -7,7 +7,8 @@
 # started before the fixture and stopped with SIGINT after it. Per tool and program it prints the events a
 # second the fixture made, its calls, the fixture's count in the tool's map (`@[rate_loop]`: its getppid calls
 # and the clock readings of its pacing loop, also system calls; bpftrace's is the reference), the events rprof
-# says it lost (its "warning: N events were lost"; bpftrace counts in the kernel and loses none), the tool's own
+# says it lost (its "warning: N events were lost", which it printed only from this commit on; bpftrace counts in the
+# kernel and loses none), the tool's own
 # CPU seconds (its process: utime + stime polled from /proc; bpftrace's BPF program runs in the kernel, charged
 # to the traced tasks, which rprof's ring writes are too) and that CPU per event of the fixture's row, and per
 # event of the whole map (`all_counted`: every process's sys_enter events, the host's others too).
@@ -36,7 +37,7 @@ num() { { grep -o "$1[^0-9]*[0-9.]*" || true; } | head -1 | { grep -o "[0-9.]*$"
 
 # TOOL PROGRAM: start the tool on PROGRAM in the background, wait until BEGIN has printed (probes attached),
 # run the fixture, stop the tool with SIGINT. Prints the fixture's `calls N seconds S`, the tool's output and
-# its `cpu_s S`; its stderr is in $WORK/bt.err.
+# its `cpu_s S`; its stderr is in $WORK/with_cpu.err.
 run_beside() {
     local tool=$1 program="BEGIN { printf(\"ready\\n\"); } $2"
     local out=$WORK/bt.out
@@ -76,7 +77,8 @@ for what in all tid pid; do
         # (with_cpu puts ` cpu_s S` after the last line.)
         all=$(echo "$r" | sed 's/ cpu_s [0-9.]*$//' | awk '/^@\[.*\]: [0-9]+$/ { n += $NF } END { print n + 0 }')
         echo "$r" >"$WORK/bt-$tool-$what.out"
-        lost=$(num 'warning: ' <"$WORK/bt.err")
+        # (with_cpu keeps the tool's stderr.)
+        lost=$(num 'warning: ' <"$WORK/with_cpu.err")
         calls=$(echo "$r" | num 'calls')
         secs=$(echo "$r" | num 'seconds')
         cpu=$(echo "$r" | grep -o 'cpu_s [0-9.]*$' | tail -1 | cut -d' ' -f2)
