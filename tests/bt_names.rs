@@ -1,6 +1,7 @@
 //! `rprof bt`'s `usym()`/`ksym()` and USDT probes against bpftrace 0.17 on the same fixtures: names of a
 //! function pointer passed to a uprobe and of an hrtimer's kernel function, USDT arguments (`PATH:PROVIDER:NAME`
-//! and `PATH:NAME`), `-p PID` (the one process whose USDT probes fire) and `-l`'s USDT listing.
+//! and `PATH:NAME`), `-p PID` (the one process whose USDT probes fire), `-l`'s USDT listing, and `reg()` at a
+//! uprobe.
 mod common;
 use common::tools::{bpftrace, rprof_bt};
 use common::tracer::Tracer;
@@ -196,4 +197,34 @@ fn missing_uprobe_functions_skipped_as_bpftrace() {
     let first = |t: &str| t.lines().next().unwrap_or("").to_string();
     let ssl = ["/usr/sbin/sslsnoop.bt", "-c", "/bin/true"];
     assert_eq!(first(&rprof_bt(&ssl)), first(&bpftrace(&ssl)));
+}
+
+/// Check that `reg()` at a uprobe reads the registers as bpftrace reads them (it read 0 before): in a binary
+/// built without PIE, `reg("ip")` is `apply`'s address as `nm` gives it, `usym()` of it names `apply`, and
+/// `reg("di")` is `arg0` (the first argument's register), on each of the fixture's 6 calls, for both tools.
+#[test]
+fn registers_read_as_bpftrace() {
+    if !privileged("registers_read_as_bpftrace") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = build_c(dir.path(), "bt_names.c", &["-O2", "-no-pie"]);
+    let nm = Command::new("nm").arg(&bin).output().expect("run nm");
+    let symbols = String::from_utf8_lossy(&nm.stdout);
+    let addr = symbols
+        .lines()
+        .find_map(|l| l.strip_suffix(" T apply"))
+        .and_then(|a| u64::from_str_radix(a, 16).ok())
+        .unwrap_or_else(|| panic!("no apply in nm's output:\n{symbols}"));
+    let program = format!(
+        "uprobe:{}:apply {{ printf(\"ip %lx %s di %d\\n\", reg(\"ip\"), usym(reg(\"ip\")), reg(\"di\") == arg0); }}",
+        bin.display()
+    );
+    // The fixture lingers a second after its calls: bpftrace names printf's usym() while the process lives.
+    let cmd = format!("{} 6 1000", bin.display());
+    let mine = rprof_bt(&["-e", &program, "-c", &cmd]);
+    let theirs = bpftrace(&["-e", &program, "-c", &cmd]);
+    let expected = vec![format!("ip {addr:x} apply di 1"); 6];
+    assert_eq!(lines_with(&mine, "ip "), expected, "{mine}");
+    assert_eq!(lines_with(&theirs, "ip "), expected, "{theirs}");
 }

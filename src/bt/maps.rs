@@ -176,64 +176,57 @@ impl Map {
         }
     }
 
-    /// The cell of `key` (of a map with one entry per key), created with `init` if there is room.
-    fn cell(&mut self, key: Key, init: Cell) -> Option<&mut Cell> {
-        // One lookup: the key is hashed once, and moved in (not cloned) when it is new.
-        match self.entries.entry(key) {
-            std::collections::hash_map::Entry::Occupied(e) => Some(&mut e.into_mut().cell),
-            std::collections::hash_map::Entry::Vacant(e) => {
-                if self.used >= self.max_entries {
-                    return None;
-                }
-                self.used += 1;
-                let seq = self.next_seq;
-                self.next_seq += 1;
-                Some(&mut e.insert(Entry { seq, cell: init }).cell)
-            }
+    /// Apply `f` to the cell of `key` (of a map with one entry per key), created with `init` if there is room.
+    /// Looked up by the key's values as they are (no key is built for an update of a key that exists: the
+    /// common case), the key copied in only when it is new.
+    fn update(&mut self, key: &[Value], init: Cell, f: impl FnOnce(&mut Cell)) -> Update {
+        if let Some(e) = self.entries.get_mut(key) {
+            f(&mut e.cell);
+            return Update::Stored;
         }
+        if self.used >= self.max_entries {
+            return Update::Full;
+        }
+        self.used += 1;
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let mut cell = init;
+        f(&mut cell);
+        self.entries.insert(key.to_vec(), Entry { seq, cell });
+        Update::Stored
     }
 
     /// `@x[key] = v`.
-    pub fn set(&mut self, key: Key, v: Value) -> Result<Update, KindError> {
+    pub fn set(&mut self, key: &[Value], v: Value) -> Result<Update, KindError> {
         self.check("assignment", self.kind == MapKind::Plain)?;
-        Ok(match self.cell(key, Cell::Value(v.clone())) {
-            Some(c) => {
-                *c = Cell::Value(v);
-                Update::Stored
-            }
-            None => Update::Full,
-        })
+        Ok(self.update(key, Cell::Count(0), |c| *c = Cell::Value(v)))
     }
 
     /// `@x[key] = count()`.
-    pub fn count(&mut self, key: Key) -> Result<Update, KindError> {
+    pub fn count(&mut self, key: &[Value]) -> Result<Update, KindError> {
         self.check("count", self.kind == MapKind::Count)?;
-        Ok(match self.cell(key, Cell::Count(0)) {
-            Some(Cell::Count(n)) => {
+        Ok(self.update(key, Cell::Count(0), |c| {
+            if let Cell::Count(n) = c {
                 *n = n.wrapping_add(1);
-                Update::Stored
             }
-            _ => Update::Full,
-        })
+        }))
     }
 
     /// `@x[key] = sum(v)`.
-    pub fn sum(&mut self, key: Key, v: Int) -> Result<Update, KindError> {
+    pub fn sum(&mut self, key: &[Value], v: Int) -> Result<Update, KindError> {
         self.check("sum", matches!(self.kind, MapKind::Sum { .. }))?;
-        Ok(match self.cell(key, Cell::Sum(0)) {
-            Some(Cell::Sum(t)) => {
+        Ok(self.update(key, Cell::Sum(0), |c| {
+            if let Cell::Sum(t) = c {
                 *t = t.wrapping_add(v.as_i64());
-                Update::Stored
             }
-            _ => Update::Full,
-        })
+        }))
     }
 
     /// `@x[key] = min(v)`: bpftrace's inverted store (see the module's notes).
-    pub fn min(&mut self, key: Key, v: Int) -> Result<Update, KindError> {
+    pub fn min(&mut self, key: &[Value], v: Int) -> Result<Update, KindError> {
         self.check("min", self.kind == MapKind::Min)?;
         let inverted = 0xffff_ffff_i64.wrapping_sub(v.as_i64());
-        let old = match self.entries.get(&key) {
+        let old = match self.entries.get(key) {
             Some(Entry {
                 cell: Cell::MinInverted(old),
                 ..
@@ -243,20 +236,16 @@ impl Map {
         if inverted < old {
             return Ok(Update::Stored);
         }
-        Ok(match self.cell(key, Cell::MinInverted(0)) {
-            Some(c) => {
-                *c = Cell::MinInverted(inverted);
-                Update::Stored
-            }
-            None => Update::Full,
-        })
+        Ok(self.update(key, Cell::MinInverted(0), |c| {
+            *c = Cell::MinInverted(inverted)
+        }))
     }
 
     /// `@x[key] = max(v)`: stored when `v` >= the stored value, 0 when absent.
-    pub fn max(&mut self, key: Key, v: Int) -> Result<Update, KindError> {
+    pub fn max(&mut self, key: &[Value], v: Int) -> Result<Update, KindError> {
         self.check("max", self.kind == MapKind::Max)?;
         let v = v.as_i64();
-        let old = match self.entries.get(&key) {
+        let old = match self.entries.get(key) {
             Some(Entry {
                 cell: Cell::Max(old),
                 ..
@@ -266,45 +255,44 @@ impl Map {
         if v < old {
             return Ok(Update::Stored);
         }
-        Ok(match self.cell(key, Cell::Max(0)) {
-            Some(c) => {
-                *c = Cell::Max(v);
-                Update::Stored
-            }
-            None => Update::Full,
-        })
+        Ok(self.update(key, Cell::Max(0), |c| *c = Cell::Max(v)))
     }
 
     /// Adds `add` to bucket `bucket` of `key`, a new (key, bucket) entry taking one of the map's entries.
-    fn bucket_add(&mut self, key: Key, bucket: u64, add: i64) -> Update {
+    fn bucket_add(&mut self, key: &[Value], bucket: u64, add: i64) -> Update {
         let room = self.used < self.max_entries;
-        let exists = matches!(self.entries.get(&key), Some(Entry { cell: Cell::Buckets(b), .. }) if b.contains_key(&bucket));
-        if !exists && !room {
-            return Update::Full;
+        match self.entries.get_mut(key) {
+            Some(Entry {
+                cell: Cell::Buckets(buckets),
+                ..
+            }) => {
+                if !buckets.contains_key(&bucket) {
+                    if !room {
+                        return Update::Full;
+                    }
+                    self.used += 1;
+                }
+                let slot = buckets.entry(bucket).or_insert(0);
+                *slot = slot.wrapping_add(add);
+                Update::Stored
+            }
+            Some(_) => Update::Full,
+            None if !room => Update::Full,
+            None => {
+                self.used += 1;
+                let seq = self.next_seq;
+                self.next_seq += 1;
+                let cell = Cell::Buckets(BTreeMap::from([(bucket, add)]));
+                self.entries.insert(key.to_vec(), Entry { seq, cell });
+                Update::Stored
+            }
         }
-        let seq = self.next_seq;
-        let entry = self.entries.entry(key).or_insert_with(|| Entry {
-            seq,
-            cell: Cell::Buckets(BTreeMap::new()),
-        });
-        if entry.seq == seq {
-            self.next_seq += 1;
-        }
-        let Cell::Buckets(buckets) = &mut entry.cell else {
-            return Update::Full;
-        };
-        if !exists {
-            self.used += 1;
-        }
-        let slot = buckets.entry(bucket).or_insert(0);
-        *slot = slot.wrapping_add(add);
-        Update::Stored
     }
 
     /// `@x[key] = avg(v)` and `stats(v)`: the count (bucket 0) first, then the total (bucket 1), each an entry.
-    pub fn avg(&mut self, key: Key, v: Int) -> Result<Update, KindError> {
+    pub fn avg(&mut self, key: &[Value], v: Int) -> Result<Update, KindError> {
         self.check("avg", matches!(self.kind, MapKind::Avg | MapKind::Stats))?;
-        let first = self.bucket_add(key.clone(), 0, 1);
+        let first = self.bucket_add(key, 0, 1);
         let second = self.bucket_add(key, 1, v.as_i64());
         Ok(if first == Update::Stored && second == Update::Stored {
             Update::Stored
@@ -314,13 +302,13 @@ impl Map {
     }
 
     /// `@x[key] = hist(v)`.
-    pub fn hist(&mut self, key: Key, v: Int) -> Result<Update, KindError> {
+    pub fn hist(&mut self, key: &[Value], v: Int) -> Result<Update, KindError> {
         self.check("hist", self.kind == MapKind::Hist)?;
         Ok(self.bucket_add(key, log2_bucket(v.as_i64()), 1))
     }
 
     /// `@x[key] = lhist(v, min, max, step)`.
-    pub fn lhist(&mut self, key: Key, v: Int) -> Result<Update, KindError> {
+    pub fn lhist(&mut self, key: &[Value], v: Int) -> Result<Update, KindError> {
         let MapKind::Lhist(lin) = self.kind else {
             return Err(KindError {
                 map: self.name.clone(),
@@ -333,7 +321,7 @@ impl Map {
 
     /// `@x[key]` read in a program: the value, or `None` when absent (the program reads 0 then). Histograms
     /// and averages are not readable as one value.
-    pub fn get(&self, key: &Key) -> Option<Value> {
+    pub fn get(&self, key: &[Value]) -> Option<Value> {
         match &self.entries.get(key)?.cell {
             Cell::Value(v) => Some(v.clone()),
             Cell::Count(n) => Some(Value::uint(*n)),
@@ -348,7 +336,7 @@ impl Map {
     }
 
     /// `delete(@x[key])`; a keyless `count()` map is zeroed instead (bpftrace's array).
-    pub fn delete(&mut self, key: &Key) {
+    pub fn delete(&mut self, key: &[Value]) {
         if self.is_array() {
             self.zero();
             return;
@@ -482,16 +470,16 @@ mod tests {
         //   @c[4]=count(); @c[1]=count(); ... }' printed @c[2]: 1, @c[3]: 1, @c[1]: 2.
         let mut c = Map::new("@c", MapKind::Count, true, 3);
         for i in [1, 2, 3] {
-            assert_eq!(c.count(k(i)).unwrap(), Update::Stored);
+            assert_eq!(c.count(&k(i)).unwrap(), Update::Stored);
         }
-        assert_eq!(c.count(k(4)).unwrap(), Update::Full);
-        assert_eq!(c.count(k(1)).unwrap(), Update::Stored);
+        assert_eq!(c.count(&k(4)).unwrap(), Update::Full);
+        assert_eq!(c.count(&k(1)).unwrap(), Update::Stored);
         assert_eq!(c.get(&k(1)), Some(Value::uint(2)));
         assert_eq!(c.get(&k(4)), None);
         // Histogram buckets are entries: hist(1), hist(2), hist(4) fill 3; hist(8) is dropped, hist(1) counts.
         let mut h = Map::new("@h", MapKind::Hist, false, 3);
         for v in [1, 2, 4, 8, 1] {
-            h.hist(vec![], Int::i64(v)).unwrap();
+            h.hist(&[], Int::i64(v)).unwrap();
         }
         let (_, Cell::Buckets(b)) = h.entries()[0] else {
             panic!()
@@ -503,7 +491,7 @@ mod tests {
         // avg takes two entries per key: @a[2] keeps its count but not its total.
         let mut a = Map::new("@a", MapKind::Avg, true, 3);
         for (key, v) in [(1, 1), (2, 5), (3, 7)] {
-            a.avg(k(key), Int::i64(v)).unwrap();
+            a.avg(&k(key), Int::i64(v)).unwrap();
         }
         assert_eq!(a.len(), 2);
         let (_, Cell::Buckets(b2)) = a.entries()[1] else {
@@ -512,27 +500,27 @@ mod tests {
         assert_eq!(b2.len(), 1);
         // Deleting frees the entries.
         a.delete(&k(1));
-        assert_eq!(a.avg(k(3), Int::i64(7)).unwrap(), Update::Stored);
+        assert_eq!(a.avg(&k(3), Int::i64(7)).unwrap(), Update::Stored);
     }
 
     #[test]
     fn min_and_max_keep_bpftrace_quirks() {
         let mut mx = Map::new("@mx", MapKind::Max, false, 10);
-        mx.max(vec![], Int::i64(-5)).unwrap();
+        mx.max(&[], Int::i64(-5)).unwrap();
         assert!(
             mx.is_empty(),
             "max(-5) alone stores nothing in bpftrace 0.17"
         );
-        mx.max(vec![], Int::i64(9)).unwrap();
-        mx.max(vec![], Int::i64(3)).unwrap();
-        assert_eq!(mx.get(&vec![]), Some(Value::int(9)));
+        mx.max(&[], Int::i64(9)).unwrap();
+        mx.max(&[], Int::i64(3)).unwrap();
+        assert_eq!(mx.get(&[]), Some(Value::int(9)));
         let mut mn = Map::new("@mn", MapKind::Min, false, 10);
-        mn.min(vec![], Int::i64(5)).unwrap();
-        mn.min(vec![], Int::i64(-2)).unwrap();
-        mn.min(vec![], Int::i64(7)).unwrap();
-        assert_eq!(mn.get(&vec![]), Some(Value::int(-2)));
+        mn.min(&[], Int::i64(5)).unwrap();
+        mn.min(&[], Int::i64(-2)).unwrap();
+        mn.min(&[], Int::i64(7)).unwrap();
+        assert_eq!(mn.get(&[]), Some(Value::int(-2)));
         let mut big = Map::new("@b", MapKind::Min, false, 10);
-        big.min(vec![], Int::i64(0x1_0000_0000)).unwrap();
+        big.min(&[], Int::i64(0x1_0000_0000)).unwrap();
         assert!(big.is_empty());
         assert_eq!(min_shown(0), 0);
     }
@@ -540,11 +528,11 @@ mod tests {
     #[test]
     fn keyless_count_is_an_array() {
         let mut c = Map::new("@n", MapKind::Count, false, 4096);
-        assert_eq!(c.get(&vec![]), Some(Value::uint(0)));
-        c.count(vec![]).unwrap();
-        c.delete(&vec![]);
-        assert_eq!(c.get(&vec![]), Some(Value::uint(0)));
-        c.count(vec![]).unwrap();
+        assert_eq!(c.get(&[]), Some(Value::uint(0)));
+        c.count(&[]).unwrap();
+        c.delete(&[]);
+        assert_eq!(c.get(&[]), Some(Value::uint(0)));
+        c.count(&[]).unwrap();
         c.clear();
         assert_eq!(c.len(), 1);
     }
@@ -552,18 +540,18 @@ mod tests {
     #[test]
     fn zero_clear_and_kinds() {
         let mut s = Map::new("@s", MapKind::Sum { signed: true }, true, 10);
-        s.sum(k(1), Int::i64(-3)).unwrap();
-        s.sum(k(1), Int::i64(10)).unwrap();
+        s.sum(&k(1), Int::i64(-3)).unwrap();
+        s.sum(&k(1), Int::i64(10)).unwrap();
         assert_eq!(s.get(&k(1)), Some(Value::int(7)));
         s.zero();
         assert_eq!(s.get(&k(1)), Some(Value::int(0)));
         s.clear();
         assert!(s.is_empty());
-        assert!(s.count(k(1)).is_err());
+        assert!(s.count(&k(1)).is_err());
         let mut p = Map::new("@p", MapKind::Plain, true, 10);
-        p.set(k(2), Value::str("x")).unwrap();
-        p.set(k(1), Value::str("y")).unwrap();
-        p.set(k(2), Value::str("z")).unwrap();
+        p.set(&k(2), Value::str("x")).unwrap();
+        p.set(&k(1), Value::str("y")).unwrap();
+        p.set(&k(2), Value::str("z")).unwrap();
         let keys: Vec<_> = p
             .entries()
             .into_iter()

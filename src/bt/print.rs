@@ -520,13 +520,13 @@ mod tests {
             "{\"type\": \"value\", \"data\": \"\\n        syscall+25\\n\"}\n"
         );
         let mut keyed = Map::new("@", MapKind::Count, true, 10);
-        keyed.count(vec![user(2)]).unwrap();
+        keyed.count(&[user(2)]).unwrap();
         assert_eq!(
             p.map(&keyed, 0, 0),
             "{\"type\": \"map\", \"data\": {\"@\": {\"\\n    syscall+25\\n    0x7ffc75fd3888\\n\": 1}}}\n"
         );
         let mut plain = Map::new("@u", MapKind::Plain, false, 10);
-        plain.set(vec![], user(1)).unwrap();
+        plain.set(&[], user(1)).unwrap();
         assert_eq!(
             p.map(&plain, 0, 0),
             "{\"type\": \"map\", \"data\": {\"@u\": \"\\n        syscall+25\\n\"}}\n"

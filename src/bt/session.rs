@@ -88,6 +88,7 @@ pub fn run(
         folded: true,
         debug: opts.debug.clone(),
         outlive_target: opts.outlive_target,
+        names_addresses: plan.usym,
         ..probe::ProbeOptions::default()
     };
     let mut glue = Glue {

@@ -21,6 +21,9 @@ pub enum ValueRef {
     Retval,
     /// `str(retval)`.
     RetvalStr,
+    /// `reg("NAME")` at a uprobe, kprobe or USDT probe: the register as the probe read it (`%ip`: the probed
+    /// address).
+    Reg(String),
 }
 
 impl ValueRef {
@@ -33,6 +36,12 @@ impl ValueRef {
             }
             ExprKind::Builtin(name) if name == "retval" => Some(ValueRef::Retval),
             ExprKind::Builtin(name) => arg_index(name).map(ValueRef::Arg),
+            ExprKind::Call { name, args } if name == "reg" => match &args.first()?.kind {
+                ExprKind::Str(reg) => {
+                    Some(ValueRef::Reg(String::from_utf8_lossy(reg).into_owned()))
+                }
+                _ => None,
+            },
             ExprKind::Call { name, args } if name == "str" => match ValueRef::of(args.first()?)? {
                 ValueRef::Field(f) => Some(ValueRef::FieldStr(f)),
                 ValueRef::Arg(n) => Some(ValueRef::ArgStr(n)),
@@ -185,6 +194,8 @@ mod tests {
         );
         let r = refs("uretprobe:/bin/bash:readline { printf(\"%s %d\\n\", str(retval), arg1); }");
         assert_eq!(r, vec![ValueRef::RetvalStr, ValueRef::Arg(1)]);
+        let r = refs("uprobe:/bin/bash:readline { printf(\"%lx\\n\", reg(\"ip\")); }");
+        assert_eq!(r, vec![ValueRef::Reg("ip".into())]);
     }
 
     /// Check that an argument stored into a map that a `str()` reads later is fetched as its string too

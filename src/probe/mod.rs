@@ -214,6 +214,9 @@ pub struct ProbeOptions {
     /// With `TaskTarget::Pid`: the session goes on when the process ends (rprof bt's `pid == N`: bpftrace's
     /// probes stay, matching nothing, until Ctrl-C or `exit()`).
     pub outlive_target: bool,
+    /// The observer names addresses of the hits' processes besides their stacks (`usym()` in `rprof bt`): their
+    /// mappings are read from /proc on their first hit.
+    pub names_addresses: bool,
 }
 
 impl Default for ProbeOptions {
@@ -252,6 +255,7 @@ impl Default for ProbeOptions {
             each_hit: false,
             launch: None,
             outlive_target: false,
+            names_addresses: false,
         }
     }
 }

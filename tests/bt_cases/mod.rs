@@ -64,30 +64,30 @@ impl Run {
     }
 
     pub fn count(&mut self, name: &str, key: Key) {
-        self.map(name, MapKind::Count, &key).count(key).unwrap();
+        self.map(name, MapKind::Count, &key).count(&key).unwrap();
     }
 
     pub fn sum(&mut self, name: &str, key: Key, v: i64) {
         self.map(name, MapKind::Sum { signed: true }, &key)
-            .sum(key, int(v))
+            .sum(&key, int(v))
             .unwrap();
     }
 
     pub fn agg(&mut self, name: &str, kind: MapKind, key: Key, v: i64) {
         let m = self.map(name, kind, &key);
         match kind {
-            MapKind::Min => m.min(key, int(v)),
-            MapKind::Max => m.max(key, int(v)),
-            MapKind::Avg | MapKind::Stats => m.avg(key, int(v)),
-            MapKind::Hist => m.hist(key, int(v)),
-            MapKind::Lhist(_) => m.lhist(key, int(v)),
+            MapKind::Min => m.min(&key, int(v)),
+            MapKind::Max => m.max(&key, int(v)),
+            MapKind::Avg | MapKind::Stats => m.avg(&key, int(v)),
+            MapKind::Hist => m.hist(&key, int(v)),
+            MapKind::Lhist(_) => m.lhist(&key, int(v)),
             _ => unreachable!("agg() is for min, max, avg, stats, hist and lhist"),
         }
         .unwrap();
     }
 
     pub fn set(&mut self, name: &str, key: Key, v: Value) {
-        self.map(name, MapKind::Plain, &key).set(key, v).unwrap();
+        self.map(name, MapKind::Plain, &key).set(&key, v).unwrap();
     }
 
     pub fn print(&mut self, name: &str, top: u32, div: u32) {
@@ -196,7 +196,7 @@ fn histograms(f: OutputFormat) -> String {
 fn empty_and_cleared(f: OutputFormat) -> String {
     let mut r = Run::new(f);
     r.count("@c", vec![i(1)]);
-    r.maps.get_mut("@c").unwrap().delete(&vec![i(1)]);
+    r.maps.get_mut("@c").unwrap().delete(&[i(1)]);
     r.agg("@mx", MapKind::Max, vec![], -5);
     r.agg("@z", MapKind::Hist, vec![], 3);
     r.maps.get_mut("@z").unwrap().zero();

@@ -54,6 +54,8 @@ pub struct BtPlan {
     pub returns: bool,
     /// `uid`, `gid` or `username` is read.
     pub uid: bool,
+    /// `usym()` is read: user addresses are named (the processes' mappings are read from their first hit).
+    pub usym: bool,
     /// Probes bpftrace would count in "Attaching N probes..." (wildcards expanded; BEGIN, END and intervals).
     pub attached: usize,
     /// The probe (an index of `probes`, with no blocks of its own) that reads execve's argv at libc's
@@ -107,6 +109,7 @@ pub fn plan(
         }
         plan.stacks |= reads_builtin(probe, &["kstack", "ustack"]);
         plan.uid |= reads_builtin(probe, &["uid", "gid", "username"]);
+        plan.usym |= reads_builtin(probe, &["usym"]);
         for (spec, ap) in specs.iter().zip(&probe.attach_points) {
             match spec.kind {
                 ProbeType::Begin | ProbeType::End | ProbeType::Interval => plan.attached += 1,
@@ -290,8 +293,15 @@ fn add(
         _ => Vec::new(),
     };
     let user_strings = kind == ProbeType::Tracepoint && spec.target == "syscalls";
+    // A register is read at a function's entry or a USDT probe (at a return it would be the entry's: `reg()`
+    // there, and at profile and software probes, reads 0 with a line).
+    let registers = !at_return
+        && matches!(
+            kind,
+            ProbeType::Uprobe | ProbeType::Kprobe | ProbeType::Usdt
+        );
     for r in refs {
-        if p.values.iter().any(|v| &v.r == r) {
+        if p.values.iter().any(|v| &v.r == r) || (matches!(r, ValueRef::Reg(_)) && !registers) {
             continue;
         }
         if let Some(mut v) = planned_value(r, &tp_fields, user_strings) {
@@ -357,6 +367,7 @@ fn planned_value(r: &ValueRef, fields: &[TpField], user_strings: bool) -> Option
         ValueRef::ArgStr(n) => (format!("arg{n}"), None),
         ValueRef::Retval => ("ret".into(), Some(IntType::U64)),
         ValueRef::RetvalStr => ("ret".into(), None),
+        ValueRef::Reg(name) => (format!("%{name}"), Some(IntType::U64)),
     };
     let fetch = match int {
         Some(t) => format!("{label}:{}{}", if t.signed { 's' } else { 'u' }, t.bits),
@@ -461,7 +472,8 @@ fn operand(e: &Expr, p: &PlannedProbe) -> Option<String> {
             return Some(b.clone());
         }
     }
-    let r = ValueRef::of(e)?;
+    // A register is no field of the event for the kernel's filter.
+    let r = ValueRef::of(e).filter(|r| !matches!(r, ValueRef::Reg(_)))?;
     let v = p.values.iter().find(|v| v.r == r)?;
     Some(v.label.clone())
 }

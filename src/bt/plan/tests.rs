@@ -204,3 +204,16 @@ fn pid_on_every_probe_opens_per_process_events() {
     assert_eq!(only("BEGIN { printf(\"%d\\n\", pid); }"), None);
     assert_eq!(OnlyProcess::Pid(42).text(), "pid == 42");
 }
+
+/// Check that `reg()` is fetched as a register at a uprobe's entry (`%ip`: the probed address), not at its
+/// return (where the runtime reads 0 with a line), and never goes into the kernel's filter.
+#[test]
+fn registers_fetched_at_entries() {
+    let p = planned(
+        "uprobe:/bin/bash:readline /reg(\"ip\") > 0/ { printf(\"%lx\\n\", reg(\"ip\")); } \
+         uretprobe:/bin/bash:readline { printf(\"%lx\\n\", reg(\"sp\")); }",
+    );
+    assert_eq!(p.patterns(), ["uprobe:/bin/bash:readline(%ip:u64)"]);
+    let p = planned("profile:hz:99 { @[reg(\"ip\")] = count(); }");
+    assert!(!p.patterns()[0].contains('%'), "{:?}", p.patterns());
+}

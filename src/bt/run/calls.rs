@@ -201,6 +201,7 @@ impl Exec<'_, '_, '_> {
         if let Some(m) = self.rt.maps.get_mut(name) {
             m.delete(&key);
         }
+        self.key_done(key);
     }
 
     /// `signal(SIG)`: to the event's process (bpftrace's `bpf_send_signal`).

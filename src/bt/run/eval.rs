@@ -73,6 +73,12 @@ impl Exec<'_, '_, '_> {
         let found = self.ev.and_then(|ev| ev.value(r)).cloned();
         let v = match found {
             Some(v) => v,
+            None if matches!(r, ValueRef::Reg(_)) => {
+                return self.unsupported(
+                    "reg() is read at uprobe, kprobe and USDT probes only, not at returns or sampled events \
+                     (read as 0)",
+                )
+            }
             None if string => Value::Str(Vec::new()),
             None => match r {
                 ValueRef::Field(_) => Value::int(0),

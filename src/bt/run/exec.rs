@@ -8,7 +8,7 @@
 use super::runtime::Runtime;
 use super::{Event, Flow, Io};
 use crate::bt::ast::{BinOp, Expr, ExprKind, Jump, Param, Probe, Stmt, StmtKind};
-use crate::bt::maps::{Key, MapKind};
+use crate::bt::maps::{Key, MapKind, Update};
 use crate::bt::types::Ty;
 use crate::bt::value::{Int, IntType, Value};
 use std::collections::HashMap;
@@ -195,10 +195,12 @@ impl<'x, 'p, 'io> Exec<'x, 'p, 'io> {
             }
             (v, _) => v,
         };
-        let Some(map) = self.rt.maps.get_mut(name) else {
-            return;
+        let done = match self.rt.maps.get_mut(name) {
+            Some(map) => map.set(&key, v),
+            None => Ok(Update::Stored),
         };
-        if let Err(e) = map.set(key, v) {
+        self.key_done(key);
+        if let Err(e) = done {
             self.rt.warn_once(self.io, &e.to_string());
         }
     }
@@ -216,23 +218,38 @@ impl<'x, 'p, 'io> Exec<'x, 'p, 'io> {
     /// `@m[k]` read: the value, or the type's zero when the key is absent.
     pub(super) fn map_read(&mut self, name: &str, keys: &[Expr]) -> Value {
         let key = self.key(keys);
-        self.map_get(name, &key)
+        let v = self.map_get(name, &key);
+        self.key_done(key);
+        v
     }
 
     /// The value at `key`, or the type's zero.
-    pub(super) fn map_get(&self, name: &str, key: &Key) -> Value {
+    pub(super) fn map_get(&self, name: &str, key: &[Value]) -> Value {
         let found = self.rt.maps.get(name).and_then(|m| m.get(key));
         found.unwrap_or_else(|| super::setup::zero_of(&self.map_type(name)))
     }
 
-    /// A map key: integers as 64 bits (bpftrace casts integer keys to 64 bits).
+    /// A map key: integers as 64 bits (bpftrace casts integer keys to 64 bits). Built in the runtime's
+    /// buffer of the last key (a key used for one lookup allocates nothing): give it back with
+    /// [`Exec::key_done`].
     pub(super) fn key(&mut self, keys: &[Expr]) -> Key {
-        keys.iter()
-            .map(|k| match self.eval(k) {
+        let mut key = std::mem::take(&mut self.rt.key_buf);
+        key.clear();
+        for k in keys {
+            // A key inside a key (`@a[@b[1]]`) takes a buffer of its own.
+            let v = match self.eval(k) {
                 Value::Int(i) => Value::uint(i.extended()),
                 v => v,
-            })
-            .collect()
+            };
+            key.push(v);
+        }
+        key
+    }
+
+    /// A key's buffer, for the next key.
+    pub(super) fn key_done(&mut self, mut key: Key) {
+        key.clear();
+        self.rt.key_buf = key;
     }
 
     fn aggregate(&mut self, name: &str, key: Key, f: &str, args: &[Expr]) {
@@ -241,7 +258,7 @@ impl<'x, 'p, 'io> Exec<'x, 'p, 'io> {
             None => Int::i64(0),
         };
         let Some(map) = self.rt.maps.get_mut(name) else {
-            return;
+            return self.key_done(key);
         };
         if f == "sum"
             && map.is_empty()
@@ -256,14 +273,15 @@ impl<'x, 'p, 'io> Exec<'x, 'p, 'io> {
             *map = crate::bt::maps::Map::new(name, kind, map.keyed(), self.rt.opts.map_keys_max);
         }
         let done = match f {
-            "count" => map.count(key),
-            "sum" => map.sum(key, v),
-            "min" => map.min(key, v),
-            "max" => map.max(key, v),
-            "avg" | "stats" => map.avg(key, v),
-            "hist" => map.hist(key, v),
-            _ => map.lhist(key, v),
+            "count" => map.count(&key),
+            "sum" => map.sum(&key, v),
+            "min" => map.min(&key, v),
+            "max" => map.max(&key, v),
+            "avg" | "stats" => map.avg(&key, v),
+            "hist" => map.hist(&key, v),
+            _ => map.lhist(&key, v),
         };
+        self.key_done(key);
         if let Err(e) = done {
             self.rt.warn_once(self.io, &e.to_string());
         }

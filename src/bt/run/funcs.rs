@@ -1,6 +1,6 @@
 //! Functions that give a value: `str buf ksym usym kstack ustack ntop strncmp strcontains sizeof bswap macaddr
-//! strerror strftime uptr cgroupid cgroup_path`. What needs memory an event does not carry (`reg`, `uaddr`,
-//! `pton`...) reads as 0 with one line on stderr.
+//! strerror strftime uptr cgroupid cgroup_path`. `reg()` is a value the probe fetched (see `eval`). What needs
+//! memory an event does not carry (`uaddr`...) reads as 0 with one line on stderr.
 use super::eval::until_nul;
 use super::exec::{as_int, Exec};
 use crate::bt::ast::{Expr, ExprKind};

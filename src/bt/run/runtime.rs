@@ -36,6 +36,8 @@ pub struct Runtime<'p> {
     warned: BTreeSet<String>,
     /// `rand`'s counter.
     pub(super) rand_seq: u64,
+    /// The buffer of the last map key built (see `Exec::key`).
+    pub(super) key_buf: crate::bt::maps::Key,
 }
 
 impl<'p> Runtime<'p> {
@@ -55,6 +57,7 @@ impl<'p> Runtime<'p> {
             exiting: false,
             warned: BTreeSet::new(),
             rand_seq: 0,
+            key_buf: Vec::new(),
         }
     }
 

@@ -52,11 +52,13 @@ impl Comms {
         self.names.insert(tid, comm);
     }
 
-    /// Thread `tid` was forked by `parent`: it has its name (until it execs).
+    /// Thread `tid` was forked by `parent`: it has its name (until it execs). An id the kernel used before (it
+    /// recycles them: pid_max is 32768 here) names a new task: the name kept for the ended one is not its.
     pub fn fork(&mut self, tid: u32, parent: u32) {
-        if let Some(c) = self.get(parent) {
-            self.names.entry(tid).or_insert(c);
-        }
+        match self.get(parent) {
+            Some(c) => self.names.insert(tid, c),
+            None => self.names.remove(&tid),
+        };
     }
 
     /// Process `pid` was forked by process `ppid`.
@@ -126,6 +128,11 @@ mod tests {
         assert_eq!(c.get(4_000_002).as_deref(), Some("sh"));
         c.set(4_000_002, "ls".into());
         assert_eq!(c.get(4_000_002).as_deref(), Some("ls"));
+        // The id of an ended task, given to a new one: the parent's name, not the ended task's.
+        c.set(4_000_003, "true".into());
+        c.exit(4_000_003);
+        c.fork(4_000_003, 4_000_001);
+        assert_eq!(c.get(4_000_003).as_deref(), Some("sh"));
         assert_eq!(c.get(4_000_001).as_deref(), Some("sh"));
         c.set_parent(4_000_002, 4_000_001);
         assert_eq!(c.parent(4_000_002), Some(4_000_001));

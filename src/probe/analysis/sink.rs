@@ -77,6 +77,10 @@ pub struct Sink<'a> {
     /// their mappings are forgotten once the hits were handed over ([`Sink::forget_exited`]), so that the
     /// observer can still name their addresses.
     exited: Vec<(u32, u64)>,
+    /// The hits go to an observer that names no addresses but their stacks (`rprof bt` without `usym()`), and
+    /// no filter, per-call work or trace of rprof's reads them: a process's mappings are not read from /proc
+    /// on its first hit, nor its parent (`ppid`).
+    pub observer_only: bool,
 }
 
 impl<'a> Sink<'a> {
@@ -136,6 +140,7 @@ impl<'a> Sink<'a> {
             pair_filters: super::pair_hit::end_filters(targets),
             observed: None,
             exited: Vec::new(),
+            observer_only: false,
         }
     }
 
@@ -301,7 +306,11 @@ impl<'a> Sink<'a> {
         // The values read just before this entry (a syscall's strings, at its `syscall` instruction), which
         // the filter may test. A return ends the call whose entry the kernel's filter may have dropped: what
         // was read for it is no later call's.
-        if let Some(values) = self.pending.remove(&(hit.tid, target)) {
+        let pending = match self.pending.is_empty() {
+            true => None,
+            false => self.pending.remove(&(hit.tid, target)),
+        };
+        if let Some(values) = pending {
             if hit.role != Role::Return {
                 call.join_return(values);
             }
@@ -378,8 +387,10 @@ impl<'a> Sink<'a> {
         }
         match hit.pid.or_else(|| self.pid_of(hit.tid)) {
             Some(pid) => {
-                // A process whose mappings came before we looked (or were missed): read them now.
-                if self.spaces.get(pid).is_none() && self.synthesized.insert(pid) {
+                // A process whose mappings came before we looked (or were missed): read them now, where
+                // something names its addresses.
+                let names = hit.stack.is_some() || hit.target.is_none() || !self.observer_only;
+                if names && self.spaces.get(pid).is_none() && self.synthesized.insert(pid) {
                     self.spaces.synthesize(pid);
                 }
                 Some(pid)
@@ -407,7 +418,11 @@ impl<'a> Sink<'a> {
             tid: Some(hit.tid),
             comm: self.comms.get(hit.tid),
             cpu: hit.cpu,
-            ppid: self.comms.parent(pid),
+            // Read by filters, per-call work and traces (`ppid`); not by an observer.
+            ppid: match self.observer_only {
+                true => None,
+                false => self.comms.parent(pid),
+            },
         }
     }
 
@@ -471,8 +486,9 @@ impl<'a> Sink<'a> {
                 *slot = Some(v);
             }
         }
-        let space = self.spaces.get(pid);
+        // The process's mappings are looked up only for what names addresses (most hits have neither).
         if let Some(Some(Value::Addr(ret))) = caller.and_then(|i| call.values.get(i)) {
+            let space = self.spaces.get(pid);
             call.caller = Some(self.stacks.caller(pid, space, *ret, kernel));
         }
         let slow = self
@@ -480,7 +496,7 @@ impl<'a> Sink<'a> {
             .as_ref()
             .is_some_and(|c| c.opts.min_duration.is_some());
         if let (true, Some(chain)) = (slow, stack) {
-            call.stack = Some(self.stacks.frames(pid, space, chain));
+            call.stack = Some(self.stacks.frames(pid, self.spaces.get(pid), chain));
         }
     }
 

@@ -76,7 +76,7 @@ pub(super) fn run_sampled(
     };
     let mut sink = new_sink(s, &plan.placements, &costs)?;
     if observer.is_some() {
-        sink.observed = Some(Vec::new());
+        keep_for_observer(s, &mut sink);
     }
     if ring.is_some() && !in_kernel {
         sink.only_processes(target_pids(s));
@@ -120,6 +120,18 @@ pub(super) fn run_sampled(
     let summary = finish_sampled(s, live)?;
     drop(events);
     Ok(summary)
+}
+
+/// Keep every hit for an observer; where only the observer reads them, without what it does not read.
+fn keep_for_observer(s: &Setup<'_>, sink: &mut Sink<'_>) {
+    sink.observed = Some(Vec::new());
+    let filtered = s.targets.iter().any(|(_, t)| {
+        t.filter
+            .as_ref()
+            .is_some_and(|f| f.user.is_some() || f.at_return.is_some())
+    });
+    sink.observer_only =
+        !s.opts.names_addresses && !filtered && sink.calls.is_none() && sink.trace_out.is_none();
 }
 
 /// What the header line says when probing starts.
@@ -305,6 +317,8 @@ fn describe_engine(plan: &Plan, ring_mode: Option<&str>) -> String {
 /// The end of a sampled session: what the ring lost, the last trace lines, the report, the stacks; then the
 /// removal begins (the ring first).
 fn finish_sampled(s: &mut Setup<'_>, live: SampledLoop<'_, '_>) -> Result<RunSummary, ProbeError> {
+    // An observer (`rprof bt`) has no report to show the loss in.
+    let observed = live.observer.is_some();
     let SampledLoop {
         mut sink,
         out,
@@ -358,7 +372,7 @@ fn finish_sampled(s: &mut Setup<'_>, live: SampledLoop<'_, '_>) -> Result<RunSum
         loss: Some(loss),
     };
     output::write_report(out, s.opts, &parts)?;
-    if sink.stats.lost > 0 && matches!(s.opts.format, Format::Csv | Format::Json) {
+    if sink.stats.lost > 0 && (observed || matches!(s.opts.format, Format::Csv | Format::Json)) {
         (s.notice)(Notice::Lost(sink.stats.lost));
     }
     if sink.unresolved > 0 {
@@ -475,10 +489,19 @@ impl SampledLoop<'_, '_> {
         let Some(o) = self.observer.as_mut() else {
             return;
         };
-        let hits = self.sink.observed.as_mut().map(std::mem::take);
+        let mut hits = self
+            .sink
+            .observed
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default();
         let mut go = true;
-        for hit in hits.unwrap_or_default() {
+        for hit in hits.drain(..) {
             go = go && o.hit(&hit, &mut self.sink);
+        }
+        // The room is kept for the next round's hits.
+        if let Some(kept) = self.sink.observed.as_mut() {
+            *kept = hits;
         }
         self.sink.forget_exited();
         if !(go && o.round()) {

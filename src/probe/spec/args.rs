@@ -106,6 +106,9 @@ pub(super) fn resolve_one(
 ) -> Result<Fetch, ProbeError> {
     let err = |reason: String| spec_error(spec, reason);
     let what = kind_name(&target.kind);
+    if let Some(reg) = item.register() {
+        return register_fetch(target, item, reg, field).map_err(err);
+    }
     if target.go.is_some() {
         return go_fetch(target, item, field, spec);
     }
@@ -189,6 +192,31 @@ pub(super) fn resolve_one(
             "{} is a {what}: values can be fetched from functions and USDT probes only",
             target.name
         ))),
+    }
+}
+
+/// A register (`%ip`) at a function's entry or a USDT probe, as the kernel's probe reads it there (unsigned 64
+/// bits unless typed; `:str` reads the string it points to).
+fn register_fetch(
+    target: &Target,
+    item: &FetchItem,
+    reg: &str,
+    field: String,
+) -> Result<Fetch, String> {
+    match &target.kind {
+        TargetKind::User { .. } | TargetKind::Kernel { .. } | TargetKind::Usdt { .. } => {
+            let ty = item.ty.unwrap_or(FetchType::Int {
+                size: 8,
+                signed: false,
+            });
+            Ok(Fetch::new(&item.name, field, &format!("%{reg}"), ty, false))
+        }
+        _ => Err(format!(
+            "`{}`: registers are read by uprobes, kprobes and USDT probes; {} is a {}",
+            item.name,
+            target.name,
+            kind_name(&target.kind)
+        )),
     }
 }
 
