@@ -121,8 +121,11 @@ type FileIdentity = (u64, u64, u64, i64);
 /// The symbols and layout of each interpreter file read so far, by identity: a host runs many processes of
 /// one python, and `record -a` looks at each new one (reading a 30 MB libpython for each cost a push most of
 /// its CPU). A file replaced in place has another identity.
-static SYMBOLS_SEEN: std::sync::Mutex<Option<HashMap<FileIdentity, Option<(Symbols, ElfLayout)>>>> =
+static SYMBOLS_SEEN: std::sync::Mutex<Option<HashMap<FileIdentity, Interpreter>>> =
     std::sync::Mutex::new(None);
+
+/// What an interpreter file gives: its symbols and layout, or nothing (not an interpreter rprof can read).
+type Interpreter = Option<(Symbols, ElfLayout)>;
 
 /// Find the CPython interpreter process `pid` runs: the libpython it maps, else its python binary.
 pub fn detect(pid: u32) -> Detected {
@@ -244,7 +247,7 @@ pub fn version_of_file(path: &Path) -> Option<(u32, u32)> {
 
 /// `_PyRuntime`, `Py_Version` and `_PyEval_EvalFrameDefault` from the dynamic symbols of `path` (as process
 /// `pid` sees it), with the file's load layout.
-fn read_symbols(pid: u32, path: &str) -> Option<(Symbols, ElfLayout)> {
+fn read_symbols(pid: u32, path: &str) -> Interpreter {
     use std::os::unix::fs::MetadataExt;
     let (file, found_at) = process::open_target_file(pid, Path::new(path)).ok()?;
     let meta = file.metadata().ok()?;
@@ -266,7 +269,7 @@ fn read_symbols(pid: u32, path: &str) -> Option<(Symbols, ElfLayout)> {
 
 /// The symbols rprof needs from an interpreter file, and its layout (the file mapped, not read: only its
 /// headers and symbol tables are touched).
-fn symbols_of(path: &Path) -> Option<(Symbols, ElfLayout)> {
+fn symbols_of(path: &Path) -> Interpreter {
     let data = crate::mapped::MappedFile::open(path).ok()?;
     let elf = object::File::parse(&*data).ok()?;
     let mut syms = Symbols {
