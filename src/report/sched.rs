@@ -105,46 +105,34 @@ fn sched_event(formats: &Formats, s: &Sample) -> Option<SchedEvent> {
     })
 }
 
-/// What a recording's COMM and FORK records said of its tasks so far: their commands, and the pid (process)
-/// each thread was first given (perf's thread table creates a thread with the pid of the record that first
-/// names it).
-#[derive(Default)]
-struct Known {
-    comms: HashMap<u32, String>,
-    pids: HashMap<u32, i32>,
-}
-
-/// Read a recording's sched events in time order: (sample, event), with what COMM and FORK records said.
+/// Read a recording's sched events in time order: (sample, event), with the commands COMM records give.
 fn each_event(
     input: &Path,
-    mut visit: impl FnMut(&Sample, SchedEvent, &Known),
+    mut visit: impl FnMut(&Sample, SchedEvent, &HashMap<u32, String>),
 ) -> Result<HashMap<u32, String>, ReportError> {
     let mut reader = Reader::open(input)?;
     let formats = Formats::of(&reader);
-    let mut known = Known::default();
+    let mut comms: HashMap<u32, String> = HashMap::new();
     while let Some(event) = reader.next_event()? {
         match event {
-            Event::Comm { pid, tid, name, .. } => {
-                known.comms.insert(tid, name);
-                known.pids.entry(tid).or_insert(pid as i32);
+            Event::Comm { tid, name, .. } => {
+                comms.insert(tid, name);
             }
-            // A new thread has its parent's command until its own COMM, as perf's threads; perf replaces a
-            // thread of the same tid.
-            Event::Fork { pid, tid, ptid, .. } => {
-                if let Some(c) = known.comms.get(&ptid).cloned() {
-                    known.comms.entry(tid).or_insert(c);
+            // A new thread has its parent's command until its own COMM, as perf's threads.
+            Event::Fork { tid, ptid, .. } => {
+                if let Some(c) = comms.get(&ptid).cloned() {
+                    comms.entry(tid).or_insert(c);
                 }
-                known.pids.insert(tid, pid as i32);
             }
             Event::Sample(s) => {
                 if let Some(e) = sched_event(&formats, &s) {
-                    visit(&s, e, &known);
+                    visit(&s, e, &comms);
                 }
             }
             _ => {}
         }
     }
-    Ok(known.comms)
+    Ok(comms)
 }
 
 /// A task's state between its events (perf's work atom): how it left the CPU and when it became runnable.
@@ -382,15 +370,11 @@ pub fn write_timehist(input: &Path, out: &mut impl Write) -> Result<(), ReportEr
     let mut first_pid: HashMap<i32, i32> = HashMap::new();
     let mut width = 30;
     let mut result = Ok(());
-    each_event(input, |s, e, known| {
+    each_event(input, |s, e, comms| {
         let t = s.time.unwrap_or(0);
         let cpu = s.cpu.unwrap_or(0);
         match e {
             SchedEvent::Wakeup { pid, .. } => {
-                // perf 6.1's wakeup handler creates a thread it has not seen with pid 0 (and timehist then
-                // prints its name alone, `:TID` when no COMM named it).
-                let known_pid = known.pids.get(&pid).copied().unwrap_or(0);
-                first_pid.entry(pid as i32).or_insert(known_pid);
                 let r = threads.entry((pid, 0)).or_default();
                 if r.ready_to_run == 0 {
                     r.ready_to_run = t;
@@ -401,8 +385,7 @@ pub fn write_timehist(input: &Path, out: &mut impl Write) -> Result<(), ReportEr
                 // Its pid is the first one seen with its tid, as perf's thread keeps it (tid -1, an exited
                 // task's last switch, has several).
                 let tid = s.tid as i32;
-                let known_pid = known.pids.get(&s.tid).copied().unwrap_or(s.pid as i32);
-                let pid = *first_pid.entry(tid).or_insert(known_pid);
+                let pid = *first_pid.entry(tid).or_insert(s.pid as i32);
                 let tprev = cpu_last.insert(cpu, t).unwrap_or(0);
                 // The idle task has a thread per CPU, as perf's `<idle>`.
                 let key = match tid {
@@ -421,13 +404,11 @@ pub fn write_timehist(input: &Path, out: &mut impl Write) -> Result<(), ReportEr
                     }
                 }
                 if result.is_ok() {
-                    let comm = known.comms.get(&s.tid).cloned();
-                    let comm = comm.unwrap_or(format!(":{tid}"));
-                    let name = match (tid, pid) {
+                    let comm = comms.get(&s.tid).cloned().unwrap_or(format!(":{tid}"));
+                    let name = match (tid, pid == tid || pid == -1) {
                         (0, _) => "<idle>".to_string(),
-                        (_, 0) => comm,
-                        (_, p) if p == tid || p == -1 => format!("{comm}[{tid}]"),
-                        _ => format!("{comm}[{tid}/{pid}]"),
+                        (_, true) => format!("{comm}[{tid}]"),
+                        (_, false) => format!("{comm}[{tid}/{pid}]"),
                     };
                     // perf keeps 31 bytes of it (a 32-byte buffer), and widens the column from 30 to the
                     // longest name printed so far.
