@@ -68,17 +68,18 @@ fn opensnoop_bt_lists_what_bpftrace_lists() {
 }
 
 /// Check that the offcpu program (sched_switch twice, stacks in maps, a histogram) counts each of a command's
-/// sleeps, as bpftrace's run of the same command does: 20 switches out to sleep at `clock_nanosleep`, and at
-/// least 20 off-CPU spans of 16 ms or more (each sleep lasts 20 ms; on a busy host its wakeup may wait longer
-/// for a CPU, so the bucket of each span is not fixed, but its floor is).
+/// sleeps, as bpftrace's run of the same command does: each of the 20 sleeps switches out at `clock_nanosleep`
+/// at least once, and at most once more for each time the command was preempted (on a busy host a preemption
+/// inside clock_nanosleep has its stack too: 21 in 2 runs of 12 beside two busy loops; and a sleep preempted
+/// before it blocks for longer than it sleeps never blocks: its one switch is the preemption). The command
+/// prints its involuntary switches (getrusage). At least 20 off-CPU spans last 16 ms or more (each sleep lasts
+/// 20 ms; a wakeup may wait longer for a CPU, so the bucket of each span is not fixed, but its floor is).
 #[test]
 fn offcpu_program_sees_each_sleep() {
     if !privileged("offcpu_program_sees_each_sleep") {
         return;
     }
-    // Switches out to sleep (TASK_INTERRUPTIBLE, 1): on a busy host the command is also preempted, and a
-    // preemption inside clock_nanosleep has its stack too (measured beside two busy loops: 21 in 2 runs of 12).
-    let program = "tracepoint:sched:sched_switch /args->prev_pid == cpid && args->prev_state == 1/ { @ts = nsecs; @uu = ustack; } \
+    let program = "tracepoint:sched:sched_switch /args->prev_pid == cpid/ { @ts = nsecs; @uu = ustack; } \
         tracepoint:sched:sched_switch /args->next_pid == cpid/ { $t = @ts; \
           if ($t) { $us = (nsecs - $t) / 1000; @off = hist($us); @u[@uu] = count(); delete(@ts); delete(@uu); } }";
     // bpftrace splits -c's command at spaces (no shell quoting): the script is a file.
@@ -86,7 +87,8 @@ fn offcpu_program_sees_each_sleep() {
     let script = dir.path().join("sleeps.py");
     std::fs::write(
         &script,
-        "import time\nfor i in range(20): time.sleep(0.02)\n",
+        "import resource, time\nfor i in range(20): time.sleep(0.02)\n\
+         print('\\npreempted', resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw, flush=True)\n",
     )
     .unwrap();
     let cmd = format!("/usr/bin/python3 {}", script.display());
@@ -95,8 +97,28 @@ fn offcpu_program_sees_each_sleep() {
     let theirs = bpftrace(&["-e", program, "-c", cmd]);
     // bpftrace names the frames when it prints, after the command exited: its stacks are addresses.
     for (who, text) in [("bpftrace", &theirs), ("rprof", &mine)] {
-        let top = stack_counts(text).into_iter().max_by_key(|(_, n)| *n);
-        assert_eq!(top.as_ref().map(|(_, n)| *n), Some(20), "{who}: {text}");
+        let preempted: u64 = text
+            .lines()
+            .find_map(|l| l.strip_prefix("preempted "))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or_else(|| {
+                panic!("{who}: the command's line of preemptions is missing: {text}")
+            });
+        let top = stack_counts(text)
+            .into_iter()
+            .max_by_key(|(_, n)| *n)
+            .map_or(0, |(_, n)| n);
+        // bpftrace's programs sometimes do not run for a switch on a loaded host (seen: 19 of 20 sleeps, 19
+        // long spans, with no other BPF user in the test binary): said, not counted against rprof, which has
+        // no BPF; rprof's own count is held to the bounds.
+        if who == "bpftrace" && (top < 20 || spans_from_16ms(text) < 20) {
+            eprintln!("offcpu_program_sees_each_sleep: bpftrace lost switches ({top} at the sleeps' stack, {} long spans): compared for rprof only", spans_from_16ms(text));
+            continue;
+        }
+        assert!(
+            (20..=20 + preempted).contains(&top),
+            "{who}: {top} switches at the sleeps' stack, {preempted} preemptions: {text}"
+        );
         assert!(spans_from_16ms(text) >= 20, "{who}: {text}");
     }
     let top = stack_counts(&mine).into_iter().max_by_key(|(_, n)| *n);

@@ -44,9 +44,9 @@ pub fn rprof_bt(args: &[&str]) -> String {
 }
 
 /// Held while a test's `bpftrace` runs: one at a time in a test binary. While one bpftrace reads or clears its
-/// maps (a bpf(2) call), the kernel runs no BPF program on that CPU; if the task is switched out meanwhile, the
-/// other bpftrace's `sched_switch` program does not run for that switch, and its figures lose the event (a
-/// failed run: 19 of 20 sleeps). rprof, with no BPF, is not affected.
+/// maps (a bpf(2) call), the kernel runs no BPF program on that CPU, and if the task is switched out meanwhile,
+/// another bpftrace's `sched_switch` program does not run for that switch. (bpftrace alone also lost a sleep
+/// under load: see bt_run's offcpu test.) rprof, with no BPF, is not affected.
 static ONE_BPFTRACE: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// The stdout of `bpftrace ARGS` (the peer; CI installs it).
