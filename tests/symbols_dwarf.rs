@@ -231,16 +231,8 @@ fn inlined_frames_compressed_dwarf() {
 #[test]
 fn inlined_frames_from_kept_inflated_sections() {
     let tmp = tempfile::tempdir().unwrap();
-    let exe = build(
-        "gcc",
-        "sym_inline.c",
-        &["-O2", "-g", "-gz"],
-        tmp.path(),
-        "inline",
-    );
-    let symbols = function_symbols(&exe, &DebugSources::none()).unwrap();
-    let caller = symbol(&symbols, "outer_caller");
-    let key = module(&exe);
+    let (exe, caller, key) = compressed_inline_fixture(tmp.path());
+    let caller = &caller;
     let all = |s: &mut Symbolizer| -> Vec<Vec<String>> {
         (0..caller.size)
             .map(|d| {
@@ -285,22 +277,23 @@ fn inlined_frames_from_kept_inflated_sections() {
     assert_eq!(std::fs::read(&file).unwrap(), whole, "written whole again");
 }
 
+/// sym_inline.c built with compressed DWARF (`-gz`) in `dir`: the binary, its `outer_caller` and its module.
+fn compressed_inline_fixture(dir: &Path) -> (PathBuf, FunctionSymbol, ModuleKey) {
+    let exe = build("gcc", "sym_inline.c", &["-O2", "-g", "-gz"], dir, "inline");
+    let symbols = function_symbols(&exe, &DebugSources::none()).unwrap();
+    let caller = symbol(&symbols, "outer_caller").clone();
+    let key = module(&exe);
+    (exe, caller, key)
+}
+
 /// Check that a symbolizer whose DWARF was dropped (report drops it once its addresses are resolved, before it
 /// reads the kernel's symbols) loads it again for an address it has not looked up: compressed sections are
 /// decompressed again and the inlined frames are still found.
 #[test]
 fn inlined_frames_after_release() {
     let tmp = tempfile::tempdir().unwrap();
-    let exe = build(
-        "gcc",
-        "sym_inline.c",
-        &["-O2", "-g", "-gz"],
-        tmp.path(),
-        "inline",
-    );
-    let symbols = function_symbols(&exe, &DebugSources::none()).unwrap();
-    let caller = symbol(&symbols, "outer_caller");
-    let key = module(&exe);
+    let (exe, caller, key) = compressed_inline_fixture(tmp.path());
+    let caller = &caller;
     let mut symbolizer = Symbolizer::new(with_lines());
     assert_eq!(
         names(&symbolizer.user(&key, offset_of(&exe, caller, 0))),
