@@ -314,6 +314,23 @@ fn describe_engine(plan: &Plan, ring_mode: Option<&str>) -> String {
     }
 }
 
+/// The notices of what the report may lack: events lost (said here where the report cannot show it: CSV,
+/// JSON, or an observer such as `rprof bt`), addresses left unresolved, hits of other processes.
+fn what_was_missed(s: &mut Setup<'_>, sink: &Sink<'_>, observed: bool) {
+    if sink.stats.lost > 0 && (observed || matches!(s.opts.format, Format::Csv | Format::Json)) {
+        (s.notice)(Notice::Lost(sink.stats.lost));
+    }
+    if sink.unresolved > 0 {
+        (s.notice)(Notice::Unresolved(sink.unresolved));
+    }
+    if sink.foreign.hits > 0 {
+        (s.notice)(Notice::OtherProcesses {
+            hits: sink.foreign.hits,
+            processes: sink.foreign.processes(),
+        });
+    }
+}
+
 /// The end of a sampled session: what the ring lost, the last trace lines, the report, the stacks; then the
 /// removal begins (the ring first).
 fn finish_sampled(s: &mut Setup<'_>, live: SampledLoop<'_, '_>) -> Result<RunSummary, ProbeError> {
@@ -372,18 +389,7 @@ fn finish_sampled(s: &mut Setup<'_>, live: SampledLoop<'_, '_>) -> Result<RunSum
         loss: Some(loss),
     };
     output::write_report(out, s.opts, &parts)?;
-    if sink.stats.lost > 0 && (observed || matches!(s.opts.format, Format::Csv | Format::Json)) {
-        (s.notice)(Notice::Lost(sink.stats.lost));
-    }
-    if sink.unresolved > 0 {
-        (s.notice)(Notice::Unresolved(sink.unresolved));
-    }
-    if sink.foreign.hits > 0 {
-        (s.notice)(Notice::OtherProcesses {
-            hits: sink.foreign.hits,
-            processes: sink.foreign.processes(),
-        });
-    }
+    what_was_missed(s, &sink, observed);
     if let Some(trace) = sink.trace_out.take() {
         let (path, calls, overflowed) =
             (trace.path().to_path_buf(), trace.written, trace.overflowed);
