@@ -29,6 +29,26 @@ fn fixture() -> String {
 }
 
 /// Start `python py_work.py MODE SECONDS` and wait until it says it runs.
+/// `rprof record --call-graph dwarf -F HZ` of the fixture's `mode` for `seconds` under `python`, into `dir`:
+/// the recording's path and rprof's stderr.
+fn record_dwarf(dir: &Path, hz: &str, python: &str, mode: &str, seconds: &str) -> (String, String) {
+    let data = dir.join("py.data").to_str().unwrap().to_string();
+    let fixture = fixture();
+    let args = [
+        "record",
+        "--call-graph",
+        "dwarf",
+        "-F",
+        hz,
+        "-o",
+        &data,
+        "--",
+    ];
+    let (_, stderr) =
+        common::rprof_ok_stderr(&[&args[..], &[python, &fixture, mode, seconds]].concat());
+    (data, stderr)
+}
+
 fn start(python: &str, mode: &str, seconds: &str) -> Child {
     let mut child = Command::new(python)
         .args([&fixture(), mode, seconds])
@@ -188,23 +208,8 @@ fn dwarf_mixed_stacks() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("py.data");
-    let data = data.to_str().unwrap();
-    let fixture = fixture();
-    let (_, stderr) = common::rprof_ok_stderr(&[
-        "record",
-        "--call-graph",
-        "dwarf",
-        "-F",
-        "199",
-        "-o",
-        data,
-        "--",
-        DEBIAN_PYTHON,
-        &fixture,
-        "four",
-        "5",
-    ]);
+    let (data, stderr) = record_dwarf(dir.path(), "199", DEBIAN_PYTHON, "four", "5");
+    let data = data.as_str();
     let script = common::rprof_ok(&["script", "-i", data]);
     let (mut json, mut late, mut unreached, mut wrong) = (0, 0, 0, Vec::new());
     let mut late_wrong = 0;
@@ -410,23 +415,8 @@ fn newer_versions_dwarf_stacks() {
             continue;
         }
         let dir = tempfile::tempdir().unwrap();
-        let data = dir.path().join("py.data");
-        let data = data.to_str().unwrap();
-        let fixture = fixture();
-        let (_, stderr) = common::rprof_ok_stderr(&[
-            "record",
-            "--call-graph",
-            "dwarf",
-            "-F",
-            "99",
-            "-o",
-            data,
-            "--",
-            python,
-            &fixture,
-            "nested",
-            "2",
-        ]);
+        let (data, stderr) = record_dwarf(dir.path(), "99", python, "nested", "2");
+        let data = data.as_str();
         assert!(
             stderr.contains("python: 1 CPython processes: ")
                 && stderr.contains(&format!("({version})")),
