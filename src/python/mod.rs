@@ -121,8 +121,8 @@ type FileIdentity = (u64, u64, u64, i64);
 /// The symbols and layout of each interpreter file read so far, by identity: a host runs many processes of
 /// one python, and `record -a` looks at each new one (reading a 30 MB libpython for each cost a push most of
 /// its CPU). A file replaced in place has another identity.
-static SYMBOLS_SEEN: std::sync::Mutex<Option<HashMap<FileIdentity, Interpreter>>> =
-    std::sync::Mutex::new(None);
+static SYMBOLS_SEEN: std::sync::LazyLock<std::sync::Mutex<HashMap<FileIdentity, Interpreter>>> =
+    std::sync::LazyLock::new(Default::default);
 
 /// What an interpreter file gives: its symbols and layout, or nothing (not an interpreter rprof can read).
 type Interpreter = Option<(Symbols, ElfLayout)>;
@@ -258,13 +258,9 @@ fn read_symbols(pid: u32, path: &str) -> Interpreter {
         meta.mtime_nsec() + meta.mtime() * 1_000_000_000,
     );
     let mut seen = SYMBOLS_SEEN.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(known) = seen.get_or_insert_with(HashMap::new).get(&id) {
-        return known.clone();
-    }
-    let read = symbols_of(&found_at);
-    seen.get_or_insert_with(HashMap::new)
-        .insert(id, read.clone());
-    read
+    seen.entry(id)
+        .or_insert_with(|| symbols_of(&found_at))
+        .clone()
 }
 
 /// The symbols rprof needs from an interpreter file, and its layout (the file mapped, not read: only its
