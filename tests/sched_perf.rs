@@ -101,10 +101,18 @@ fn timehist_as_perf() {
         assert_eq!(o.len(), t.len(), "{file}");
         for (a, b) in o.iter().zip(&t) {
             assert_eq!(
-                (&a.0, &a.1, &a.2, a.3, a.5),
-                (&b.0, &b.1, &b.2, b.3, b.5),
+                (&a.0, &a.1, a.3, a.5),
+                (&b.0, &b.1, b.3, b.5),
                 "{a:?} vs {b:?}"
             );
+            // A task whose start the recording missed (a system-wide recording joins running tasks) has no
+            // name in either tool; perf 6.1 then prints its thread table's placeholder, which depends on the
+            // order it met the task's records in (`:TID`, `:TID[TID]` once a FORK names it as a parent,
+            // `:-1[-1/PID]`): such a row is compared but for that placeholder (docs/perf-users.md).
+            match b.2.starts_with(':') {
+                true => assert!(a.2.starts_with(':'), "{a:?} vs {b:?}"),
+                false => assert_eq!(a.2, b.2, "{a:?} vs {b:?}"),
+            }
             assert!(a.4 >= b.4, "{a:?} vs {b:?}");
         }
     }
