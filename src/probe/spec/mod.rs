@@ -140,7 +140,7 @@ pub fn targets(
             targets.add(t);
         }
     }
-    for t in planned(opts, &formats)? {
+    for t in planned(opts, &ropts, &formats)? {
         targets.add(t);
     }
     if let Some(pair) = &opts.pair {
@@ -152,20 +152,16 @@ pub fn targets(
 }
 
 /// The targets of the event layer's planned tracefs events ([`ProbeOptions::planned`]): tracepoints named as
-/// planned, with every field of their format when `--trace` shows them (as a `t:` pattern without values).
+/// planned, with every field of their format when `--trace` shows them (as a `t:` pattern without values), and
+/// syscalls as `syscall:NAME(ret)` patterns make them.
 fn planned(
     opts: &ProbeOptions,
+    ropts: &resolve::ResolveOptions,
     formats: args::Formats<'_>,
 ) -> Result<Vec<crate::probe::target::Target>, ProbeError> {
     use crate::events::PlannedKind;
     let mut out = Vec::new();
     for e in &opts.planned {
-        let PlannedKind::Trace { system, event, .. } = &e.kind else {
-            return Err(ProbeError::Spec {
-                spec: e.name.clone(),
-                reason: "not a tracefs event: probe takes tracepoints and probe points here".into(),
-            });
-        };
         if e.filter.is_some() {
             return Err(ProbeError::Spec {
                 spec: e.name.clone(),
@@ -175,12 +171,36 @@ fn planned(
                         .into(),
             });
         }
-        let kind = TargetKind::Tracepoint {
-            category: system.clone(),
-            event: event.clone(),
+        let (kind, items) = match &e.kind {
+            PlannedKind::Trace { system, event, .. } => {
+                let items = match opts.calls.trace && opts.values.is_empty() {
+                    true => every_field(formats(system, event).as_deref(), false),
+                    false => opts.values.clone(),
+                };
+                let kind = TargetKind::Tracepoint {
+                    category: system.clone(),
+                    event: event.clone(),
+                };
+                (kind, items)
+            }
+            PlannedKind::Syscall { name, .. } => (
+                TargetKind::Syscall { name: name.clone() },
+                syscall_items(opts, name, formats),
+            ),
+            PlannedKind::Perf { .. } => {
+                return Err(ProbeError::Spec {
+                    spec: e.name.clone(),
+                    reason: "not a tracefs event: probe takes tracepoints and probe points here".into(),
+                })
+            }
+        };
+        let name = match &kind {
+            TargetKind::Syscall { name } => format!("syscall:{name}"),
+            TargetKind::Tracepoint { category, event } => format!("{category}:{event}"),
+            _ => unreachable!("planned events are tracepoints or syscalls"),
         };
         let mut t = crate::probe::target::Target {
-            name: format!("{system}:{event}"),
+            name,
             aliases: Vec::new(),
             kind,
             fetches: Vec::new(),
@@ -189,14 +209,29 @@ fn planned(
             syscall_sites: Vec::new(),
             filter: None,
         };
-        let items = match opts.calls.trace && opts.values.is_empty() {
-            true => every_field(formats(system, event).as_deref(), false),
-            false => opts.values.clone(),
-        };
         t.fetches = args::resolve_fetches(&t, &items, &e.name, &formats, &opts.debug)?;
+        t.syscall_sites = syscall_sites(&t, opts, ropts)?;
         out.push(t);
     }
     Ok(out)
+}
+
+/// The values of a planned syscall, as the pattern `syscall:NAME(ret)` fetches them: its return value and
+/// `--by`/`--hist`'s, after every argument where perf trace's lines show them.
+fn syscall_items(
+    opts: &ProbeOptions,
+    name: &str,
+    formats: args::Formats<'_>,
+) -> Vec<fetch::FetchItem> {
+    let mut items = vec![fetch::FetchItem::parse("ret").expect("ret is a fetch item")];
+    items.extend(opts.values.iter().cloned());
+    if opts.calls.style != crate::probe::TraceStyle::PerfTrace {
+        return items;
+    }
+    let format = formats("syscalls", &format!("sys_enter_{name}"));
+    let mut all = every_field(format.as_deref(), true);
+    all.extend(items);
+    all
 }
 
 /// Every value field of a tracepoint's `format` (what `--trace` shows of a tracepoint named without values).
