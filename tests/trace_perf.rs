@@ -234,23 +234,36 @@ fn mixed_list_as_perf_trace() {
     let (_, ours) = rprof_ok_stderr(&["trace", "-e", list, "--", bin, "200", "1", "3"]);
     let theirs = perf_trace(&["-e", list, "--", bin, "200", "1", "3"]);
     let (o, t) = (call_counts(&ours), call_counts(&theirs));
-    assert_eq!(
-        o.keys().collect::<Vec<_>>(),
-        ["close", "getppid"],
-        "{ours}"
-    );
+    assert_eq!(o.keys().collect::<Vec<_>>(), ["close", "getppid"], "{ours}");
     assert_eq!(o["getppid"], 400, "{ours}");
     assert!(o["close"] >= 3, "{ours}");
     assert_eq!(o, t, "rprof:\n{ours}\nperf:\n{theirs}");
     for (who, text) in [("rprof", &ours), ("perf", &theirs)] {
-        assert_eq!(hit_events(text), ["sched:sched_process_exit"], "{who}:\n{text}");
+        assert_eq!(
+            hit_events(text),
+            ["sched:sched_process_exit"],
+            "{who}:\n{text}"
+        );
     }
     // A list of tracepoints alone shows no syscalls, as perf trace's.
-    let (_, ours) = rprof_ok_stderr(&["trace", "-e", "sched:sched_process_exit", "--", bin, "2", "1", "1"]);
+    let (_, ours) = rprof_ok_stderr(&[
+        "trace",
+        "-e",
+        "sched:sched_process_exit",
+        "--",
+        bin,
+        "2",
+        "1",
+        "1",
+    ]);
     let theirs = perf_trace(&["-e", "sched:sched_process_exit", "--", bin, "2", "1", "1"]);
     for (who, text) in [("rprof", &ours), ("perf", &theirs)] {
         assert!(call_counts(text).is_empty(), "{who}:\n{text}");
-        assert_eq!(hit_events(text), ["sched:sched_process_exit"], "{who}:\n{text}");
+        assert_eq!(
+            hit_events(text),
+            ["sched:sched_process_exit"],
+            "{who}:\n{text}"
+        );
     }
 }
 
@@ -276,6 +289,10 @@ fn negated_list_as_perf_trace() {
     assert!(o.contains_key("mmap"), "{ours}");
     assert_eq!(o, t, "rprof:\n{ours}\nperf:\n{theirs}");
     for (who, text) in [("rprof", &ours), ("perf", &theirs)] {
-        assert_eq!(hit_events(text), ["sched:sched_process_exit"], "{who}:\n{text}");
+        assert_eq!(
+            hit_events(text),
+            ["sched:sched_process_exit"],
+            "{who}:\n{text}"
+        );
     }
 }

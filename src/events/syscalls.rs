@@ -98,7 +98,11 @@ pub fn traced_syscalls(tracefs: &Tracefs) -> Result<Vec<String>, EventError> {
     Ok(events
         .iter()
         .filter_map(|e| e.strip_prefix("sys_enter_"))
-        .filter(|n| events.iter().any(|e| e.strip_prefix("sys_exit_") == Some(n)))
+        .filter(|n| {
+            events
+                .iter()
+                .any(|e| e.strip_prefix("sys_exit_") == Some(n))
+        })
         .map(str::to_string)
         .collect())
 }
@@ -169,7 +173,8 @@ fn only_tracepoints(flag: &str, spec: &EventSpec, tracefs: &Tracefs) -> Result<(
     let hint = match event.kind {
         Kind::Tracepoint { .. } => return Ok(()),
         _ if event.is_trace() => {
-            "trace a function with rprof probe --trace, or record it with rprof record -e".to_string()
+            "trace a function with rprof probe --trace, or record it with rprof record -e"
+                .to_string()
         }
         _ => format!("count {name} with rprof stat -e, or sample it with rprof record -e"),
     };
@@ -188,10 +193,18 @@ mod tests {
     }
 
     fn names() -> Vec<String> {
-        ["openat", "open", "read", "newstat", "mmap", "munmap", "exit_group"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect()
+        [
+            "openat",
+            "open",
+            "read",
+            "newstat",
+            "mmap",
+            "munmap",
+            "exit_group",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
     }
 
     /// Check perf trace's split: names, globs and the table's spelling are syscalls, the rest events.

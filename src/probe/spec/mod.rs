@@ -190,7 +190,8 @@ fn planned(
             PlannedKind::Perf { .. } => {
                 return Err(ProbeError::Spec {
                     spec: e.name.clone(),
-                    reason: "not a tracefs event: probe takes tracepoints and probe points here".into(),
+                    reason: "not a tracefs event: probe takes tracepoints and probe points here"
+                        .into(),
                 })
             }
         };
