@@ -137,13 +137,18 @@ struct AsProbe {
 
 /// The probe arguments of `words` (after `probe`), then the command after `--`.
 fn probe_args(words: Vec<String>, command: Vec<OsString>) -> anyhow::Result<ProbeArgs> {
+    Ok(AsProbe::try_parse_from(probe_argv(words, command))?.probe)
+}
+
+/// `rprof probe WORDS -- COMMAND` as argv.
+fn probe_argv(words: Vec<String>, command: Vec<OsString>) -> Vec<OsString> {
     let mut argv: Vec<OsString> = vec!["probe".into()];
     argv.extend(words.into_iter().map(OsString::from));
     if !command.is_empty() {
         argv.push("--".into());
         argv.extend(command);
     }
-    Ok(AsProbe::try_parse_from(argv)?.probe)
+    argv
 }
 
 /// `-p` and `-d` as probe takes them.
@@ -196,19 +201,13 @@ pub fn run_trace(a: TraceArgs) -> anyhow::Result<u8> {
 /// probe's own command line requires.
 fn planned_probe_args(words: Vec<String>, command: Vec<OsString>) -> anyhow::Result<ProbeArgs> {
     use clap::{CommandFactory, FromArgMatches};
-    let mut argv: Vec<OsString> = vec!["probe".into()];
-    argv.extend(words.into_iter().map(OsString::from));
-    if !command.is_empty() {
-        argv.push("--".into());
-        argv.extend(command);
-    }
     // In place (`mut_arg` would move the positional after the command's).
     let matches = AsProbe::command()
         .mut_args(|a| match a.get_id() == "patterns" {
             true => a.required_unless_present("trace"),
             false => a,
         })
-        .try_get_matches_from(argv)?;
+        .try_get_matches_from(probe_argv(words, command))?;
     Ok(AsProbe::from_arg_matches(&matches)?.probe)
 }
 

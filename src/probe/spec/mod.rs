@@ -446,6 +446,52 @@ mod tests {
         assert!(targets_of(&opts, &tracefs).is_err());
     }
 
+    /// Check that a planned syscall (trace's `-e close`) is the target the pattern `syscall:close(ret)` makes
+    /// in perf trace's style: the same name, kind and fetches (every argument, then the return value).
+    #[test]
+    fn planned_syscalls_are_the_patterns_targets() {
+        let dir = tempfile::tempdir().unwrap();
+        let head =
+            "format:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\n\
+                    \tfield:int __syscall_nr;\toffset:8;\tsize:4;\tsigned:1;\n";
+        for (event, id, field) in [
+            ("sys_enter_close", 10, "unsigned int fd"),
+            ("sys_exit_close", 11, "long ret"),
+        ] {
+            let at = dir.path().join("events/syscalls").join(event);
+            std::fs::create_dir_all(&at).unwrap();
+            let format = format!(
+                "name: {event}\nID: {id}\n{head}\tfield:{field};\toffset:16;\tsize:8;\tsigned:0;\n"
+            );
+            std::fs::write(at.join("format"), format).unwrap();
+        }
+        let tracefs = Tracefs::at(dir.path());
+        let mut opts = ProbeOptions {
+            planned: vec![PlannedEvent {
+                name: "close".into(),
+                kind: PlannedKind::Syscall {
+                    name: "close".into(),
+                    id: 10,
+                },
+                filter: None,
+            }],
+            ..ProbeOptions::default()
+        };
+        opts.calls.trace = true;
+        opts.calls.style = crate::probe::TraceStyle::PerfTrace;
+        let planned = targets_of(&opts, &tracefs).unwrap();
+        opts.planned.clear();
+        opts.patterns = vec!["syscall:close(ret)".into()];
+        let pattern = targets_of(&opts, &tracefs).unwrap();
+        let debug =
+            |t: &Targets| -> Vec<String> { t.iter().map(|(_, t)| format!("{t:?}")).collect() };
+        assert_eq!(debug(&planned), debug(&pattern));
+        let all: Vec<_> = planned.iter().map(|(_, t)| t).collect();
+        assert_eq!(all.len(), 1);
+        let labels: Vec<&str> = all[0].fetches.iter().map(|f| f.label.as_str()).collect();
+        assert_eq!(labels, ["fd", "ret"]);
+    }
+
     fn targets_of(opts: &ProbeOptions, tracefs: &Tracefs) -> Result<Targets, ProbeError> {
         targets(opts, &parse(opts)?, Some(tracefs))
     }
