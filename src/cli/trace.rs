@@ -29,7 +29,7 @@ pub struct TraceArgs {
         value_delimiter = ',',
         value_name = "SYSCALLS,EVENTS"
     )]
-    pub syscalls: Vec<String>,
+    pub expr: Vec<String>,
     /// Also trace these tracepoints (CATEGORY:EVENT, comma-separated or repeated, globs allowed, e.g. 'net:*'),
     /// each hit a line, besides the syscalls.
     #[arg(long = "event", value_name = "CAT:EVENT")]
@@ -173,7 +173,7 @@ pub fn run_trace(a: TraceArgs) -> anyhow::Result<u8> {
     // The event layer plans the syscalls and tracepoints; probe shows each call (-s: the traced calls make
     // perf trace -s's summary).
     let plan = rprof::events::plan_trace(&rprof::events::TraceRequest {
-        expr: a.syscalls.clone(),
+        expr: a.expr.clone(),
         event: a
             .event
             .iter()
