@@ -1,5 +1,6 @@
-//! `rprof trace` as perf trace: `--duration MSEC` shows only the calls longer than it, and `-s` prints perf
-//! trace -s's summary (calls, errors, times per syscall); each against perf trace on the same fixture.
+//! `rprof trace` as perf trace: `--duration MSEC` shows only the calls longer than it, `-s` prints perf
+//! trace -s's summary (calls, errors, times per syscall), `-e` takes one list of syscalls (names, globs, `!`)
+//! and tracepoints; each against perf trace on the same fixture.
 mod common;
 use common::*;
 use std::process::Command;
@@ -199,5 +200,99 @@ fn tracepoints_of_the_event_layer_as_perf_trace() {
                 assert_eq!(x, y, "{k}: rprof:\n{ours}\nperf:\n{theirs}");
             }
         }
+    }
+}
+
+/// How many call lines of each syscall a trace has (execve left out: perf trace shows the command's as
+/// `[continued]`, without a duration).
+fn call_counts(text: &str) -> std::collections::BTreeMap<String, usize> {
+    let mut counts = std::collections::BTreeMap::new();
+    for (name, _) in calls(text).into_iter().filter(|c| c.0 != "execve") {
+        *counts.entry(name).or_insert(0) += 1;
+    }
+    counts
+}
+
+/// The events of a trace's tracepoint hits, in order.
+fn hit_events(text: &str) -> Vec<String> {
+    tracepoint_hits(text).into_iter().map(|h| h.0).collect()
+}
+
+/// `trace -e` takes perf trace's one list of syscalls (a name, a glob) and tracepoints: on the same command,
+/// rprof and perf trace show the same calls of the syscalls named (400 getppid, the failing closes among the
+/// loader's) and nothing else, and the tracepoint's one hit.
+#[test]
+fn mixed_list_as_perf_trace() {
+    const TEST: &str = "mixed_list_as_perf_trace";
+    if !privileged(TEST) || !perf_tool(TEST) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = build_c(dir.path(), "trace_slow.c", &["-O1"]);
+    let bin = bin.to_str().unwrap();
+    let list = "getpp*,close,sched:sched_process_exit";
+    let (_, ours) = rprof_ok_stderr(&["trace", "-e", list, "--", bin, "200", "1", "3"]);
+    let theirs = perf_trace(&["-e", list, "--", bin, "200", "1", "3"]);
+    let (o, t) = (call_counts(&ours), call_counts(&theirs));
+    assert_eq!(o.keys().collect::<Vec<_>>(), ["close", "getppid"], "{ours}");
+    assert_eq!(o["getppid"], 400, "{ours}");
+    assert!(o["close"] >= 3, "{ours}");
+    assert_eq!(o, t, "rprof:\n{ours}\nperf:\n{theirs}");
+    for (who, text) in [("rprof", &ours), ("perf", &theirs)] {
+        assert_eq!(
+            hit_events(text),
+            ["sched:sched_process_exit"],
+            "{who}:\n{text}"
+        );
+    }
+    // A list of tracepoints alone shows no syscalls, as perf trace's.
+    let (_, ours) = rprof_ok_stderr(&[
+        "trace",
+        "-e",
+        "sched:sched_process_exit",
+        "--",
+        bin,
+        "2",
+        "1",
+        "1",
+    ]);
+    let theirs = perf_trace(&["-e", "sched:sched_process_exit", "--", bin, "2", "1", "1"]);
+    for (who, text) in [("rprof", &ours), ("perf", &theirs)] {
+        assert!(call_counts(text).is_empty(), "{who}:\n{text}");
+        assert_eq!(
+            hit_events(text),
+            ["sched:sched_process_exit"],
+            "{who}:\n{text}"
+        );
+    }
+}
+
+/// `trace -e '!A,B*,TRACEPOINT'` shows every syscall but those named, and the tracepoint, as perf trace does:
+/// on the same command the same calls of every other syscall, none of those named.
+#[test]
+fn negated_list_as_perf_trace() {
+    const TEST: &str = "negated_list_as_perf_trace";
+    if !privileged(TEST) || !perf_tool(TEST) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = build_c(dir.path(), "trace_slow.c", &["-O1"]);
+    let bin = bin.to_str().unwrap();
+    let list = "!getppid,*nanosleep,sched:sched_process_exit";
+    let (_, ours) = rprof_ok_stderr(&["trace", "-e", list, "--", bin, "200", "1", "3"]);
+    let theirs = perf_trace(&["-e", list, "--", bin, "200", "1", "3"]);
+    let (o, t) = (call_counts(&ours), call_counts(&theirs));
+    for name in ["getppid", "nanosleep", "clock_nanosleep"] {
+        assert!(!o.contains_key(name), "{name} in rprof's:\n{ours}");
+    }
+    assert!(o.get("close").is_some_and(|&n| n >= 3), "{ours}");
+    assert!(o.contains_key("mmap"), "{ours}");
+    assert_eq!(o, t, "rprof:\n{ours}\nperf:\n{theirs}");
+    for (who, text) in [("rprof", &ours), ("perf", &theirs)] {
+        assert_eq!(
+            hit_events(text),
+            ["sched:sched_process_exit"],
+            "{who}:\n{text}"
+        );
     }
 }

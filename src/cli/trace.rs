@@ -12,26 +12,30 @@ use std::ffi::OsString;
 #[derive(Args, Debug)]
 #[command(
     after_help = "Examples:\n  rprof trace -- ls /tmp\n  rprof trace -e openat,read -p 1234\n  \
+                  rprof trace -e 'open*,sched:sched_process_exit' -- ./prog   (syscalls and tracepoints)\n  \
+                  rprof trace -e '!futex,epoll_*' -p 1234   (every syscall but those)\n  \
                   rprof trace -s -- make          (a table per syscall: count, total, mean, ...)\n  \
                   rprof trace --no-syscalls --event 'sched:*' -- ./prog\n\n\
                   The same as `rprof probe 'syscall:GLOB(ret)' --trace`: see rprof probe --help for its other \
                   options (-d, --min-duration, --by, -g)."
 )]
 pub struct TraceArgs {
-    /// Only these syscalls (comma-separated names or globs, e.g. openat,read or 'open*').
+    /// What to show, as perf trace -e (comma-separated or repeated): syscall names or globs (openat,read or
+    /// 'open*'), tracepoints CATEGORY:EVENT (globs allowed). A list of tracepoints only shows no syscalls; a
+    /// `!` before the list shows every syscall but those named ('!futex,epoll_*').
     #[arg(
         short = 'e',
         long = "expr",
         value_delimiter = ',',
-        value_name = "SYSCALLS"
+        value_name = "SYSCALLS,EVENTS"
     )]
-    pub syscalls: Vec<String>,
+    pub expr: Vec<String>,
     /// Also trace these tracepoints (CATEGORY:EVENT, comma-separated or repeated, globs allowed, e.g. 'net:*'),
-    /// each hit a line.
+    /// each hit a line, besides the syscalls.
     #[arg(long = "event", value_name = "CAT:EVENT")]
     pub event: Vec<String>,
-    /// No syscalls: only the tracepoints of --event.
-    #[arg(long = "no-syscalls", requires = "event")]
+    /// No syscalls: only the tracepoints of -e and --event.
+    #[arg(long = "no-syscalls")]
     pub no_syscalls: bool,
     /// A summary table per syscall (count, total, mean, ... as perf trace -s) instead of a line per call.
     #[arg(short = 's', long = "summary")]
@@ -133,13 +137,18 @@ struct AsProbe {
 
 /// The probe arguments of `words` (after `probe`), then the command after `--`.
 fn probe_args(words: Vec<String>, command: Vec<OsString>) -> anyhow::Result<ProbeArgs> {
+    Ok(AsProbe::try_parse_from(probe_argv(words, command))?.probe)
+}
+
+/// `rprof probe WORDS -- COMMAND` as argv.
+fn probe_argv(words: Vec<String>, command: Vec<OsString>) -> Vec<OsString> {
     let mut argv: Vec<OsString> = vec!["probe".into()];
     argv.extend(words.into_iter().map(OsString::from));
     if !command.is_empty() {
         argv.push("--".into());
         argv.extend(command);
     }
-    Ok(AsProbe::try_parse_from(argv)?.probe)
+    argv
 }
 
 /// `-p` and `-d` as probe takes them.
@@ -154,50 +163,6 @@ fn target_words(pid: Option<i32>, duration: Option<String>) -> Vec<String> {
     words
 }
 
-/// The `rprof probe` words of `rprof trace`.
-fn trace_words(a: &TraceArgs) -> Vec<String> {
-    let mut words: Vec<String> = Vec::new();
-    if !a.no_syscalls {
-        match a.syscalls.is_empty() {
-            true => words.push("syscall:*(ret)".into()),
-            false => words.extend(a.syscalls.iter().map(|s| format!("syscall:{s}(ret)"))),
-        }
-    }
-    // -s: the traced calls make perf trace -s's summary.
-    words.push("--trace".into());
-    words
-}
-
-/// The plan of `--event`'s events (the event layer's grammar and plan, as record and stat take `-e`): the
-/// tracepoints they name, globs resolved; other events (software, hardware, probe points) refused in one line.
-fn trace_plan(a: &TraceArgs) -> anyhow::Result<rprof::events::Plan> {
-    let specs: Vec<rprof::events::EventSpec> = a
-        .event
-        .iter()
-        .flat_map(|e| rprof::events::split_list(e))
-        .map(|e| rprof::events::EventSpec::new(&e))
-        .collect();
-    for spec in &specs {
-        let event = rprof::events::parse(spec)?;
-        match event.kind {
-            rprof::events::Kind::Tracepoint { .. } => {}
-            _ if event.is_trace() => anyhow::bail!(
-                "trace --event {}: not a tracepoint; rprof trace shows tracepoints (CATEGORY:EVENT, globs \
-                 allowed) besides the syscalls: trace a function with rprof probe --trace, or record it with \
-                 rprof record -e",
-                spec.name
-            ),
-            _ => anyhow::bail!(
-                "trace --event {}: not a tracepoint; rprof trace shows tracepoints (CATEGORY:EVENT, globs \
-                 allowed) besides the syscalls: count {} with rprof stat -e, or sample it with rprof record -e",
-                spec.name,
-                spec.name
-            ),
-        }
-    }
-    Ok(rprof::events::plan::plan(&specs, None)?)
-}
-
 /// `rprof trace`: returns the command's exit status.
 pub fn run_trace(a: TraceArgs) -> anyhow::Result<u8> {
     let needs = rprof::events::privilege::Needs {
@@ -205,19 +170,22 @@ pub fn run_trace(a: TraceArgs) -> anyhow::Result<u8> {
         kernel: Some("tracing syscalls and tracepoints (they happen in the kernel)"),
     };
     super::least_privilege("trace", needs)?;
-    let plan = trace_plan(&a)?;
-    let mut words = trace_words(&a);
+    // The event layer plans the syscalls and tracepoints; probe shows each call (-s: the traced calls make
+    // perf trace -s's summary).
+    let plan = rprof::events::plan_trace(&rprof::events::TraceRequest {
+        expr: a.expr.clone(),
+        event: a
+            .event
+            .iter()
+            .flat_map(|e| rprof::events::split_list(e))
+            .collect(),
+        no_syscalls: a.no_syscalls,
+    })?;
+    let mut words = vec!["--trace".to_string()];
     words.extend(target_words(a.pid, a.seconds));
     let min_ns = a.min_ms.map(|ms| (ms * 1e6) as u64);
     let summary = a.summary;
-    // probe's arguments want a pattern; with --no-syscalls the planned events are all there is, so a stand-in
-    // satisfies clap and is taken out again.
-    const STAND_IN: &str = "rprof-trace:planned-events-only";
-    if a.no_syscalls {
-        words.push(STAND_IN.into());
-    }
-    let mut args = probe_args(words, a.command)?;
-    args.patterns.retain(|p| p != STAND_IN);
+    let args = planned_probe_args(words, a.command)?;
     // `plan` lives until the session has ended (the probe points it made, if any, with it).
     let planned = plan.events.clone();
     probe::run_with(args, |o| {
@@ -227,6 +195,20 @@ pub fn run_trace(a: TraceArgs) -> anyhow::Result<u8> {
         // perf trace -s counts every call; --duration chooses the lines.
         o.calls.min_duration = min_ns.filter(|_| !summary);
     })
+}
+
+/// The probe arguments of `words` where the event plan gives the events: `--trace` stands for the patterns
+/// probe's own command line requires.
+fn planned_probe_args(words: Vec<String>, command: Vec<OsString>) -> anyhow::Result<ProbeArgs> {
+    use clap::{CommandFactory, FromArgMatches};
+    // In place (`mut_arg` would move the positional after the command's).
+    let matches = AsProbe::command()
+        .mut_args(|a| match a.get_id() == "patterns" {
+            true => a.required_unless_present("trace"),
+            false => a,
+        })
+        .try_get_matches_from(probe_argv(words, command))?;
+    Ok(AsProbe::from_arg_matches(&matches)?.probe)
 }
 
 /// `rprof stat`: returns the command's exit status.

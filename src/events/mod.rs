@@ -9,6 +9,8 @@
 //!   caller adds sampling and sample fields), creating probe points for the plan's lifetime.
 //! - [`catalog`]: the events of this machine as `perf list` prints them.
 //! - [`hardware`]: perf's hardware and cache names and configs, and whether this machine has a PMU.
+//! - [`syscalls`]: perf trace's list (`-e openat,'open*',sched:*`, `!` first): syscalls and tracepoints in one
+//!   plan ([`plan_trace`]).
 //! - [`privilege`]: what an unprivileged user may open (perf's `:u` fallback at `perf_event_paranoid` 2).
 //!
 //! Use: `let specs = events::specs_from_args(&argv); let plan = events::plan::plan(&specs, None)?;` then open
@@ -19,9 +21,11 @@ pub mod grammar;
 pub mod hardware;
 pub mod plan;
 pub mod privilege;
+pub mod syscalls;
 
 pub use grammar::{parse, specs_from_args, split_list, Event, EventSpec, Kind, Modifiers};
 pub use plan::{Plan, PlannedEvent, PlannedKind};
+pub use syscalls::{plan_trace, TraceRequest};
 
 /// Errors of the event layer.
 #[derive(Debug, thiserror::Error)]

@@ -37,6 +37,9 @@ pub enum PlannedKind {
         event: String,
         format: String,
     },
+    /// A syscall as perf trace shows it, from its `syscalls:sys_enter_NAME` (id: counted there) to its
+    /// `sys_exit_NAME`; only [`super::plan_trace`] plans them.
+    Syscall { name: String, id: u64 },
 }
 
 impl PlannedEvent {
@@ -44,7 +47,9 @@ impl PlannedEvent {
     pub fn attr(&self) -> Attr {
         match &self.kind {
             PlannedKind::Perf { attr, .. } => *attr,
-            PlannedKind::Trace { id, .. } => Attr::tracepoint(*id),
+            PlannedKind::Trace { id, .. } | PlannedKind::Syscall { id, .. } => {
+                Attr::tracepoint(*id)
+            }
         }
     }
 
@@ -53,9 +58,12 @@ impl PlannedEvent {
         matches!(self.kind, PlannedKind::Perf { clock: true, .. })
     }
 
-    /// A tracefs event.
+    /// A tracefs event (a tracepoint, a probe point, a syscall's pair).
     pub fn is_trace(&self) -> bool {
-        matches!(self.kind, PlannedKind::Trace { .. })
+        matches!(
+            self.kind,
+            PlannedKind::Trace { .. } | PlannedKind::Syscall { .. }
+        )
     }
 
     /// An event that needs the CPU's PMU on a machine that has none: the line that says so.
@@ -101,7 +109,7 @@ impl Plan {
                     system: system.clone(),
                     format: format.clone(),
                 }),
-                PlannedKind::Perf { .. } => None,
+                PlannedKind::Perf { .. } | PlannedKind::Syscall { .. } => None,
             })
             .collect();
         if events.is_empty() {

@@ -31,11 +31,12 @@ pub struct Kernel {
 }
 
 impl Kernel {
-    /// The facts of this machine: `kprobe_events` under the tracefs root `tracefs`, and the `cpu` PMU in sysfs.
+    /// The facts of this machine: `kprobe_events` under the tracefs root `tracefs`, and a CPU PMU as the event
+    /// layer finds it (`cpu`, or a hybrid CPU's `cpu_core`/`cpu_atom`), as record, stat and top decide.
     pub fn detect(tracefs: &Path) -> Kernel {
         Kernel {
             kprobes: tracefs.join("kprobe_events").exists(),
-            hardware_pmu: Path::new("/sys/bus/event_source/devices/cpu").exists(),
+            hardware_pmu: crate::events::hardware::pmu_present(),
         }
     }
 }

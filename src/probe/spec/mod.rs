@@ -140,7 +140,7 @@ pub fn targets(
             targets.add(t);
         }
     }
-    for t in planned(opts, &formats)? {
+    for t in planned(opts, &ropts, &formats)? {
         targets.add(t);
     }
     if let Some(pair) = &opts.pair {
@@ -152,20 +152,16 @@ pub fn targets(
 }
 
 /// The targets of the event layer's planned tracefs events ([`ProbeOptions::planned`]): tracepoints named as
-/// planned, with every field of their format when `--trace` shows them (as a `t:` pattern without values).
+/// planned, with every field of their format when `--trace` shows them (as a `t:` pattern without values), and
+/// syscalls as `syscall:NAME(ret)` patterns make them.
 fn planned(
     opts: &ProbeOptions,
+    ropts: &resolve::ResolveOptions,
     formats: args::Formats<'_>,
 ) -> Result<Vec<crate::probe::target::Target>, ProbeError> {
     use crate::events::PlannedKind;
     let mut out = Vec::new();
     for e in &opts.planned {
-        let PlannedKind::Trace { system, event, .. } = &e.kind else {
-            return Err(ProbeError::Spec {
-                spec: e.name.clone(),
-                reason: "not a tracefs event: probe takes tracepoints and probe points here".into(),
-            });
-        };
         if e.filter.is_some() {
             return Err(ProbeError::Spec {
                 spec: e.name.clone(),
@@ -175,12 +171,37 @@ fn planned(
                         .into(),
             });
         }
-        let kind = TargetKind::Tracepoint {
-            category: system.clone(),
-            event: event.clone(),
+        let (kind, items) = match &e.kind {
+            PlannedKind::Trace { system, event, .. } => {
+                let items = match opts.calls.trace && opts.values.is_empty() {
+                    true => every_field(formats(system, event).as_deref(), false),
+                    false => opts.values.clone(),
+                };
+                let kind = TargetKind::Tracepoint {
+                    category: system.clone(),
+                    event: event.clone(),
+                };
+                (kind, items)
+            }
+            PlannedKind::Syscall { name, .. } => (
+                TargetKind::Syscall { name: name.clone() },
+                syscall_items(opts, name, formats),
+            ),
+            PlannedKind::Perf { .. } => {
+                return Err(ProbeError::Spec {
+                    spec: e.name.clone(),
+                    reason: "not a tracefs event: probe takes tracepoints and probe points here"
+                        .into(),
+                })
+            }
+        };
+        let name = match &kind {
+            TargetKind::Syscall { name } => format!("syscall:{name}"),
+            TargetKind::Tracepoint { category, event } => format!("{category}:{event}"),
+            _ => unreachable!("planned events are tracepoints or syscalls"),
         };
         let mut t = crate::probe::target::Target {
-            name: format!("{system}:{event}"),
+            name,
             aliases: Vec::new(),
             kind,
             fetches: Vec::new(),
@@ -189,14 +210,29 @@ fn planned(
             syscall_sites: Vec::new(),
             filter: None,
         };
-        let items = match opts.calls.trace && opts.values.is_empty() {
-            true => every_field(formats(system, event).as_deref(), false),
-            false => opts.values.clone(),
-        };
         t.fetches = args::resolve_fetches(&t, &items, &e.name, &formats, &opts.debug)?;
+        t.syscall_sites = syscall_sites(&t, opts, ropts)?;
         out.push(t);
     }
     Ok(out)
+}
+
+/// The values of a planned syscall, as the pattern `syscall:NAME(ret)` fetches them: its return value and
+/// `--by`/`--hist`'s, after every argument where perf trace's lines show them.
+fn syscall_items(
+    opts: &ProbeOptions,
+    name: &str,
+    formats: args::Formats<'_>,
+) -> Vec<fetch::FetchItem> {
+    let mut items = vec![fetch::FetchItem::parse("ret").expect("ret is a fetch item")];
+    items.extend(opts.values.iter().cloned());
+    if opts.calls.style != crate::probe::TraceStyle::PerfTrace {
+        return items;
+    }
+    let format = formats("syscalls", &format!("sys_enter_{name}"));
+    let mut all = every_field(format.as_deref(), true);
+    all.extend(items);
+    all
 }
 
 /// Every value field of a tracepoint's `format` (what `--trace` shows of a tracepoint named without values).
@@ -408,6 +444,52 @@ mod tests {
         assert_eq!(labels, ["prev_comm", "prev_pid"]);
         opts.planned[0].filter = Some("prev_pid == 1".into());
         assert!(targets_of(&opts, &tracefs).is_err());
+    }
+
+    /// Check that a planned syscall (trace's `-e close`) is the target the pattern `syscall:close(ret)` makes
+    /// in perf trace's style: the same name, kind and fetches (every argument, then the return value).
+    #[test]
+    fn planned_syscalls_are_the_patterns_targets() {
+        let dir = tempfile::tempdir().unwrap();
+        let head =
+            "format:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\n\
+                    \tfield:int __syscall_nr;\toffset:8;\tsize:4;\tsigned:1;\n";
+        for (event, id, field) in [
+            ("sys_enter_close", 10, "unsigned int fd"),
+            ("sys_exit_close", 11, "long ret"),
+        ] {
+            let at = dir.path().join("events/syscalls").join(event);
+            std::fs::create_dir_all(&at).unwrap();
+            let format = format!(
+                "name: {event}\nID: {id}\n{head}\tfield:{field};\toffset:16;\tsize:8;\tsigned:0;\n"
+            );
+            std::fs::write(at.join("format"), format).unwrap();
+        }
+        let tracefs = Tracefs::at(dir.path());
+        let mut opts = ProbeOptions {
+            planned: vec![PlannedEvent {
+                name: "close".into(),
+                kind: PlannedKind::Syscall {
+                    name: "close".into(),
+                    id: 10,
+                },
+                filter: None,
+            }],
+            ..ProbeOptions::default()
+        };
+        opts.calls.trace = true;
+        opts.calls.style = crate::probe::TraceStyle::PerfTrace;
+        let planned = targets_of(&opts, &tracefs).unwrap();
+        opts.planned.clear();
+        opts.patterns = vec!["syscall:close(ret)".into()];
+        let pattern = targets_of(&opts, &tracefs).unwrap();
+        let debug =
+            |t: &Targets| -> Vec<String> { t.iter().map(|(_, t)| format!("{t:?}")).collect() };
+        assert_eq!(debug(&planned), debug(&pattern));
+        let all: Vec<_> = planned.iter().map(|(_, t)| t).collect();
+        assert_eq!(all.len(), 1);
+        let labels: Vec<&str> = all[0].fetches.iter().map(|f| f.label.as_str()).collect();
+        assert_eq!(labels, ["fd", "ret"]);
     }
 
     fn targets_of(opts: &ProbeOptions, tracefs: &Tracefs) -> Result<Targets, ProbeError> {

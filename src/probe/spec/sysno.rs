@@ -6,15 +6,7 @@ use std::str::FromStr;
 /// tracepoints take the name of the kernel's `SYSCALL_DEFINE`, which differs from the syscall table's for a
 /// few: `newstat` is `stat`, `umount` is `umount2`.
 pub fn syscall_number(name: &str) -> Option<u64> {
-    let table_name = match name {
-        "newstat" => "stat",
-        "newfstat" => "fstat",
-        "newlstat" => "lstat",
-        "newuname" => "uname",
-        "sendfile64" => "sendfile",
-        "umount" => "umount2",
-        _ => name,
-    };
+    let table_name = crate::events::syscalls::table_name(name);
     let nr = syscalls::Sysno::from_str(table_name).ok()?.id();
     u64::try_from(nr).ok()
 }
