@@ -283,6 +283,9 @@ pub enum FetchSource {
     /// libc just before the syscall (the plan decides). `arg`: the syscall argument's position (None: not a
     /// syscall's; only an event probe can read it).
     UserString { arg: Option<usize> },
+    /// A register where a software event fired (`profile:hz:99(%ip)`), from the sample's
+    /// PERF_SAMPLE_REGS_INTR: the interrupted context's, kernel or user (`expr`: `%NAME`).
+    Register,
 }
 
 /// Where text is, from a fetch base (a register), by the type DWARF gives it: how `:str` reads it.
@@ -412,6 +415,15 @@ impl Fetch {
             on_return: false,
             source: FetchSource::UserString { arg },
             names: None,
+        }
+    }
+
+    /// Register `reg` where a software event fired, read as `ty` (an integer).
+    pub fn sampled_register(label: &str, field: String, reg: &str, ty: FetchType) -> Fetch {
+        Fetch {
+            expr: format!("%{reg}"),
+            source: FetchSource::Register,
+            ..Fetch::new(label, field, reg, ty, false)
         }
     }
 
