@@ -248,7 +248,7 @@ impl Observer for Glue<'_, '_, '_, '_> {
                         return_name: name.clone(),
                         name,
                         func: String::new(),
-                        values: Vec::new(),
+                        values: fetched_values(self.plan, probe, t),
                         argv: None,
                         execve: false,
                     }
@@ -474,15 +474,7 @@ fn target_info(plan: &BtPlan, t: &probe::Target) -> TargetInfo {
         }
         _ => (t.name.clone(), t.name.clone()),
     };
-    let values = probe
-        .map(|i| &plan.probes[i].values)
-        .into_iter()
-        .flatten()
-        .filter_map(|v| {
-            let at = t.fetches.iter().position(|f| f.label == v.label)?;
-            Some((v.r.clone(), at, v.int))
-        })
-        .collect();
+    let values = fetched_values(plan, probe, t);
     TargetInfo {
         probe,
         name,
@@ -492,6 +484,23 @@ fn target_info(plan: &BtPlan, t: &probe::Target) -> TargetInfo {
         argv,
         execve,
     }
+}
+
+/// The values planned probe `probe` reads, each with its fetch's index in target `t` and its type.
+fn fetched_values(
+    plan: &BtPlan,
+    probe: Option<usize>,
+    t: &probe::Target,
+) -> Vec<(ValueRef, usize, Option<IntType>)> {
+    probe
+        .map(|i| &plan.probes[i].values)
+        .into_iter()
+        .flatten()
+        .filter_map(|v| {
+            let at = t.fetches.iter().position(|f| f.label == v.label)?;
+            Some((v.r.clone(), at, v.int))
+        })
+        .collect()
 }
 
 /// A USDT target's provider and probe name (probe names it `usdt:PROVIDER:NAME`).

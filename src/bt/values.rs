@@ -21,8 +21,8 @@ pub enum ValueRef {
     Retval,
     /// `str(retval)`.
     RetvalStr,
-    /// `reg("NAME")` at a uprobe, kprobe or USDT probe: the register as the probe read it (`%ip`: the probed
-    /// address).
+    /// `reg("NAME")`: the register where the probe fired, as the probe read it (at a uprobe `%ip` is the probed
+    /// address, at a uretprobe the return address; at profile: and software: probes the interrupted context's).
     Reg(String),
 }
 

@@ -13,6 +13,7 @@ pub mod sample {
     pub const CALLCHAIN: u64 = sys::PERF_SAMPLE_CALLCHAIN as u64;
     pub const RAW: u64 = sys::PERF_SAMPLE_RAW as u64;
     pub const REGS_USER: u64 = sys::PERF_SAMPLE_REGS_USER as u64;
+    pub const REGS_INTR: u64 = sys::PERF_SAMPLE_REGS_INTR as u64;
     pub const STACK_USER: u64 = sys::PERF_SAMPLE_STACK_USER as u64;
     pub const IDENTIFIER: u64 = sys::PERF_SAMPLE_IDENTIFIER as u64;
 }
@@ -191,6 +192,13 @@ impl Attr {
     /// Capture these user registers (bit mask of [`regs`] indices) with each sample.
     pub fn regs_user(mut self, mask: u64) -> Attr {
         self.raw.sample_regs_user = mask;
+        self
+    }
+
+    /// Capture these registers of the interrupted context, kernel or user (bit mask of `PERF_REG_X86_*`
+    /// indices), with each sample.
+    pub fn regs_intr(mut self, mask: u64) -> Attr {
+        self.raw.sample_regs_intr = mask;
         self
     }
 

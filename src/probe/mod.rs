@@ -33,6 +33,7 @@ pub use spec::fetch::FetchItem;
 pub use spec::filters::kernel_filter;
 pub use spec::library::find_library;
 pub use spec::pattern::Spec;
+pub use spec::register::AT_RETURN as REGISTER_AT_RETURN;
 pub use spec::resolve::{resolve_kernel, resolve_syscalls, resolve_tracepoints, resolve_user};
 pub use spec::usdt;
 pub use target::{Keep, PairEnd, PairSpec, Target, TargetId, TargetKind, Targets};

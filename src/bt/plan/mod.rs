@@ -111,6 +111,10 @@ pub fn plan(
         plan.uid |= reads_builtin(probe, &["uid", "gid", "username"]);
         plan.usym |= reads_builtin(probe, &["usym"]);
         for (spec, ap) in specs.iter().zip(&probe.attach_points) {
+            if let Some(why) = register_refusal(spec.kind, &refs) {
+                errors.push(Diagnostic::error(ap.span, why));
+                continue;
+            }
             match spec.kind {
                 ProbeType::Begin | ProbeType::End | ProbeType::Interval => plan.attached += 1,
                 ProbeType::Tracepoint => {
@@ -244,6 +248,33 @@ fn reads_builtin(probe: &super::ast::Probe, builtins: &[&str]) -> bool {
     found
 }
 
+/// Why `reg()` cannot be read at a probe of `kind` where bpftrace reads it (the checker refuses it where
+/// bpftrace does): rprof's interval is its own timer, in no task; a perf sample carries no `orig_ax`.
+fn register_refusal(kind: ProbeType, refs: &[ValueRef]) -> Option<String> {
+    let regs = refs.iter().filter_map(|r| match r {
+        ValueRef::Reg(name) => Some(name.as_str()),
+        _ => None,
+    });
+    for name in regs {
+        match kind {
+            ProbeType::Interval => {
+                return Some(format!(
+                    "reg(\"{name}\") is not read at interval probes here: rprof runs them from its own timer, \
+                     in no task (profile:hz:N reads the registers of the tasks it interrupts)"
+                ))
+            }
+            ProbeType::Profile | ProbeType::Software if name == "orig_ax" => {
+                return Some(format!(
+                    "reg(\"orig_ax\") is not read at {kind} probes here: a perf sample carries no orig_ax \
+                     (a syscall's number is args->id at tracepoint:raw_syscalls:sys_enter)"
+                ))
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
 /// Add block `block` at attach point `spec` to the plan: to the probe of the same point, or a new one.
 fn add(
     plan: &mut BtPlan,
@@ -293,18 +324,27 @@ fn add(
         _ => Vec::new(),
     };
     let user_strings = kind == ProbeType::Tracepoint && spec.target == "syscalls";
-    // A register is read at a function's entry or a USDT probe (at a return it would be the entry's: `reg()`
-    // there, and at profile and software probes, reads 0 with a line).
-    let registers = !at_return
-        && matches!(
-            kind,
-            ProbeType::Uprobe | ProbeType::Kprobe | ProbeType::Usdt
-        );
+    // A register is read where the probe fires, as bpftrace's `reg()` reads its context's: at a function's entry
+    // or return (`%ip@ret`: the return address, `%ax@ret`: the return value), at a USDT probe, and where a
+    // profile: or software: event interrupted (the sample's registers, kernel or user).
+    let registers = matches!(kind, ProbeType::Uprobe | ProbeType::Kprobe)
+        || (!at_return
+            && matches!(
+                kind,
+                ProbeType::Usdt | ProbeType::Profile | ProbeType::Software
+            ));
     for r in refs {
-        if p.values.iter().any(|v| &v.r == r) || (matches!(r, ValueRef::Reg(_)) && !registers) {
+        if matches!(r, ValueRef::Reg(_)) && !registers {
             continue;
         }
         if let Some(mut v) = planned_value(r, &tp_fields, user_strings) {
+            if let (ValueRef::Reg(name), true) = (r, at_return) {
+                v.label = format!("%{name}{}", crate::probe::REGISTER_AT_RETURN);
+                v.fetch = format!("{}:u64", v.label);
+            }
+            if p.values.iter().any(|o| o.r == v.r && o.label == v.label) {
+                continue;
+            }
             // A USDT argument is read as its note declares it (`-4@%eax`: 32 bits, sign-extended), as bcc does.
             if kind == ProbeType::Usdt && matches!(r, ValueRef::Arg(_)) {
                 v.fetch = v.label.clone();

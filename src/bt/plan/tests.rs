@@ -205,15 +205,34 @@ fn pid_on_every_probe_opens_per_process_events() {
     assert_eq!(OnlyProcess::Pid(42).text(), "pid == 42");
 }
 
-/// Check that `reg()` is fetched as a register at a uprobe's entry (`%ip`: the probed address), not at its
-/// return (where the runtime reads 0 with a line), and never goes into the kernel's filter.
+/// Check that `reg()` is fetched as a register where the probe fires, as bpftrace reads it: at a uprobe's entry
+/// (`%ip`: the probed address), at its return (`%ip@ret`, apart from the entry's), from a profile: sample; never
+/// in the kernel's filter; and refused at interval probes and for `orig_ax` at sampled ones.
 #[test]
-fn registers_fetched_at_entries() {
+fn registers_fetched_where_probes_fire() {
     let p = planned(
         "uprobe:/bin/bash:readline /reg(\"ip\") > 0/ { printf(\"%lx\\n\", reg(\"ip\")); } \
-         uretprobe:/bin/bash:readline { printf(\"%lx\\n\", reg(\"sp\")); }",
+         uretprobe:/bin/bash:readline { printf(\"%lx %lx\\n\", reg(\"ip\"), reg(\"sp\")); }",
     );
-    assert_eq!(p.patterns(), ["uprobe:/bin/bash:readline(%ip:u64)"]);
+    assert_eq!(
+        p.patterns(),
+        ["uprobe:/bin/bash:readline(%ip:u64, %ip@ret:u64, %sp@ret:u64)"]
+    );
     let p = planned("profile:hz:99 { @[reg(\"ip\")] = count(); }");
-    assert!(!p.patterns()[0].contains('%'), "{:?}", p.patterns());
+    assert_eq!(p.patterns(), ["profile:hz:99(%ip:u64)"]);
+    for (src, what) in [
+        ("interval:s:1 { print(reg(\"ip\")); }", "interval"),
+        (
+            "profile:hz:99 { @[reg(\"orig_ax\")] = count(); }",
+            "orig_ax",
+        ),
+    ] {
+        let front = crate::bt::front(src, "stdin", &env(false)).expect("checks");
+        let errors = plan(&front.program, &front.checked, &Fake, &[]).expect_err(src);
+        assert!(
+            errors[0].message.contains(what),
+            "{src}: {:?}",
+            errors[0].message
+        );
+    }
 }

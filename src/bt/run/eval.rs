@@ -74,10 +74,7 @@ impl Exec<'_, '_, '_> {
         let v = match found {
             Some(v) => v,
             None if matches!(r, ValueRef::Reg(_)) => {
-                return self.unsupported(
-                    "reg() is read at uprobe, kprobe and USDT probes only, not at returns or sampled events \
-                     (read as 0)",
-                )
+                return self.unsupported("reg(): this event carried no registers (read as 0)")
             }
             None if string => Value::Str(Vec::new()),
             None => match r {

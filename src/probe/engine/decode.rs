@@ -9,6 +9,7 @@ use crate::perf::record_type::{
 use crate::perf::{EventInfos, RawRecord};
 use crate::probe::analysis::add_entry_caller;
 use crate::probe::plan::{PlannedEvent, Role, RAW_SYSCALLS};
+use crate::probe::spec::register::SampledRegs;
 use crate::probe::spec::sysno::syscall_number;
 use crate::probe::target::{TargetId, TargetKind, Targets};
 use crate::probe::value::{field_locs, FieldLoc, Value};
@@ -34,6 +35,8 @@ pub struct EventInfo {
     pub number_field: Option<usize>,
     /// A uprobe or uretprobe (whose `common_flags` say NMI: it runs from the int3 trap).
     pub user: bool,
+    /// A software event's registers, read from its samples as its target's fetches.
+    pub regs: SampledRegs,
 }
 
 impl EventInfo {
@@ -47,6 +50,7 @@ impl EventInfo {
             key_field: None,
             number_field: None,
             user: true,
+            regs: SampledRegs::default(),
         }
     }
 }
@@ -272,7 +276,7 @@ fn decode_sample(
                     .and_then(|r| r.get(u64::from(crate::regs::index::SP))),
                 key: None,
                 stack,
-                values: None,
+                values: sampled_values(&info.regs, s.intr_regs.as_ref()),
                 from_ring: false,
             })
         }),
@@ -285,6 +289,15 @@ fn decode_sample(
     if let Some(item) = item {
         merge.push(time, item);
     }
+}
+
+/// A software event's fetched registers, from its sample's REGS_INTR.
+fn sampled_values(
+    regs: &SampledRegs,
+    intr: Option<&linux_perf_event_reader::Regs<'_>>,
+) -> Option<Values> {
+    let intr = intr?;
+    Some(regs.values(|r| intr.get(r)).into_boxed_slice())
 }
 
 /// The callchain of an entry sample (`-g`), with the caller read from the copied top of the user stack.
@@ -457,5 +470,6 @@ fn event_info(p: &PlannedEvent, format: &str, syscalls: bool) -> EventInfo {
         key_field,
         number_field,
         user: p.user,
+        regs: SampledRegs::default(),
     }
 }

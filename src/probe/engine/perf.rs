@@ -35,11 +35,15 @@ fn sample_bits(stacks: bool, by_id: bool, role: Role, user: bool) -> u64 {
 }
 
 /// The sample bits of a software event (`profile:hz:99`): no data to carry the thread, so TID (with the
-/// process); the id says which target; with `-g`, the kernel's and the user's stack where it fired.
-pub fn software_sample_bits(stacks: bool) -> u64 {
+/// process); the id says which target; with `-g`, the kernel's and the user's stack where it fired; with
+/// `regs`, the registers where it fired (`profile:hz:99(%ip)`).
+pub fn software_sample_bits(stacks: bool, regs: bool) -> u64 {
     let mut bits = sample::TIME | sample::TID | sample::CPU | sample::IDENTIFIER;
     if stacks {
         bits |= sample::CALLCHAIN;
+    }
+    if regs {
+        bits |= sample::REGS_INTR;
     }
     bits
 }
@@ -211,14 +215,19 @@ fn event_spec(
 ) -> Result<Option<(Attr, ProbeInfo)>, ProbeError> {
     let stacks = common.opts.stacks;
     if let Some((event, sample)) = p.software() {
+        let regs = p.sampled_regs();
         let attr = sample
             .apply(event.attr())
-            .sample_type(software_sample_bits(stacks));
+            .sample_type(software_sample_bits(stacks, regs.mask() != 0))
+            .regs_intr(regs.mask());
         let mut attr = common.apply(attr, p.everywhere);
         if stacks {
             attr = attr.max_stack(127);
         }
-        let hits = EventInfo::bare(p.members.first().copied(), p.role);
+        let hits = EventInfo {
+            regs,
+            ..EventInfo::bare(p.members.first().copied(), p.role)
+        };
         return Ok(Some((attr, info(attr, Some(hits)))));
     }
     let (mut attr, pmu_info) = match (p.pmu(), pmu) {

@@ -8,6 +8,7 @@ use super::spec::sysno::syscall_number;
 use super::target::{PerTarget, Target, TargetId, TargetKind, Targets};
 use super::{EngineChoice, ProbeOptions, TaskTarget};
 use crate::perf::software::{Sample, SoftwareEvent};
+use crate::probe::spec::register::SampledRegs;
 use crate::tracefs::ProbeDef;
 use calibrate::calibration;
 use points::{Points, Unplaced};
@@ -151,6 +152,8 @@ pub enum Attach {
     Software {
         event: &'static SoftwareEvent,
         sample: Sample,
+        /// The registers its samples carry (REGS_INTR) for the target's fetches.
+        regs: SampledRegs,
     },
 }
 
@@ -194,9 +197,17 @@ impl PlannedEvent {
     /// The software event it is, and how it samples (no tracefs event).
     pub fn software(&self) -> Option<(&'static SoftwareEvent, Sample)> {
         match &self.source {
-            Source::Perf(Attach::Software { event, sample })
-            | Source::Counter(Attach::Software { event, sample }) => Some((event, *sample)),
+            Source::Perf(Attach::Software { event, sample, .. })
+            | Source::Counter(Attach::Software { event, sample, .. }) => Some((event, *sample)),
             _ => None,
+        }
+    }
+
+    /// The registers a software event's samples carry (none for other events).
+    pub fn sampled_regs(&self) -> SampledRegs {
+        match &self.source {
+            Source::Perf(Attach::Software { regs, .. }) => *regs,
+            _ => SampledRegs::default(),
         }
     }
 
@@ -531,7 +542,11 @@ fn source(
     forced: &mut Vec<Sharing>,
 ) -> Source {
     let attach = match (&e.pmu_at, e.software) {
-        (_, Some((event, sample))) => Attach::Software { event, sample },
+        (_, Some((event, sample))) => Attach::Software {
+            event,
+            sample,
+            regs: e.regs,
+        },
         (Some((path, offset)), None) => Attach::Pmu {
             path: path.clone(),
             offset: *offset,

@@ -7,6 +7,7 @@ use super::{
 };
 use crate::perf::software::{Sample, SoftwareEvent};
 use crate::probe::spec::fetch::FetchSource;
+use crate::probe::spec::register::SampledRegs;
 use crate::probe::target::{PairSpec, PerTarget, Target, TargetId, TargetKind, Targets, DONE_BIT};
 use crate::probe::value::ValueKind;
 use crate::tracefs::{ProbeDef, ProbeLocation};
@@ -27,6 +28,8 @@ pub(super) struct Unplaced {
     pub(super) everywhere: bool,
     /// The software event it is (no tracefs probe then).
     pub(super) software: Option<(&'static SoftwareEvent, Sample)>,
+    /// The registers a software event's samples carry for its fetches.
+    pub(super) regs: SampledRegs,
 }
 
 impl Unplaced {
@@ -226,6 +229,7 @@ impl Points<'_> {
             TargetKind::Software { event, sample } => push(Unplaced {
                 group: "software".into(),
                 software: Some((event, *sample)),
+                regs: SampledRegs::of(&t.fetches),
                 ..self.event(event.name.into(), Role::Hit, one, false)
             }),
             TargetKind::Syscall { name } => self.syscall(id, t, name, defs, events),
@@ -408,6 +412,7 @@ impl Points<'_> {
             file: None,
             everywhere: false,
             software: None,
+            regs: SampledRegs::default(),
         }
     }
 }

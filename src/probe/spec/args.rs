@@ -55,6 +55,17 @@ pub fn resolve_fetches(
             Err(e) => return Err(e),
         }
     }
+    let sampled = out
+        .iter()
+        .filter(|f| f.source == super::fetch::FetchSource::Register)
+        .count();
+    if sampled > super::register::MAX_SAMPLED {
+        let most = super::register::MAX_SAMPLED;
+        return Err(spec_error(
+            spec,
+            format!("{sampled} registers: a software event's sample carries at most {most}"),
+        ));
+    }
     Ok(out)
 }
 
@@ -203,16 +214,30 @@ fn register_fetch(
     reg: &str,
     field: String,
 ) -> Result<Fetch, String> {
+    let ty = item.ty.unwrap_or(FetchType::Int {
+        size: 8,
+        signed: false,
+    });
+    let at_return = item.register_at_return();
     match &target.kind {
-        TargetKind::User { .. } | TargetKind::Kernel { .. } | TargetKind::Usdt { .. } => {
-            let ty = item.ty.unwrap_or(FetchType::Int {
-                size: 8,
-                signed: false,
-            });
+        TargetKind::User { .. } | TargetKind::Kernel { .. } => {
+            Ok(Fetch::new(&item.name, field, &format!("%{reg}"), ty, at_return))
+        }
+        TargetKind::Usdt { .. } if !at_return => {
             Ok(Fetch::new(&item.name, field, &format!("%{reg}"), ty, false))
         }
+        TargetKind::Software { .. } if !at_return && ty != FetchType::Str => {
+            match super::register::perf_index(reg) {
+                Some(_) => Ok(Fetch::sampled_register(&item.name, field, reg, ty)),
+                None => Err(format!(
+                    "`{}`: a sample carries no orig_ax (it is a syscall's number, read at its tracepoints)",
+                    item.name
+                )),
+            }
+        }
         _ => Err(format!(
-            "`{}`: registers are read by uprobes, kprobes and USDT probes; {} is a {}",
+            "`{}`: registers are read by uprobes, kprobes and USDT probes (`@ret`: at a function's return), \
+             and as integers where a profile: or software: event fires; {} is a {}",
             item.name,
             target.name,
             kind_name(&target.kind)

@@ -13,13 +13,6 @@ use std::sync::Arc;
 /// The x86-64 System V integer argument registers, as tracefs names them.
 pub const ABI_REGS: [&str; 6] = ["di", "si", "dx", "cx", "r8", "r9"];
 
-/// The registers a fetch item `%NAME` reads (perf probe's spelling), as the kernel's x86-64 fetch arguments
-/// name them (`regoffset_table`): at a uprobe `%ip` is the probed address, at a uretprobe the return address.
-pub const REGISTERS: [&str; 21] = [
-    "ax", "bx", "cx", "dx", "si", "di", "bp", "sp", "r8", "r9", "r10", "r11", "r12", "r13", "r14",
-    "r15", "ip", "flags", "cs", "ss", "orig_ax",
-];
-
 /// A value's type as written after `:`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FetchType {
@@ -111,12 +104,8 @@ impl FetchItem {
             }
             None => (s.trim(), None, None),
         };
-        if let Some(reg) = name.strip_prefix('%') {
-            if !REGISTERS.contains(&reg) || array.is_some() {
-                return Err(format!(
-                    "`{name}` is no x86-64 register (use %ip, %sp, %ax... as perf probe names them)"
-                ));
-            }
+        if name.starts_with('%') {
+            super::register::check_item(name, array)?;
             return Ok(FetchItem {
                 name: name.to_string(),
                 ty,
@@ -154,11 +143,6 @@ impl FetchItem {
     /// `argN`'s N.
     pub fn arg_index(&self) -> Option<usize> {
         self.name.strip_prefix("arg")?.parse().ok()
-    }
-
-    /// `%NAME`'s register (`ip`).
-    pub fn register(&self) -> Option<&str> {
-        self.name.strip_prefix('%')
     }
 
     /// The return value.
@@ -299,6 +283,9 @@ pub enum FetchSource {
     /// libc just before the syscall (the plan decides). `arg`: the syscall argument's position (None: not a
     /// syscall's; only an event probe can read it).
     UserString { arg: Option<usize> },
+    /// A register where a software event fired (`profile:hz:99(%ip)`), from the sample's
+    /// PERF_SAMPLE_REGS_INTR: the interrupted context's, kernel or user (`expr`: `%NAME`).
+    Register,
 }
 
 /// Where text is, from a fetch base (a register), by the type DWARF gives it: how `:str` reads it.
@@ -431,6 +418,15 @@ impl Fetch {
         }
     }
 
+    /// Register `reg` where a software event fired, read as `ty` (an integer).
+    pub fn sampled_register(label: &str, field: String, reg: &str, ty: FetchType) -> Fetch {
+        Fetch {
+            expr: format!("%{reg}"),
+            source: FetchSource::Register,
+            ..Fetch::new(label, field, reg, ty, false)
+        }
+    }
+
     /// The return address at the stack pointer, at a function's first instruction.
     pub fn caller(field: String) -> Fetch {
         Fetch {
@@ -456,30 +452,6 @@ mod tests {
             ty,
             array: None,
         }
-    }
-
-    /// Check that `%REG` items name the kernel's x86-64 registers (perf probe's spelling) and nothing else,
-    /// and fetch them as tracefs writes them.
-    #[test]
-    fn register_items() {
-        let s = split_spec("apply(%ip, %sp:x64)").unwrap();
-        assert_eq!(
-            s.items,
-            vec![
-                item("%ip", None),
-                item("%sp", Some(FetchType::Hex { size: 8 }))
-            ]
-        );
-        assert_eq!(s.items[0].register(), Some("ip"));
-        assert_eq!(
-            split_spec("apply %ip").unwrap().items,
-            vec![item("%ip", None)]
-        );
-        for bad in ["%xyz", "%fs_base", "%ip:str[2]", "%"] {
-            assert!(FetchItem::parse(bad).is_err(), "{bad}");
-        }
-        let f = Fetch::new("%ip", "v0".into(), "%ip", FetchType::Hex { size: 8 }, false);
-        assert_eq!(f.arg(), "v0=%ip:x64");
     }
 
     /// Check that specs split into pattern and values, and that C++ parameter lists stay in the pattern.

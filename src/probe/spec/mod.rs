@@ -14,6 +14,7 @@ pub mod ifuncs;
 pub mod library;
 pub mod pair;
 pub mod pattern;
+pub mod register;
 pub mod resolve;
 pub mod software;
 pub mod syscall_sites;
