@@ -25,6 +25,7 @@ mod elf;
 mod fde;
 pub mod ifunc;
 mod kallsyms;
+mod kernel_runtime;
 mod kernel;
 mod listing;
 pub mod params;

@@ -68,9 +68,12 @@ pub struct Symbolizer {
 impl Symbolizer {
     /// A symbolizer with nothing loaded yet.
     pub fn new(opts: SymbolizerOptions) -> Symbolizer {
+        let mut kernel = KernelNames::default();
+        // Where inflated debug sections are kept, the kernel's run-time symbols are too (`-N`: neither).
+        kernel.keep_runtime_in(opts.debug.inflated.as_ref().map(|c| c.dir.clone()));
         Symbolizer {
             opts,
-            kernel: KernelNames::default(),
+            kernel,
             modules: HashMap::new(),
             binaries: FileCache::new(),
             pool: Pool::new(),
