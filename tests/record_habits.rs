@@ -299,7 +299,9 @@ fn python_detection_reads_maps_of_python_processes_only() {
     );
     let (data, trace) = (dir.path().join("py.data"), dir.path().join("strace"));
     let out = Command::new("strace")
-        .args(["-f", "-qq", "-e", "trace=openat", "-o"])
+        // --seccomp-bpf: only openat stops a process (the python3 spinner, stopped at each clock_gettime of
+        // its loop, had its samples in ptrace's stop instead of its Python code).
+        .args(["-f", "--seccomp-bpf", "-qq", "-e", "trace=openat", "-o"])
         .arg(&trace)
         .arg(env!("CARGO_BIN_EXE_rprof"))
         .env("PERF_BUILDID_DIR", test_buildid_dir())

@@ -353,6 +353,10 @@ impl Symbolizer {
                 .map_or(0, |(p, _)| super::elf::symbol_table_bytes(p));
             !gate(need)
         };
+        // Refused already in this period: not asked again (the estimate opens the file).
+        if self.refused.contains(&key) {
+            return Err(Unnamed::OverBudget);
+        }
         if !self.binaries.has(&key) && self.gate.as_mut().is_some_and(refused) {
             self.refused.insert(key);
             return Err(Unnamed::OverBudget);
