@@ -466,7 +466,14 @@ fn describe_existing(
             python,
             ..
         } = stream;
-        synthesize_process(writer, sample_type, pid, st, dwarf.as_mut(), python.as_mut())?;
+        synthesize_process(
+            writer,
+            sample_type,
+            pid,
+            st,
+            dwarf.as_mut(),
+            python.as_mut(),
+        )?;
         st.note_ns_pid(pid as u32);
         if let Some(m) = members {
             m.pids.insert(pid as u32);

@@ -133,7 +133,10 @@ impl KernelTable {
         if matches!(self.live, Live::Deferred) {
             // The image keeps the copy's names (whatever the sample order, one source per address); only the
             // run-time part of /proc/kallsyms is kept beside it.
-            let keep = self.keep.as_ref().map(|(dir, id)| (dir.as_path(), id.as_slice()));
+            let keep = self
+                .keep
+                .as_ref()
+                .map(|(dir, id)| (dir.as_path(), id.as_slice()));
             self.live = Live::Loaded(super::kernel_runtime::outside_image(keep));
         }
         match &self.live {

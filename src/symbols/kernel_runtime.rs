@@ -49,7 +49,12 @@ fn key() -> Option<String> {
         .lines()
         .map(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();
-            format!("{} {} {}", f[0], f.get(1).unwrap_or(&""), f.last().unwrap_or(&""))
+            format!(
+                "{} {} {}",
+                f[0],
+                f.get(1).unwrap_or(&""),
+                f.last().unwrap_or(&"")
+            )
         })
         .collect();
     let bpf = crate::perf::bpf_ids::bpf_prog_ids()?;
@@ -110,10 +115,7 @@ ffffffffc0002000 t bpf_prog_1234_handler\t[bpf]\n";
         ] {
             assert_eq!(back.lookup_at(addr), symbols.lookup_at(addr), "{addr:x}");
         }
-        assert_eq!(
-            back.lookup(0xffffffffc0001010).as_deref(),
-            Some("mod_fn")
-        );
+        assert_eq!(back.lookup(0xffffffffc0001010).as_deref(), Some("mod_fn"));
     }
 
     /// Check that the key of this host is stable while nothing loads (when it can be taken at all).
