@@ -5,16 +5,18 @@
 /// `BPF_PROG_GET_NEXT_ID` of `enum bpf_cmd`.
 const BPF_PROG_GET_NEXT_ID: libc::c_long = 11;
 
-/// The part of `union bpf_attr` the command reads and writes: `start_id`, the union's `prog_id`, `next_id`,
-/// `open_flags`.
+/// The part of `union bpf_attr` the command reads and writes: `start_id` (in a union with `prog_id`),
+/// `next_id`, `open_flags`.
 #[repr(C)]
 #[derive(Default)]
 struct NextId {
     start_id: u32,
-    prog_id: u32,
     next_id: u32,
     open_flags: u32,
 }
+
+/// At most this many programs are listed (a host has tens to hundreds); past it the list is not used.
+const MAX_PROGRAMS: usize = 1 << 16;
 
 /// The ids of the BPF programs loaded now, in increasing order; None when they cannot be listed (no
 /// CAP_SYS_ADMIN, a kernel without BPF), where an empty list means none are loaded.
@@ -42,6 +44,10 @@ pub fn bpf_prog_ids() -> Option<Vec<u32>> {
                 _ => None,
             };
         }
+        // Ids only grow; anything else (or a list past all bounds) is not a list to key on.
+        if attr.next_id <= start || ids.len() >= MAX_PROGRAMS {
+            return None;
+        }
         ids.push(attr.next_id);
         start = attr.next_id;
     }
@@ -54,6 +60,7 @@ mod tests {
     fn ids_sorted() {
         if let Some(ids) = super::bpf_prog_ids() {
             assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+            assert!(ids.iter().all(|&id| id > 0), "{ids:?}");
         }
     }
 }
