@@ -268,3 +268,74 @@ fn side_band_records_do_not_wake_the_reader() {
         wall.as_secs_f64()
     );
 }
+
+/// `record -a` looks for CPython only in processes that map an interpreter file (its MMAP2 records, a parent's
+/// at a fork, the mappings of the processes that existed at the start): reading every new process's
+/// /proc/PID/maps at its first sample cost a push on a host starting processes all the time a tenth of its CPU
+/// (issue 45). Under strace, a recording of ten C spinners (100 ms of CPU time each) and one python3 spinning
+/// 500 ms of its own CPU time, all started after the recording began, opens the maps of the python process and
+/// of none of the spinners, and the python's samples carry its Python function.
+#[test]
+fn python_detection_reads_maps_of_python_processes_only() {
+    if !privileged("python_detection_reads_maps_of_python_processes_only") {
+        return;
+    }
+    if Command::new("strace").arg("-V").output().is_err() {
+        skip(
+            "python_detection_reads_maps_of_python_processes_only",
+            "strace is not installed",
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let spin = build_c(dir.path(), "recording_spin.c", FP);
+    let (pids, py_pid) = (dir.path().join("pids"), dir.path().join("py_pid"));
+    let py = "import time\nend = time.process_time() + 0.5\ndef py_spinner():\n    while time.process_time() < end:\n        pass\npy_spinner()\n";
+    let script = format!(
+        "for i in $(seq 10); do sh -c 'echo $$ >> {p}; exec {s} 100'; done; python3 -c '{py}' & echo $! > {q}; wait",
+        p = pids.display(),
+        s = spin.display(),
+        q = py_pid.display()
+    );
+    let (data, trace) = (dir.path().join("py.data"), dir.path().join("strace"));
+    let out = Command::new("strace")
+        // --seccomp-bpf: only openat stops a process (the python3 spinner, stopped at each clock_gettime of
+        // its loop, had its samples in ptrace's stop instead of its Python code).
+        .args(["-f", "--seccomp-bpf", "-qq", "-e", "trace=openat", "-o"])
+        .arg(&trace)
+        .arg(env!("CARGO_BIN_EXE_rprof"))
+        .env("PERF_BUILDID_DIR", test_buildid_dir())
+        .args(["record", "-q", "-a", "-g", "-F", "199", "-o"])
+        .arg(&data)
+        .args(["--", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    assert_success(&out, &["strace rprof record -a"]);
+    let read = |p: &std::path::Path| std::fs::read_to_string(p).unwrap();
+    let spinners: Vec<String> = read(&pids).lines().map(str::to_string).collect();
+    let python = read(&py_pid).trim().to_string();
+    // The maps opened by rprof's own threads (the command's shells open none).
+    let opened: std::collections::HashSet<String> = read(&trace)
+        .lines()
+        .filter_map(|l| maps_pid(l.split("\"/proc/").nth(1)?))
+        .collect();
+    assert_eq!(spinners.len(), 10, "{spinners:?}");
+    for pid in &spinners {
+        assert!(!opened.contains(pid), "the maps of spinner {pid} were read");
+    }
+    assert!(
+        opened.contains(&python),
+        "the maps of python3 ({python}) were not read: {opened:?}"
+    );
+    let folded = rprof_ok(&["report", "-i", data.to_str().unwrap(), "--folded"]);
+    assert!(
+        folded.lines().any(|l| l.contains("py_spinner")),
+        "no py_spinner frame:\n{folded}"
+    );
+}
+
+/// The pid in `PID/maps", ...` (the rest of a strace line after `"/proc/`).
+fn maps_pid(rest: &str) -> Option<String> {
+    let (pid, rest) = rest.split_once('/')?;
+    (rest.starts_with("maps\"") && pid.bytes().all(|b| b.is_ascii_digit())).then(|| pid.to_string())
+}

@@ -1,6 +1,7 @@
 //! The perf_event_open layer: attrs, event fds and ioctls, mmap ring buffers, workload launch, the set of
 //! events of a session and its run loop. This is the only module with `unsafe` code.
 pub mod attr;
+pub mod bpf_ids;
 pub mod event;
 pub mod event_set;
 pub mod ftrace_ring;

@@ -432,6 +432,7 @@ impl Session {
                 info,
                 cfg.call_graph != CallGraph::None,
                 python_names,
+                matches!(cfg.target, Target::System | Target::Cgroup(_)),
             )),
             members: self.cgroup.as_ref().map(|_| Members {
                 pids: HashSet::new(),
@@ -462,9 +463,17 @@ fn describe_existing(
             st,
             dwarf,
             members,
+            python,
             ..
         } = stream;
-        synthesize_process(writer, sample_type, pid, st, dwarf.as_mut())?;
+        synthesize_process(
+            writer,
+            sample_type,
+            pid,
+            st,
+            dwarf.as_mut(),
+            python.as_mut(),
+        )?;
         st.note_ns_pid(pid as u32);
         if let Some(m) = members {
             m.pids.insert(pid as u32);
@@ -564,11 +573,15 @@ fn synthesize_process(
     pid: i32,
     st: &mut Collected,
     mut dwarf: Option<&mut DwarfState>,
+    mut python: Option<&mut PythonStacks>,
 ) -> Result<(), RecordError> {
     for rec in synth::process_records(sample_type, pid, 0) {
         if let Some(mmap) = &rec.mmap {
             if mmap.path.starts_with('/') {
                 st.note_path(pid, &mmap.path);
+            }
+            if let Some(py) = python.as_deref_mut() {
+                py.mapped(pid as u32, &mmap.path);
             }
             if let Some(d) = dwarf.as_deref_mut() {
                 d.add_mapping(mmap);

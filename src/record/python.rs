@@ -6,7 +6,7 @@ use crate::perf::RawRecord;
 use crate::python::{self, Detected, PythonError, Runtime, Sampled};
 use crate::recording::{self, SampleFields, SampleId};
 use linux_perf_event_reader::{EventRecord, RecordParseInfo, SampleRecord};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -149,6 +149,12 @@ struct Read {
 /// The Python side of a recording session.
 pub(super) struct PythonStacks {
     procs: HashMap<u32, Option<Box<Runtime>>>,
+    /// `Some` when the whole host is recorded (`-a`, `-G`): the processes that map an interpreter file, as the
+    /// MMAP2 and FORK records (and the mappings of the processes that existed at the start) say. Only they
+    /// are looked at (their /proc/PID/maps read); on a host that starts many processes a second, reading every
+    /// new process's maps at its first sample cost a push a tenth of its CPU. `None`: every sampled process is
+    /// looked at (a few targets).
+    mapping_python: Option<HashSet<u32>>,
     names: python::Names,
     index: HashMap<Arc<str>, usize>,
     /// DWARF mode: the reads of samples waiting for their unwinding, by (tid, time).
@@ -167,13 +173,17 @@ pub(super) struct PythonStacks {
 
 impl PythonStacks {
     /// `names`: where the frames' names go (shared with a tap's reader), else a table of its own.
+    /// `whole_host`: only processes seen mapping an interpreter file are looked at (see
+    /// [`PythonStacks::mapped`]).
     pub(super) fn new(
         info: RecordParseInfo,
         call_graph: bool,
         names: Option<python::Names>,
+        whole_host: bool,
     ) -> PythonStacks {
         PythonStacks {
             procs: HashMap::new(),
+            mapping_python: whole_host.then(HashSet::new),
             names: names.unwrap_or_default(),
             index: HashMap::new(),
             pending: HashMap::new(),
@@ -194,6 +204,36 @@ impl PythonStacks {
     /// A process exec'd or exited: what was known of it goes.
     pub(super) fn forget(&mut self, pid: u32) {
         self.procs.remove(&pid);
+    }
+
+    /// Process `pid` exec'd (its mappings go) or ended (`tid` is `pid`): it maps no interpreter until an
+    /// MMAP2 record says so.
+    pub(super) fn unmapped(&mut self, pid: u32, tid: u32) {
+        if pid == tid {
+            if let Some(set) = &mut self.mapping_python {
+                set.remove(&pid);
+            }
+        }
+    }
+
+    /// Process `pid` mapped the file `path` (an MMAP2 record, or /proc/PID/maps at the start): an
+    /// interpreter file makes it one to look at; it is looked at again (a sample before this record found
+    /// nothing, or what it found was another image).
+    pub(super) fn mapped(&mut self, pid: u32, path: &str) {
+        if let Some(set) = &mut self.mapping_python {
+            if python::is_python_file(path) && set.insert(pid) {
+                self.procs.remove(&pid);
+            }
+        }
+    }
+
+    /// Process `pid` was forked by `ppid`: it maps what its parent maps.
+    pub(super) fn forked(&mut self, pid: u32, ppid: u32) {
+        if let Some(set) = &mut self.mapping_python {
+            if pid != ppid && set.contains(&ppid) {
+                set.insert(pid);
+            }
+        }
     }
 
     /// A sample as it arrives: a sample of a Python thread gets its Python stack read now. Without `dwarf`
@@ -234,6 +274,14 @@ impl PythonStacks {
     fn read(&mut self, s: &SampleRecord<'_>) -> Option<Read> {
         let (pid, tid) = (s.pid? as u32, s.tid? as u32);
         if pid == 0 {
+            return None;
+        }
+        if self
+            .mapping_python
+            .as_ref()
+            .is_some_and(|set| !set.contains(&pid))
+        {
+            // Not known to map an interpreter (yet: nothing is kept, so an MMAP2 record read later counts).
             return None;
         }
         let stats = &mut self.stats;

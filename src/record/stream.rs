@@ -269,10 +269,22 @@ impl Stream {
             }
             record_type::EXIT => {
                 py.forget(body_u32(rec, 0));
+                py.unmapped(body_u32(rec, 0), body_u32(rec, 8));
                 None
             }
             record_type::COMM if rec.misc & COMM_EXEC != 0 => {
                 py.forget(body_u32(rec, 0));
+                py.unmapped(body_u32(rec, 0), body_u32(rec, 0));
+                None
+            }
+            record_type::FORK => {
+                py.forked(body_u32(rec, 0), body_u32(rec, 4));
+                None
+            }
+            record_type::MMAP2 => {
+                if let Some((pid, path)) = exec_mapping(rec) {
+                    py.mapped(pid as u32, &path);
+                }
                 None
             }
             _ => None,
@@ -372,13 +384,18 @@ fn body_u32(rec: &perf::RawRecord<'_>, offset: usize) -> u32 {
 }
 
 fn note_mmap2(rec: &perf::RawRecord<'_>, st: &mut Collected) {
-    use linux_perf_event_reader::Mmap2Record;
-    if let Ok(m) = Mmap2Record::parse::<byteorder::NativeEndian>(rec.body(), rec.misc) {
-        let path = m.path.as_slice();
-        if m.protection & PROT_EXEC != 0 && path.first() == Some(&b'/') {
-            st.note_path(m.pid, &String::from_utf8_lossy(&path));
-        }
+    if let Some((pid, path)) = exec_mapping(rec) {
+        st.note_path(pid, &path);
     }
+}
+
+/// The process and file of an MMAP2 record of an executable file mapping.
+fn exec_mapping(rec: &perf::RawRecord<'_>) -> Option<(i32, String)> {
+    use linux_perf_event_reader::Mmap2Record;
+    let m = Mmap2Record::parse::<byteorder::NativeEndian>(rec.body(), rec.misc).ok()?;
+    let path = m.path.as_slice();
+    (m.protection & PROT_EXEC != 0 && path.first() == Some(&b'/'))
+        .then(|| (m.pid, String::from_utf8_lossy(&path).into_owned()))
 }
 
 #[cfg(test)]

@@ -78,6 +78,21 @@ impl KernelSymbols {
         }
     }
 
+    /// The symbols as kallsyms text that [`parse_kallsyms`] reads back to the same lookups: each text symbol,
+    /// then where it ends (a symbol that is not text), tagged `[rprof]` (not the image).
+    pub fn to_text(&self) -> String {
+        let mut text = String::new();
+        for e in &self.entries {
+            let at = e.name as usize;
+            let name = &self.names[at..at + usize::from(e.name_len)];
+            text.push_str(&format!(
+                "{:016x} t {name}\t[rprof]\n{:016x} d .end\t[rprof]\n",
+                e.start, e.end
+            ));
+        }
+        text
+    }
+
     /// The `_text` address and the kernel image's extent.
     pub fn marks(&self) -> Marks {
         self.marks

@@ -15,7 +15,7 @@
 use super::kallsyms::{parse_kallsyms, read_kallsyms_from, KernelSymbols};
 use super::unnamed::Unnamed;
 use crate::buildid::{buildid_dir, cached_kallsyms_path, hex, running_build_id, running_text};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// What a recording says of its kernel.
@@ -29,7 +29,7 @@ pub struct KernelRef {
 
 /// Read and parse a kallsyms file: a copy is mapped (its pages leave with the map once parsed), /proc's
 /// file (which has no size) parsed as it is read.
-fn read_kallsyms(path: &Path) -> std::io::Result<KernelSymbols> {
+pub(crate) fn read_kallsyms(path: &Path) -> std::io::Result<KernelSymbols> {
     match crate::mapped::MappedFile::open(path) {
         Ok(map) if !map.is_empty() => Ok(parse_kallsyms(&map)),
         _ => read_kallsyms_from(std::fs::File::open(path)?),
@@ -41,6 +41,9 @@ fn read_kallsyms(path: &Path) -> std::io::Result<KernelSymbols> {
 pub(crate) struct KernelTable {
     cached: Option<Cached>,
     live: Live,
+    /// Where the run-time symbols are kept between rprofs (a build-id cache; see `kernel_runtime.rs`), with
+    /// the kernel's build id.
+    keep: Option<(PathBuf, Vec<u8>)>,
 }
 
 /// A cached kallsyms copy and how to map recorded addresses onto it.
@@ -63,7 +66,8 @@ enum Live {
 
 impl KernelTable {
     /// Decide the sources for `recorded` and load what is sure to be needed.
-    pub fn load(recorded: &KernelRef) -> KernelTable {
+    /// `keep`: a build-id cache where the running kernel's run-time symbols are kept between rprofs.
+    pub fn load(recorded: &KernelRef, keep: Option<&Path>) -> KernelTable {
         let same_kernel = match (&recorded.build_id, running_build_id()) {
             (Some(recorded_id), Some(running)) => {
                 *recorded_id == running
@@ -97,7 +101,12 @@ impl KernelTable {
                 dir.display()
             );
         }
-        KernelTable { cached, live }
+        let keep = keep.zip(recorded.build_id.clone().or_else(running_build_id));
+        KernelTable {
+            cached,
+            live,
+            keep: keep.map(|(dir, id)| (dir.to_path_buf(), id)),
+        }
     }
 
     /// The text symbol at a recorded kernel address, and how far the address lies past its start.
@@ -124,8 +133,11 @@ impl KernelTable {
         if matches!(self.live, Live::Deferred) {
             // The image keeps the copy's names (whatever the sample order, one source per address); only the
             // run-time part of /proc/kallsyms is kept beside it.
-            let symbols = read_kallsyms(Path::new("/proc/kallsyms")).unwrap_or_default();
-            self.live = Live::Loaded(symbols.outside_image());
+            let keep = self
+                .keep
+                .as_ref()
+                .map(|(dir, id)| (dir.as_path(), id.as_slice()));
+            self.live = Live::Loaded(super::kernel_runtime::outside_image(keep));
         }
         match &self.live {
             Live::Loaded(symbols) => symbols
@@ -145,12 +157,19 @@ pub(crate) struct KernelNames {
     table: Option<KernelTable>,
     /// The kernel symbols being read and parsed in the background (see [`KernelNames::prefetch`]).
     loading: Option<std::thread::JoinHandle<KernelTable>>,
+    /// A build-id cache where the run-time symbols are kept between rprofs (None: not kept).
+    keep: Option<PathBuf>,
 }
 
 impl KernelNames {
     /// Say which kernel the addresses come from; before the first lookup or prefetch.
     pub fn set_kernel(&mut self, kernel: KernelRef) {
         self.recorded = kernel;
+    }
+
+    /// Keep the running kernel's run-time symbols (modules, BPF) in build-id cache `dir` for later rprofs.
+    pub fn keep_runtime_in(&mut self, dir: Option<PathBuf>) {
+        self.keep = dir;
     }
 
     /// The recorded kernel's build id.
@@ -161,10 +180,10 @@ impl KernelNames {
     /// Start loading the symbols on another thread; nothing when they are loaded or loading.
     pub fn prefetch(&mut self) {
         if self.table.is_none() && self.loading.is_none() {
-            let recorded = self.recorded.clone();
+            let (recorded, keep) = (self.recorded.clone(), self.keep.clone());
             self.loading = std::thread::Builder::new()
                 .name("rprof-kallsyms".into())
-                .spawn(move || KernelTable::load(&recorded))
+                .spawn(move || KernelTable::load(&recorded, keep.as_deref()))
                 .ok();
         }
     }
@@ -184,11 +203,11 @@ impl KernelNames {
 
     /// The table, loaded (or taken from the background thread) on first use.
     fn table(&mut self) -> &mut KernelTable {
-        let (recorded, loading) = (&self.recorded, &mut self.loading);
+        let (recorded, loading, keep) = (&self.recorded, &mut self.loading, &self.keep);
         self.table
             .get_or_insert_with(|| match loading.take().map(|t| t.join()) {
                 Some(Ok(table)) => table,
-                _ => KernelTable::load(recorded),
+                _ => KernelTable::load(recorded, keep.as_deref()),
             })
     }
 }
@@ -232,6 +251,7 @@ ffffffffc0001000 t mod_fn\t[some_module]\n";
         let mut table = KernelTable {
             cached: Some(cached),
             live: Live::Refused,
+            keep: None,
         };
         let name = |t: &mut KernelTable, a: u64| t.lookup_at(a).map(|(s, _)| s.to_string());
         assert_eq!(

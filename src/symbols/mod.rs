@@ -26,6 +26,7 @@ mod fde;
 pub mod ifunc;
 mod kallsyms;
 mod kernel;
+mod kernel_runtime;
 mod listing;
 pub mod params;
 mod perfmap;

@@ -68,9 +68,12 @@ pub struct Symbolizer {
 impl Symbolizer {
     /// A symbolizer with nothing loaded yet.
     pub fn new(opts: SymbolizerOptions) -> Symbolizer {
+        let mut kernel = KernelNames::default();
+        // Where inflated debug sections are kept, the kernel's run-time symbols are too (`-N`: neither).
+        kernel.keep_runtime_in(opts.debug.inflated.as_ref().map(|c| c.dir.clone()));
         Symbolizer {
             opts,
-            kernel: KernelNames::default(),
+            kernel,
             modules: HashMap::new(),
             binaries: FileCache::new(),
             pool: Pool::new(),
@@ -350,6 +353,10 @@ impl Symbolizer {
                 .map_or(0, |(p, _)| super::elf::symbol_table_bytes(p));
             !gate(need)
         };
+        // Refused already in this period: not asked again (the estimate opens the file).
+        if self.refused.contains(&key) {
+            return Err(Unnamed::OverBudget);
+        }
         if !self.binaries.has(&key) && self.gate.as_mut().is_some_and(refused) {
             self.refused.insert(key);
             return Err(Unnamed::OverBudget);
