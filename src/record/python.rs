@@ -32,6 +32,9 @@ pub struct PythonStats {
     pub samples: u64,
     /// With a Python stack read as the sample arrived.
     pub with_stack: u64,
+    /// With a stack whose frames changed under two reads in a row (possibly of two stacks): kept, marked late
+    /// ([`python::STALE_MARK`]), never counted as read in time.
+    pub torn: u64,
     /// The thread had no Python frame (it had not started Python, or ran C code outside any Python call).
     pub no_frames: u64,
     /// No thread state has the thread's id (a thread that never ran Python, or one that just ended).
@@ -104,12 +107,15 @@ impl PythonStats {
             let pct = |n: u64| 100.0 * n as f64 / (self.samples - self.no_callchain) as f64;
             lines.push(format!(
                 "{} samples of Python threads: {} ({:.1}%) with a Python stack read as they arrived, {} \
-                 ({:.1}%) with no Python frame (no Python code running on the thread), {} ({:.1}%) of \
-                 threads without a Python thread state, {} reads failed ({} after the process exited, {} \
+                 ({:.1}%) whose frames changed under two reads (memory changed under the read: kept, marked \
+                 late), {} ({:.1}%) with no Python frame (no Python code running on the thread), {} ({:.1}%) \
+                 of threads without a Python thread state, {} reads failed ({} after the process exited, {} \
                  as memory changed under the read)",
                 self.samples - self.no_callchain,
                 self.with_stack,
                 pct(self.with_stack),
+                self.torn,
+                pct(self.torn),
                 self.no_frames,
                 pct(self.no_frames),
                 self.no_thread,
@@ -276,9 +282,13 @@ impl PythonStacks {
             self.stats.no_frames += 1;
             return None;
         }
-        self.stats.with_stack += 1;
+        match stack.torn {
+            true => self.stats.torn += 1,
+            false => self.stats.with_stack += 1,
+        }
+        let late = stack.torn || stack.sampled == Sampled::MovedOn;
         let tries = self.named.entry(tid).or_default();
-        if pid != tid && *tries < NAME_TRIES && stack.sampled != Sampled::MovedOn {
+        if pid != tid && *tries < NAME_TRIES && !late {
             *tries += 1;
             if let Some(name) = runtime.thread_name(&stack) {
                 *tries = NAMED;
@@ -311,7 +321,7 @@ impl PythonStacks {
             .into_iter()
             .map(|f| (self.addr_of(f.name), f.entry))
             .collect();
-        if stack.sampled == Sampled::MovedOn {
+        if late {
             frames[0].0 += python::STALE_MARK;
         }
         Some(Read { frames, eval })
