@@ -539,6 +539,12 @@ impl Runtime {
         )
     }
 
+    /// Whether the thread's current frame is found through a `_PyCFrame` on its C stack (3.11, 3.12), which a
+    /// sample's stack copy holds; 3.13 keeps it in the thread state only.
+    pub fn cframe_on_stack(&self) -> bool {
+        matches!(self.layout.current, Current::CFrame { .. })
+    }
+
     /// Forget the code objects read (a long session: they are read again when met).
     pub fn forget_code(&mut self) {
         self.codes = code::Codes::default();

@@ -48,6 +48,9 @@ pub struct PythonStats {
     pub fresh: u64,
     pub deeper: u64,
     pub stale: u64,
+    /// `--call-graph dwarf` samples of versions without a `_PyCFrame` (3.13): nothing in the stack copy to
+    /// compare the read with.
+    pub unchecked: u64,
     /// Processes by version (`3.11.2`), and those of versions rprof cannot read.
     pub versions: Vec<(u32, String)>,
     pub unsupported: Vec<(u32, String)>,
@@ -139,6 +142,14 @@ impl PythonStats {
                 pct(self.deeper),
                 self.stale,
                 pct(self.stale),
+            ));
+        }
+        if self.unchecked > 0 {
+            lines.push(format!(
+                "timing not measurable on 3.13 ({} samples with a stack copy): its current frame is in the \
+                 thread state (tstate->current_frame), not on the C stack the sample copied; these stacks are \
+                 the thread's at the read, which follows the sample by rprof's wakeup",
+                self.unchecked
             ));
         }
         lines
@@ -313,6 +324,9 @@ impl PythonStacks {
             Sampled::Same => self.stats.fresh += 1,
             Sampled::Deeper => self.stats.deeper += 1,
             Sampled::MovedOn => self.stats.stale += 1,
+            Sampled::Unknown if s.user_stack.is_some() && !runtime.cframe_on_stack() => {
+                self.stats.unchecked += 1
+            }
             Sampled::Unknown => {}
         }
         let eval = runtime.eval.clone();
