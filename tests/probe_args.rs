@@ -186,6 +186,56 @@ fn python_function_probes() {
     }
 }
 
+/// Check `usdt:python:line` on Debian's 3.11 (CPython gh-98894 reports that it crashes the interpreter; not so
+/// here): it is placed, not refused, with one note naming the issue; the script runs to its end (it prints
+/// `done`) and each of its 5,000 loop rounds fires the line probe at least twice (the `for` line and `f()`'s).
+#[test]
+fn python_line_probe_is_noted_not_refused() {
+    if !privileged("python_line_probe_is_noted_not_refused") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("lines.py");
+    std::fs::write(
+        &script,
+        "import sys\ndef f():\n    pass\nfor _ in range(int(sys.argv[1])):\n    f()\nprint('done')\n",
+    )
+    .unwrap();
+    let script = script.to_str().unwrap();
+    let count = |n: &str| -> (u64, String, String) {
+        let out = rprof()
+            .args(["probe", "-x", PYTHON, "usdt:python:line", "--count", "--"])
+            .args([PYTHON, "-S", script, n])
+            .output()
+            .unwrap();
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        );
+        assert!(out.status.success(), "{stdout}\n{stderr}");
+        let row = stdout
+            .lines()
+            .find(|l| l.starts_with("usdt:python:line"))
+            .unwrap_or_else(|| panic!("{stdout}\n{stderr}"));
+        let hits = row.split_whitespace().nth(1).unwrap().parse().unwrap();
+        (hits, stdout, stderr)
+    };
+    let (none, _, _) = count("0");
+    let (some, stdout, stderr) = count("5000");
+    eprintln!("line probe: {none} hits for 0 rounds, {some} for 5000");
+    assert!(
+        stdout.contains("done"),
+        "the script did not finish:\n{stdout}\n{stderr}"
+    );
+    let notes: Vec<&str> = stderr.lines().filter(|l| l.contains("gh-98894")).collect();
+    assert_eq!(notes.len(), 1, "{stderr}");
+    assert!(notes[0].contains("no crash"), "{stderr}");
+    assert!(
+        some >= none + 2 * 5000,
+        "{none} hits for 0 rounds, {some} for 5000"
+    );
+}
+
 /// Check that libstdc++'s `usdt:libstdcxx:throw` counts every throw of a fixture, with `-x` and with `LIB:`.
 #[test]
 fn libstdcxx_throw_counts_every_throw() {

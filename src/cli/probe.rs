@@ -512,6 +512,7 @@ pub(crate) fn notice(n: &Notice) -> String {
              SIGKILL they stay until the next rprof starts"
         ),
         Notice::Calibration(text) => format!("calibration: {text}"),
+        Notice::KnownIssue(text) => format!("note: {text}"),
         Notice::Delivered { read, written } => match written {
             Some(w) => format!("{read} probe events read from the rings; the tracefs ring's counters: {w} written"),
             None => format!("{read} probe events read from the rings"),

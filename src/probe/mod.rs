@@ -365,6 +365,8 @@ pub enum Notice {
     /// The probe events that reached rprof (`RPROF_DEBUG_COST`): read from the rings (`read`), and, for the
     /// tracefs ring, what its own counters say the kernel wrote into it after the calibration (`written`).
     Delivered { read: u64, written: Option<u64> },
+    /// A probe placed with a known report against it (what was measured of it).
+    KnownIssue(String),
     /// Functions of a Go binary that are counted, not timed (the first few names), and why.
     CountedOnly {
         count: usize,

@@ -82,8 +82,10 @@ fn nested_stacks_of_each_version() {
         let fixture = start(python, "nested");
         let pid = fixture.0.id();
         let mut r = runtime(python, pid);
+        // In inner's loop (lines 70-71), not at its first line (68), which a read just after "ready" can catch.
         let (stack, names) = read_until(&mut r, pid, |n| {
-            n.first().is_some_and(|f| f.starts_with("inner ("))
+            n.first()
+                .is_some_and(|f| f.starts_with("inner (py_work.py:7"))
         });
         let want = [
             "inner (py_work.py:7",

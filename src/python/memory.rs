@@ -4,6 +4,9 @@ use nix::sys::uio::{process_vm_readv, RemoteIoVec};
 use nix::unistd::Pid;
 use std::io::IoSliceMut;
 
+/// The most iovecs one `process_vm_readv` takes (Linux's UIO_MAXIOV).
+const IOV_MAX: usize = 1024;
+
 /// Why a read of the target's memory failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum ReadError {
@@ -35,13 +38,21 @@ impl Memory {
             return Err(ReadError::Unmapped(0));
         }
         let len = buf.len();
-        let remote = [RemoteIoVec {
-            base: addr as usize,
-            len,
-        }];
-        let mut local = [IoSliceMut::new(buf)];
-        match process_vm_readv(Pid::from_raw(self.pid), &mut local, &remote) {
-            Ok(n) if n == len => Ok(()),
+        self.readv(
+            &mut [IoSliceMut::new(buf)],
+            &[RemoteIoVec {
+                base: addr as usize,
+                len,
+            }],
+        )
+    }
+
+    /// One `process_vm_readv`: every byte the remote iovecs name, into `local`.
+    fn readv(&self, local: &mut [IoSliceMut<'_>], remote: &[RemoteIoVec]) -> Result<(), ReadError> {
+        let addr = remote.first().map_or(0, |r| r.base as u64);
+        let want: usize = remote.iter().map(|r| r.len).sum();
+        match process_vm_readv(Pid::from_raw(self.pid), local, remote) {
+            Ok(n) if n == want => Ok(()),
             Ok(_) | Err(nix::errno::Errno::EFAULT) => Err(ReadError::Unmapped(addr)),
             Err(nix::errno::Errno::ESRCH) => Err(ReadError::Exited),
             Err(nix::errno::Errno::EPERM) => Err(ReadError::Denied),
@@ -54,6 +65,27 @@ impl Memory {
         let mut buf = vec![0; len];
         self.read(addr, &mut buf)?;
         Ok(buf)
+    }
+
+    /// The u64s at `addrs`, in one `process_vm_readv` per [`IOV_MAX`] of them.
+    pub fn words(&self, addrs: &[u64]) -> Result<Vec<u64>, ReadError> {
+        let mut out = Vec::with_capacity(addrs.len());
+        for chunk in addrs.chunks(IOV_MAX) {
+            if chunk.contains(&0) {
+                return Err(ReadError::Unmapped(0));
+            }
+            let remote: Vec<RemoteIoVec> = chunk
+                .iter()
+                .map(|&a| RemoteIoVec {
+                    base: a as usize,
+                    len: 8,
+                })
+                .collect();
+            let mut buf = vec![0u8; 8 * chunk.len()];
+            self.readv(&mut [IoSliceMut::new(&mut buf)], &remote)?;
+            out.extend((0..chunk.len()).map(|i| u64_at(&buf, 8 * i)));
+        }
+        Ok(out)
     }
 
     pub fn u64(&self, addr: u64) -> Result<u64, ReadError> {

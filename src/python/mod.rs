@@ -13,6 +13,7 @@ pub mod debug_offsets;
 pub mod layout;
 pub mod linetable;
 pub mod memory;
+pub mod recheck;
 pub mod threads;
 
 #[cfg(test)]
@@ -23,6 +24,7 @@ use crate::process;
 use layout::{Current, Layout, Reader};
 use memory::{u64_at, Memory, ReadError};
 use object::{Object, ObjectSection, ObjectSymbol};
+use recheck::Words;
 use std::collections::HashMap;
 use std::ops::Range;
 use std::path::Path;
@@ -62,6 +64,8 @@ pub struct PyStack {
     pub outermost: u64,
     /// How the stack read relates to the sampled instant.
     pub sampled: Sampled,
+    /// The chain changed under two reads in a row: the frames may be of two stacks (see [`recheck`]).
+    pub torn: bool,
 }
 
 /// How a stack read after a sample relates to the sample, when the sample's stack copy holds the thread's
@@ -347,27 +351,53 @@ const MAX_THREADS: usize = 4096;
 impl Runtime {
     /// The Python stack of OS thread `tid`, read now. `at_sample` gives, for the address of the thread's
     /// `_PyCFrame.current_frame` field, the value it held at the sample (from a stack copy), when known: when
-    /// the thread has called further since, the stack is cut to start at that frame (see [`Sampled`]).
+    /// the thread has called further since, the stack is cut to start at that frame (see [`Sampled`]). A chain
+    /// that changed under the read ([`recheck`]) is read once more; when it changed under that read too, the
+    /// stack is [`PyStack::torn`] (and [`Sampled::MovedOn`] when the sampled frame is known).
     pub fn stack(
         &mut self,
         tid: u32,
         at_sample: impl Fn(u64) -> Option<u64>,
     ) -> Result<PyStack, PythonError> {
+        let mem = self.mem;
+        let (mut stack, held) = recheck::settled(&mem, || self.read_stack(tid, &at_sample))?;
+        if !held {
+            stack.torn = true;
+            if stack.sampled != Sampled::Unknown {
+                stack.sampled = Sampled::MovedOn;
+            }
+        }
+        Ok(stack)
+    }
+
+    /// One read of the stack of `tid` (see [`Runtime::stack`]), and the words it went by.
+    fn read_stack(
+        &mut self,
+        tid: u32,
+        at_sample: &impl Fn(u64) -> Option<u64>,
+    ) -> Result<(PyStack, Words), PythonError> {
         let l = self.layout;
         let tstate = self.thread_state(tid)?;
         let buf = self.mem.bytes(tstate, l.tstate_read)?;
+        let mut words = Words::default();
         let (cframe, current) = match l.current {
             Current::CFrame {
                 tstate_cframe,
                 current_frame,
                 ..
-            } => match u64_at(&buf, tstate_cframe) {
+            } => match words.saw(tstate + tstate_cframe as u64, u64_at(&buf, tstate_cframe)) {
                 0 => (0, 0),
-                c => (c, self.mem.u64(c + current_frame)?),
+                c => (
+                    c,
+                    words.saw(c + current_frame, self.mem.u64(c + current_frame)?),
+                ),
             },
             Current::Direct {
                 tstate_current_frame,
-            } => (0, u64_at(&buf, tstate_current_frame)),
+            } => {
+                let at = tstate + tstate_current_frame as u64;
+                (0, words.saw(at, u64_at(&buf, tstate_current_frame)))
+            }
         };
         let mut stack = PyStack {
             frames: Vec::new(),
@@ -375,9 +405,10 @@ impl Runtime {
             current_frame: current,
             outermost: 0,
             sampled: Sampled::Unknown,
+            torn: false,
         };
         let sampled_frame = self.sampled_frame(cframe, at_sample);
-        let addrs = self.frames(current, &mut stack.frames)?;
+        let addrs = self.frames(current, &mut stack.frames, &mut words)?;
         stack.outermost = addrs.last().copied().unwrap_or(0);
         if let Some(at) = sampled_frame {
             stack.sampled = match addrs.iter().position(|&a| a == at) {
@@ -389,17 +420,19 @@ impl Runtime {
                 None => Sampled::MovedOn,
             };
         }
-        Ok(stack)
+        Ok((stack, words))
     }
 
     /// Read the chain of interpreter frames from `frame` outward into `frames` (leaf first); returns the
     /// address of each. 3.12 and later put a shim frame (owner [`layout::FRAME_OWNED_BY_CSTACK`], no Python
     /// function's) on the C stack at the start of each evaluator call: it is left out, and marks the frame
-    /// before it as the call's entry frame.
+    /// before it as the call's entry frame. Each frame's `previous`, code and (but the leaf's) instruction go
+    /// into `words`.
     fn frames(
         &mut self,
         mut frame: u64,
         frames: &mut Vec<PyFrame>,
+        words: &mut Words,
     ) -> Result<Vec<u64>, PythonError> {
         let l = self.layout;
         let mut addrs = Vec::new();
@@ -407,7 +440,14 @@ impl Runtime {
         while frame != 0 && frames.len() < MAX_DEPTH && steps < 2 * MAX_DEPTH {
             steps += 1;
             let f = self.mem.bytes(frame, l.frame_read)?;
-            let previous = u64_at(&f, l.frame_previous);
+            let mut saw = |at: usize| words.saw(frame + at as u64, u64_at(&f, at));
+            let previous = saw(l.frame_previous);
+            let code = saw(l.frame_code);
+            // The leaf's instruction moves as it runs; an outer frame's holds while its callee runs.
+            let instr = match steps {
+                1 => u64_at(&f, l.frame_instr),
+                _ => saw(l.frame_instr),
+            };
             let entry = match l.frame_is_entry {
                 Some(at) => f[at] != 0,
                 None if f[l.frame_owner] == layout::FRAME_OWNED_BY_CSTACK => {
@@ -419,8 +459,6 @@ impl Runtime {
                 }
                 None => false,
             };
-            let code = u64_at(&f, l.frame_code);
-            let instr = u64_at(&f, l.frame_instr);
             let name = self
                 .codes
                 .frame_name(&self.mem, &l, code, instr, self.code_type)?;
@@ -501,6 +539,12 @@ impl Runtime {
         )
     }
 
+    /// Whether the thread's current frame is found through a `_PyCFrame` on its C stack (3.11, 3.12), which a
+    /// sample's stack copy holds; 3.13 keeps it in the thread state only.
+    pub fn cframe_on_stack(&self) -> bool {
+        matches!(self.layout.current, Current::CFrame { .. })
+    }
+
     /// Forget the code objects read (a long session: they are read again when met).
     pub fn forget_code(&mut self) {
         self.codes = code::Codes::default();
@@ -508,72 +552,4 @@ impl Runtime {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::{layout, version_of_file, version_of_name};
-
-    /// Check the version gate: 3.11 and 3.12 by table, 3.13 by its debug offsets; 3.14 and later (and 2.x,
-    /// 3.10) are read no further.
-    #[test]
-    fn only_known_versions_are_read() {
-        use layout::Reader;
-        assert_eq!(
-            layout::of_version(3, 11),
-            Some(Reader::Table(&layout::V3_11))
-        );
-        assert_eq!(
-            layout::of_version(3, 12),
-            Some(Reader::Table(&layout::V3_12))
-        );
-        assert_eq!(layout::of_version(3, 13), Some(Reader::DebugOffsets));
-        for (major, minor) in [(3, 14), (3, 15), (3, 10), (2, 7)] {
-            assert_eq!(layout::of_version(major, minor), None, "{major}.{minor}");
-        }
-    }
-
-    /// Check that an interpreter file's version comes from its `Py_Version` where it has one.
-    #[test]
-    fn file_versions() {
-        for (path, want) in [
-            ("/usr/bin/python3.11", (3, 11)),
-            (
-                "/root/.pyenv/versions/3.12.1/lib/libpython3.12.so.1.0",
-                (3, 12),
-            ),
-            (
-                "/root/.pyenv/versions/3.13.0/lib/libpython3.13.so.1.0",
-                (3, 13),
-            ),
-        ] {
-            if std::path::Path::new(path).exists() {
-                assert_eq!(
-                    version_of_file(std::path::Path::new(path)),
-                    Some(want),
-                    "{path}"
-                );
-            }
-        }
-        assert_eq!(version_of_file(std::path::Path::new("/bin/sh")), None);
-    }
-
-    /// Check which file names are interpreters, and their versions.
-    #[test]
-    fn interpreter_file_names() {
-        assert_eq!(version_of_name("/usr/bin/python3.11"), Some((3, 11)));
-        assert_eq!(
-            version_of_name("/root/.pyenv/versions/3.11.7/lib/libpython3.11.so.1.0"),
-            Some((3, 11))
-        );
-        assert_eq!(version_of_name("/usr/bin/python3.12d"), Some((3, 12)));
-        assert_eq!(version_of_name("/usr/bin/python3.13t"), Some((3, 13)));
-        assert_eq!(
-            version_of_name("/usr/lib/libpython3.13t.so.1.0"),
-            Some((3, 13))
-        );
-        assert_eq!(version_of_name("/usr/bin/python3.11-config"), None);
-        assert_eq!(
-            version_of_name("/usr/lib/python3.11/lib-dynload/_json.cpython-311.so"),
-            None
-        );
-        assert_eq!(version_of_name("/usr/bin/perl"), None);
-    }
-}
+mod tests;

@@ -32,6 +32,9 @@ pub struct PythonStats {
     pub samples: u64,
     /// With a Python stack read as the sample arrived.
     pub with_stack: u64,
+    /// With a stack whose frames changed under two reads in a row (possibly of two stacks): kept, marked late
+    /// ([`python::STALE_MARK`]), never counted as read in time.
+    pub torn: u64,
     /// The thread had no Python frame (it had not started Python, or ran C code outside any Python call).
     pub no_frames: u64,
     /// No thread state has the thread's id (a thread that never ran Python, or one that just ended).
@@ -45,6 +48,9 @@ pub struct PythonStats {
     pub fresh: u64,
     pub deeper: u64,
     pub stale: u64,
+    /// `--call-graph dwarf` samples of versions without a `_PyCFrame` (3.13): nothing in the stack copy to
+    /// compare the read with.
+    pub unchecked: u64,
     /// Processes by version (`3.11.2`), and those of versions rprof cannot read.
     pub versions: Vec<(u32, String)>,
     pub unsupported: Vec<(u32, String)>,
@@ -104,12 +110,15 @@ impl PythonStats {
             let pct = |n: u64| 100.0 * n as f64 / (self.samples - self.no_callchain) as f64;
             lines.push(format!(
                 "{} samples of Python threads: {} ({:.1}%) with a Python stack read as they arrived, {} \
-                 ({:.1}%) with no Python frame (no Python code running on the thread), {} ({:.1}%) of \
-                 threads without a Python thread state, {} reads failed ({} after the process exited, {} \
+                 ({:.1}%) whose frames changed under two reads (memory changed under the read: kept, marked \
+                 late), {} ({:.1}%) with no Python frame (no Python code running on the thread), {} ({:.1}%) \
+                 of threads without a Python thread state, {} reads failed ({} after the process exited, {} \
                  as memory changed under the read)",
                 self.samples - self.no_callchain,
                 self.with_stack,
                 pct(self.with_stack),
+                self.torn,
+                pct(self.torn),
                 self.no_frames,
                 pct(self.no_frames),
                 self.no_thread,
@@ -133,6 +142,14 @@ impl PythonStats {
                 pct(self.deeper),
                 self.stale,
                 pct(self.stale),
+            ));
+        }
+        if self.unchecked > 0 {
+            lines.push(format!(
+                "timing not measurable on 3.13 ({} samples with a stack copy): its current frame is in the \
+                 thread state (tstate->current_frame), not on the C stack the sample copied; these stacks are \
+                 the thread's at the read, which follows the sample by rprof's wakeup",
+                self.unchecked
             ));
         }
         lines
@@ -324,9 +341,13 @@ impl PythonStacks {
             self.stats.no_frames += 1;
             return None;
         }
-        self.stats.with_stack += 1;
+        match stack.torn {
+            true => self.stats.torn += 1,
+            false => self.stats.with_stack += 1,
+        }
+        let late = stack.torn || stack.sampled == Sampled::MovedOn;
         let tries = self.named.entry(tid).or_default();
-        if pid != tid && *tries < NAME_TRIES && stack.sampled != Sampled::MovedOn {
+        if pid != tid && *tries < NAME_TRIES && !late {
             *tries += 1;
             if let Some(name) = runtime.thread_name(&stack) {
                 *tries = NAMED;
@@ -351,6 +372,9 @@ impl PythonStacks {
             Sampled::Same => self.stats.fresh += 1,
             Sampled::Deeper => self.stats.deeper += 1,
             Sampled::MovedOn => self.stats.stale += 1,
+            Sampled::Unknown if s.user_stack.is_some() && !runtime.cframe_on_stack() => {
+                self.stats.unchecked += 1
+            }
             Sampled::Unknown => {}
         }
         let eval = runtime.eval.clone();
@@ -359,7 +383,7 @@ impl PythonStacks {
             .into_iter()
             .map(|f| (self.addr_of(f.name), f.entry))
             .collect();
-        if stack.sampled == Sampled::MovedOn {
+        if late {
             frames[0].0 += python::STALE_MARK;
         }
         Some(Read { frames, eval })

@@ -194,9 +194,19 @@ fn wants_strings(targets: &Targets) -> bool {
     })
 }
 
-/// Say which functions of a Go binary are counted and not timed, and why.
+/// Say what is known against a target's probe ([`super::spec::pair::known_issue`]), and which functions of a Go
+/// binary are counted and not timed, and why.
 fn counted_only(s: &mut Setup<'_>) {
     use super::spec::go::GoFunction;
+    let mut known: Vec<String> = s
+        .targets
+        .iter()
+        .filter_map(|(_, t)| crate::probe::spec::pair::known_issue(t))
+        .collect();
+    known.dedup();
+    for text in known {
+        (s.notice)(Notice::KnownIssue(text));
+    }
     if s.opts.count_only {
         return;
     }
