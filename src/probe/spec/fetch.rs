@@ -443,10 +443,11 @@ impl Fetch {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn item(name: &str, ty: Option<FetchType>) -> FetchItem {
+    /// A fetch item without an array (register.rs's tests too).
+    pub(in crate::probe::spec) fn item(name: &str, ty: Option<FetchType>) -> FetchItem {
         FetchItem {
             name: name.into(),
             ty,

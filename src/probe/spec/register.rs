@@ -110,16 +110,9 @@ impl SampledRegs {
 
 #[cfg(test)]
 mod tests {
+    use super::super::fetch::tests::item;
     use super::super::fetch::{split_spec, Fetch, FetchType};
     use super::*;
-
-    fn item(name: &str, ty: Option<FetchType>) -> FetchItem {
-        FetchItem {
-            name: name.into(),
-            ty,
-            array: None,
-        }
-    }
 
     /// Check that `%REG` items name the kernel's x86-64 registers (perf probe's spelling) and nothing else,
     /// and fetch them as tracefs writes them.
