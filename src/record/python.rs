@@ -346,8 +346,10 @@ impl PythonStacks {
             false => self.stats.with_stack += 1,
         }
         let late = stack.torn || stack.sampled == Sampled::MovedOn;
+        // A late read names the thread too: its outermost frame, `Thread._bootstrap`, lives as long as the
+        // thread, and a thread's first samples must carry its name (those read late did not: one in a run).
         let tries = self.named.entry(tid).or_default();
-        if pid != tid && *tries < NAME_TRIES && !late {
+        if pid != tid && *tries < NAME_TRIES {
             *tries += 1;
             if let Some(name) = runtime.thread_name(&stack) {
                 *tries = NAMED;
