@@ -5,12 +5,18 @@ mod common;
 use common::{build_c, duration_ns, privileged, rprof};
 use std::path::Path;
 
-/// `rprof probe ARGS` (asserting success): stdout.
-fn probe(args: &[&str]) -> String {
-    let out = rprof().args(args).output().unwrap();
+/// `rprof probe ARGS` (asserting success), the spinner writing its calls to `calls`: rprof's stdout and the
+/// spinner's lines (apart: on one stdout, rprof's trace lines cut into the spinner's under load).
+fn probe(args: &[&str], calls: &Path) -> (String, String) {
+    let out = rprof()
+        .args(args)
+        .env("SPIN_CALLS", calls)
+        .output()
+        .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "rprof {args:?}: {stderr}");
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    let own = std::fs::read_to_string(calls).unwrap();
+    (String::from_utf8_lossy(&out.stdout).into_owned(), own)
 }
 
 fn fixture(dir: &Path, flags: &[&str]) -> String {
@@ -43,7 +49,8 @@ fn spin_run(bin: &str, extra: &[&str], empty: &str, spin_ns: u64, calls: u64) ->
     args.extend([
         "-x", bin, "spin", empty, "--", bin, "spin", &spin_ns, &calls,
     ]);
-    let out = probe(&args);
+    let calls_file = tempfile::NamedTempFile::new().unwrap();
+    let (out, own) = probe(&args, calls_file.path());
     let durations = |func: &str| -> Vec<f64> {
         let call = format!("{func}()");
         out.lines()
@@ -55,7 +62,7 @@ fn spin_run(bin: &str, extra: &[&str], empty: &str, spin_ns: u64, calls: u64) ->
             .collect()
     };
     let rprof = durations("spin");
-    let own: Vec<(f64, bool, f64)> = out
+    let own: Vec<(f64, bool, f64)> = own
         .lines()
         .filter_map(|l| l.strip_prefix("call "))
         .map(|l| {
