@@ -195,14 +195,15 @@ impl Traced {
     }
 }
 
-/// The rows of the first `@hist: ` map printed: (label, count).
+/// The rows of the first `@hist: ` map printed: (label, count); a label is `[2, 4`, or `[1` for the one-value
+/// bucket `[1]`.
 fn hist_rows(text: &str) -> impl Iterator<Item = (String, u64)> + '_ {
     let rows = text.lines().skip_while(|l| *l != "@hist: ").skip(1);
     rows.take_while(|l| !l.is_empty())
-        .filter_map(|l| Some((l.split(')').next()?.to_string(), row_count(l)?)))
+        .filter_map(|l| Some((l.split([')', ']']).next()?.to_string(), row_count(l)?)))
 }
 
-/// A bucket label's low bound (`[8, 16` is 8, `[2K, 4K` is 2048).
+/// A bucket label's low bound (`[8, 16` is 8, `[2K, 4K` is 2048, `[1` is 1).
 fn bucket_low(label: &str) -> u64 {
     let low = label
         .trim_start_matches('[')
