@@ -18,7 +18,7 @@ pub(super) struct DwarfState {
 impl DwarfState {
     pub(super) fn new(debug_dirs: Vec<PathBuf>) -> DwarfState {
         DwarfState {
-            unwinder: DwarfUnwinder::new(debug_dirs),
+            unwinder: DwarfUnwinder::live(debug_dirs),
             spaces: AddressSpaces::new(),
             stats: DwarfStats::default(),
         }

@@ -18,6 +18,7 @@ use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{FrameAddress, Module, Unwinder};
@@ -97,6 +98,9 @@ pub struct DwarfUnwinder {
     loader: Loader,
     /// Frames whose module was still loading (the unwind went on without it).
     cut_while_loading: u64,
+    /// How long an unwind waits for a module being loaded: [`loader::LOAD_WAIT`] while recording, None (until
+    /// it is loaded) when reading a recording.
+    load_wait: Option<std::time::Duration>,
     module_cap: usize,
     processes: HashMap<u32, ProcessModules>,
     modules: HashMap<ModuleKey, CachedModule>,
@@ -113,9 +117,21 @@ pub struct DwarfUnwinder {
 }
 
 impl DwarfUnwinder {
-    /// Create an unwinder; `debug_dirs` are searched for separate debug files (`DIR/.build-id/xx/rest.debug`).
+    /// Create an unwinder for a recording's reader (`report`, `script`): an unwind waits for the modules it
+    /// needs however long they take to load. `debug_dirs` are searched for separate debug files
+    /// (`DIR/.build-id/xx/rest.debug`).
     pub fn new(debug_dirs: Vec<PathBuf>) -> DwarfUnwinder {
         DwarfUnwinder::with_module_cap(debug_dirs, DEFAULT_MODULE_CAP)
+    }
+
+    /// Create an unwinder for the recorder, which drains the rings on the same thread: an unwind waits for a
+    /// module at most [`loader::LOAD_WAIT`], then goes on without it (counted in
+    /// [`DwarfUnwinder::cut_while_loading`]).
+    pub fn live(debug_dirs: Vec<PathBuf>) -> DwarfUnwinder {
+        DwarfUnwinder {
+            load_wait: Some(loader::LOAD_WAIT),
+            ..DwarfUnwinder::new(debug_dirs)
+        }
     }
 
     /// Create an unwinder that keeps at most `module_cap` modules (at least 1) in its cache.
@@ -123,6 +139,7 @@ impl DwarfUnwinder {
         DwarfUnwinder {
             loader: Loader::new(debug_dirs),
             cut_while_loading: 0,
+            load_wait: None,
             module_cap: module_cap.max(1),
             processes: HashMap::new(),
             modules: HashMap::new(),
@@ -373,7 +390,8 @@ impl DwarfUnwinder {
     }
 
     /// Whether the module of `mapping` is known (loaded, or known not to load); else it is asked of the
-    /// loader, waited for at most [`loader::LOAD_WAIT`], and false while it is still loading.
+    /// loader and waited for (while recording at most [`loader::LOAD_WAIT`]), and false while it is still
+    /// loading.
     fn ready(&mut self, pid: u32, mapping: &Mapping) -> bool {
         // The common case, every frame: the mapping's module is known.
         let known = self
@@ -385,10 +403,12 @@ impl DwarfUnwinder {
             Some(Some(key)) if self.modules.contains_key(key) => return true,
             _ => {}
         }
-        self.take_loaded(None, std::time::Duration::ZERO);
         if self.loader.pending(&mapping.path) {
-            return false;
+            // Requested by an earlier unwind that went on without it (recording only).
+            self.take_loaded(Some(&mapping.path), self.load_wait.map(|_| Duration::ZERO));
+            return !self.loader.pending(&mapping.path);
         }
+        self.take_loaded(None, Some(Duration::ZERO));
         let layout = match self.layouts.get(&mapping.path) {
             Some(None) => return true,
             Some(Some(layout)) => {
@@ -410,10 +430,11 @@ impl DwarfUnwinder {
                 .clone(),
             _ => None,
         };
-        // Behind a load that already stalls, a new one would wait too: the unwind goes on at once.
+        // While recording, behind a load that already stalls, a new one would wait too: the unwind goes on at
+        // once.
         let wait = match self.loader.busy() {
-            true => std::time::Duration::ZERO,
-            false => loader::LOAD_WAIT,
+            true => self.load_wait.map(|_| Duration::ZERO),
+            false => self.load_wait,
         };
         self.loader.request(loader::Request {
             pid,
@@ -427,8 +448,9 @@ impl DwarfUnwinder {
         !self.loader.pending(&mapping.path)
     }
 
-    /// Put the loads that finished into the layout and module caches (waiting up to `wait` for `path`'s).
-    fn take_loaded(&mut self, path: Option<&str>, wait: std::time::Duration) {
+    /// Put the loads that finished into the layout and module caches (waiting up to `wait` for `path`'s; None:
+    /// until it is loaded).
+    fn take_loaded(&mut self, path: Option<&str>, wait: Option<Duration>) {
         for loaded in self.loader.collect(path, wait) {
             if self.layouts.len() >= modules::MAX_LAYOUTS {
                 self.layouts.clear();
@@ -526,5 +548,44 @@ mod tests {
             1,
             "the cache keeps it for other processes"
         );
+    }
+
+    /// Check that a recording's reader waits for a module however long its file takes to read (a report under
+    /// load cut every stack at the first frame: 0% of 450 samples reached main), and that the recorder waits at
+    /// most LOAD_WAIT. A FIFO stands for a file on a stalled disk: opening it blocks until its writer comes,
+    /// 300 ms later (6x LOAD_WAIT).
+    #[test]
+    fn a_reader_waits_for_a_slow_module_and_the_recorder_does_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("slow.so");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let path = fifo.to_str().unwrap();
+        for (mut u, waits) in [
+            (DwarfUnwinder::live(vec![]), false),
+            (DwarfUnwinder::new(vec![]), true),
+        ] {
+            let writer = {
+                let fifo = fifo.clone();
+                std::thread::spawn(move || {
+                    std::thread::sleep(Duration::from_millis(300));
+                    std::fs::write(fifo, b"not an ELF file").unwrap();
+                })
+            };
+            let mut spaces = AddressSpaces::new();
+            map(&mut spaces, 7, 0x7f00_0000_0000, path);
+            let regs = UserRegs {
+                ip: 0x7f00_0000_2000,
+                sp: 0x1000,
+                bp: 0,
+            };
+            u.unwind(7, spaces.get(7), &regs, &[0u8; 16], 16, &mut Vec::new());
+            assert_eq!(
+                u.cut_while_loading() == 0,
+                waits,
+                "cut while loading: {}",
+                u.cut_while_loading()
+            );
+            writer.join().unwrap();
+        }
     }
 }

@@ -4,10 +4,11 @@
 //! `.debug_frame` when it has one. On a machine whose disk is busy (a build writing gigabytes, a cold page
 //! cache), one such read can take seconds. While recording, the unwinding thread is the one that drains the
 //! rings and writes the recording: a stall there leaves every sample since in the rings, and a recorder killed
-//! meanwhile (SIGKILL, OOM) loses them all. So the reads happen on a loader thread; the unwinding thread waits
-//! for a load at most [`LOAD_WAIT`] (on an idle machine a load takes milliseconds, and nothing changes), then
-//! unwinds without that module (the stack stops at its frame, counted as cut while loading) and picks the
-//! module up when it is there.
+//! meanwhile (SIGKILL, OOM) loses them all. So the reads happen on a loader thread; while recording, the
+//! unwinding thread waits for a load at most [`LOAD_WAIT`] (on an idle machine a load takes milliseconds, and
+//! nothing changes), then unwinds without that module (the stack stops at its frame, counted as cut while
+//! loading) and picks the module up when it is there. A recording's reader (`report`, `script`) has no ring to
+//! drain: it waits for every load.
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
@@ -90,18 +91,19 @@ impl Loader {
         self.done.push(load(req, &self.debug_dirs));
     }
 
-    /// The loads finished by now, waiting up to `wait` for `path`'s (None: for none).
-    pub(super) fn collect(&mut self, path: Option<&str>, wait: Duration) -> Vec<Loaded> {
+    /// The loads finished by now, waiting for `path`'s (None: for none) up to `wait` (None: until it is done).
+    pub(super) fn collect(&mut self, path: Option<&str>, wait: Option<Duration>) -> Vec<Loaded> {
         let mut out = std::mem::take(&mut self.done);
-        let deadline = Instant::now() + wait;
+        let deadline = wait.map(|w| Instant::now() + w);
         if let Some((_, rx)) = &self.thread {
             loop {
                 let waiting = path.is_some_and(|p| {
                     self.pending.contains(p) && !out.iter().any(|l| &*l.path == p)
                 });
-                let next = match waiting {
-                    true => rx.recv_timeout(deadline.saturating_duration_since(Instant::now())),
-                    false => rx.try_recv().map_err(|_| RecvTimeoutError::Timeout),
+                let next = match (waiting, deadline) {
+                    (true, Some(d)) => rx.recv_timeout(d.saturating_duration_since(Instant::now())),
+                    (true, None) => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+                    (false, _) => rx.try_recv().map_err(|_| RecvTimeoutError::Timeout),
                 };
                 match next {
                     Ok(loaded) => out.push(loaded),
