@@ -12,15 +12,20 @@
 //! - [`syscalls`]: perf trace's list (`-e openat,'open*',sched:*`, `!` first): syscalls and tracepoints in one
 //!   plan ([`plan_trace`]).
 //! - [`privilege`]: what an unprivileged user may open (perf's `:u` fallback at `perf_event_paranoid` 2).
+//! - [`group`]: the tracefs probe group of one rprof (uprobes, kprobes, USDT points it creates for `record -e`,
+//!   `stat -e`, `probe`, `trace` and `bt`), removed when it ends; [`supervisor`] removes it when rprof dies,
+//!   even by SIGKILL.
 //!
 //! Use: `let specs = events::specs_from_args(&argv); let plan = events::plan::plan(&specs, None)?;` then open
 //! `plan.events[i].attr()` (with the caller's sample fields) and set `plan.events[i].filter`; keep `plan`
 //! alive until the events are closed.
 pub mod catalog;
 pub mod grammar;
+pub mod group;
 pub mod hardware;
 pub mod plan;
 pub mod privilege;
+pub mod supervisor;
 pub mod syscalls;
 
 pub use grammar::{parse, specs_from_args, split_list, Event, EventSpec, Kind, Modifiers};

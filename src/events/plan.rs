@@ -5,10 +5,11 @@
 //! points are tracefs probes of the group `rprof_<pid>`, removed when the plan is dropped (and by the
 //! supervisor process when rprof is killed), so that a recording holds their format as perf's does.
 use super::grammar::{self, EventSpec, Kind};
+use super::group::{self, ProbeGroup};
+use super::supervisor::Supervisor;
 use super::EventError;
 use crate::perf::Attr;
-use crate::probe::group::{self, ProbeGroup};
-use crate::probe::{Supervisor, TargetKind};
+use crate::probe::TargetKind;
 use crate::recording::TracingEvent;
 use crate::symbols::DebugSources;
 use crate::tracefs::{ProbeDef, ProbeLocation, Tracefs};

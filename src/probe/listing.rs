@@ -1,9 +1,9 @@
 //! What perf probe's listing flags show, in rprof's terms: the functions that can be probed (`-F`), and the
 //! probe groups that exist now (`-l` without a pattern). rprof's probes live only as long as their session,
 //! so after a clean exit there are none.
-use super::engine::group::{group_owner, rprof_alive};
 use super::spec::pattern::NameMatcher;
 use super::ProbeError;
+use crate::events::group::{group_owner, rprof_alive};
 use crate::symbols::{function_symbols, DebugSources};
 use crate::tracefs::{ProbeFile, Tracefs};
 use std::path::Path;

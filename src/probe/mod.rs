@@ -18,13 +18,13 @@ mod spec;
 pub mod target;
 mod value;
 
+pub use crate::events::group;
+pub use crate::events::supervisor::{supervise, Supervisor, ARG as SUPERVISOR_ARG};
 /// A command a session launches (`TaskTarget::Command`, `ProbeOptions::launch`).
 pub use crate::perf::Command;
 pub use analysis::{CallOptions, FoldedStacks, TraceStyle, MAX_STACKS};
 pub use engine::cost::{ClassCost, Costs};
-pub use engine::group;
 pub use engine::sharing::Sharing;
-pub use engine::supervisor::{supervise, Supervisor, ARG as SUPERVISOR_ARG};
 pub use listing::{groups_now, probeable_functions, ProbeGroupNow};
 pub use observe::{AddrNames, HitRole, ObservedFrame, ObservedHit, Observer};
 pub use output::trace_events::MAX_KEY_TRACKS;

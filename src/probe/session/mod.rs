@@ -3,13 +3,13 @@
 //! time-ordered merge and applied in order, and write the reports (every `-i` and at the end). The probes and
 //! the tracefs instance are removed on every way out.
 use super::engine::cost::{calibration_sites, Calibrator, Costs, Measured};
-use super::engine::group::{self, ProbeGroup};
 use super::engine::sharing::sharing;
-use super::engine::supervisor::Supervisor;
 use super::engine::Refusal;
 use super::plan::{self, Capabilities, Mode, Plan, ProbeClass};
 use super::target::Targets;
 use super::{DebugCost, Notice, Observer, ProbeError, ProbeOptions, RunSummary, TaskTarget};
+use crate::events::group::{self, ProbeGroup};
+use crate::events::supervisor::Supervisor;
 use crate::perf::{PerfError, StopSignals, StopWhen, UprobePmu, Workload};
 use crate::tracefs::Tracefs;
 use std::io::Write;
