@@ -331,7 +331,8 @@ fn under_parse_json(stack: &[&str]) -> bool {
 
 /// Two Python threads in different functions: each thread's samples carry its own function, never the other's
 /// (a stack read for the sampled thread only, as the sample arrives), and the thread's `threading` name as its
-/// comm (`rprof script`'s first column), as py-spy names threads.
+/// comm (`rprof script`'s first column), as py-spy names threads; the main thread's (in `spin_main` meanwhile)
+/// carry `MainThread` (`threading._main_thread`'s name), in `script` and as the root of `report --folded`.
 #[test]
 fn threads_carry_their_own_functions() {
     threads_carry_their_own("threads_carry_their_own_functions", DEBIAN_PYTHON);
@@ -364,8 +365,8 @@ fn threads_carry_their_own(test: &str, python: &str) {
         "record", "-g", "-F", "99", "-o", data, "--", python, &fixture, "threads", "3",
     ]);
     let script = common::rprof_ok(&["script", "-i", data]);
-    // tid -> (samples with spin_alpha, with spin_beta)
-    let mut by_tid: HashMap<u32, (u64, u64)> = HashMap::new();
+    // tid -> (samples with spin_alpha, with spin_beta, with spin_main)
+    let mut by_tid: HashMap<u32, (u64, u64, u64)> = HashMap::new();
     let mut misnamed = Vec::new();
     for sample in script.split("\n\n") {
         let mut lines = sample.lines();
@@ -378,11 +379,16 @@ fn threads_carry_their_own(test: &str, python: &str) {
         let body: String = lines.collect::<Vec<_>>().join("\n");
         let e = by_tid.entry(tid).or_default();
         let (alpha, beta) = (body.contains("spin_alpha ("), body.contains("spin_beta ("));
+        let main = body.contains("spin_main (");
         e.0 += alpha as u64;
         e.1 += beta as u64;
+        e.2 += main as u64;
         // The fixture names each thread after its function (threading.Thread(name=...)): a sample that ran
-        // it is of the thread of that name.
-        if (alpha && comm != "spin_alpha") || (beta && comm != "spin_beta") {
+        // it is of the thread of that name; spin_main runs in the main thread, after `import threading`.
+        if (alpha && comm != "spin_alpha")
+            || (beta && comm != "spin_beta")
+            || (main && comm != "MainThread")
+        {
             misnamed.push(head.to_string());
         }
     }
@@ -390,14 +396,36 @@ fn threads_carry_their_own(test: &str, python: &str) {
         misnamed.is_empty(),
         "threads not named by threading: {misnamed:?}"
     );
-    let alpha: Vec<(&u32, &(u64, u64))> = by_tid.iter().filter(|(_, c)| c.0 > 0).collect();
-    let beta: Vec<(&u32, &(u64, u64))> = by_tid.iter().filter(|(_, c)| c.1 > 0).collect();
-    assert_eq!((alpha.len(), beta.len()), (1, 1), "threads: {by_tid:?}");
+    type Counts<'a> = Vec<(&'a u32, &'a (u64, u64, u64))>;
+    let alpha: Counts = by_tid.iter().filter(|(_, c)| c.0 > 0).collect();
+    let beta: Counts = by_tid.iter().filter(|(_, c)| c.1 > 0).collect();
+    let main: Counts = by_tid.iter().filter(|(_, c)| c.2 > 0).collect();
+    assert_eq!(
+        (alpha.len(), beta.len(), main.len()),
+        (1, 1, 1),
+        "threads: {by_tid:?}"
+    );
     assert_ne!(alpha[0].0, beta[0].0, "one thread ran both: {by_tid:?}");
-    // 3 s of each thread's CPU at 99 Hz: about 297 samples each.
     assert!(
-        alpha[0].1 .0 >= 150 && beta[0].1 .1 >= 150,
+        main[0].0 != alpha[0].0 && main[0].0 != beta[0].0,
+        "the main thread ran a thread's function: {by_tid:?}"
+    );
+    // 3 s of each thread's CPU at 99 Hz: about 297 samples each; 1 s of the main thread's: about 99.
+    assert!(
+        alpha[0].1 .0 >= 150 && beta[0].1 .1 >= 150 && main[0].1 .2 >= 50,
         "{python}: {by_tid:?}"
+    );
+    // report --folded: the comm is each stack's root.
+    let stacks = folded(&common::rprof_ok(&["report", "-i", data, "--folded"]));
+    let main_roots: Vec<&str> = stacks
+        .iter()
+        .filter(|(s, _)| s.iter().any(|f| f.starts_with("spin_main (")))
+        .map(|(s, _)| s[0].as_str())
+        .collect();
+    assert!(!main_roots.is_empty(), "{python}: no spin_main stack");
+    assert!(
+        main_roots.iter().all(|r| *r == "MainThread"),
+        "{python}: spin_main's stacks under {main_roots:?}"
     );
 }
 

@@ -45,6 +45,7 @@ pub fn layout_3_13(bytes: &[u8]) -> Result<Layout, DebugOffsetsError> {
         ("runtime_state.interpreters_head", 5),
         ("interpreter_state.next", 8),
         ("interpreter_state.threads_head", 9),
+        ("interpreter_state.imports_modules", 11),
         ("thread_state.next", 21),
         ("thread_state.current_frame", 23),
         ("thread_state.native_thread_id", 25),
@@ -63,14 +64,14 @@ pub fn layout_3_13(bytes: &[u8]) -> Result<Layout, DebugOffsetsError> {
         ("unicode_object.length", 69),
         ("unicode_object.asciiobject_size", 70),
     ];
-    let mut v = [0u64; 20];
+    let mut v = [0u64; 21];
     for (slot, (name, index)) in v.iter_mut().zip(named) {
         *slot = at(index);
         if *slot > MAX_OFFSET {
             return Err(DebugOffsetsError::Implausible(name, *slot));
         }
     }
-    let [interpreters_head, interp_next, threads_head, tstate_next, current_frame, native_thread_id, f_previous, f_executable, f_instr, f_owner, co_filename, co_qualname, co_linetable, co_firstlineno, co_code, bytes_size, bytes_data, str_state, str_length, ascii_size] =
+    let [interpreters_head, interp_next, threads_head, modules, tstate_next, current_frame, native_thread_id, f_previous, f_executable, f_instr, f_owner, co_filename, co_qualname, co_linetable, co_firstlineno, co_code, bytes_size, bytes_data, str_state, str_length, ascii_size] =
         v;
     let u = |x: u64| x as usize;
     let max = |xs: &[u64]| u(xs.iter().copied().max().unwrap_or(0)) + 8;
@@ -78,6 +79,7 @@ pub fn layout_3_13(bytes: &[u8]) -> Result<Layout, DebugOffsetsError> {
         runtime_interpreters_head: interpreters_head,
         interp_next,
         interp_threads_head: threads_head,
+        interp_modules: modules,
         tstate_next: u(tstate_next),
         tstate_native_thread_id: u(native_thread_id),
         current: Current::Direct {
@@ -123,6 +125,7 @@ mod tests {
         runtime_interpreters_head: 0x278,
         interp_next: 0x1c60,
         interp_threads_head: 0x1cb0,
+        interp_modules: 0x1de8,
         tstate_next: 8,
         tstate_native_thread_id: 0xa0,
         current: Current::Direct {

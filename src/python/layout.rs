@@ -14,6 +14,8 @@ pub struct Layout {
     /// `PyInterpreterState.next`, `.threads.head`.
     pub interp_next: u64,
     pub interp_threads_head: u64,
+    /// `PyInterpreterState.modules` (3.11), `.imports.modules` (3.12, 3.13): `sys.modules`.
+    pub interp_modules: u64,
     /// `PyThreadState.next`.
     pub tstate_next: usize,
     /// `PyThreadState.native_thread_id` (the OS thread id).
@@ -79,6 +81,7 @@ pub const V3_11: Layout = Layout {
     runtime_interpreters_head: 0x28,
     interp_next: 0,
     interp_threads_head: 0x10,
+    interp_modules: 0x378,
     tstate_next: 0x8,
     tstate_native_thread_id: 0xa0,
     current: Current::CFrame {
@@ -116,6 +119,7 @@ pub const V3_12: Layout = Layout {
     runtime_interpreters_head: 0x28,
     interp_next: 0,
     interp_threads_head: 0x48,
+    interp_modules: 0x3b0,
     tstate_next: 0x8,
     tstate_native_thread_id: 0x90,
     current: Current::CFrame {
@@ -270,14 +274,16 @@ mod tests {
     /// field by field, and that each read covers its fields. Where a build (or gdb) is absent, says so.
     #[test]
     fn tables_match_the_builds_dwarf() {
-        for (lib, l) in [
+        for (lib, l, modules) in [
             (
                 "/root/.pyenv/versions/3.11.7/lib/libpython3.11.so.1.0",
                 V3_11,
+                "modules",
             ),
             (
                 "/root/.pyenv/versions/3.12.1/lib/libpython3.12.so.1.0",
                 V3_12,
+                "imports.modules",
             ),
         ] {
             if !std::path::Path::new(lib).exists()
@@ -286,7 +292,11 @@ mod tests {
                 eprintln!("SKIP tables_match_the_builds_dwarf: {lib} or gdb is not installed");
                 continue;
             }
-            let want = fields(&l);
+            let mut want = fields(&l);
+            want.push((
+                format!("(unsigned long)&((PyInterpreterState *)0)->{modules}"),
+                l.interp_modules,
+            ));
             let exprs: Vec<String> = want.iter().map(|(e, _)| e.clone()).collect();
             let got = gdb_values(lib, &exprs);
             for ((expr, table), dwarf) in want.iter().zip(got) {
@@ -295,6 +305,32 @@ mod tests {
             assert!(l.tstate_read >= l.tstate_native_thread_id + 8);
             assert!(l.frame_read > l.frame_owner.max(l.frame_instr + 7));
             assert!(l.code_read >= l.code_linetable.max(l.code_qualname).max(l.code_filename) + 8);
+        }
+    }
+
+    /// Check the offsets the main thread's name is read through that are the same in 3.11 to 3.13
+    /// (`PyModuleObject.md_dict`, `PyTypeObject.tp_name`) against pyenv's 3.11.7, 3.12.1 and 3.13.0 builds.
+    #[test]
+    fn module_offsets_match_the_builds_dwarf() {
+        use crate::python::threads::{MODULE_DICT, TYPE_NAME};
+        for lib in [
+            "/root/.pyenv/versions/3.11.7/lib/libpython3.11.so.1.0",
+            "/root/.pyenv/versions/3.12.1/lib/libpython3.12.so.1.0",
+            "/root/.pyenv/versions/3.13.0/lib/libpython3.13.so.1.0",
+        ] {
+            if !std::path::Path::new(lib).exists()
+                || Command::new("gdb").arg("--version").output().is_err()
+            {
+                eprintln!(
+                    "SKIP module_offsets_match_the_builds_dwarf: {lib} or gdb is not installed"
+                );
+                continue;
+            }
+            let exprs = [
+                "(unsigned long)&((PyModuleObject *)0)->md_dict".to_string(),
+                "(unsigned long)&((PyTypeObject *)0)->tp_name".to_string(),
+            ];
+            assert_eq!(gdb_values(lib, &exprs), [MODULE_DICT, TYPE_NAME], "{lib}");
         }
     }
 }

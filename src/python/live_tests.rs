@@ -1,7 +1,7 @@
 //! The reader on live interpreters (no perf: `process_vm_readv` only): each installed CPython runs
 //! fixtures/py_work.py, and its threads' Python stacks are read as a sample's would be.
 use super::{detect, Detected, PyStack, Runtime};
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -25,11 +25,18 @@ impl Drop for Fixture {
 
 fn start(python: &str, mode: &str) -> Fixture {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/py_work.py");
-    let mut child = Command::new(python)
-        .args([script, mode, "30"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start python");
+    started(python, Command::new(python).args([script, mode, "30"]))
+}
+
+/// Run `source` (`python -S -c`: no `site`, whose `.pth` files may import `threading`), which prints "ready".
+fn start_source(python: &str, source: &str) -> Fixture {
+    let mut cmd = Command::new(python);
+    started(python, cmd.args(["-S", "-c", source]).stdin(Stdio::piped()))
+}
+
+/// Start `cmd` and wait for the "ready" line it prints.
+fn started(python: &str, cmd: &mut Command) -> Fixture {
+    let mut child = cmd.stdout(Stdio::piped()).spawn().expect("start python");
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
@@ -158,5 +165,61 @@ fn threads_of_each_version() {
         }
         found.sort();
         assert_eq!(found, ["spin_alpha", "spin_beta"], "{python}");
+    }
+}
+
+/// Check the main thread's name on each interpreter, as py-spy gives it: `MainThread` when the script imported
+/// `threading`, the name it was renamed to (`boss`), and none when it did not import `threading` (the script
+/// checks that nothing else did), then `MainThread` once it imports `threading` late (a look that found no
+/// `threading` is not taken for good).
+#[test]
+fn main_thread_name_of_each_version() {
+    let cases = [
+        (
+            "import threading, time\nprint('ready', flush=True)\ntime.sleep(30)",
+            Some("MainThread"),
+        ),
+        (
+            "import threading, time\nthreading.current_thread().name = 'boss'\nprint('ready', flush=True)\n\
+             time.sleep(30)",
+            Some("boss"),
+        ),
+        (
+            "import sys, time\nprint('threading' in sys.modules or 'ready', flush=True)\ntime.sleep(30)",
+            None,
+        ),
+    ];
+    for python in PYTHONS {
+        if !std::path::Path::new(python).exists() {
+            eprintln!("SKIP main_thread_name_of_each_version: {python} is not installed");
+            continue;
+        }
+        for (source, want) in cases {
+            let fixture = start_source(python, source);
+            let mut r = runtime(python, fixture.0.id());
+            assert_eq!(r.main_thread_name().as_deref(), want, "{python}: {source}");
+        }
+        let mut fixture = start_source(
+            python,
+            "import sys, time\nprint('threading' in sys.modules or 'ready', flush=True)\nsys.stdin.readline()\n\
+             import threading\ntime.sleep(30)",
+        );
+        let mut r = runtime(python, fixture.0.id());
+        assert_eq!(r.main_thread_name(), None, "{python}: before the import");
+        assert_eq!(r.main_thread_name(), None, "{python}: before the import");
+        let mut stdin = fixture.0.stdin.take().unwrap();
+        stdin.write_all(b"go\n").unwrap();
+        stdin.flush().unwrap();
+        let start = Instant::now();
+        let mut name = None;
+        while name.is_none() && start.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(20));
+            name = r.main_thread_name();
+        }
+        assert_eq!(
+            name.as_deref(),
+            Some("MainThread"),
+            "{python}: after the import"
+        );
     }
 }

@@ -107,6 +107,8 @@ pub struct Runtime {
     code_type: u64,
     /// tid -> its `PyThreadState` (as last found).
     threads: HashMap<u32, u64>,
+    /// `sys.modules` (its address, `ma_keys`, `dk_nentries`) when a look found no `threading` in it.
+    modules_without_threading: Option<(u64, (u64, u64))>,
     codes: code::Codes,
 }
 
@@ -192,6 +194,7 @@ pub fn detect(pid: u32) -> Detected {
             eval,
             code_type: syms.code_type.map_or(0, |a| bias.wrapping_add(a)),
             threads: HashMap::new(),
+            modules_without_threading: None,
             codes: code::Codes::default(),
         }));
     }
@@ -347,6 +350,8 @@ const MAX_DEPTH: usize = 512;
 const MAX_CFRAMES: usize = 64;
 /// The most thread states walked looking for a thread.
 const MAX_THREADS: usize = 4096;
+/// The most interpreters walked looking for the main one.
+const MAX_INTERPRETERS: usize = 256;
 
 impl Runtime {
     /// The Python stack of OS thread `tid`, read now. `at_sample` gives, for the address of the thread's
@@ -537,6 +542,42 @@ impl Runtime {
             stack.outermost,
             &outermost.name,
         )
+    }
+
+    /// The `threading` name of the process's main thread (see [`threads::main_thread_name`]), read in the main
+    /// interpreter: the last of the list (each new one is added at its head). None when the script did not
+    /// import `threading` (yet), or a read failed. `sys.modules` is looked through again only when it changed
+    /// since a look that found no `threading` (two reads when it did not).
+    pub fn main_thread_name(&mut self) -> Option<String> {
+        let l = &self.layout;
+        let mut interp = self
+            .mem
+            .u64(self.runtime + l.runtime_interpreters_head)
+            .ok()?;
+        for _ in 0..MAX_INTERPRETERS {
+            if interp == 0 {
+                return None;
+            }
+            let next = self.mem.u64(interp + l.interp_next).ok()?;
+            if next != 0 {
+                interp = next;
+                continue;
+            }
+            let modules = self.mem.u64(interp + l.interp_modules).ok()?;
+            let shape = (modules, threads::dict_shape(&self.mem, modules).ok()?);
+            if self.modules_without_threading == Some(shape) {
+                return None;
+            }
+            return match threads::main_thread_name(&self.mem, &l.thread_names, &l.str, modules) {
+                threads::MainThread::Named(name) => Some(name),
+                threads::MainThread::NoThreading => {
+                    self.modules_without_threading = Some(shape);
+                    None
+                }
+                threads::MainThread::Unknown => None,
+            };
+        }
+        None
     }
 
     /// Whether the thread's current frame is found through a `_PyCFrame` on its C stack (3.11, 3.12), which a

@@ -2,7 +2,9 @@
 //! CPython 3.11 to 3.13 do not give it to the OS thread (its comm stays the process's). A thread that
 //! `threading` started runs `Thread._bootstrap(self)` as its outermost Python frame: its first local is the
 //! `Thread`, whose `_name` attribute is read from the instance's managed dict, which each version keeps its own
-//! way ([`Dict`]). Offsets checked with gdb on pyenv's 3.11.7, 3.12.1 and 3.13.0 (and by the live tests).
+//! way ([`Dict`]). The main thread's name is `sys.modules['threading']._main_thread._name`
+//! ([`main_thread_name`]), as py-spy shows it (`MainThread` unless renamed; none when the script did not import
+//! `threading`). Offsets checked with gdb on pyenv's 3.11.7, 3.12.1 and 3.13.0 (and by the live tests).
 use super::code::read_str;
 use super::layout::StrLayout;
 use super::memory::{u64_at, Memory, ReadError};
@@ -46,7 +48,8 @@ pub const V3_13: NameLayout = NameLayout {
     dict: Dict::V313,
 };
 
-/// `PyTypeObject.tp_basicsize`, `.tp_flags` (the same in 3.11 to 3.13).
+/// `PyTypeObject.tp_name`, `.tp_basicsize`, `.tp_flags` (the same in 3.11 to 3.13).
+pub const TYPE_NAME: u64 = 24;
 const TYPE_BASICSIZE: u64 = 32;
 const TYPE_FLAGS: u64 = 168;
 /// `Py_TPFLAGS_INLINE_VALUES` (3.13), `Py_TPFLAGS_MANAGED_DICT`.
@@ -61,8 +64,10 @@ const KEYS_HEADER: usize = 32;
 const KEYS_LOG2_INDEX_BYTES: usize = 9;
 const KEYS_KIND: usize = 10;
 const KEYS_NENTRIES: usize = 24;
-/// The most keys looked through.
-const MAX_KEYS: u64 = 256;
+/// `PyModuleObject.md_dict` (the same in 3.11 to 3.13).
+pub const MODULE_DICT: u64 = 16;
+/// The most keys looked through (`sys.modules` of a large program holds a few thousand).
+const MAX_KEYS: u64 = 16384;
 
 /// The `threading` name of the thread whose outermost Python frame is `outermost`, when that frame is
 /// `Thread._bootstrap` (`outermost_name` is its `qualname (file:line)`); None for other threads.
@@ -79,6 +84,60 @@ pub fn thread_name(
     let thread = mem.u64(outermost + l.frame_localsplus).ok()?;
     let name = attribute(mem, l, s, thread, "_name").ok()??;
     read_str(mem, s, name).ok()
+}
+
+/// What a look for the main thread's name found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MainThread {
+    /// Its `threading` name.
+    Named(String),
+    /// `sys.modules` has no key `threading`: the script did not import it (yet).
+    NoThreading,
+    /// A read failed, an object on the way is not of the type it should be (`module`, `str`), or `threading`
+    /// is being imported (no `_main_thread` yet).
+    Unknown,
+}
+
+/// The `threading` name of the main thread (`sys.modules['threading']._main_thread._name`), from the
+/// interpreter's `sys.modules` dict at `modules`.
+pub fn main_thread_name(mem: &Memory, l: &NameLayout, s: &StrLayout, modules: u64) -> MainThread {
+    match dict_item(mem, l, s, modules, "threading") {
+        Ok(Some(threading)) => match main_thread_of(mem, l, s, threading) {
+            Some(name) => MainThread::Named(name),
+            None => MainThread::Unknown,
+        },
+        Ok(None) => MainThread::NoThreading,
+        Err(_) => MainThread::Unknown,
+    }
+}
+
+/// `_main_thread._name` of the `threading` module object at `threading`.
+fn main_thread_of(mem: &Memory, l: &NameLayout, s: &StrLayout, threading: u64) -> Option<String> {
+    if !is_type(mem, threading, "module").ok()? {
+        return None;
+    }
+    let dict = mem.u64(threading + MODULE_DICT).ok()?;
+    let main = dict_item(mem, l, s, dict, "_main_thread").ok()??;
+    let name = attribute(mem, l, s, main, "_name").ok()??;
+    if !is_type(mem, name, "str").ok()? {
+        return None;
+    }
+    read_str(mem, s, name).ok()
+}
+
+/// Where a dict's keys are and how many entries they have used (`ma_keys`, `dk_nentries`): the same pair
+/// again means no key was added since (an insertion takes a new entry, or new keys when full).
+pub fn dict_shape(mem: &Memory, dict: u64) -> Result<(u64, u64), ReadError> {
+    let keys = mem.u64(dict + DICT_KEYS)?;
+    Ok((keys, mem.u64(keys + KEYS_NENTRIES as u64)?))
+}
+
+/// Whether the type of object `obj` is named `name` (its `tp_name`).
+fn is_type(mem: &Memory, obj: u64, name: &str) -> Result<bool, ReadError> {
+    let tp = mem.u64(obj + 8)?;
+    let tp_name = mem.u64(tp + TYPE_NAME)?;
+    let bytes = mem.bytes(tp_name, name.len() + 1)?;
+    Ok(bytes[..name.len()] == *name.as_bytes() && bytes[name.len()] == 0)
 }
 
 /// Attribute `name` of an instance with a managed dict.
@@ -119,6 +178,17 @@ fn attribute(
     if dict == 0 {
         return Ok(None);
     }
+    dict_item(mem, l, s, dict, name)
+}
+
+/// The value of str key `name` in the dict at `dict` (None without it).
+fn dict_item(
+    mem: &Memory,
+    l: &NameLayout,
+    s: &StrLayout,
+    dict: u64,
+    name: &str,
+) -> Result<Option<u64>, ReadError> {
     let (keys, values) = (mem.u64(dict + DICT_KEYS)?, mem.u64(dict + DICT_VALUES)?);
     let values = match (values, l.dict) {
         (0, _) => 0,

@@ -60,8 +60,8 @@ pub struct PythonStats {
 
 /// How many reads of a thread's stack look for its `threading` name (a thread `threading` did not start has
 /// none), and the mark of a thread named.
-const NAME_TRIES: u8 = 8;
-const NAMED: u8 = u8::MAX;
+const NAME_TRIES: u32 = 8;
+const NAMED: u32 = u32::MAX;
 
 /// How many processes the verdict names.
 const PIDS_SHOWN: usize = 4;
@@ -179,10 +179,10 @@ pub(super) struct PythonStacks {
     info: RecordParseInfo,
     /// The samples have callchains (else Python processes are only noted).
     call_graph: bool,
-    /// Threads (not a process's main one) by tid: how many reads looked for their `threading` name, or
-    /// [`NAMED`] once it was found.
-    named: HashMap<u32, u8>,
-    /// A COMM record naming a thread by its `threading` name, to write before the sample just read.
+    /// Threads by tid: how many of their stacks were read, or [`NAMED`] once their `threading` name was found.
+    named: HashMap<u32, u32>,
+    /// A COMM record naming a thread (its `threading` name, or its own comm back), to write before the sample
+    /// just read.
     comm: Option<Vec<u8>>,
     sample_type: u64,
     pub(super) stats: PythonStats,
@@ -317,6 +317,15 @@ impl PythonStacks {
                 Detected::NotPython => None,
             });
         let runtime = runtime.as_mut()?;
+        // A thread started after the main thread was named takes that name (a new thread's comm is its
+        // parent's): its first sample read gives it back its own, the OS's (its `threading` name, when found
+        // below, replaces it).
+        if pid != tid && self.named.get(&pid) == Some(&NAMED) && !self.named.contains_key(&tid) {
+            self.named.insert(tid, 0);
+            if let Ok(comm) = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm")) {
+                self.comm = Some(comm_record(self.sample_type, s, comm.trim_end()));
+            }
+        }
         self.stats.samples += 1;
         if !self.call_graph {
             self.stats.no_callchain += 1;
@@ -348,26 +357,20 @@ impl PythonStacks {
         let late = stack.torn || stack.sampled == Sampled::MovedOn;
         // A late read names the thread too: its outermost frame, `Thread._bootstrap`, lives as long as the
         // thread, and a thread's first samples must carry its name (those read late did not: one in a run).
-        let tries = self.named.entry(tid).or_default();
-        if pid != tid && *tries < NAME_TRIES {
-            *tries += 1;
-            if let Some(name) = runtime.thread_name(&stack) {
-                *tries = NAMED;
-                let id = SampleId {
-                    pid,
-                    tid,
-                    time: s.timestamp.unwrap_or(0),
-                    cpu: s.cpu.unwrap_or(0),
-                    id: s.id.unwrap_or(0),
-                };
-                self.comm = Some(recording::encode_comm(
-                    self.sample_type,
-                    pid,
-                    tid,
-                    &name,
-                    false,
-                    &id,
-                ));
+        let reads = self.named.entry(tid).or_default();
+        if *reads != NAMED {
+            *reads = (*reads + 1).min(NAMED - 1);
+            // The main thread by `threading._main_thread`, at each read until found (a script imports
+            // `threading` after its first samples; `sys.modules` is looked through again only when it changed).
+            // The others by their `Thread._bootstrap` frame, at their first reads.
+            let name = match pid == tid {
+                true => runtime.main_thread_name(),
+                false if *reads <= NAME_TRIES => runtime.thread_name(&stack),
+                _ => None,
+            };
+            if let Some(name) = name {
+                *reads = NAMED;
+                self.comm = Some(comm_record(self.sample_type, s, &name));
             }
         }
         match stack.sampled {
@@ -392,7 +395,7 @@ impl PythonStacks {
     }
 
     /// A COMM record that names the thread of the sample just read by its `threading` name (once per thread),
-    /// to write before that sample.
+    /// or gives it back its own comm, to write before that sample.
     pub(super) fn take_comm(&mut self) -> Option<Vec<u8>> {
         self.comm.take()
     }
@@ -408,6 +411,19 @@ impl PythonStacks {
         };
         python::frame_addr(index)
     }
+}
+
+/// A COMM record that names the thread of sample `s` `name`, at the sample's time.
+fn comm_record(sample_type: u64, s: &SampleRecord<'_>, name: &str) -> Vec<u8> {
+    let (pid, tid) = (s.pid.unwrap_or(0) as u32, s.tid.unwrap_or(0) as u32);
+    let id = SampleId {
+        pid,
+        tid,
+        time: s.timestamp.unwrap_or(0),
+        cpu: s.cpu.unwrap_or(0),
+        id: s.id.unwrap_or(0),
+    };
+    recording::encode_comm(sample_type, pid, tid, name, false, &id)
 }
 
 /// Whether the target runs CPython (a `python*` command, or a process among the targets that maps an
