@@ -248,8 +248,9 @@ fn comm_rows_match_perf_on_a_system_wide_recording() {
     let bin = build_c(dir.path(), "exits.c", &["-O2"]);
     let data = dir.path().join("a.data");
     let data = data.to_str().unwrap();
-    // A sample lands in an exit after the pid was detached about 2.5 times per second of the fixture's CPU at
-    // 999 Hz: 2 s of it miss every one 1 time in 150, three recordings 1 in 3 million.
+    // A sample lands in a child's exit after its pid was detached 27-57 times per second of the fixture's CPU at
+    // 999 Hz (54-77 in 2 s beside two busy loops, 93-115 quiet; the children reap themselves, see exits.c): one
+    // recording of 2 s misses every one about e^-54 of the time.
     let mut reaped = 0;
     for _ in 0..3 {
         let out = Command::new("perf")
