@@ -296,3 +296,32 @@ fn negated_list_as_perf_trace() {
         );
     }
 }
+
+/// `trace -e file` takes perf trace's strace group (`/usr/share/perf-core/strace/groups/file`, installed with
+/// perf): on the same command, rprof and perf trace show the same calls of the group's syscalls (the loader's
+/// opens and reads, cat's open of the test's file), and nothing else.
+#[test]
+fn strace_group_as_perf_trace() {
+    const TEST: &str = "strace_group_as_perf_trace";
+    if !privileged(TEST) || !perf_tool(TEST) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("empty");
+    std::fs::write(&file, "").unwrap();
+    let file = file.to_str().unwrap();
+    let (_, ours) = rprof_ok_stderr(&["trace", "-e", "file", "--", "/bin/cat", file]);
+    let theirs = perf_trace(&["-e", "file", "--", "/bin/cat", file]);
+    let (o, t) = (call_counts(&ours), call_counts(&theirs));
+    assert!(o.get("openat").is_some_and(|&n| n >= 2), "{ours}");
+    assert!(o.contains_key("read"), "{ours}");
+    let group = std::fs::read_to_string("/usr/share/perf-core/strace/groups/file").unwrap();
+    let members: Vec<&str> = group.lines().map(str::trim).collect();
+    for name in o.keys() {
+        assert!(
+            members.contains(&name.as_str()),
+            "{name} is not in the file group:\n{ours}"
+        );
+    }
+    assert_eq!(o, t, "rprof:\n{ours}\nperf:\n{theirs}");
+}

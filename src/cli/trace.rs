@@ -21,8 +21,9 @@ use std::ffi::OsString;
 )]
 pub struct TraceArgs {
     /// What to show, as perf trace -e (comma-separated or repeated): syscall names or globs (openat,read or
-    /// 'open*'), tracepoints CATEGORY:EVENT (globs allowed). A list of tracepoints only shows no syscalls; a
-    /// `!` before the list shows every syscall but those named ('!futex,epoll_*').
+    /// 'open*'), perf's strace groups (file, string), tracepoints CATEGORY:EVENT (globs allowed). A list of
+    /// tracepoints only shows no syscalls; a `!` before the list shows every syscall but those named
+    /// ('!futex,epoll_*').
     #[arg(
         short = 'e',
         long = "expr",

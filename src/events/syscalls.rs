@@ -1,12 +1,18 @@
 //! perf trace's event list: `-e openat,'open*',sched:sched_switch` names syscalls (names or globs of the
 //! syscalls the kernel traces, `syscalls:sys_enter_NAME`, or the syscall table's spelling: `stat` for
-//! `newstat`) and tracepoints in one list; `!` before it shows every syscall but those named. A list of
-//! tracepoints only shows no syscalls, as perf trace's. The plan has a [`PlannedKind::Syscall`] per syscall
+//! `newstat`), perf's strace groups (`file`, `string`: a file of syscall names each, in [`STRACE_GROUPS`]) and
+//! tracepoints in one list; `!` before it shows every syscall but those named. A list of tracepoints only shows
+//! no syscalls, as perf trace's. The plan has a [`PlannedKind::Syscall`] per syscall
 //! shown, then the tracepoints.
 use super::grammar::{self, EventSpec, Kind};
 use super::plan::{self, Plan, PlannedEvent, PlannedKind};
 use super::EventError;
 use crate::tracefs::Tracefs;
+use std::path::Path;
+
+/// Where perf trace looks for its strace groups (`-e file`), as Debian's linux-perf installs them: one file per
+/// group, a syscall name per line.
+pub const STRACE_GROUPS: &str = "/usr/share/perf-core/strace/groups";
 
 /// What `rprof trace` was asked for: `-e`'s words (commas split), `--event`'s (tracepoints besides the
 /// syscalls) and `--no-syscalls`.
@@ -26,9 +32,10 @@ pub struct TraceList {
 }
 
 /// Split `-e`'s words into syscalls and events: a word is a syscall when it names or (a glob) matches one of
-/// `names` (the traced syscalls), in their tracefs or table spelling. A `!` before a word negates the
-/// syscalls (perf trace takes it before the list).
-pub fn split(words: &[String], names: &[String]) -> TraceList {
+/// `names` (the traced syscalls), in their tracefs or table spelling; else a group's name (a file in
+/// `groups`, perf trace's strace groups) stands for its syscalls that are traced. A `!` before a word negates
+/// the syscalls (perf trace takes it before the list).
+pub fn split(words: &[String], names: &[String], groups: &Path) -> TraceList {
     let mut list = TraceList::default();
     for word in words {
         let word = match word.strip_prefix('!') {
@@ -38,12 +45,39 @@ pub fn split(words: &[String], names: &[String]) -> TraceList {
             }
             None => word.as_str(),
         };
-        match names.iter().any(|n| matches(word, n)) {
-            true => list.syscalls.push(word.to_string()),
-            false => list.events.push(word.to_string()),
+        if names.iter().any(|n| matches(word, n)) {
+            list.syscalls.push(word.to_string());
+        } else if let Some(members) = group(groups, word) {
+            let traced: Vec<String> = members
+                .into_iter()
+                .filter(|m| names.iter().any(|n| matches(m, n)))
+                .collect();
+            // A group none of whose syscalls is traced here still selects (none of) them.
+            match traced.is_empty() {
+                true => list.syscalls.push(word.to_string()),
+                false => list.syscalls.extend(traced),
+            }
+        } else {
+            list.events.push(word.to_string());
         }
     }
     list
+}
+
+/// The syscall names of strace group `word` in `dir` (None: no such group; a word that could be a path or a
+/// glob is none).
+fn group(dir: &Path, word: &str) -> Option<Vec<String>> {
+    if word.is_empty() || word.starts_with('.') || word.contains(['/', ':', '*', '?', '[']) {
+        return None;
+    }
+    let text = std::fs::read_to_string(dir.join(word)).ok()?;
+    Some(
+        text.lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .map(str::to_string)
+            .collect(),
+    )
 }
 
 /// Whether the syscall word `word` (a name or glob) names the traced syscall `name` (tracefs spelling) or its
@@ -112,7 +146,7 @@ pub fn traced_syscalls(tracefs: &Tracefs) -> Result<Vec<String>, EventError> {
 pub fn plan_trace(req: &TraceRequest) -> Result<Plan, EventError> {
     let tracefs = Tracefs::find_or_mount().map_err(|e| EventError::Config(e.to_string()))?;
     let names = traced_syscalls(&tracefs)?;
-    let list = split(&req.expr, &names);
+    let list = split(&req.expr, &names, Path::new(STRACE_GROUPS));
     let flagged = list
         .events
         .iter()
@@ -163,8 +197,8 @@ fn only_tracepoints(flag: &str, spec: &EventSpec, tracefs: &Tracefs) -> Result<(
         Err(_) if !name.contains(':') => {
             return Err(EventError::Config(format!(
                 "trace {flag} {name}: no syscall {name} (the kernel traces syscalls as sys_enter_NAME in \
-                 {}) and no event of that name; tracepoints are CATEGORY:EVENT (`rprof list tracepoint` \
-                 lists them)",
+                 {}), no strace group of that name in {STRACE_GROUPS} and no event of that name; tracepoints \
+                 are CATEGORY:EVENT (`rprof list tracepoint` lists them)",
                 tracefs.root().join("events/syscalls").display()
             )))
         }
@@ -210,7 +244,11 @@ mod tests {
     /// Check perf trace's split: names, globs and the table's spelling are syscalls, the rest events.
     #[test]
     fn syscalls_and_events_in_one_list() {
-        let l = split(&words("openat,open*,stat,sched:sched_switch,cs"), &names());
+        let l = split(
+            &words("openat,open*,stat,sched:sched_switch,cs"),
+            &names(),
+            Path::new("/nonexistent"),
+        );
         assert_eq!(l.syscalls, ["openat", "open*", "stat"]);
         assert_eq!(l.events, ["sched:sched_switch", "cs"]);
         assert!(!l.negated);
@@ -222,7 +260,8 @@ mod tests {
     #[test]
     fn which_syscalls_are_shown() {
         let all = names();
-        let sel = |list: &str, no: bool| selected(&split(&words(list), &all), &all, no);
+        let none = Path::new("/nonexistent");
+        let sel = |list: &str, no: bool| selected(&split(&words(list), &all, none), &all, no);
         assert!(sel("sched:*", false).is_empty());
         assert_eq!(sel("", false), all);
         assert!(sel("", true).is_empty());
@@ -231,5 +270,29 @@ mod tests {
             sel("!open*,*map,sched:sched_switch", false),
             ["read", "newstat", "exit_group"]
         );
+    }
+
+    /// Check perf trace's strace groups: a group's name stands for its syscalls that are traced here (in their
+    /// table spelling too), after the syscall names; `!` negates it; a word of no group is an event.
+    #[test]
+    fn strace_groups_name_their_syscalls() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("file"), "openat\nstat\n\nnosuch\n").unwrap();
+        std::fs::write(dir.path().join("gone"), "nosuch\n").unwrap();
+        let all = names();
+        let l = split(&words("file,read,sched:*,net"), &all, dir.path());
+        assert_eq!(l.syscalls, ["openat", "stat", "read"]);
+        assert_eq!(l.events, ["sched:*", "net"]);
+        assert_eq!(selected(&l, &all, false), ["openat", "read", "newstat"]);
+        let l = split(&words("!file"), &all, dir.path());
+        assert_eq!(
+            selected(&l, &all, false),
+            ["open", "read", "mmap", "munmap", "exit_group"]
+        );
+        let l = split(&words("gone"), &all, dir.path());
+        assert!(selected(&l, &all, false).is_empty());
+        assert!(split(&words("../file"), &all, dir.path())
+            .syscalls
+            .is_empty());
     }
 }
