@@ -91,17 +91,58 @@ pub(crate) fn unwind_sample(
     stats.count(outcome, user.stack.len() as u64, unwinder.last_stack_used());
 }
 
+/// The command of each thread as a recording's COMM, FORK and EXIT records give it, as perf's thread table
+/// keeps it: a COMM names a thread; a FORK gives the new thread its parent's command; a thread keeps its
+/// command after its EXIT (samples of its last moments may come after the record), until a FORK reuses its id:
+/// that is a new thread, which takes its parent's command, not the dead one's (a system-wide recording of a
+/// host that forks all the time reuses ids within seconds: perf named such a sample `bash`, rprof `exits`).
+pub(crate) struct ThreadComms<C> {
+    by_tid: crate::resolve::FastMap<u32, C>,
+    exited: crate::resolve::FastSet<u32>,
+}
+
+impl<C: Clone> ThreadComms<C> {
+    pub(crate) fn new() -> ThreadComms<C> {
+        ThreadComms {
+            by_tid: Default::default(),
+            exited: Default::default(),
+        }
+    }
+
+    pub(crate) fn comm(&mut self, tid: u32, name: C) {
+        self.by_tid.insert(tid, name);
+        self.exited.remove(&tid);
+    }
+
+    /// Thread `tid` forked from `ptid`. A thread already named keeps its name (a COMM can come before its FORK
+    /// among the records synthesized at a recording's start), unless it had exited: then the id was reused.
+    pub(crate) fn fork(&mut self, tid: u32, ptid: u32) {
+        let reused = self.exited.remove(&tid);
+        if reused {
+            self.by_tid.remove(&tid);
+        }
+        if let Some(c) = self.by_tid.get(&ptid).cloned() {
+            self.by_tid.entry(tid).or_insert(c);
+        }
+    }
+
+    pub(crate) fn exit(&mut self, tid: u32) {
+        self.exited.insert(tid);
+    }
+}
+
 /// The command of a sample's thread, as perf names it: the one its thread was last given (else its process's),
 /// or, when neither is known, the name perf gives: `:-1` for a sample whose thread id is -1 (a task the kernel
 /// is reaping: `do_exit` after its pid was detached, even when the process id is still there), `swapper` for
 /// the idle task, else `:TID`.
 pub(crate) fn sample_comm<'a, C>(
-    comm_of_tid: &'a crate::resolve::FastMap<u32, C>,
+    comms: &'a ThreadComms<C>,
     sample: &Sample,
 ) -> Result<&'a C, String> {
     if sample.tid == u32::MAX {
         return Err(":-1".into());
     }
+    let comm_of_tid = &comms.by_tid;
     match comm_of_tid
         .get(&sample.tid)
         .or_else(|| comm_of_tid.get(&sample.pid))
@@ -272,5 +313,26 @@ impl Salvaged {
             thousands(self.samples),
             thousands(*read_to)
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ThreadComms;
+
+    /// Check perf's thread table's rule: a thread id reused after its EXIT is a new thread with its parent's
+    /// command (the dead thread's is kept until then), and a COMM that came before its thread's FORK stays.
+    #[test]
+    fn a_reused_thread_id_takes_its_parents_command() {
+        let mut c = ThreadComms::new();
+        c.comm(7, "bash");
+        c.comm(5, "exits");
+        c.exit(5);
+        assert_eq!(c.by_tid.get(&5), Some(&"exits"), "kept after its EXIT");
+        c.fork(5, 7);
+        assert_eq!(c.by_tid.get(&5), Some(&"bash"), "the id was reused");
+        c.comm(9, "rprof-reader");
+        c.fork(9, 7);
+        assert_eq!(c.by_tid.get(&9), Some(&"rprof-reader"));
     }
 }

@@ -211,7 +211,7 @@ struct ChainKey {
 struct Session {
     resolver: StackResolver,
     spaces: AddressSpaces,
-    comm_of_tid: FastMap<u32, u32>,
+    comm_of_tid: crate::replay::ThreadComms<u32>,
     comm_ids: HashMap<String, u32>,
     /// Raw stack -> index in `stacks`: most samples repeat a stack seen before, and skip resolving it.
     chains: FastMap<ChainKey, usize>,
@@ -246,7 +246,7 @@ pub fn load(
     let mut s = Session {
         resolver,
         spaces: AddressSpaces::new(),
-        comm_of_tid: FastMap::default(),
+        comm_of_tid: crate::replay::ThreadComms::new(),
         comm_ids: HashMap::new(),
         chains: FastMap::default(),
         stacks: Vec::new(),
@@ -314,13 +314,10 @@ impl Session {
         match event {
             Event::Comm { tid, name, .. } => {
                 let id = s.comm_id(&name);
-                s.comm_of_tid.insert(tid, id);
+                s.comm_of_tid.comm(tid, id);
             }
-            Event::Fork { tid, ptid, .. } => {
-                if let Some(&c) = s.comm_of_tid.get(&ptid) {
-                    s.comm_of_tid.entry(tid).or_insert(c);
-                }
-            }
+            Event::Fork { tid, ptid, .. } => s.comm_of_tid.fork(tid, ptid),
+            Event::Exit { tid, .. } => s.comm_of_tid.exit(tid),
             Event::Sample(sample) => {
                 let comm = s.comm_for(&sample);
                 if comms.is_empty() || comms.iter().any(|c| *c == s.profile.comms[comm as usize]) {
@@ -332,7 +329,7 @@ impl Session {
                 s.profile.lost_samples = s.profile.lost_samples.saturating_add(count)
             }
             Event::Throttle { throttled } => s.profile.throttled += throttled as u64,
-            Event::Mmap { .. } | Event::Exit { .. } => {}
+            Event::Mmap { .. } => {}
         }
     }
 

@@ -56,7 +56,7 @@ struct Script<'o, W: Write> {
     resolver: StackResolver,
     spaces: AddressSpaces,
     unwinder: Option<DwarfUnwinder>,
-    comm_of_tid: FastMap<u32, Arc<str>>,
+    comm_of_tid: crate::replay::ThreadComms<Arc<str>>,
     /// The event names, padded to one width as perf pads them.
     events: Vec<String>,
     /// The printer of each attr's tracepoint fields (from the recording's formats), by attr index.
@@ -105,7 +105,7 @@ pub fn script(
         unwinder: reader
             .has_user_stacks()
             .then(|| DwarfUnwinder::new(opts.symbolizer.debug.dirs.clone())),
-        comm_of_tid: FastMap::default(),
+        comm_of_tid: crate::replay::ThreadComms::new(),
         events,
         lines: FastMap::default(),
         buf: Vec::with_capacity(4096),
@@ -133,13 +133,10 @@ impl<W: Write> Script<'_, W> {
         );
         match event {
             Event::Comm { tid, name, .. } => {
-                self.comm_of_tid.insert(tid, Arc::from(name));
+                self.comm_of_tid.comm(tid, Arc::from(name));
             }
-            Event::Fork { tid, ptid, .. } => {
-                if let Some(c) = self.comm_of_tid.get(&ptid).cloned() {
-                    self.comm_of_tid.entry(tid).or_insert(c);
-                }
-            }
+            Event::Fork { tid, ptid, .. } => self.comm_of_tid.fork(tid, ptid),
+            Event::Exit { tid, .. } => self.comm_of_tid.exit(tid),
             Event::Sample(sample) => {
                 if !self.comms.is_empty() && !self.comms.iter().any(|c| **c == *self.comm(&sample))
                 {
