@@ -357,21 +357,8 @@ impl PythonStacks {
         let late = stack.torn || stack.sampled == Sampled::MovedOn;
         // A late read names the thread too: its outermost frame, `Thread._bootstrap`, lives as long as the
         // thread, and a thread's first samples must carry its name (those read late did not: one in a run).
-        let reads = self.named.entry(tid).or_default();
-        if *reads != NAMED {
-            *reads = (*reads + 1).min(NAMED - 1);
-            // The main thread by `threading._main_thread`, at each read until found (a script imports
-            // `threading` after its first samples; `sys.modules` is looked through again only when it changed).
-            // The others by their `Thread._bootstrap` frame, at their first reads.
-            let name = match pid == tid {
-                true => runtime.main_thread_name(),
-                false if *reads <= NAME_TRIES => runtime.thread_name(&stack),
-                _ => None,
-            };
-            if let Some(name) = name {
-                *reads = NAMED;
-                self.comm = Some(comm_record(self.sample_type, s, &name));
-            }
+        if let Some(name) = threading_name(&mut self.named, runtime, &stack, pid, tid) {
+            self.comm = Some(comm_record(self.sample_type, s, &name));
         }
         match stack.sampled {
             Sampled::Same => self.stats.fresh += 1,
@@ -411,6 +398,31 @@ impl PythonStacks {
         };
         python::frame_addr(index)
     }
+}
+
+/// The `threading` name of thread `tid`, when this read finds it (once per thread; `named` counts the reads):
+/// the main thread's by `threading._main_thread`, at each read until found (a script imports `threading` after
+/// its first samples; `sys.modules` is looked through again only when it changed); the others' by their
+/// `Thread._bootstrap` frame, at their first [`NAME_TRIES`] reads.
+fn threading_name(
+    named: &mut HashMap<u32, u32>,
+    runtime: &mut python::Runtime,
+    stack: &python::PyStack,
+    pid: u32,
+    tid: u32,
+) -> Option<String> {
+    let reads = named.entry(tid).or_default();
+    if *reads == NAMED {
+        return None;
+    }
+    *reads = (*reads + 1).min(NAMED - 1);
+    let name = match pid == tid {
+        true => runtime.main_thread_name(),
+        false if *reads <= NAME_TRIES => runtime.thread_name(stack),
+        _ => None,
+    }?;
+    *reads = NAMED;
+    Some(name)
 }
 
 /// A COMM record that names the thread of sample `s` `name`, at the sample's time.
