@@ -5,10 +5,16 @@
 # every INTERVAL seconds (with its anonymous and file-backed parts, and the files it has mapped other than
 # its own binary: binaries and debug files it read), then the first, the last and the largest after the first
 # 5 minutes (flat within 10% is the bar).
-# Usage: bench/push_soak.sh [MINUTES] [INTERVAL]   (default 60 minutes, every 60 s). Needs root, python3.
+# Usage: bench/push_soak.sh [busy] [MINUTES] [INTERVAL]   (default 60 minutes, every 60 s). Needs root, python3.
+# Busy mode (issue 45's soak bar) runs bench/push_bench.sh busy's fixed load instead of the call-tree fixture:
+# RATE new binaries a second (env, default 2), each compiled with gcc and run, with short shell commands, and
+# pushes at -F 19 -a -g --every 15 as that bench does.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+BUSY=""
+[ "${1:-}" = busy ] && { BUSY=1; shift; }
 MINUTES=${1:-60}
 INTERVAL=${2:-60}
+RATE=${RATE:-2}
 build_rprof
 build_calltree
 RCV="$WORK/soak_rcv"
@@ -24,13 +30,20 @@ URL="http://127.0.0.1:$(cat "$RCV/port")"
       sleep 30
   done ) &
 PRUNE_PID=$!
-( while :; do "$WORK/calltree" 50 >/dev/null; sleep 1; done ) &
-CHURN_PID=$!
+if [ -n "$BUSY" ]; then
+    source "$ROOT/bench/busy_load.inc"
+    start_busy_load
+    CHURN_PID=$LOAD_PID
+    echo "busy: $RATE new binaries a second (gcc and run), short shell commands"
+else
+    ( while :; do "$WORK/calltree" 50 >/dev/null; sleep 1; done ) &
+    CHURN_PID=$!
+fi
 "$RPROF" record -q -F 19 -a -g --push "$URL" --every 15 --spool "$WORK/soak_spool" \
     -d $((MINUTES * 60)) &
 RPROF_PID=$!
 trap 'kill $CHURN_PID $PRUNE_PID $RCV_PID $RPROF_PID 2>/dev/null' EXIT
-echo "minute rss_kib anon_kib file_kib other_files other_files_kib largest_other:kib"
+echo "minute rss_kib peak_kib anon_kib file_kib other_files other_files_kib largest_other:kib"
 START=$(date +%s)
 SAMPLES=()
 while kill -0 $RPROF_PID 2>/dev/null; do
@@ -38,7 +51,7 @@ while kill -0 $RPROF_PID 2>/dev/null; do
     STATUS=$(cat /proc/$RPROF_PID/status 2>/dev/null) || break
     RSS=$(awk '/^VmRSS:/ { print $2 }' <<<"$STATUS")
     [ -n "$RSS" ] || break
-    PARTS=$(awk '/^RssAnon:/ { a = $2 } /^RssFile:/ { f = $2 } END { print a, f }' <<<"$STATUS")
+    PARTS=$(awk '/^VmHWM:/ { h = $2 } /^RssAnon:/ { a = $2 } /^RssFile:/ { f = $2 } END { print h, a, f }' <<<"$STATUS")
     # Files rprof mapped other than its own binary (binaries and debug files it read): how many, their
     # resident KiB, and the largest (smaps: a mapping's line, then its Rss line).
     EXE=$(readlink /proc/$RPROF_PID/exe 2>/dev/null || echo -)
