@@ -9,6 +9,10 @@ pub mod index {
     pub const IP: u32 = 8;
 }
 
+/// The `sample_regs_user` mask of the general registers: ax, bx, cx, dx, si, di, bp, sp, ip and r8-r15 (DWARF
+/// mode copies them all, as perf does: the Python reader looks in them for the evaluator's instruction pointer).
+pub const GENERAL: u64 = 0x1ff | (0xff << 16);
+
 /// The user registers that DWARF unwinding needs (x86_64).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct UserRegs {

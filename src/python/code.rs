@@ -14,6 +14,8 @@ struct Code {
     file: String,
     first_line: i32,
     linetable: Vec<u8>,
+    /// Its instructions' length in bytes (`ob_size` code units of 2 bytes).
+    code_bytes: u64,
 }
 
 /// The code objects of one process, and the frame names made of them.
@@ -26,6 +28,8 @@ pub struct Codes {
 /// The longest string or line table read.
 const MAX_STR: usize = 4096;
 const MAX_TABLE: usize = 1 << 20;
+/// `PyVarObject.ob_size`: a code object's length in code units.
+const OB_SIZE: usize = 16;
 
 impl Codes {
     /// `qualname (file.py:line)` of a frame running `code`, at instruction `instr` (3.11 and 3.12: the last
@@ -56,6 +60,7 @@ impl Codes {
                 file: short_file(&read_str(mem, &l.str, key[1])?),
                 first_line: i32_at(&head, l.code_first_line),
                 linetable: read_bytes(mem, l, key[2])?,
+                code_bytes: 2 * u64_at(&head, OB_SIZE),
             };
             self.names.retain(|k, _| k.0 != code);
             self.codes.insert(code, c);
@@ -74,6 +79,14 @@ impl Codes {
             .entry((code, line))
             .or_insert_with(|| Arc::from(format!("{} ({}:{line})", c.qualname, c.file)));
         Ok(Arc::clone(name))
+    }
+
+    /// Where the instructions of code object `code` lie (from its start to one past its last; None when it
+    /// was not read).
+    pub fn instructions(&self, code: u64, l: &Layout) -> Option<std::ops::Range<u64>> {
+        let c = self.codes.get(&code)?;
+        let start = code + l.code_code;
+        Some(start..start + c.code_bytes + 1)
     }
 }
 

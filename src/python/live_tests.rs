@@ -57,7 +57,7 @@ fn runtime(python: &str, pid: u32) -> Box<Runtime> {
 fn read_until(r: &mut Runtime, tid: u32, done: impl Fn(&[&str]) -> bool) -> (PyStack, Vec<String>) {
     let start = Instant::now();
     loop {
-        let stack = r.stack(tid, |_| None);
+        let stack = r.stack(tid, None);
         let names: Vec<String> = stack
             .as_ref()
             .map(|s| s.frames.iter().map(|f| f.name.to_string()).collect())

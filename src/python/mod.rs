@@ -84,6 +84,39 @@ pub enum Sampled {
     MovedOn,
 }
 
+/// What a sample copied of its thread (DWARF mode): the user stack from `sp` up and the general registers.
+/// The evaluator keeps its instruction pointer (`next_instr`) live across every call it makes, in a register
+/// or its C frame, so the copy points into the code the sampled frame ran.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SampleCopy<'a> {
+    pub sp: u64,
+    pub stack: &'a [u8],
+    pub regs: &'a [u64],
+}
+
+impl SampleCopy<'_> {
+    /// The word at `addr`, when the copy holds it.
+    fn word(&self, addr: u64) -> Option<u64> {
+        let at = usize::try_from(addr.checked_sub(self.sp)?).ok()?;
+        let bytes = self.stack.get(at..at.checked_add(8)?)?;
+        Some(u64::from_ne_bytes(bytes.try_into().ok()?))
+    }
+
+    /// Whether a register or an aligned word of the stack copy lies in `code` (a code object's instructions).
+    fn points_into(&self, code: &std::ops::Range<u64>) -> bool {
+        let words = self.stack.chunks_exact(8).map(|w| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(w);
+            u64::from_ne_bytes(b)
+        });
+        self.regs
+            .iter()
+            .copied()
+            .chain(words)
+            .any(|w| code.contains(&w))
+    }
+}
+
 /// What a process runs.
 pub enum Detected {
     NotPython,
@@ -354,18 +387,20 @@ const MAX_THREADS: usize = 4096;
 const MAX_INTERPRETERS: usize = 256;
 
 impl Runtime {
-    /// The Python stack of OS thread `tid`, read now. `at_sample` gives, for the address of the thread's
-    /// `_PyCFrame.current_frame` field, the value it held at the sample (from a stack copy), when known: when
-    /// the thread has called further since, the stack is cut to start at that frame (see [`Sampled`]). A chain
+    /// The Python stack of OS thread `tid`, read now. `copy` is what the sample copied of the thread (when it
+    /// did): the value its `_PyCFrame.current_frame` held at the sample, when the copy holds that field, is the
+    /// sampled frame; when the thread has called further since, the stack is cut to start at that frame (see
+    /// [`Sampled`]). A frame at the sampled frame's address that runs code the copy does not point into is
+    /// another call's (the data stack reuses a returned frame's memory): [`Sampled::MovedOn`]. A chain
     /// that changed under the read ([`recheck`]) is read once more; when it changed under that read too, the
     /// stack is [`PyStack::torn`] (and [`Sampled::MovedOn`] when the sampled frame is known).
     pub fn stack(
         &mut self,
         tid: u32,
-        at_sample: impl Fn(u64) -> Option<u64>,
+        copy: Option<&SampleCopy<'_>>,
     ) -> Result<PyStack, PythonError> {
         let mem = self.mem;
-        let (mut stack, held) = recheck::settled(&mem, || self.read_stack(tid, &at_sample))?;
+        let (mut stack, held) = recheck::settled(&mem, || self.read_stack(tid, copy))?;
         if !held {
             stack.torn = true;
             if stack.sampled != Sampled::Unknown {
@@ -379,7 +414,7 @@ impl Runtime {
     fn read_stack(
         &mut self,
         tid: u32,
-        at_sample: &impl Fn(u64) -> Option<u64>,
+        copy: Option<&SampleCopy<'_>>,
     ) -> Result<(PyStack, Words), PythonError> {
         let l = self.layout;
         let tstate = self.thread_state(tid)?;
@@ -412,11 +447,21 @@ impl Runtime {
             sampled: Sampled::Unknown,
             torn: false,
         };
-        let sampled_frame = self.sampled_frame(cframe, at_sample);
+        let copy = copy.filter(|c| !c.stack.is_empty());
+        let sampled_frame = copy.and_then(|c| self.sampled_frame(cframe, c));
         let addrs = self.frames(current, &mut stack.frames, &mut words)?;
-        stack.outermost = addrs.last().copied().unwrap_or(0);
-        if let Some(at) = sampled_frame {
-            stack.sampled = match addrs.iter().position(|&a| a == at) {
+        stack.outermost = addrs.last().map_or(0, |&(frame, _)| frame);
+        if let (Some(at), Some(copy)) = (sampled_frame, copy) {
+            let found = addrs.iter().position(|&(frame, _)| frame == at);
+            // The same address, but code the sample's copy does not point into: another call's frame.
+            let same_code = |i: usize| {
+                let code = addrs[i].1;
+                self.codes
+                    .instructions(code, &self.layout)
+                    .is_none_or(|r| copy.points_into(&r))
+            };
+            stack.sampled = match found {
+                Some(i) if !same_code(i) => Sampled::MovedOn,
                 Some(0) => Sampled::Same,
                 Some(i) => {
                     stack.frames.drain(..i);
@@ -432,13 +477,13 @@ impl Runtime {
     /// address of each. 3.12 and later put a shim frame (owner [`layout::FRAME_OWNED_BY_CSTACK`], no Python
     /// function's) on the C stack at the start of each evaluator call: it is left out, and marks the frame
     /// before it as the call's entry frame. Each frame's `previous`, code and (but the leaf's) instruction go
-    /// into `words`.
+    /// into `words`. Returns each frame's address and code object.
     fn frames(
         &mut self,
         mut frame: u64,
         frames: &mut Vec<PyFrame>,
         words: &mut Words,
-    ) -> Result<Vec<u64>, PythonError> {
+    ) -> Result<Vec<(u64, u64)>, PythonError> {
         let l = self.layout;
         let mut addrs = Vec::new();
         let mut steps = 0;
@@ -468,17 +513,17 @@ impl Runtime {
                 .codes
                 .frame_name(&self.mem, &l, code, instr, self.code_type)?;
             frames.push(PyFrame { name, entry });
-            addrs.push(frame);
+            addrs.push((frame, code));
             frame = previous;
         }
         Ok(addrs)
     }
 
     /// The interpreter frame the thread ran at the sample: the `current_frame` the sample's stack copy holds
-    /// (`at_sample`) of the innermost `_PyCFrame` in the copy. When the thread has entered the evaluator again
+    /// of the innermost `_PyCFrame` in the copy. When the thread has entered the evaluator again
     /// since (a C call back into Python: `sorted`'s key, a generator), its `cframe` lies below the copied
     /// stack: its `previous` chain leads back to the sampled one. None in 3.13 (no `_PyCFrame`).
-    fn sampled_frame(&self, cframe: u64, at_sample: impl Fn(u64) -> Option<u64>) -> Option<u64> {
+    fn sampled_frame(&self, cframe: u64, copy: &SampleCopy<'_>) -> Option<u64> {
         let Current::CFrame {
             current_frame,
             previous,
@@ -492,7 +537,7 @@ impl Runtime {
             if c == 0 {
                 return None;
             }
-            if let Some(frame) = at_sample(c + current_frame) {
+            if let Some(frame) = copy.word(c + current_frame) {
                 return Some(frame);
             }
             c = self.mem.u64(c + previous).ok()?;

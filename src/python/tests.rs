@@ -1,5 +1,5 @@
-//! Unit tests of the version gate and interpreter file names.
-use super::{layout, version_of_file, version_of_name};
+//! Unit tests of the version gate, interpreter file names and a sample's copy.
+use super::{layout, version_of_file, version_of_name, SampleCopy};
 
 /// Check the version gate: 3.11 and 3.12 by table, 3.13 by its debug offsets; 3.14 and later (and 2.x,
 /// 3.10) are read no further.
@@ -65,4 +65,34 @@ fn interpreter_file_names() {
         None
     );
     assert_eq!(version_of_name("/usr/bin/perl"), None);
+}
+
+/// Check what a sample's copy holds: a word by address (within the copy only), and whether a register or an
+/// aligned stack word points into a code object's instructions (the check that a frame found at the sampled
+/// frame's address still runs the sampled code).
+#[test]
+fn sample_copy_words_and_code() {
+    let mut stack = vec![0u8; 32];
+    stack[8..16].copy_from_slice(&0x5000_0010u64.to_ne_bytes());
+    stack[16..24].copy_from_slice(&0x7000_0000u64.to_ne_bytes());
+    let regs = [0x10, 0x6000_0004];
+    let copy = SampleCopy {
+        sp: 0x1000,
+        stack: &stack,
+        regs: &regs,
+    };
+    assert_eq!(copy.word(0x1008), Some(0x5000_0010));
+    assert_eq!(copy.word(0x1018), Some(0));
+    assert_eq!(copy.word(0x1019), None, "past the copy");
+    assert_eq!(copy.word(0xff8), None, "below sp");
+    assert!(
+        copy.points_into(&(0x5000_0000..0x5000_0100)),
+        "a stack word"
+    );
+    assert!(copy.points_into(&(0x6000_0000..0x6000_0008)), "a register");
+    assert!(!copy.points_into(&(0x5000_0011..0x5000_0100)));
+    assert!(
+        !copy.points_into(&(0x4000_0000..0x5000_0010)),
+        "the end is not in the range"
+    );
 }

@@ -95,13 +95,7 @@ fn sampled_like_the_clock(cfg: &RecordConfig, mut attr: Attr) -> Attr {
         CallGraph::Fp => st |= sample::CALLCHAIN,
         CallGraph::Dwarf { stack_size } => {
             st |= sample::CALLCHAIN | sample::REGS_USER | sample::STACK_USER;
-            attr = attr
-                .regs_user(
-                    (1 << perf::attr::regs::IP)
-                        | (1 << perf::attr::regs::SP)
-                        | (1 << perf::attr::regs::BP),
-                )
-                .stack_user(stack_size);
+            attr = attr.regs_user(crate::regs::GENERAL).stack_user(stack_size);
         }
     }
     attr = attr

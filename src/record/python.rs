@@ -331,7 +331,14 @@ impl PythonStacks {
             self.stats.no_callchain += 1;
             return None;
         }
-        let stack = match runtime.stack(tid, |field| copied_current_frame(s, field)) {
+        let regs = copied_regs(s);
+        let copied = copied_stack(s);
+        let copy = copied.as_ref().map(|(sp, stack)| python::SampleCopy {
+            sp: *sp,
+            stack,
+            regs: &regs,
+        });
+        let stack = match runtime.stack(tid, copy.as_ref()) {
             Ok(stack) => stack,
             Err(PythonError::NoThread(_)) => {
                 self.stats.no_thread += 1;
@@ -467,16 +474,27 @@ pub(super) fn targets_python(cfg: &super::RecordConfig) -> bool {
     }
 }
 
-/// The `_PyCFrame.current_frame` the sample's user stack copy holds, when the copy covers that field of the
-/// thread's `_PyCFrame`, at `field` (the `_PyCFrame` lives in the C frame of `_PyEval_EvalFrameDefault`).
-fn copied_current_frame(s: &SampleRecord<'_>, field: u64) -> Option<u64> {
-    let regs = s.user_regs.as_ref()?;
-    let sp = crate::unwind::dwarf::UserRegs::from_sample(regs)?.sp;
+/// The general registers of sample `s` (DWARF mode copies them all: [`crate::regs::GENERAL`]).
+fn copied_regs(s: &SampleRecord<'_>) -> Vec<u64> {
+    let Some(regs) = s.user_regs.as_ref() else {
+        return Vec::new();
+    };
+    (0..64).filter_map(|i| regs.get(i)).collect()
+}
+
+/// The user stack sample `s` copied (as far as the kernel filled it) and the stack pointer it starts at.
+fn copied_stack<'a>(s: &SampleRecord<'a>) -> Option<(u64, std::borrow::Cow<'a, [u8]>)> {
+    let sp = crate::unwind::dwarf::UserRegs::from_sample(s.user_regs.as_ref()?)?.sp;
     let (stack, size) = s.user_stack.as_ref()?;
-    let stack = stack.as_slice();
-    let at = usize::try_from(field.checked_sub(sp)?).ok()?;
-    let bytes = stack.get(at..at + 8).filter(|_| at + 8 <= *size as usize)?;
-    Some(u64::from_ne_bytes(bytes.try_into().ok()?))
+    let filled = (*size as usize).min(stack.len());
+    let stack = match stack.as_slice() {
+        std::borrow::Cow::Borrowed(b) => std::borrow::Cow::Borrowed(&b[..filled]),
+        std::borrow::Cow::Owned(mut v) => {
+            v.truncate(filled);
+            std::borrow::Cow::Owned(v)
+        }
+    };
+    Some((sp, stack))
 }
 
 /// Put the Python frames of `read` into `callchain` (leaf first, perf's context markers): each user frame in
