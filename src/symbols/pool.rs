@@ -31,6 +31,9 @@ pub(crate) struct Pool {
     jobs: mpsc::Sender<Job>,
     queue: Arc<Mutex<mpsc::Receiver<Job>>>,
     threads: usize,
+    /// The most threads: one per core the process may use (asked once: std reads the cgroup's CPU quota files
+    /// each time, which was two opens per binary read).
+    most: usize,
 }
 
 impl Pool {
@@ -40,6 +43,7 @@ impl Pool {
             jobs,
             queue: Arc::new(Mutex::new(queue)),
             threads: 0,
+            most: std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 8)),
         }
     }
 
@@ -48,8 +52,7 @@ impl Pool {
         &mut self,
         make: impl FnOnce() -> T + Send + 'static,
     ) -> Slot<T> {
-        let most = std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 8));
-        if self.threads < most {
+        if self.threads < self.most {
             let queue = Arc::clone(&self.queue);
             let spawned = std::thread::Builder::new()
                 .name("rprof-symbols".into())
