@@ -313,9 +313,10 @@ fn x86_64_plt_slot(entry: &[u8], addr: u64) -> Option<u64> {
 /// About how many bytes of memory reading the symbol tables of the ELF file at `path` takes at its peak (0 when
 /// it cannot be read): each symbol table entry's size twice (the sorted table's entry and its name's
 /// allocation) plus the string tables (the names), all twice, for the copies alive while the table is built
-/// and sorted (measured: libLLVM.so.22, 35 MB by the single count, raised a push's peak RSS by 68 MB). Only the
-/// ELF header and the section headers are read, for a budget to decide before the whole file is (`rprof record
-/// --push`).
+/// and sorted (measured: libLLVM.so.22, 35 MB by the single count, raised a push's peak RSS by 68 MB); and its
+/// DWARF sections inflated (kept mapped while its addresses are looked up: libc's debug file, 8.5 MB inflated,
+/// raised a push's RSS by 13 MiB). Only the ELF header, the section headers and the compression headers are
+/// read, for a budget to decide before the whole file is (`rprof record --push`).
 pub(crate) fn symbol_table_bytes(path: &Path) -> u64 {
     let Ok(file) = std::fs::File::open(path) else {
         return 0;
@@ -341,9 +342,20 @@ fn tables_bytes<'d, Elf: FileHeader, R: ReadRef<'d>>(data: R) -> u64 {
     let mut bytes = 0u64;
     for s in sections.iter() {
         let size: u64 = s.sh_size(endian).into();
+        let dwarf = sections
+            .section_name(endian, s)
+            .is_ok_and(|n| n.starts_with(b".debug_") || n.starts_with(b".zdebug_"));
         bytes += match s.sh_type(endian) {
             object::elf::SHT_SYMTAB | object::elf::SHT_DYNSYM => 4 * size,
             object::elf::SHT_STRTAB => 2 * size,
+            // DWARF is kept inflated and mapped (`--push` keeps a file of the inflated sections).
+            _ if dwarf => match s.compression(endian, data) {
+                Ok(Some((header, _, _))) => {
+                    use object::read::elf::CompressionHeader;
+                    header.ch_size(endian).into()
+                }
+                _ => size,
+            },
             _ => 0,
         };
     }
@@ -353,6 +365,39 @@ fn tables_bytes<'d, Elf: FileHeader, R: ReadRef<'d>>(data: R) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::x86_64_plt_slot;
+
+    /// Check the memory estimate of a binary with symbols and DWARF (this test's own, built with debug info):
+    /// at least its symbol tables four times, its string tables twice and its DWARF sections once, inflated.
+    #[test]
+    fn estimate_counts_symbols_and_dwarf() {
+        use object::{Object, ObjectSection, SectionKind};
+        let exe = std::fs::read("/proc/self/exe").unwrap();
+        let file = object::File::parse(&*exe).unwrap();
+        let (mut symbols, mut dwarf) = (0u64, 0u64);
+        for s in file.sections() {
+            let name = s.name().unwrap_or_default();
+            if name.starts_with(".debug_") {
+                dwarf += s.uncompressed_data().map_or(s.size(), |d| d.len() as u64);
+            } else if name == ".symtab" {
+                symbols += 4 * s.size();
+            } else if s.kind() == SectionKind::Metadata && name == ".strtab" {
+                symbols += 2 * s.size();
+            }
+        }
+        assert!(
+            dwarf > 0 && symbols > 0,
+            "the test binary has DWARF and symbols"
+        );
+        let estimate = super::symbol_table_bytes(std::path::Path::new("/proc/self/exe"));
+        assert!(
+            estimate >= symbols + dwarf,
+            "estimate {estimate} < symbols {symbols} + DWARF {dwarf}"
+        );
+        assert_eq!(
+            super::symbol_table_bytes(std::path::Path::new("/nonexistent")),
+            0
+        );
+    }
 
     /// Check that the GOT slot is decoded from the PLT entry forms ld writes (lazy, IBT `.plt.sec`, MPX `bnd`,
     /// 8-byte `.plt.got`) and that the header and the IBT lazy stubs give none.

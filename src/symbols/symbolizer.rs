@@ -347,11 +347,20 @@ impl Symbolizer {
                 _ => return Err(Unnamed::FileGone),
             },
         };
+        let debug_dirs = &self.opts.debug.dirs;
         let refused = |gate: &mut OpenGate| {
             let need = found
                 .first()
                 .map_or(0, |(p, _)| super::elf::symbol_table_bytes(p));
-            !gate(need)
+            // Its debug file by build id (libc6-dbg's): the symbols and DWARF that will be read are there.
+            let debug = build_id.as_deref().map_or(0, |id| {
+                let by_id = debug_dirs
+                    .iter()
+                    .filter_map(|dir| crate::buildid::debug_file_path(dir, id))
+                    .find(|p| p.is_file());
+                by_id.map_or(0, |p| super::elf::symbol_table_bytes(&p))
+            });
+            !gate(need + debug)
         };
         // Refused already in this period: not asked again (the estimate opens the file).
         if self.refused.contains(&key) {
