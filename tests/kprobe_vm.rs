@@ -23,6 +23,7 @@ const STEPS: &[&str] = &[
     "bt_capable",
     "bt_biolatency",
     "bt_biostacks",
+    "bt_swapin",
     "bt_xfsdist",
 ];
 

@@ -178,10 +178,11 @@ if readelf -lW "$RPROF" 2> /dev/null | grep -q INTERP; then
 fi
 gcc -static -O2 -Wall -o "$IRD/opener" "$VM/opener.c" || die "gcc -static failed for opener.c: install libc6-dev"
 gcc -static -O2 -Wall -o "$IRD/burner" "$VM/burner.c" || die "gcc -static failed for burner.c: install libc6-dev"
+gcc -static -O2 -Wall -o "$IRD/pager" "$VM/pager.c" || die "gcc -static failed for pager.c: install libc6-dev"
 # The loop driver, and bpftrace's kprobe tools as Debian's bpftrace package ships them (run unchanged by rprof bt).
 mkdir -p "$IRD/lib/modules" "$IRD/bt"
 cp "$CACHE/loop-${VMLINUZ##*/vmlinuz-}.ko" "$IRD/lib/modules/loop.ko"
-for tool in vfscount vfsstat capable biolatency biostacks xfsdist; do
+for tool in vfscount vfsstat capable biolatency biostacks swapin xfsdist; do
     cp "/usr/sbin/$tool.bt" "$IRD/bt/" || die "no /usr/sbin/$tool.bt: install Debian's bpftrace package"
 done
 cp "$VM/init" "$IRD/init"

@@ -562,6 +562,79 @@ step_bt_biostacks() {
     fi
 }
 
+# A swap device on loop1 (over a file in /tmp; loop.ko as for loop0) and a memory cgroup for the pager, whose
+# memory.reclaim puts its pages out (cgroup2, mounted here). zswap off, so that every swap-in reads the device.
+SWAP_READY=""
+swap_device() {
+    [ -n "$SWAP_READY" ] && return 0
+    insmod /lib/modules/loop.ko 2>/tmp/swap.err || grep -q '^loop ' /proc/modules || return 1
+    i=0
+    while [ ! -b /dev/loop1 ] && [ "$i" -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+    dd if=/dev/zero of=/tmp/swap.img bs=1M count=16 2>/dev/null
+    losetup /dev/loop1 /tmp/swap.img 2>>/tmp/swap.err || return 1
+    mkswap /dev/loop1 >/dev/null 2>>/tmp/swap.err || return 1
+    swapon /dev/loop1 2>>/tmp/swap.err || return 1
+    [ -w /sys/module/zswap/parameters/enabled ] && echo N > /sys/module/zswap/parameters/enabled
+    mkdir -p /sys/fs/cgroup
+    grep -q '^[^ ]* /sys/fs/cgroup cgroup2 ' /proc/mounts || mount -t cgroup2 none /sys/fs/cgroup 2>>/tmp/swap.err \
+        || return 1
+    echo +memory > /sys/fs/cgroup/cgroup.subtree_control 2>>/tmp/swap.err || return 1
+    mkdir -p /sys/fs/cgroup/pager 2>>/tmp/swap.err || return 1
+    SWAP_READY=1
+}
+
+# Pages read in from swap so far (the kernel counts one per swap_readpage that reads a block device).
+pswpin() { awk '$1 == "pswpin" { print $2 }' /proc/vmstat; }
+
+# swapin.bt (`kprobe:swap_readpage { @[comm, pid] = count(); }`, printed and cleared each second), unchanged: the
+# pager's 256 pages are put out to swap before the tool starts and read back while it runs; the pager's rows add up
+# to the pages the kernel read in from swap meanwhile (pswpin), which are at least the 256.
+step_bt_swapin() {
+    t0=$(now)
+    if ! swap_device; then
+        result bt_swapin fail "$t0" "no swap device: $(oneline /tmp/swap.err)"
+        return
+    fi
+    n=256
+    sh -c "echo \$\$ > /sys/fs/cgroup/pager/cgroup.procs && exec /pager $n /sys/fs/cgroup/pager" \
+        > /tmp/pager.out 2>&1 &
+    gpid=$!
+    i=0
+    while ! grep -q '^paged out' /tmp/pager.out && kill -0 "$gpid" 2>/dev/null && [ "$i" -lt "$((CAP * 10))" ]; do
+        sleep 0.1
+        i=$((i + 1))
+    done
+    paged=$(sed -n 's/^paged out \([0-9]*\) of .*/\1/p' /tmp/pager.out)
+    if [ -z "$paged" ]; then
+        kill "$gpid" 2>/dev/null
+        result bt_swapin fail "$t0" "the pager did not page out: $(oneline /tmp/pager.out)"
+        return
+    fi
+    # bpftrace prints "Attaching 2 probes..." before it attaches them, as rprof does: the first print of the
+    # interval probe (`time()`'s HH:MM:SS line) says that they are on.
+    if ! start_tool bt_swapin swapin '^[0-9][0-9]:[0-9][0-9]:[0-9][0-9]$'; then
+        kill "$gpid" 2>/dev/null
+        return
+    fi
+    before=$(pswpin)
+    kill -USR1 "$gpid"
+    wait "$gpid"
+    sleep 0.5
+    IN=$(($(pswpin) - before))
+    cat "$T/kprobe_profile" > /tmp/swapin.profile 2>&1
+    stop_tool
+    counted=$(sed -n "s/^@\[pager, $gpid\]: \([0-9]*\)\$/\1/p" /tmp/swapin.out | awk '{ s += $1 } END { print s + 0 }')
+    detail="rc=$RC paged_out=$paged of $n pswpin=$IN counted=$counted prints=$(grep -c '^[0-9][0-9]:[0-9][0-9]:[0-9][0-9]$' /tmp/swapin.out)"
+    if [ "$RC" -eq 0 ] && [ "$paged" -eq "$n" ] && [ "$IN" -ge "$n" ] && [ "$counted" -eq "$IN" ]; then
+        result bt_swapin pass "$t0" "$detail"
+    else
+        log bt_swapin /tmp/swapin.err /tmp/pager.out
+        od -c /tmp/swapin.out | head -n 40 | sed 's/^/RPROF-VM-LOG name=bt_swapin | out: /'
+        sed 's/^/RPROF-VM-LOG name=bt_swapin | kprobe_profile: /' /tmp/swapin.profile
+        result bt_swapin fail "$t0" "$detail"
+    fi
+}
+
 # xfsdist.bt: XFS is a module this initramfs does not load, so each of its 8 kprobes is skipped with bpftrace's
 # warning and the tool runs with none attached (as bpftrace does), ending cleanly on Ctrl-C.
 step_bt_xfsdist() {
@@ -592,5 +665,6 @@ step_bt_vfsstat
 step_bt_capable
 step_bt_biolatency
 step_bt_biostacks
+step_bt_swapin
 step_bt_xfsdist
 echo "RPROF-VM-STEPS$STEPS"

@@ -92,6 +92,31 @@ impl Comms {
         ppid
     }
 
+    /// The names of the tasks running now, from /proc: a task older than the session that ends before its
+    /// first hit is read (a probe's events can be read after the task exited) keeps its name, as bpftrace's
+    /// `comm`, read in the kernel at the event, has it. Later tasks are named by their COMM and FORK records.
+    pub fn of_running_tasks() -> Comms {
+        let mut comms = Comms::default();
+        let Ok(procs) = std::fs::read_dir("/proc") else {
+            return comms;
+        };
+        let ids = |dir: std::fs::ReadDir| {
+            dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+                .collect::<Vec<u32>>()
+        };
+        for pid in ids(procs) {
+            let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+                continue;
+            };
+            for tid in ids(tasks) {
+                if let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm")) {
+                    comms.names.insert(tid, text.trim_end_matches('\n').into());
+                }
+            }
+        }
+        comms
+    }
+
     /// The name of `tid`: from the records, else (a task older than the session) from /proc.
     pub fn get(&mut self, tid: u32) -> Option<Arc<str>> {
         if let Some(c) = self.names.get(&tid) {
@@ -118,6 +143,23 @@ fn proc_parent(pid: u32) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Check that the tasks running when the session starts are named without /proc at the hit: this test's
+    /// own thread, and a child that has exited (and been reaped) since.
+    #[test]
+    fn running_tasks_are_named_at_the_start() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("0.2")
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let mut c = Comms::of_running_tasks();
+        child.wait().unwrap();
+        assert_eq!(c.get(child.id()).as_deref(), Some("sleep"));
+        let me = std::process::id();
+        let mine = std::fs::read_to_string(format!("/proc/{me}/comm")).unwrap();
+        assert_eq!(c.get(me).as_deref(), Some(mine.trim_end()));
+    }
 
     /// Check that a child has its parent's name until its exec names it, and that exited names are bounded.
     #[test]

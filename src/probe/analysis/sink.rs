@@ -112,7 +112,7 @@ impl<'a> Sink<'a> {
             only: None,
             foreign: Foreign::default(),
             launcher: None,
-            comms: Comms::default(),
+            comms: Comms::of_running_tasks(),
             filters: targets
                 .iter()
                 .map(|(_, t)| t.filter.as_ref()?.user.as_ref().map(UserFilter::new))
