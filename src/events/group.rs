@@ -145,7 +145,11 @@ pub fn remove_stale(tracefs: &Tracefs) -> Result<Vec<String>, TracefsError> {
                 continue;
             };
             if owner != me && !rprof_alive(owner) {
-                Instance::open_existing(tracefs, &name)?.remove()?;
+                // Another rprof starting now may have removed it since the listing.
+                match Instance::open_existing(tracefs, &name) {
+                    Err(TracefsError::NoSuchInstance { .. }) => continue,
+                    instance => instance?.remove()?,
+                }
                 removed.push(format!("instances/{name}"));
             }
         }

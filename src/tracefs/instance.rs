@@ -164,7 +164,10 @@ impl Instance {
         loop {
             match fs::remove_dir(&self.path) {
                 Ok(()) => return Ok(()),
+                // Gone, or being removed by another process (the kernel found no such instance: ENODEV),
+                // as rprofs starting at once each remove a dead one's.
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+                Err(e) if e.raw_os_error() == Some(libc::ENODEV) => return Ok(()),
                 Err(e) if e.raw_os_error() == Some(libc::EBUSY) && tries < REMOVE_RETRIES => {
                     tries += 1;
                     std::thread::sleep(REMOVE_WAIT);
