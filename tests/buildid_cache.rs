@@ -118,8 +118,9 @@ fn assert_split(shares: &[(String, f64)], what: &str) {
 /// Check that a recording names its samples after the binary was rebuilt at the same path (another build id),
 /// from the copy `record` kept in the build-id cache (`$HOME/.debug` here): the same stacks and function shares
 /// as before the rebuild, in `rprof report` and in `perf report` on rprof's recording with rprof's cache, while
-/// both leave them unnamed with an empty cache. Only binaries with samples are copied: libm, mapped but never
-/// run, is not.
+/// both leave them unnamed with an empty cache. Only binaries with samples are copied: a library of the test's
+/// own, mapped but never run (no constructor, no IFUNC: libm, which the test used before, runs its IFUNC
+/// resolvers at the start, and a sample landed there once under load), is not.
 #[test]
 fn rebuilt_binary_named_from_rprofs_cache() {
     if !privileged("rebuilt_binary_named_from_rprofs_cache")
@@ -131,7 +132,26 @@ fn rebuilt_binary_named_from_rprofs_cache() {
     let home = tmp.path().join("home");
     let cache = home.join(".debug");
     let empty = tmp.path().join("empty");
-    let bin = build(tmp.path(), &["-Wl,--no-as-needed", "-lm"]);
+    // The library nobody calls: linked in (and mapped), never run.
+    let lib_src = tmp.path().join("unused.c");
+    std::fs::write(&lib_src, "int rprof_unused(int x) { return x + 1; }\n").unwrap();
+    let st = std::process::Command::new("gcc")
+        .args(["-shared", "-fPIC", "-O1", "-o"])
+        .arg(tmp.path().join("librprof_unused.so"))
+        .arg(&lib_src)
+        .status()
+        .unwrap();
+    assert!(st.success(), "gcc -shared failed");
+    let lib_dir = tmp.path().to_str().unwrap();
+    let bin = build(
+        tmp.path(),
+        &[
+            "-Wl,--no-as-needed",
+            &format!("-L{lib_dir}"),
+            &format!("-Wl,-rpath,{lib_dir}"),
+            "-lrprof_unused",
+        ],
+    );
     let old_id = build_id(&bin);
     let data = tmp.path().join("r.data").to_str().unwrap().to_string();
     let bin_arg = bin.to_str().unwrap();
@@ -161,15 +181,18 @@ fn rebuilt_binary_named_from_rprofs_cache() {
             .join(&old_id)
     );
     let listed = perf(&[], &["buildid-list", "-i", &data]);
-    assert!(listed.contains("libm.so"), "libm is mapped: {listed}");
+    assert!(
+        listed.contains("librprof_unused.so"),
+        "the unused library is mapped: {listed}"
+    );
     let copied: Vec<String> = walk(&cache)
         .into_iter()
         .map(|p| p.display().to_string())
         .filter(|p| p.ends_with("/elf"))
         .collect();
     assert!(
-        !copied.iter().any(|p| p.contains("libm.so")),
-        "libm has no samples, so no copy: {copied:?}"
+        !copied.iter().any(|p| p.contains("librprof_unused.so")),
+        "the unused library has no samples, so no copy: {copied:?}"
     );
 
     let folded = at_home(&["report", "-i", &data, "--folded"]);
