@@ -97,20 +97,12 @@ impl Comms {
     /// `comm`, read in the kernel at the event, has it. Later tasks are named by their COMM and FORK records.
     pub fn of_running_tasks() -> Comms {
         let mut comms = Comms::default();
-        let Ok(procs) = std::fs::read_dir("/proc") else {
-            return comms;
-        };
-        let ids = |dir: std::fs::ReadDir| {
-            dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-                .collect::<Vec<u32>>()
-        };
-        for pid in ids(procs) {
-            let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-                continue;
-            };
-            for tid in ids(tasks) {
+        for pid in crate::process::all_pids() {
+            for tid in crate::process::threads(pid).unwrap_or_default() {
                 if let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm")) {
-                    comms.names.insert(tid, text.trim_end_matches('\n').into());
+                    comms
+                        .names
+                        .insert(tid as u32, text.trim_end_matches('\n').into());
                 }
             }
         }
