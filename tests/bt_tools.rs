@@ -62,7 +62,7 @@ impl Running {
     }
 
     /// SIGINT (Ctrl-C), as a user ends a tool; SIGKILL after 30 s. Its stdout.
-    fn stop(mut self) -> String {
+    fn stop(mut self) -> (String, String) {
         let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
         let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT);
         let since = Instant::now();
@@ -76,19 +76,20 @@ impl Running {
             let _ = r.join();
         }
         let out = self.out.lock().unwrap().clone();
-        out
+        (out, self.err())
     }
 }
 
 /// Run `rprof bt RFILE` and `bpftrace BFILE` together, both attached before `work` runs and stopped a second
-/// after it ends: (rprof's stdout, bpftrace's stdout).
+/// after it ends: (rprof's stdout, bpftrace's stdout). Their standard errors (lost events, warnings) go to the
+/// test's output, which a failing test shows.
 fn both(rfile: &str, bfile: &str, ready: &str, work: impl FnOnce()) -> (String, String) {
     let mine = Running::start(rprof().args(["bt", rfile]), ready);
     let theirs = Running::start(Command::new("bpftrace").arg(bfile), ready);
     work();
     std::thread::sleep(Duration::from_secs(1));
-    let (mine_err, theirs_err) = (mine.err(), theirs.err());
-    let (m, t) = (mine.stop(), theirs.stop());
+    let ((m, mine_err), (t, theirs_err)) = (mine.stop(), theirs.stop());
+    println!("rprof bt {rfile}, standard error:\n{mine_err}\nbpftrace {bfile}, standard error:\n{theirs_err}");
     assert!(!m.is_empty(), "rprof bt {rfile}: {mine_err}");
     assert!(!t.is_empty(), "bpftrace {bfile}: {theirs_err}");
     (m, t)

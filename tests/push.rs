@@ -1073,6 +1073,14 @@ fn push_budget_falls_back_to_unsymbolized() {
             _ => "over its memory budget",
         };
         assert!(stderr.contains(over), "no log line:\n{stderr}");
+        // One line for a run of periods refused alike (the same binaries asked again each period); the
+        // end's summary counts every period refused.
+        let logged = stderr.matches(over).count() as u64;
+        let periods: u64 = stderr
+            .split_once(" periods over the budget pushed")
+            .and_then(|(before, _)| before.rsplit(' ').next()?.parse().ok())
+            .unwrap_or_else(|| panic!("{name}: no summary of the periods refused:\n{stderr}"));
+        assert!((1..=periods).contains(&logged), "{name}:\n{stderr}");
         let mut fixture_locations = 0;
         for p in &pushes {
             let names = function_names(p);

@@ -98,6 +98,8 @@ pub(crate) struct Live {
     lean: bool,
     /// The CPU and memory budget, asked before each new binary.
     keeper: Option<Keeper>,
+    /// The last period's refusal (the budget's label, how many binaries), to tell a repeat from news.
+    last_unread: Option<(&'static str, usize)>,
 }
 
 /// More labels of each process's samples.
@@ -108,6 +110,9 @@ pub(crate) type PidLabels = HashMap<u32, Vec<(String, String)>>;
 pub(crate) struct Unread {
     pub(crate) over: Over,
     pub(crate) binaries: usize,
+    /// The period before was refused for the same budget the same number of binaries (most often the same
+    /// binaries, asked again each period): not news for the log.
+    pub(crate) repeat: bool,
 }
 
 impl Live {
@@ -138,6 +143,7 @@ impl Live {
             counts: LiveCounts::default(),
             lean: false,
             keeper: None,
+            last_unread: None,
         }
     }
 
@@ -308,7 +314,9 @@ impl Live {
         let unread = over.map(|over| Unread {
             over,
             binaries: refused,
+            repeat: self.last_unread == Some((over.label(), refused)),
         });
+        self.last_unread = unread.map(|u| (u.over.label(), u.binaries));
         let mut stack_index: FastMap<u32, u32> = FastMap::default();
         let mut stacks: Vec<((u32, Vec<FrameId>), StackCount)> = Vec::new();
         let mut comm_index: HashMap<Arc<str>, u32> = HashMap::new();

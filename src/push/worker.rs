@@ -162,14 +162,18 @@ impl Worker {
             false => {
                 let (profile, by_pid, unread) = live.profile(&samples);
                 if let Some(u) = unread {
-                    eprintln!(
-                        "rprof record: push: the period from {} was {}: {} new binaries pushed \
-                         unsymbolized (build ids and offsets, labelled rprof_unsymbolized={})",
-                        period.from,
-                        u.over,
-                        u.binaries,
-                        u.over.label()
-                    );
+                    // Said once for a run of periods refused alike; the end's summary counts them all.
+                    if !u.repeat {
+                        eprintln!(
+                            "rprof record: push: the period from {} was {}: {} new binaries pushed \
+                             unsymbolized (build ids and offsets, labelled rprof_unsymbolized={}); \
+                             following periods refused alike are not logged",
+                            period.from,
+                            u.over,
+                            u.binaries,
+                            u.over.label()
+                        );
+                    }
                     made.unread_periods += 1;
                 }
                 let labels = PprofLabels {
