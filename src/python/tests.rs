@@ -1,5 +1,6 @@
 //! Unit tests of the version gate, interpreter file names and a sample's copy.
-use super::{layout, version_of_file, version_of_name, SampleCopy};
+use super::interpreter::version_of_name;
+use super::{layout, version_of_file, SampleCopy};
 
 /// Check the version gate: 3.11 and 3.12 by table, 3.13 by its debug offsets; 3.14 and later (and 2.x,
 /// 3.10) are read no further.
