@@ -35,22 +35,36 @@ fn file_crc32(path: &Path) -> Option<u32> {
     }
 }
 
+/// The debug file of build id `build_id` in the first of `debug_dirs` that has it (`DIR/.build-id/ab/cdef….debug`,
+/// its own build id checked); each path looked at goes to `searched`.
+pub(crate) fn by_build_id(
+    build_id: &[u8],
+    debug_dirs: &[PathBuf],
+    searched: &mut Vec<PathBuf>,
+) -> Option<PathBuf> {
+    for dir in debug_dirs {
+        let Some(candidate) = debug_file_path(dir, build_id) else {
+            continue;
+        };
+        searched.push(candidate.clone());
+        if candidate.is_file() && file_build_id(&candidate).as_deref() == Some(build_id) {
+            return Some(candidate);
+        }
+    }
+    None
+}
+
 /// Find the separate debug file of a binary.
 pub(crate) fn find_debug_file(hints: &DebugHints<'_>, debug_dirs: &[PathBuf]) -> DebugSearch {
     let mut searched = Vec::new();
-    if let Some(build_id) = hints.build_id {
-        for dir in debug_dirs {
-            let Some(candidate) = debug_file_path(dir, build_id) else {
-                continue;
-            };
-            searched.push(candidate.clone());
-            if candidate.is_file() && file_build_id(&candidate).as_deref() == Some(build_id) {
-                return DebugSearch {
-                    found: Some(candidate),
-                    searched,
-                };
-            }
-        }
+    if let Some(found) = hints
+        .build_id
+        .and_then(|id| by_build_id(id, debug_dirs, &mut searched))
+    {
+        return DebugSearch {
+            found: Some(found),
+            searched,
+        };
     }
     if let Some((name, crc)) = hints.debuglink {
         let name = Path::new(std::ffi::OsStr::new(

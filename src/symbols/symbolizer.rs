@@ -354,10 +354,7 @@ impl Symbolizer {
                 .map_or(0, |(p, _)| super::elf::symbol_table_bytes(p));
             // Its debug file by build id (libc6-dbg's): the symbols and DWARF that will be read are there.
             let debug = build_id.as_deref().map_or(0, |id| {
-                let by_id = debug_dirs
-                    .iter()
-                    .filter_map(|dir| crate::buildid::debug_file_path(dir, id))
-                    .find(|p| p.is_file());
+                let by_id = super::debugfile::by_build_id(id, debug_dirs, &mut Vec::new());
                 by_id.map_or(0, |p| super::elf::symbol_table_bytes(&p))
             });
             !gate(need + debug)
