@@ -61,7 +61,7 @@ impl Running {
         self.err.lock().unwrap().clone()
     }
 
-    /// SIGINT (Ctrl-C), as a user ends a tool; SIGKILL after 30 s. Its stdout.
+    /// SIGINT (Ctrl-C), as a user ends a tool; SIGKILL after 30 s. Its stdout and its standard error.
     fn stop(mut self) -> (String, String) {
         let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
         let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT);
